@@ -1,0 +1,227 @@
+"""The `probes` command line. Thin: each command parses flags and calls one function.
+
+Errors caused by input (`ProbeError`) are printed as one clear message with exit code 1;
+anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from promptgen.errors import ProbeError
+
+app = typer.Typer(
+    name="probes",
+    help="Build, run, analyse and publish the social-bias probe datasets (see README.md).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+err = Console(stderr=True)
+out = Console()
+
+SourcesOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--sources",
+        envvar="PROBES_SOURCES",
+        help="Folder with the source files laid out as in the recipe's `path` fields "
+        "(e.g. ../shared/sources). Nothing is downloaded when it is given. Env: PROBES_SOURCES.",
+        file_okay=False,
+    ),
+]
+CacheOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--cache-dir",
+        envvar="PROBES_CACHE",
+        help="Download cache for sources (default ~/.cache/social-bias-probes/sources). Env: PROBES_CACHE.",
+        file_okay=False,
+    ),
+]
+OfflineOpt = Annotated[
+    bool,
+    typer.Option("--offline", envvar="PROBES_OFFLINE", help="Never download; use --sources or the cache only."),
+]
+RecipeArg = Annotated[
+    str,
+    typer.Argument(help="Dataset name (a recipe in builders/, e.g. talent-or-luck) or a path to a recipe YAML."),
+]
+
+
+def _fail(exc: Exception) -> None:
+    err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
+    raise typer.Exit(code=1)
+
+
+@app.callback()
+def main(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug messages.")] = False,
+) -> None:
+    """Social-bias probes: build prompt datasets, score models, recompute the papers' metrics."""
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+@app.command()
+def build(
+    name: RecipeArg,
+    out_dir: Annotated[
+        Path, typer.Option("--out", help="Parent folder; the dataset is written to OUT/<name>/.", file_okay=False)
+    ] = Path("datasets"),
+    sources: SourcesOpt = None,
+    cache_dir: CacheOpt = None,
+    offline: OfflineOpt = False,
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full",
+            help="Build the full cross product of every setting (OUT/<name>-full); "
+            "the default recipe samples to the paper's scale.",
+        ),
+    ] = False,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace an existing OUT/<name> (swapped in only when complete).")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")] = False,
+) -> None:
+    """Build a Hub-ready prompt dataset folder from its recipe and sources.
+
+    Deterministic: the same recipe and sources give byte-identical parquet files and the
+    same fingerprint. Atomic: OUT/<name> appears complete or not at all.
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from promptgen.build import build as run_build
+
+    started = time.perf_counter()
+    progress = Progress(
+        TextColumn("[bold]{task.description:<16}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        disable=quiet,
+        transient=False,
+    )
+    tasks: dict[str, int] = {}
+
+    def on_plan(plan) -> None:
+        for config in plan.configs:
+            tasks[config.name] = progress.add_task(config.name, total=config.expected_rows)
+
+    def on_rows(config: str, n: int) -> None:
+        progress.advance(tasks[config], n)
+
+    try:
+        with progress:
+            result = run_build(
+                name,
+                out_dir=out_dir,
+                sources_dir=sources,
+                cache_dir=cache_dir,
+                offline=offline,
+                full=full,
+                overwrite=overwrite,
+                on_rows=on_rows,
+                on_plan=on_plan,
+            )
+    except ProbeError as exc:
+        _fail(exc)
+    if not quiet:
+        m = result.manifest
+        table = Table(title=f"{m['name']} {m['version']} -> {result.path}")
+        table.add_column("config")
+        table.add_column("rows", justify="right")
+        table.add_column("shards", justify="right")
+        for config, info in m["configs"].items():
+            table.add_row(config, f"{info['rows']:,}", str(len(info["files"])))
+        out.print(table)
+        out.print(f"fingerprint {m['fingerprint']}  ({time.perf_counter() - started:.1f} s)")
+
+
+@app.command()
+def lint(
+    name: RecipeArg,
+    sources: SourcesOpt = None,
+    cache_dir: CacheOpt = None,
+    offline: OfflineOpt = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON instead of tables.")] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit with code 2 when there is any warning.")] = False,
+) -> None:
+    """Lint a recipe's sources (labels, pronouns, option balance, applied corrections)."""
+    from promptgen.attribution_dataset import lint_report, read_release
+    from promptgen.recipe import load_recipe
+    from promptgen.sources import resolve_sources
+
+    try:
+        recipe = load_recipe(name)
+        if recipe.builder != "attribution":
+            raise ProbeError(f"no lint is defined for builder {recipe.builder!r}")
+        resolved = resolve_sources(recipe.sources, sources_dir=sources, cache_dir=cache_dir, offline=offline)
+        report = lint_report(*read_release(recipe, resolved))
+    except ProbeError as exc:
+        _fail(exc)
+    if as_json:
+        out.print_json(json.dumps(report))
+    else:
+        table = Table(title=f"lint: {recipe.name} ({len(report['findings'])} findings)")
+        for col in ("check", "severity", "where", "finding"):
+            table.add_column(col, overflow="fold")
+        for f in report["findings"]:
+            table.add_row(f["check"], f["severity"], f["where"], f["message"])
+        out.print(table)
+        bal = Table(title="option length balance (longest / shortest option)")
+        for col in ("setting", "templates", "mean ratio", "max ratio", "share > 2"):
+            bal.add_column(col)
+        for setting, b in report["option_length_balance"].items():
+            bal.add_row(
+                setting,
+                str(b["templates"]),
+                str(b["mean_length_ratio"]),
+                str(b["max_length_ratio"]),
+                str(b["share_over_2"]),
+            )
+        out.print(bal)
+        for a in report["text_corrections_applied"]:
+            out.print(
+                f"corrected: {a['file']}: {a['rule']['find']!r} -> {a['rule']['replace']!r} "
+                f"({a['strings_changed']} strings): {a['rule']['reason']}"
+            )
+        for f in report["label_corrections"]:
+            out.print(f"corrected label: {f['dimension']}: {f['original']!r} -> {f['corrected']!r}: {f['reason']}")
+    if strict and any(f["severity"] == "warning" for f in report["findings"]):
+        raise typer.Exit(code=2)
+
+
+@app.command("recipes")
+def list_recipes_cmd() -> None:
+    """List the dataset recipes found in builders/."""
+    from promptgen.recipe import list_recipes, load_recipe
+
+    table = Table()
+    for col in ("name", "version", "builder", "recipe"):
+        table.add_column(col)
+    for name, path in list_recipes().items():
+        try:
+            r = load_recipe(str(path))
+            table.add_row(name, r.version, r.builder, str(path))
+        except ProbeError as exc:
+            table.add_row(name, "?", "?", f"{path} (invalid: {exc})")
+    out.print(table)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,130 @@
+"""The `talent-or-luck` dataset: recipe + release files -> configs, report and card context."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any
+
+from .attribution import (
+    IDENTITY_FEATURES,
+    ITEM_FEATURES,
+    TEMPLATE_FEATURES,
+    Corrections,
+    actor_actor_items,
+    actor_observer_items,
+    batched,
+    build_identities,
+    check_params_against_release,
+    expected_counts,
+    identity_rows,
+    parse_corrections,
+    parse_params,
+    single_actor_items,
+    template_rows,
+)
+from .attribution_lint import findings_as_dicts, lint_release
+from .attribution_release import Release, load_release
+from .hubfolder import ConfigData
+from .items import Features
+from .plan import BuildPlan
+from .recipe import Recipe
+from .sources import ResolvedSource
+
+ITEM_CONFIGS = {
+    "single_actor": (single_actor_items, "One actor with an outcome; the model picks the cause."),
+    "actor_actor": (actor_actor_items, "Two actors in one scenario; one item per target actor."),
+    "actor_observer": (actor_observer_items, "An observer states a cause first; the model picks the actor's cause."),
+}
+
+
+def read_release(recipe: Recipe, sources: dict[str, ResolvedSource]) -> tuple[Release, Corrections]:
+    """Parse the release files with the recipe's text corrections applied."""
+    corrections = parse_corrections(recipe.corrections)
+    files = {sid: (src.path, src.spec.path) for sid, src in sources.items()}
+    return load_release(files, list(corrections.texts)), corrections
+
+
+def lint_report(release: Release, corrections: Corrections) -> dict[str, Any]:
+    """Lint findings, option-length balance and the corrections that were applied."""
+    findings, balance = lint_release(release)
+    applied = [
+        {
+            "rule": dataclasses.asdict(corrections.texts[i]),
+            "file": file,
+            "strings_changed": n,
+        }
+        for (i, file), n in sorted(release.corrections_applied.items())
+    ]
+    return {
+        "corrections_version": corrections.version,
+        "label_corrections": [dataclasses.asdict(f) for f in corrections.labels],
+        "text_corrections_applied": applied,
+        "findings": findings_as_dicts(findings),
+        "option_length_balance": balance,
+    }
+
+
+def plan_talent_or_luck(recipe: Recipe, sources: dict[str, ResolvedSource], *, full: bool = False) -> BuildPlan:
+    """Everything needed to write the dataset; rows are generated lazily by the writer."""
+    raw_params = copy.deepcopy(recipe.parameters)
+    if full:
+        raw_params["sampling"] = "full"
+    params = parse_params(raw_params)
+    release, corrections = read_release(recipe, sources)
+    check_params_against_release(release, params)
+    identities = build_identities(release, params, corrections)
+    report = lint_report(release, corrections)
+
+    item_columns = list(ITEM_FEATURES)
+    counts = expected_counts(release, params)
+    configs = [
+        ConfigData(
+            "templates",
+            Features(TEMPLATE_FEATURES),
+            lambda: batched(template_rows(release), TEMPLATE_FEATURES),
+            "One row per single-actor template (outcome x domain x scenario x gender).",
+            expected_rows=len(release.single),
+        ),
+        ConfigData(
+            "identities",
+            Features(IDENTITY_FEATURES),
+            lambda: batched(identity_rows(identities), IDENTITY_FEATURES),
+            "Every first name of every identity group, with the seeded sample marked.",
+            expected_rows=sum(len(n) for gs in identities.values() for g in gs for n in g.all_names.values()),
+        ),
+    ]
+    for config, (generate, description) in ITEM_CONFIGS.items():
+        configs.append(
+            ConfigData(
+                config,
+                ITEM_FEATURES,
+                (lambda g=generate: batched(g(release, identities, params), item_columns)),
+                description,
+                expected_rows=counts[config],
+            )
+        )
+    examples = {
+        config: next(iter(generate(release, identities, params))) for config, (generate, _) in ITEM_CONFIGS.items()
+    }
+    name = recipe.name + ("-full" if params.sampling == "full" else "")
+    return BuildPlan(
+        name=name,
+        configs=configs,
+        parameters=raw_params,
+        report={**report, "expected_rows": counts},
+        card_context={
+            "counts_default": expected_counts(release, params, "default"),
+            "counts_full": expected_counts(release, params, "full"),
+            "params": params,
+            "examples": examples,
+            "groups": {d: [(g.label_original, g.label) for g in gs] for d, gs in identities.items()},
+            "n_templates": {
+                "single_actor": len(release.single),
+                "actor_actor": len(release.pairs),
+                "actor_observer": len(release.observer),
+            },
+        },
+        default_config="single_actor",
+        rows_per_shard=params.rows_per_shard,
+    )

@@ -1,0 +1,106 @@
+"""`probes build`: recipe -> sources -> builder plan -> Hub-ready folder."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .cards import render_card
+from .errors import RecipeError
+from .hubfolder import check_target, write_hub_folder
+from .plan import BuildPlan
+from .recipe import Recipe, load_recipe
+from .sources import ResolvedSource, resolve_sources
+
+
+def _talent_or_luck(recipe: Recipe, sources: dict[str, ResolvedSource], full: bool) -> BuildPlan:
+    from .attribution_dataset import plan_talent_or_luck
+
+    return plan_talent_or_luck(recipe, sources, full=full)
+
+
+#: recipe `builder:` value -> planner. Planners import their probe module lazily.
+BUILDERS: dict[str, Callable[[Recipe, dict[str, ResolvedSource], bool], BuildPlan]] = {
+    "attribution": _talent_or_luck,
+}
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    path: Path
+    manifest: dict[str, Any]
+
+
+def plan_build(
+    recipe: Recipe, *, sources_dir: Path | None, cache_dir: Path | None, offline: bool, full: bool
+) -> tuple[BuildPlan, dict[str, ResolvedSource]]:
+    """Resolve the sources and ask the recipe's builder for its plan (no output written)."""
+    if recipe.builder not in BUILDERS:
+        raise RecipeError(f"{recipe.path}: unknown builder {recipe.builder!r}; known: {sorted(BUILDERS)}")
+    sources = resolve_sources(recipe.sources, sources_dir=sources_dir, cache_dir=cache_dir, offline=offline)
+    return BUILDERS[recipe.builder](recipe, sources, full), sources
+
+
+def build_manifest(recipe: Recipe, plan: BuildPlan, sources: dict[str, ResolvedSource]) -> dict[str, Any]:
+    """The manifest fields known before writing (rows, files, fingerprint come later)."""
+    import pyarrow
+
+    from probes import __version__
+
+    return {
+        "name": plan.name,
+        "version": recipe.version,
+        "pretty_name": recipe.pretty_name,
+        "license": recipe.license,
+        "recipe": {"file": recipe.path.name if recipe.path else None, "sha256": recipe.sha256},
+        "sources": [
+            {
+                "id": s.spec.id,
+                "path": s.spec.path,
+                "url": s.spec.url,
+                "sha256": s.sha256,
+                "pinned": s.pinned,
+                "license": s.spec.license,
+            }
+            for s in sources.values()
+        ],
+        "parameters": plan.parameters,
+        "build_report": plan.report,
+        "generator": {"package": "social-bias-probes", "version": __version__, "pyarrow": pyarrow.__version__},
+    }
+
+
+def build(
+    name_or_path: str,
+    *,
+    out_dir: Path,
+    sources_dir: Path | None = None,
+    cache_dir: Path | None = None,
+    offline: bool = False,
+    full: bool = False,
+    overwrite: bool = False,
+    on_rows: Callable[[str, int], None] | None = None,
+    on_plan: Callable[[BuildPlan], None] | None = None,
+) -> BuildResult:
+    """Build one dataset folder `out_dir/<name>` from its recipe; atomic on failure."""
+    recipe = load_recipe(name_or_path)
+    # fail before any work if the target exists (the name may gain "-full")
+    check_target(Path(out_dir) / (recipe.name + ("-full" if full else "")), overwrite=overwrite)
+    plan, sources = plan_build(recipe, sources_dir=sources_dir, cache_dir=cache_dir, offline=offline, full=full)
+    if on_plan is not None:
+        on_plan(plan)
+    manifest = build_manifest(recipe, plan, sources)
+    path = write_hub_folder(
+        Path(out_dir),
+        plan.name,
+        plan.configs,
+        manifest=manifest,
+        render_card=lambda m, written: render_card(recipe, plan, m, written),
+        rows_per_shard=plan.rows_per_shard,
+        overwrite=overwrite,
+        on_rows=on_rows,
+    )
+    return BuildResult(path, json.loads((path / "build_manifest.json").read_text(encoding="utf-8")))

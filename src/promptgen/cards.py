@@ -1,0 +1,49 @@
+"""Render dataset cards from the Jinja2 templates in `cards/`.
+
+The YAML front matter is produced with `yaml.safe_dump` from data (never string
+templating), so the `configs:` block is always valid; the template writes the prose.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jinja2
+
+from .assets import cards_dir
+from .hubfolder import WrittenConfig, card_front_matter
+from .plan import BuildPlan
+from .recipe import Recipe
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(cards_dir())),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+    env.filters["thousands"] = lambda n: f"{n:,}"
+    return env
+
+
+def render_card(recipe: Recipe, plan: BuildPlan, manifest: dict[str, Any], written: list[WrittenConfig]) -> str:
+    """README.md text for a built dataset folder."""
+    front = card_front_matter(
+        pretty_name=recipe.pretty_name,
+        license=recipe.license,
+        tags=recipe.tags,
+        configs=written,
+        default_config=plan.default_config,
+    )
+    template = _environment().get_template(recipe.card)
+    body = template.render(
+        recipe=recipe,
+        manifest=manifest,
+        configs=plan.configs,
+        written={w.name: w for w in written},
+        **plan.card_context,
+    )
+    return f"---\n{front}---\n\n{body.lstrip()}"

@@ -1,0 +1,286 @@
+"""Write a Hub-ready dataset folder (DESIGN section 2), atomically and deterministically.
+
+Layout::
+
+    <out>/<name>/README.md                                   card with a YAML `configs:` block
+    <out>/<name>/data/<config>/test-00000-of-0000N.parquet
+    <out>/<name>/build_manifest.json
+
+Determinism: rows are buffered into fixed-size row groups (independent of how the builder
+batches them), parquet options are fixed, and nothing time- or path-dependent is written,
+so the same recipe and sources give byte-identical files. The fingerprint is a sha256 of
+the recipe hash, the effective parameters, the source hashes and the data files' hashes.
+
+Atomicity: everything is written into a hidden temporary folder beside the target and
+renamed into place at the end; on any error the temporary folder is removed, so the
+target appears complete or not at all. Memory stays bounded because configs arrive as
+iterators of column batches and are written shard by shard.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from datasets import Features
+
+from .errors import OutputError, ProbeError
+from .sources import sha256_file
+
+#: rows per parquet row group: small enough for the Hub viewer and streaming, large
+#: enough to compress well.
+ROW_GROUP_ROWS = 10_000
+PARQUET_OPTIONS: dict[str, Any] = {
+    "compression": "zstd",
+    "compression_level": 9,
+    "use_dictionary": True,
+    "write_statistics": True,
+    "data_page_version": "2.0",
+}
+
+Batch = dict[str, list]
+
+
+@dataclass
+class ConfigData:
+    """One config of a dataset: its declared schema and a re-iterable source of rows."""
+
+    name: str
+    features: Features
+    batches: Callable[[], Iterator[Batch]]
+    description: str = ""
+    expected_rows: int | None = None
+
+
+@dataclass(frozen=True)
+class WrittenConfig:
+    name: str
+    rows: int
+    files: tuple[dict[str, Any], ...]
+
+
+def _validate_name(name: str, what: str) -> None:
+    if not name or name.startswith(".") or "/" in name or "\\" in name:
+        raise OutputError(f"invalid {what} {name!r}")
+
+
+class _ShardWriter:
+    """Writes one config's rows into numbered shards of at most `rows_per_shard` rows."""
+
+    def __init__(self, folder: Path, schema: pa.Schema, rows_per_shard: int) -> None:
+        self.folder = folder
+        self.schema = schema
+        self.rows_per_shard = rows_per_shard
+        self.shards: list[Path] = []
+        self.rows = 0
+        self._writer: pq.ParquetWriter | None = None
+        self._rows_in_shard = 0
+        self._buffer: list[pa.Table] = []
+        self._buffered = 0
+
+    def _open_shard(self) -> None:
+        path = self.folder / f"shard-{len(self.shards):05d}.parquet.part"
+        self.shards.append(path)
+        self._writer = pq.ParquetWriter(path, self.schema, **PARQUET_OPTIONS)
+        self._rows_in_shard = 0
+
+    def _close_shard(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def _write_group(self, table: pa.Table) -> None:
+        if self._writer is None:
+            self._open_shard()
+        assert self._writer is not None
+        self._writer.write_table(table, row_group_size=len(table))
+        self._rows_in_shard += len(table)
+        self.rows += len(table)
+        if self._rows_in_shard >= self.rows_per_shard:
+            self._close_shard()
+
+    def _drain(self, final: bool) -> None:
+        while self._buffered and (final or self._buffered >= ROW_GROUP_ROWS):
+            table = pa.concat_tables(self._buffer) if len(self._buffer) > 1 else self._buffer[0]
+            room = self.rows_per_shard - (self._rows_in_shard if self._writer is not None else 0)
+            take = min(ROW_GROUP_ROWS, room, len(table))
+            self._write_group(table.slice(0, take))
+            rest = table.slice(take)
+            self._buffer = [rest] if len(rest) else []
+            self._buffered = len(rest)
+
+    def add(self, table: pa.Table) -> None:
+        if len(table):
+            self._buffer.append(table)
+            self._buffered += len(table)
+            self._drain(final=False)
+
+    def finish(self) -> list[Path]:
+        self._drain(final=True)
+        self._close_shard()
+        total = len(self.shards)
+        final_paths = []
+        for i, part in enumerate(self.shards):
+            final = self.folder / f"test-{i:05d}-of-{total:05d}.parquet"
+            os.replace(part, final)
+            final_paths.append(final)
+        return final_paths
+
+
+def _batch_to_table(batch: Batch, schema: pa.Schema, config: str) -> pa.Table:
+    missing = [name for name in schema.names if name not in batch]
+    extra = [name for name in batch if name not in schema.names]
+    if missing or extra:
+        raise ProbeError(
+            f"config {config!r}: batch columns differ from its features (missing {missing}, extra {extra})"
+        )
+    try:
+        return pa.Table.from_pydict({name: batch[name] for name in schema.names}, schema=schema)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise ProbeError(f"config {config!r}: rows do not match the declared features: {exc}") from exc
+
+
+def write_config(
+    folder: Path,
+    config: ConfigData,
+    *,
+    rows_per_shard: int,
+    on_rows: Callable[[str, int], None] | None = None,
+) -> WrittenConfig:
+    """Stream one config into `folder/data/<config>/` and describe the files written."""
+    _validate_name(config.name, "config name")
+    target = folder / "data" / config.name
+    target.mkdir(parents=True, exist_ok=False)
+    schema = config.features.arrow_schema
+    writer = _ShardWriter(target, schema, rows_per_shard)
+    for batch in config.batches():
+        table = _batch_to_table(batch, schema, config.name)
+        writer.add(table)
+        if on_rows is not None:
+            on_rows(config.name, len(table))
+    paths = writer.finish()
+    if writer.rows == 0:
+        raise ProbeError(f"config {config.name!r} produced no rows; check the recipe's parameters")
+    files = tuple(
+        {"path": p.relative_to(folder).as_posix(), "sha256": sha256_file(p), "bytes": p.stat().st_size} for p in paths
+    )
+    return WrittenConfig(config.name, writer.rows, files)
+
+
+def compute_fingerprint(
+    *, recipe_sha256: str, parameters: dict[str, Any], sources: list[dict[str, Any]], configs: list[WrittenConfig]
+) -> str:
+    """sha256 of what defines the dataset's content: recipe, parameters, sources, data files."""
+    payload = {
+        "recipe_sha256": recipe_sha256,
+        "parameters": parameters,
+        "sources": sorted((s["id"], s["sha256"]) for s in sources),
+        "files": sorted((f["path"], f["sha256"]) for c in configs for f in c.files),
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=True).encode()).hexdigest()
+
+
+def card_front_matter(
+    *, pretty_name: str, license: str, tags: Iterable[str], configs: list[WrittenConfig], default_config: str | None
+) -> str:
+    """The YAML header of a dataset card: `configs:` with one `test` split per config."""
+    entries = []
+    for written in configs:
+        entry: dict[str, Any] = {
+            "config_name": written.name,
+            "data_files": [{"split": "test", "path": f"data/{written.name}/test-*.parquet"}],
+        }
+        if written.name == default_config:
+            entry["default"] = True
+        entries.append(entry)
+    header = {"pretty_name": pretty_name, "license": license, "tags": list(tags), "configs": entries}
+    return yaml_dump(header)
+
+
+def yaml_dump(data: Any) -> str:
+    import yaml
+
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1000)
+
+
+def write_hub_folder(
+    out_dir: Path,
+    name: str,
+    configs: list[ConfigData],
+    *,
+    manifest: dict[str, Any],
+    render_card: Callable[[dict[str, Any], list[WrittenConfig]], str],
+    rows_per_shard: int,
+    overwrite: bool = False,
+    on_rows: Callable[[str, int], None] | None = None,
+) -> Path:
+    """Write the whole dataset folder `out_dir/name` atomically; return its path.
+
+    `manifest` holds everything but the per-config rows/files and the fingerprint, which
+    are filled in here. `render_card(manifest, written)` returns the README.md text.
+    """
+    _validate_name(name, "dataset name")
+    if rows_per_shard < 1:
+        raise OutputError(f"rows_per_shard must be positive, got {rows_per_shard}")
+    out_dir = Path(out_dir)
+    target = out_dir / name
+    check_target(target, overwrite=overwrite)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=out_dir))
+    try:
+        written = [write_config(tmp, c, rows_per_shard=rows_per_shard, on_rows=on_rows) for c in configs]
+        manifest = dict(manifest)
+        manifest["configs"] = {w.name: {"rows": w.rows, "files": list(w.files)} for w in written}
+        manifest["rows"] = {w.name: w.rows for w in written}
+        manifest["fingerprint"] = compute_fingerprint(
+            recipe_sha256=manifest["recipe"]["sha256"],
+            parameters=manifest["parameters"],
+            sources=manifest["sources"],
+            configs=written,
+        )
+        _write_text(
+            tmp / "build_manifest.json", json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        )
+        _write_text(tmp / "README.md", render_card(manifest, written))
+        _swap_into_place(tmp, target, overwrite=overwrite)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def check_target(target: Path, *, overwrite: bool) -> None:
+    """Fail early (before any work) if the output folder exists and may not be replaced."""
+    if target.exists() and not overwrite:
+        raise OutputError(f"output folder {target} already exists; pass --overwrite to replace it")
+    if target.exists() and not target.is_dir():
+        raise OutputError(f"output path {target} exists and is not a folder")
+
+
+def _write_text(path: Path, text: str) -> None:
+    path.write_text(text, encoding="utf-8", newline="\n")
+
+
+def _swap_into_place(tmp: Path, target: Path, *, overwrite: bool) -> None:
+    if not target.exists():
+        os.rename(tmp, target)
+        return
+    if not overwrite:
+        raise OutputError(f"output folder {target} appeared during the build; nothing was replaced")
+    old = target.with_name(f".{target.name}.old-{os.getpid()}")
+    os.rename(target, old)
+    try:
+        os.rename(tmp, target)
+    except BaseException:
+        os.rename(old, target)
+        raise
+    shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,25 @@
+"""What a builder hands to the writer: configs, effective parameters and a build report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .hubfolder import ConfigData
+
+
+@dataclass
+class BuildPlan:
+    """A dataset ready to be written: nothing has touched the output folder yet.
+
+    `report` goes into the manifest (`build_report`) and the card; `card_context` is
+    extra template context only the card uses (examples, counts, prose tables).
+    """
+
+    name: str
+    configs: list[ConfigData]
+    parameters: dict[str, Any]
+    report: dict[str, Any] = field(default_factory=dict)
+    card_context: dict[str, Any] = field(default_factory=dict)
+    default_config: str | None = None
+    rows_per_shard: int = 200_000

@@ -1,0 +1,188 @@
+"""Load and validate a dataset recipe (`builders/<name>.yaml`).
+
+A recipe is the whole, declarative description of one published dataset: its name and
+semantic version, the sources with URL + sha256 + license, and the builder's parameters.
+Unknown keys are errors (a typo must not silently fall back to a default), and the
+recipe's sha256 goes into the manifest so a dataset names the exact recipe it came from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .assets import builders_dir
+from .errors import RecipeError
+
+_SEMVER = re.compile(r"^\d+\.\d+\.\d+$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """One source file of a recipe.
+
+    `path` is where the file lives inside a sources folder (`--sources DIR`) and inside
+    the download cache; `url` is where it is downloaded from; `sha256` pins its content
+    (None means "not pinned": the build records the observed hash and warns).
+    """
+
+    id: str
+    path: str
+    url: str
+    sha256: str | None
+    license: str
+    citation: str
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A parsed recipe. `parameters` and `corrections` are validated by the builder."""
+
+    name: str
+    version: str
+    builder: str
+    pretty_name: str
+    license: str
+    card: str
+    description: str
+    citation: str
+    tags: tuple[str, ...]
+    sources: tuple[SourceSpec, ...]
+    parameters: dict[str, Any]
+    corrections: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = None
+    sha256: str = ""
+
+    def source(self, source_id: str) -> SourceSpec:
+        for spec in self.sources:
+            if spec.id == source_id:
+                return spec
+        raise RecipeError(f"{self.path}: recipe has no source with id {source_id!r}")
+
+
+_TOP_KEYS = {
+    "name": str,
+    "version": str,
+    "builder": str,
+    "pretty_name": str,
+    "license": str,
+    "card": str,
+    "description": str,
+    "citation": str,
+    "tags": list,
+    "sources": list,
+    "parameters": dict,
+    "corrections": dict,
+}
+_REQUIRED_TOP = {"name", "version", "builder", "pretty_name", "license", "card", "sources", "parameters"}
+_SOURCE_KEYS = {"id", "path", "url", "sha256", "license", "citation"}
+
+
+def find_recipe(name_or_path: str) -> Path:
+    """A recipe file from a dataset name (`talent-or-luck`) or a path to a YAML file."""
+    candidate = Path(name_or_path)
+    if candidate.suffix in {".yaml", ".yml"}:
+        if not candidate.is_file():
+            raise RecipeError(f"recipe file {candidate} does not exist")
+        return candidate
+    folder = builders_dir()
+    path = folder / f"{name_or_path.replace('-', '_')}.yaml"
+    if not path.is_file():
+        known = ", ".join(sorted(list_recipes())) or "none"
+        raise RecipeError(f"no recipe named {name_or_path!r} in {folder} (known: {known})")
+    return path
+
+
+def list_recipes() -> dict[str, Path]:
+    """Dataset name -> recipe path for every recipe in builders/."""
+    out = {}
+    for path in sorted(builders_dir().glob("*.yaml")):
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError:
+            continue
+        if isinstance(data, dict) and isinstance(data.get("name"), str):
+            out[data["name"]] = path
+    return out
+
+
+def _check_type(path: Path, where: str, value: Any, expected: type) -> None:
+    if not isinstance(value, expected):
+        raise RecipeError(f"{path}: {where} must be a {expected.__name__}, got {type(value).__name__} ({value!r})")
+
+
+def parse_recipe(data: Any, *, path: Path, sha256: str) -> Recipe:
+    """Validate a recipe's YAML content (already parsed) into a `Recipe`."""
+    if not isinstance(data, dict):
+        raise RecipeError(f"{path}: a recipe must be a YAML mapping at the top level")
+    unknown = set(data) - set(_TOP_KEYS)
+    if unknown:
+        raise RecipeError(f"{path}: unknown key(s) {sorted(unknown)}; allowed: {sorted(_TOP_KEYS)}")
+    missing = _REQUIRED_TOP - set(data)
+    if missing:
+        raise RecipeError(f"{path}: missing key(s) {sorted(missing)}")
+    for key, expected in _TOP_KEYS.items():
+        if key in data:
+            _check_type(path, key, data[key], expected)
+    if not _SEMVER.match(data["version"]):
+        raise RecipeError(f"{path}: version {data['version']!r} is not semantic (MAJOR.MINOR.PATCH)")
+    sources = []
+    seen: set[str] = set()
+    for i, raw in enumerate(data["sources"]):
+        where = f"sources[{i}]"
+        _check_type(path, where, raw, dict)
+        unknown = set(raw) - _SOURCE_KEYS
+        if unknown:
+            raise RecipeError(f"{path}: {where}: unknown key(s) {sorted(unknown)}")
+        for key in ("id", "path", "url", "license"):
+            if not isinstance(raw.get(key), str) or not raw[key]:
+                raise RecipeError(f"{path}: {where}.{key} is required and must be a non-empty string")
+        sha = raw.get("sha256")
+        if sha is not None and (not isinstance(sha, str) or not _SHA256.match(sha)):
+            raise RecipeError(f"{path}: {where}.sha256 must be 64 lowercase hex digits or null, got {sha!r}")
+        if raw["id"] in seen:
+            raise RecipeError(f"{path}: {where}: duplicate source id {raw['id']!r}")
+        seen.add(raw["id"])
+        sources.append(
+            SourceSpec(
+                id=raw["id"],
+                path=raw["path"],
+                url=raw["url"],
+                sha256=sha,
+                license=raw["license"],
+                citation=str(raw.get("citation", "")),
+            )
+        )
+    return Recipe(
+        name=data["name"],
+        version=data["version"],
+        builder=data["builder"],
+        pretty_name=data["pretty_name"],
+        license=data["license"],
+        card=data["card"],
+        description=str(data.get("description", "")).strip(),
+        citation=str(data.get("citation", "")).strip(),
+        tags=tuple(str(t) for t in data.get("tags", [])),
+        sources=tuple(sources),
+        parameters=dict(data["parameters"]),
+        corrections=dict(data.get("corrections", {})),
+        path=path,
+        sha256=sha256,
+    )
+
+
+def load_recipe(name_or_path: str) -> Recipe:
+    """Find, read and validate a recipe; its sha256 is taken over the file's bytes."""
+    path = find_recipe(name_or_path)
+    raw = path.read_bytes()
+    try:
+        data = yaml.safe_load(raw.decode("utf-8"))
+    except yaml.YAMLError as exc:
+        raise RecipeError(f"{path}: not valid YAML: {exc}") from exc
+    return parse_recipe(data, path=path, sha256=hashlib.sha256(raw).hexdigest())

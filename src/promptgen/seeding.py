@@ -1,0 +1,50 @@
+"""Deterministic, library-independent randomness.
+
+Published datasets must be rebuildable years later, so sampling never goes through a
+pseudo-random generator whose stream may change between numpy releases. Every draw is
+a sha256 of `(seed, key, candidate)`: sort candidates by that hash and take the first k.
+The key names what is drawn (e.g. `names/race/a hispanic/female`), so adding a new draw
+never shifts an existing one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections.abc import Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
+
+#: the 24 orders of four options, in lexicographic order; `option_seed % 24` picks one.
+PERMUTATIONS_4: tuple[tuple[int, ...], ...] = tuple(itertools.permutations(range(4)))
+
+
+def hash_int(seed: int, key: str) -> int:
+    """A 64-bit integer determined by `(seed, key)` alone."""
+    digest = hashlib.sha256(f"{seed}\x1f{key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+def hash_sample(seed: int, key: str, candidates: Sequence[T], k: int) -> list[T]:
+    """The k candidates with the smallest `hash_int(seed, key/candidate)`, in that order.
+
+    Candidates are identified by their position and string form so equal strings at
+    different positions stay distinct.
+    """
+    if k > len(candidates):
+        raise ValueError(f"cannot draw {k} from {len(candidates)} candidates for {key!r}")
+    ranked = sorted(range(len(candidates)), key=lambda i: hash_int(seed, f"{key}\x1f{i}\x1f{candidates[i]}"))
+    return [candidates[i] for i in ranked[:k]]
+
+
+def hash_choice(seed: int, key: str, candidates: Sequence[T]) -> T:
+    """One candidate drawn uniformly by hashing (see `hash_sample`)."""
+    if not candidates:
+        raise ValueError(f"nothing to choose from for {key!r}")
+    return candidates[hash_int(seed, key) % len(candidates)]
+
+
+def option_permutation(option_seed: int) -> tuple[int, ...]:
+    """The presented order of four canonical options for a row's stored `option_seed`."""
+    return PERMUTATIONS_4[option_seed % len(PERMUTATIONS_4)]

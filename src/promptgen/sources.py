@@ -1,0 +1,167 @@
+"""Get a recipe's source files: from a local folder, the download cache, or the network.
+
+Resolution order for each source of a recipe:
+
+1. `--sources DIR` (or `PROBES_SOURCES`): the file must be at `DIR/<source.path>`; nothing
+   is downloaded (this is how tests, CI and air-gapped machines build).
+2. otherwise the cache (`PROBES_CACHE`, default `~/.cache/social-bias-probes/sources`),
+   filled on first use by downloading `source.url` with `requests`.
+
+A pinned sha256 is always verified; a download is hashed while it streams to a temporary
+file and only renamed into the cache once the hash matches, so a broken download never
+poisons the cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import SourceError
+from .recipe import SourceSpec
+
+log = logging.getLogger(__name__)
+
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class ResolvedSource:
+    """A source file on local disk with the hash that was observed for it."""
+
+    spec: SourceSpec
+    path: Path
+    sha256: str
+    origin: str  # "sources-dir", "cache" or "download"
+
+    @property
+    def pinned(self) -> bool:
+        return self.spec.sha256 is not None
+
+
+def default_cache_dir() -> Path:
+    """`PROBES_CACHE`, else `$XDG_CACHE_HOME/social-bias-probes/sources`."""
+    if os.environ.get("PROBES_CACHE"):
+        return Path(os.environ["PROBES_CACHE"])
+    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return base / "social-bias-probes" / "sources"
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(_CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _how_to_supply(spec: SourceSpec) -> str:
+    return (
+        f"Download it from {spec.url} and place it at DIR/{spec.path}, then pass --sources DIR "
+        f"(or set PROBES_SOURCES=DIR)."
+    )
+
+
+def _check_hash(spec: SourceSpec, path: Path, actual: str) -> None:
+    if spec.sha256 is not None and actual != spec.sha256:
+        raise SourceError(
+            f"sha256 mismatch for source {spec.id!r} at {path}:\n"
+            f"  expected {spec.sha256}\n  actual   {actual}\n"
+            f"The file is not the release the recipe pins. {_how_to_supply(spec)}"
+        )
+    if spec.sha256 is None:
+        log.warning(
+            "source %r is not pinned in the recipe; observed sha256 %s is recorded in the manifest",
+            spec.id,
+            actual,
+        )
+
+
+def download(url: str, dest: Path, *, expected_sha256: str | None, timeout: float = 60.0) -> str:
+    """Stream `url` to `dest` atomically; return the sha256 of what was written.
+
+    The body goes to a temporary file beside `dest`, is hashed on the way, and is renamed
+    into place only when the hash matches (or nothing is pinned).
+    """
+    import requests  # imported here: only downloads need it
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            try:
+                with requests.get(url, stream=True, timeout=timeout) as response:
+                    response.raise_for_status()
+                    for chunk in response.iter_content(chunk_size=_CHUNK):
+                        fh.write(chunk)
+                        digest.update(chunk)
+            except requests.RequestException as exc:
+                raise SourceError(f"could not download {url}: {exc}") from exc
+        actual = digest.hexdigest()
+        if expected_sha256 is not None and actual != expected_sha256:
+            raise SourceError(
+                f"sha256 mismatch for the download of {url}:\n  expected {expected_sha256}\n"
+                f"  actual   {actual}\nThe file was not kept."
+            )
+        os.replace(tmp, dest)
+        return actual
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def resolve_source(
+    spec: SourceSpec,
+    *,
+    sources_dir: Path | None = None,
+    cache_dir: Path | None = None,
+    offline: bool = False,
+) -> ResolvedSource:
+    """Find (or download) one source file and verify its hash."""
+    if sources_dir is not None:
+        path = Path(sources_dir) / spec.path
+        if not path.is_file():
+            raise SourceError(
+                f"source {spec.id!r} not found: expected the file {path} "
+                f"(sources folder {sources_dir}). {_how_to_supply(spec)}"
+            )
+        actual = sha256_file(path)
+        _check_hash(spec, path, actual)
+        return ResolvedSource(spec, path, actual, "sources-dir")
+
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    path = cache / spec.path
+    if path.is_file():
+        actual = sha256_file(path)
+        try:
+            _check_hash(spec, path, actual)
+        except SourceError as exc:
+            raise SourceError(f"{exc}\nThe cached copy is stale or corrupt: delete {path} to re-download.") from exc
+        return ResolvedSource(spec, path, actual, "cache")
+    if offline:
+        raise SourceError(
+            f"source {spec.id!r} is not in the cache ({path}) and downloads are off (--offline). {_how_to_supply(spec)}"
+        )
+    log.info("downloading %s -> %s", spec.url, path)
+    actual = download(spec.url, path, expected_sha256=spec.sha256)
+    _check_hash(spec, path, actual)
+    return ResolvedSource(spec, path, actual, "download")
+
+
+def resolve_sources(
+    specs: tuple[SourceSpec, ...] | list[SourceSpec],
+    *,
+    sources_dir: Path | None = None,
+    cache_dir: Path | None = None,
+    offline: bool = False,
+) -> dict[str, ResolvedSource]:
+    """Resolve every source of a recipe; the first failure is raised before any build work."""
+    return {
+        spec.id: resolve_source(spec, sources_dir=sources_dir, cache_dir=cache_dir, offline=offline) for spec in specs
+    }

@@ -1,0 +1,101 @@
+import json
+
+import pytest
+import yaml
+from datasets import Features, List, Value
+
+from promptgen.errors import OutputError, ProbeError
+from promptgen.hubfolder import ConfigData, card_front_matter, write_hub_folder
+from release_fixture import load_config
+
+FEATURES = Features({"id": Value("string"), "x": Value("int32"), "tags": List(Value("string"))})
+
+
+def _rows(n):
+    return [{"id": f"r{i}", "x": i, "tags": [str(i % 3)]} for i in range(n)]
+
+
+def _config(name, n, batch):
+    def batches():
+        rows = _rows(n)
+        for start in range(0, n, batch):
+            chunk = rows[start : start + batch]
+            yield {k: [r[k] for r in chunk] for k in FEATURES}
+
+    return ConfigData(name, FEATURES, batches)
+
+
+def _card(manifest, written):
+    front = card_front_matter(pretty_name="t", license="cc0-1.0", tags=[], configs=written, default_config=None)
+    return f"---\n{front}---\n# t\n"
+
+
+def _write(out, configs, **kw):
+    manifest = {"recipe": {"sha256": "0" * 64}, "parameters": {"p": 1}, "sources": []}
+    kw.setdefault("rows_per_shard", 1000)
+    return write_hub_folder(out, "ds", configs, manifest=manifest, render_card=_card, **kw)
+
+
+def test_folder_loads_with_datasets_and_manifest_counts(tmp_path):
+    path = _write(tmp_path, [_config("a", 2500, 300), _config("b", 10, 3)])
+    ds = load_config(path, "a")
+    assert len(ds) == 2500 and ds.features == FEATURES
+    assert ds[7] == {"id": "r7", "x": 7, "tags": ["1"]}
+    manifest = json.loads((path / "build_manifest.json").read_text())
+    assert manifest["rows"] == {"a": 2500, "b": 10}
+    assert [f["path"] for f in manifest["configs"]["a"]["files"]] == [
+        f"data/a/test-0000{i}-of-00003.parquet" for i in range(3)
+    ]
+    header = yaml.safe_load((path / "README.md").read_text().split("---")[1])
+    assert [c["config_name"] for c in header["configs"]] == ["a", "b"]
+
+
+def test_bytes_do_not_depend_on_batching(tmp_path):
+    a = _write(tmp_path / "one", [_config("a", 25_000, 7)], rows_per_shard=12_000)
+    b = _write(tmp_path / "two", [_config("a", 25_000, 4096)], rows_per_shard=12_000)
+    files_a = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
+    assert files_a == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
+    for rel in files_a:
+        assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
+    ma = json.loads((a / "build_manifest.json").read_text())
+    mb = json.loads((b / "build_manifest.json").read_text())
+    assert ma["fingerprint"] == mb["fingerprint"]
+
+
+def test_fingerprint_changes_with_content_and_parameters(tmp_path):
+    a = json.loads((_write(tmp_path / "1", [_config("a", 10, 5)]) / "build_manifest.json").read_text())
+    b = json.loads((_write(tmp_path / "2", [_config("a", 11, 5)]) / "build_manifest.json").read_text())
+    assert a["fingerprint"] != b["fingerprint"]
+
+
+def test_failure_midway_leaves_nothing(tmp_path):
+    def broken():
+        yield {"id": ["a"], "x": [1], "tags": [[]]}
+        raise RuntimeError("generator died")
+
+    with pytest.raises(RuntimeError):
+        _write(tmp_path, [_config("ok", 5, 2), ConfigData("bad", FEATURES, broken)])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_rows_not_matching_features_are_an_error(tmp_path):
+    bad = ConfigData("bad", FEATURES, lambda: iter([{"id": ["a"], "x": ["not a number"], "tags": [[]]}]))
+    with pytest.raises(ProbeError, match="bad"):
+        _write(tmp_path, [bad])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_empty_config_is_an_error_and_leaves_nothing(tmp_path):
+    with pytest.raises(ProbeError, match="no rows"):
+        _write(tmp_path, [ConfigData("empty", FEATURES, lambda: iter([]))])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_existing_target_needs_overwrite(tmp_path):
+    path = _write(tmp_path, [_config("a", 3, 3)])
+    with pytest.raises(OutputError, match="--overwrite"):
+        _write(tmp_path, [_config("a", 4, 3)])
+    assert len(load_config(path, "a")) == 3
+    _write(tmp_path, [_config("a", 4, 3)], overwrite=True)
+    assert len(load_config(path, "a")) == 4
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]
