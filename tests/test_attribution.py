@@ -7,7 +7,7 @@ import pytest
 
 from promptgen.attribution import fill, render_prompt, stratified_scenarios
 from promptgen.build import build
-from promptgen.errors import ProbeError, RecipeError, SourceFormatError
+from promptgen.errors import ProbeError, RecipeError, SourceError, SourceFormatError
 from release_fixture import load_config, release_data, write_recipe, write_release
 
 DESIGN_RENDERING = (
@@ -184,3 +184,14 @@ def test_too_few_names_is_an_error(tmp_path):
     sources, recipe = _broken(tmp_path, lambda d: d["names/religion.json"]["a Sikh"].update(male_names=["A", "B", "A"]))
     with pytest.raises(ProbeError, match=r"a Sikh\.male_names has 2 distinct names"):
         build(str(recipe), out_dir=tmp_path / "out", sources_dir=sources)
+
+
+def test_altered_source_fails_the_build_before_writing(fixture_release, tmp_path):
+    sources, recipe = fixture_release
+    target = sources / "talent-or-luck" / "closed_ended" / "single_actor" / "success.json"
+    target.write_text(target.read_text().replace("won the", "took the"))
+    out = tmp_path / "out"
+    with pytest.raises(SourceError) as info:
+        build(str(recipe), out_dir=out, sources_dir=sources)
+    assert "sha256 mismatch" in str(info.value) and "single_actor/success.json" in str(info.value)
+    assert not out.exists()

@@ -1,0 +1,64 @@
+"""The command line: help texts, exit codes and messages of input errors."""
+
+import json
+import re
+
+from typer.testing import CliRunner
+
+from probes.cli import app
+
+runner = CliRunner()
+
+
+def _plain(text: str) -> str:
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+def test_help_lists_commands_and_documents_every_flag():
+    top = _plain(runner.invoke(app, ["--help"]).output)
+    for command in ("build", "lint", "recipes"):
+        assert command in top
+    build_help = _plain(runner.invoke(app, ["build", "--help"], terminal_width=200).output)
+    for flag in ("--out", "--sources", "--cache-dir", "--offline", "--full", "--overwrite", "--quiet"):
+        line = next(line for line in build_help.splitlines() if flag in line)
+        assert len(line.split(flag, 1)[1].strip()) > 10, f"{flag} has no help text"
+
+
+def test_build_then_second_build_needs_overwrite(fixture_release, tmp_path):
+    sources, recipe = fixture_release
+    out = tmp_path / "out"
+    args = ["build", str(recipe), "--sources", str(sources), "--out", str(out), "-q"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((out / "talent-or-luck" / "build_manifest.json").read_text())
+    assert manifest["rows"]["single_actor"] == 400
+    again = runner.invoke(app, args)
+    assert again.exit_code == 1 and "--overwrite" in again.output and "Traceback" not in again.output
+    assert runner.invoke(app, [*args, "--overwrite"]).exit_code == 0
+
+
+def test_missing_source_is_a_one_line_error(fixture_release, tmp_path):
+    sources, recipe = fixture_release
+    (sources / "talent-or-luck" / "names" / "race.json").unlink()
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["build", str(recipe), "--sources", str(sources), "--out", str(out)])
+    assert result.exit_code == 1
+    text = _plain(result.output)
+    assert "names/race.json" in text and "--sources" in text and "Traceback" not in text
+    assert not out.exists()
+
+
+def test_unknown_recipe(tmp_path):
+    result = runner.invoke(app, ["build", "no-such-thing", "--out", str(tmp_path)])
+    assert result.exit_code == 1 and "talent-or-luck" in _plain(result.output)
+
+
+def test_lint_command_json(fixture_release):
+    sources, recipe = fixture_release
+    result = runner.invoke(app, ["lint", str(recipe), "--sources", str(sources), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["label_corrections"][0]["corrected"] == "a Russian"
+    assert any(f["check"] == "label" and "a hispanic" in f["where"] for f in report["findings"])
+    strict = runner.invoke(app, ["lint", str(recipe), "--sources", str(sources), "--strict"])
+    assert strict.exit_code == 2
