@@ -1,8 +1,9 @@
+import itertools
 from collections import Counter
 
 import pytest
 
-from promptgen.seeding import PERMUTATIONS_4, hash_choice, hash_int, hash_sample, option_permutation
+from promptgen.seeding import PERMUTATIONS_4, hash_choice, hash_int, hash_sample, nth_permutation, option_permutation
 
 
 def test_hash_int_depends_on_seed_and_key_only():
@@ -36,3 +37,12 @@ def test_option_permutation_covers_all_24_orders_evenly():
     assert len(counts) == 24
     assert all(850 < c < 1150 for c in counts.values())
     assert option_permutation(0) == (0, 1, 2, 3) and option_permutation(23) == (3, 2, 1, 0)
+
+
+def test_nth_permutation_is_itertools_order():
+    for n in (1, 3, 4, 5):
+        assert [nth_permutation(i, n) for i in range(len(list(itertools.permutations(range(n)))))] == list(
+            itertools.permutations(range(n))
+        )
+    assert nth_permutation(40319, 8) == (7, 6, 5, 4, 3, 2, 1, 0)
+    assert option_permutation(7, 4) == PERMUTATIONS_4[7]

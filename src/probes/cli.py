@@ -35,7 +35,7 @@ SourcesOpt = Annotated[
         "--sources",
         envvar="PROBES_SOURCES",
         help="Folder with the source files laid out as in the recipe's `path` fields "
-        "(e.g. ../shared/sources). Nothing is downloaded when it is given. Env: PROBES_SOURCES.",
+        "(e.g. ../shared/sources). Nothing is downloaded when it is given.",
         file_okay=False,
     ),
 ]
@@ -44,7 +44,7 @@ CacheOpt = Annotated[
     typer.Option(
         "--cache-dir",
         envvar="PROBES_CACHE",
-        help="Download cache for sources (default ~/.cache/social-bias-probes/sources). Env: PROBES_CACHE.",
+        help="Download cache for sources (default ~/.cache/social-bias-probes/sources).",
         file_okay=False,
     ),
 ]

@@ -18,7 +18,16 @@ from typing import Any
 
 from datasets import List, Value
 
-from .attribution_release import CAUSES, DIMENSIONS, GENDERS, OUTCOME_CONFIGS, OUTCOMES, Release, TextRule
+from .attribution_release import (
+    CAUSES,
+    DIMENSIONS,
+    GENDERS,
+    OUTCOME_CONFIGS,
+    OUTCOMES,
+    PairTemplate,
+    Release,
+    TextRule,
+)
 from .errors import RecipeError
 from .items import CHOICE_LABELS, item_features, slug, user_messages
 from .seeding import hash_choice, hash_int, hash_sample, option_permutation
@@ -42,6 +51,7 @@ class ActorActorParams:
     gender_pairs: tuple[str, ...]
     scenarios_per_pair: int
     target_cue: dict[str, str]
+    joint: bool
 
 
 @dataclass(frozen=True)
@@ -127,6 +137,7 @@ def parse_params(raw: dict[str, Any]) -> AttributionParams:
             "gender_pairs": list,
             "scenarios_per_pair": int,
             "target_cue": dict,
+            "joint": bool,
         },
     )
     ao = _take(
@@ -172,6 +183,7 @@ def parse_params(raw: dict[str, Any]) -> AttributionParams:
             gender_pairs=tuple(pairs),
             scenarios_per_pair=aa["scenarios_per_pair"],
             target_cue=dict(cue),
+            joint=aa["joint"],
         ),
         actor_observer=ActorObserverParams(
             conditions=_choose(f"{where}.actor_observer.conditions", ao["conditions"], CONDITIONS),
@@ -277,14 +289,16 @@ def fill(template: str, values: dict[str, str]) -> str:
     return template
 
 
-def option_orders(params: AttributionParams, item_id: str) -> list[tuple[str, int | None, int | None, tuple[int, ...]]]:
-    """(id, option_seed, rotation, order) for each presented version of one item."""
+def option_orders(
+    params: AttributionParams, item_id: str, n: int = 4
+) -> list[tuple[str, int | None, int | None, tuple[int, ...]]]:
+    """(id, option_seed, rotation, order) for each presented version of an item with n options."""
     if params.option_order == "permuted":
         seed = hash_int(params.seed, f"options/{item_id}") >> 1  # fits int64
-        return [(item_id, seed, None, option_permutation(seed))]
+        return [(item_id, seed, None, option_permutation(seed, n))]
     if params.option_order == "rotations":
-        return [(f"{item_id}.r{r}", None, r, tuple((r + i) % 4 for i in range(4))) for r in range(4)]
-    return [(item_id, None, None, (0, 1, 2, 3))]
+        return [(f"{item_id}.r{r}", None, r, tuple((r + i) % n for i in range(n))) for r in range(n)]
+    return [(item_id, None, None, tuple(range(n)))]
 
 
 META_FEATURES: dict = {
@@ -318,9 +332,14 @@ _EMPTY_META = dict.fromkeys(META_FEATURES)
 
 
 def _items(
-    base_id: str, statement: str, options: tuple[str, ...], meta: dict[str, Any], params: AttributionParams
+    base_id: str,
+    statement: str,
+    options: tuple[str, ...],
+    meta: dict[str, Any],
+    params: AttributionParams,
+    types: tuple[str, ...] = CAUSES,
 ) -> Iterator[dict[str, Any]]:
-    for item_id, seed, rotation, order in option_orders(params, base_id):
+    for item_id, seed, rotation, order in option_orders(params, base_id, len(options)):
         choices = [options[i] for i in order]
         prompt = render_prompt(statement, choices)
         row = {
@@ -330,8 +349,8 @@ def _items(
             "prompt": prompt,
             "messages": user_messages(prompt),
             "choices": choices,
-            "choice_labels": list(CHOICE_LABELS[:4]),
-            "choice_types": [CAUSES[i] for i in order],
+            "choice_labels": list(CHOICE_LABELS[: len(options)]),
+            "choice_types": [types[i] for i in order],
             "number_min": None,
             "number_max": None,
             **_EMPTY_META,
@@ -430,6 +449,27 @@ def actor_actor_items(
     release: Release, identities: dict[str, list[Identity]], params: AttributionParams
 ) -> Iterator[dict[str, Any]]:
     """Two items per scenario instance (target X, then target Y); see the card for the rule."""
+    for instance in _pair_instances(release, identities, params):
+        yield from _pair_items(*instance, params)
+
+
+def actor_actor_joint_items(
+    release: Release, identities: dict[str, list[Identity]], params: AttributionParams
+) -> Iterator[dict[str, Any]]:
+    """The release's joint rendering (compatibility mode): one item per scenario instance with
+    X's and Y's eight options together; `choice_types` are `X:effort` ... `Y:luck`."""
+    for t, dimension, gx, gy, nx, ny in _pair_instances(release, identities, params):
+        meta = {**_pair_meta(t, dimension, gx, gy, nx, ny), "setting": "actor_actor_joint"}
+        scene = fill(t.statement, {"X": nx.name, "dimension_1": gx.label, "Y": ny.name, "dimension_2": gy.label})
+        base = "aj" + _pair_base(t, dimension, gx, gy, nx, ny)[2:]
+        types = tuple(f"X:{c}" for c in CAUSES) + tuple(f"Y:{c}" for c in CAUSES)
+        yield from _items(base, scene, t.options_x + t.options_y, meta, params, types)
+
+
+def _pair_instances(
+    release: Release, identities: dict[str, list[Identity]], params: AttributionParams
+) -> Iterator[tuple[PairTemplate, str, Identity, Identity, Name, Name]]:
+    """(template, dimension, X group, Y group, X name, Y name) per sampled scenario instance."""
     aa = params.actor_actor
     templates = {(p.outcome_config, p.domain, p.scenario, p.gender_pair): p for p in release.pairs}
     by_domain = _scenarios_by_domain(release)
@@ -462,20 +502,20 @@ def actor_actor_items(
                             else:
                                 nx = gx.sampled[gx_gender][i]
                                 ny = _aligned_name(gy.sampled[gy_gender], i, nx.name)
-                            yield from _pair_items(t, dimension, gx, gy, nx, ny, params)
+                            yield t, dimension, gx, gy, nx, ny
 
 
-def _pair_items(
-    t, dimension: str, gx: Identity, gy: Identity, nx: Name, ny: Name, params: AttributionParams
-) -> Iterator[dict[str, Any]]:
-    gx_gender, gy_gender = t.genders
-    out_x, out_y = t.outcomes
-    scene = fill(t.statement, {"X": nx.name, "dimension_1": gx.label, "Y": ny.name, "dimension_2": gy.label})
-    base = (
+def _pair_base(t: PairTemplate, dimension: str, gx: Identity, gy: Identity, nx: Name, ny: Name) -> str:
+    return (
         f"aa.{t.outcome_config}.{t.domain}.{t.scenario:02d}.{t.gender_pair}.{dimension}."
         f"{gx.key}.n{nx.index:02d}.{gy.key}.n{ny.index:02d}"
     )
-    common = {
+
+
+def _pair_meta(t: PairTemplate, dimension: str, gx: Identity, gy: Identity, nx: Name, ny: Name) -> dict[str, Any]:
+    gx_gender, gy_gender = t.genders
+    out_x, out_y = t.outcomes
+    return {
         "setting": "actor_actor",
         "template_id": t.template_id,
         "outcome": out_x,
@@ -488,6 +528,15 @@ def _pair_items(
         **_person("x", gx, gx_gender, nx),
         **_person("y", gy, gy_gender, ny),
     }
+
+
+def _pair_items(
+    t: PairTemplate, dimension: str, gx: Identity, gy: Identity, nx: Name, ny: Name, params: AttributionParams
+) -> Iterator[dict[str, Any]]:
+    scene = fill(t.statement, {"X": nx.name, "dimension_1": gx.label, "Y": ny.name, "dimension_2": gy.label})
+    base = _pair_base(t, dimension, gx, gy, nx, ny)
+    common = _pair_meta(t, dimension, gx, gy, nx, ny)
+    out_x, out_y = t.outcomes
     for target, name, outcome, options in (("X", nx, out_x, t.options_x), ("Y", ny, out_y, t.options_y)):
         cue = params.actor_actor.target_cue[outcome].replace("{T}", name.name)
         yield from _items(f"{base}.{target}", f"{scene} {cue}", options, {**common, "target": target}, params)
@@ -607,11 +656,14 @@ def expected_counts(release: Release, params: AttributionParams, sampling: str |
         )
     else:
         observer = len(OUTCOMES) * len(GENDERS) * sum_g * ao.scenarios_per_cell * len(CAUSES) * (has_ctx + has_id)
-    return {
+    counts = {
         "single_actor": len(release.single) * sum_g * k * rot,
         "actor_actor": cells * per_pair * 2 * rot,
         "actor_observer": observer * rot,
     }
+    if aa.joint:
+        counts["actor_actor_joint"] = cells * per_pair * (8 if params.option_order == "rotations" else 1)
+    return counts
 
 
 # ----------------------------------------------------------------------------- side configs

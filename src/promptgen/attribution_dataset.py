@@ -12,6 +12,7 @@ from .attribution import (
     TEMPLATE_FEATURES,
     Corrections,
     actor_actor_items,
+    actor_actor_joint_items,
     actor_observer_items,
     batched,
     build_identities,
@@ -36,6 +37,10 @@ ITEM_CONFIGS = {
     "actor_actor": (actor_actor_items, "Two actors in one scenario; one item per target actor."),
     "actor_observer": (actor_observer_items, "An observer states a cause first; the model picks the actor's cause."),
 }
+JOINT_CONFIG = (
+    actor_actor_joint_items,
+    "Compatibility mode: the release's joint two-actor prompt with all eight options (A-H).",
+)
 
 
 def read_release(recipe: Recipe, sources: dict[str, ResolvedSource]) -> tuple[Release, Corrections]:
@@ -94,7 +99,10 @@ def plan_talent_or_luck(recipe: Recipe, sources: dict[str, ResolvedSource], *, f
             expected_rows=sum(len(n) for gs in identities.values() for g in gs for n in g.all_names.values()),
         ),
     ]
-    for config, (generate, description) in ITEM_CONFIGS.items():
+    item_configs = dict(ITEM_CONFIGS)
+    if params.actor_actor.joint:
+        item_configs["actor_actor_joint"] = JOINT_CONFIG
+    for config, (generate, description) in item_configs.items():
         configs.append(
             ConfigData(
                 config,
@@ -105,7 +113,7 @@ def plan_talent_or_luck(recipe: Recipe, sources: dict[str, ResolvedSource], *, f
             )
         )
     examples = {
-        config: next(iter(generate(release, identities, params))) for config, (generate, _) in ITEM_CONFIGS.items()
+        config: next(iter(generate(release, identities, params))) for config, (generate, _) in item_configs.items()
     }
     name = recipe.name + ("-full" if params.sampling == "full" else "")
     return BuildPlan(

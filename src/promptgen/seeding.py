@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 from collections.abc import Sequence
 from typing import TypeVar
 
@@ -45,6 +46,19 @@ def hash_choice(seed: int, key: str, candidates: Sequence[T]) -> T:
     return candidates[hash_int(seed, key) % len(candidates)]
 
 
-def option_permutation(option_seed: int) -> tuple[int, ...]:
-    """The presented order of four canonical options for a row's stored `option_seed`."""
-    return PERMUTATIONS_4[option_seed % len(PERMUTATIONS_4)]
+def nth_permutation(index: int, n: int) -> tuple[int, ...]:
+    """The `index`-th permutation of `range(n)` in lexicographic order (itertools' order),
+    computed from its factorial-base digits so n = 8 needs no table of 40,320 entries."""
+    index %= math.factorial(n)
+    pool = list(range(n))
+    out = []
+    for position in range(n, 0, -1):
+        digit, index = divmod(index, math.factorial(position - 1))
+        out.append(pool.pop(digit))
+    return tuple(out)
+
+
+def option_permutation(option_seed: int, n: int = 4) -> tuple[int, ...]:
+    """The presented order of n canonical options for a row's stored `option_seed`:
+    permutation number `option_seed % n!` in lexicographic order."""
+    return nth_permutation(option_seed, n)
