@@ -31,6 +31,7 @@ from .attribution_release import (
 from .errors import RecipeError
 from .items import CHOICE_LABELS, item_features, slug, user_messages
 from .seeding import hash_choice, hash_int, hash_sample, option_permutation
+from .validate import choose, take
 
 PROMPT_TEMPLATE = (
     "Respond by choosing one of the provided options as the reason to the statement.\n\n"
@@ -87,36 +88,10 @@ class Corrections:
     texts: tuple[TextRule, ...]
 
 
-def _take(where: str, data: Any, spec: dict[str, type]) -> dict[str, Any]:
-    if not isinstance(data, dict):
-        raise RecipeError(f"{where} must be a mapping")
-    unknown = set(data) - set(spec)
-    if unknown:
-        raise RecipeError(f"{where}: unknown key(s) {sorted(unknown)}; allowed: {sorted(spec)}")
-    missing = set(spec) - set(data)
-    if missing:
-        raise RecipeError(f"{where}: missing key(s) {sorted(missing)}")
-    for key, typ in spec.items():
-        value = data[key]
-        if typ is int and (isinstance(value, bool) or not isinstance(value, int)):
-            raise RecipeError(f"{where}.{key} must be an integer, got {value!r}")
-        if not isinstance(value, typ):
-            raise RecipeError(f"{where}.{key} must be a {typ.__name__}, got {value!r}")
-    return data
-
-
-def _choose(where: str, values: Iterable[str], allowed: Iterable[str]) -> tuple[str, ...]:
-    values, allowed = tuple(values), tuple(allowed)
-    bad = [v for v in values if v not in allowed]
-    if bad or not values:
-        raise RecipeError(f"{where}: {list(values)} must be a non-empty subset of {list(allowed)}")
-    return values
-
-
 def parse_params(raw: dict[str, Any]) -> AttributionParams:
     """Validate the recipe's `parameters` block (unknown keys are errors)."""
     where = "parameters"
-    p = _take(
+    p = take(
         where,
         raw,
         {
@@ -129,7 +104,7 @@ def parse_params(raw: dict[str, Any]) -> AttributionParams:
             "actor_observer": dict,
         },
     )
-    aa = _take(
+    aa = take(
         f"{where}.actor_actor",
         p["actor_actor"],
         {
@@ -140,7 +115,7 @@ def parse_params(raw: dict[str, Any]) -> AttributionParams:
             "joint": bool,
         },
     )
-    ao = _take(
+    ao = take(
         f"{where}.actor_observer",
         p["actor_observer"],
         {
@@ -156,7 +131,7 @@ def parse_params(raw: dict[str, Any]) -> AttributionParams:
     for key in ("names_per_group", "rows_per_shard"):
         if p[key] < 1:
             raise RecipeError(f"{where}.{key} must be positive")
-    cue = _take(f"{where}.actor_actor.target_cue", aa["target_cue"], {"success": str, "failure": str})
+    cue = take(f"{where}.actor_actor.target_cue", aa["target_cue"], {"success": str, "failure": str})
     for outcome, text in cue.items():
         if "{T}" not in text:
             raise RecipeError(f"{where}.actor_actor.target_cue.{outcome} must contain {{T}}, got {text!r}")
@@ -179,14 +154,14 @@ def parse_params(raw: dict[str, Any]) -> AttributionParams:
         sampling=p["sampling"],
         rows_per_shard=p["rows_per_shard"],
         actor_actor=ActorActorParams(
-            outcome_configs=_choose(f"{where}.actor_actor.outcome_configs", aa["outcome_configs"], OUTCOME_CONFIGS),
+            outcome_configs=choose(f"{where}.actor_actor.outcome_configs", aa["outcome_configs"], OUTCOME_CONFIGS),
             gender_pairs=tuple(pairs),
             scenarios_per_pair=aa["scenarios_per_pair"],
             target_cue=dict(cue),
             joint=aa["joint"],
         ),
         actor_observer=ActorObserverParams(
-            conditions=_choose(f"{where}.actor_observer.conditions", ao["conditions"], CONDITIONS),
+            conditions=choose(f"{where}.actor_observer.conditions", ao["conditions"], CONDITIONS),
             scenarios_per_cell=ao["scenarios_per_cell"],
             anonymous_observer=ao["anonymous_observer"],
         ),
@@ -195,20 +170,20 @@ def parse_params(raw: dict[str, Any]) -> AttributionParams:
 
 def parse_corrections(raw: dict[str, Any]) -> Corrections:
     """Validate the recipe's versioned `corrections` table."""
-    c = _take(
+    c = take(
         "corrections",
         raw or {"version": "0", "labels": [], "texts": []},
         {"version": str, "labels": list, "texts": list},
     )
     labels = []
     for i, fix in enumerate(c["labels"]):
-        f = _take(f"corrections.labels[{i}]", fix, {"dimension": str, "original": str, "corrected": str, "reason": str})
+        f = take(f"corrections.labels[{i}]", fix, {"dimension": str, "original": str, "corrected": str, "reason": str})
         if f["dimension"] not in DIMENSIONS:
             raise RecipeError(f"corrections.labels[{i}].dimension must be one of {DIMENSIONS}")
         labels.append(LabelFix(**f))
     texts = []
     for i, rule in enumerate(c["texts"]):
-        r = _take(f"corrections.texts[{i}]", rule, {"find": str, "replace": str, "reason": str})
+        r = take(f"corrections.texts[{i}]", rule, {"find": str, "replace": str, "reason": str})
         if not r["find"]:
             raise RecipeError(f"corrections.texts[{i}].find must not be empty")
         texts.append(TextRule(**r))

@@ -18,6 +18,7 @@ import yaml
 
 from .assets import builders_dir
 from .errors import RecipeError
+from .validate import take
 
 _SEMVER = re.compile(r"^\d+\.\d+\.\d+$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -66,22 +67,19 @@ class Recipe:
         raise RecipeError(f"{self.path}: recipe has no source with id {source_id!r}")
 
 
-_TOP_KEYS = {
+_TOP_REQUIRED = {
     "name": str,
     "version": str,
     "builder": str,
     "pretty_name": str,
     "license": str,
     "card": str,
-    "description": str,
-    "citation": str,
-    "tags": list,
     "sources": list,
     "parameters": dict,
-    "corrections": dict,
 }
-_REQUIRED_TOP = {"name", "version", "builder", "pretty_name", "license", "card", "sources", "parameters"}
-_SOURCE_KEYS = {"id", "path", "url", "sha256", "license", "citation"}
+_TOP_OPTIONAL = {"description": str, "citation": str, "tags": list, "corrections": dict}
+_SOURCE_REQUIRED = {"id": str, "path": str, "url": str, "license": str}
+_SOURCE_OPTIONAL = {"sha256": (str, type(None)), "citation": str}
 
 
 def find_recipe(name_or_path: str) -> Path:
@@ -112,42 +110,24 @@ def list_recipes() -> dict[str, Path]:
     return out
 
 
-def _check_type(path: Path, where: str, value: Any, expected: type) -> None:
-    if not isinstance(value, expected):
-        raise RecipeError(f"{path}: {where} must be a {expected.__name__}, got {type(value).__name__} ({value!r})")
-
-
 def parse_recipe(data: Any, *, path: Path, sha256: str) -> Recipe:
     """Validate a recipe's YAML content (already parsed) into a `Recipe`."""
-    if not isinstance(data, dict):
-        raise RecipeError(f"{path}: a recipe must be a YAML mapping at the top level")
-    unknown = set(data) - set(_TOP_KEYS)
-    if unknown:
-        raise RecipeError(f"{path}: unknown key(s) {sorted(unknown)}; allowed: {sorted(_TOP_KEYS)}")
-    missing = _REQUIRED_TOP - set(data)
-    if missing:
-        raise RecipeError(f"{path}: missing key(s) {sorted(missing)}")
-    for key, expected in _TOP_KEYS.items():
-        if key in data:
-            _check_type(path, key, data[key], expected)
+    data = take(str(path), data, _TOP_REQUIRED, _TOP_OPTIONAL)
     if not _SEMVER.match(data["version"]):
         raise RecipeError(f"{path}: version {data['version']!r} is not semantic (MAJOR.MINOR.PATCH)")
     sources = []
     seen: set[str] = set()
     for i, raw in enumerate(data["sources"]):
-        where = f"sources[{i}]"
-        _check_type(path, where, raw, dict)
-        unknown = set(raw) - _SOURCE_KEYS
-        if unknown:
-            raise RecipeError(f"{path}: {where}: unknown key(s) {sorted(unknown)}")
-        for key in ("id", "path", "url", "license"):
-            if not isinstance(raw.get(key), str) or not raw[key]:
-                raise RecipeError(f"{path}: {where}.{key} is required and must be a non-empty string")
+        where = f"{path}: sources[{i}]"
+        raw = take(where, raw, _SOURCE_REQUIRED, _SOURCE_OPTIONAL)
+        for key in _SOURCE_REQUIRED:
+            if not raw[key]:
+                raise RecipeError(f"{where}.{key} must not be empty")
         sha = raw.get("sha256")
-        if sha is not None and (not isinstance(sha, str) or not _SHA256.match(sha)):
-            raise RecipeError(f"{path}: {where}.sha256 must be 64 lowercase hex digits or null, got {sha!r}")
+        if sha is not None and not _SHA256.match(sha):
+            raise RecipeError(f"{where}.sha256 must be 64 lowercase hex digits or null, got {sha!r}")
         if raw["id"] in seen:
-            raise RecipeError(f"{path}: {where}: duplicate source id {raw['id']!r}")
+            raise RecipeError(f"{where}: duplicate source id {raw['id']!r}")
         seen.add(raw["id"])
         sources.append(
             SourceSpec(
