@@ -1,6 +1,7 @@
 import hashlib
 import http.server
 import threading
+import zipfile
 from functools import partial
 
 import pytest
@@ -24,6 +25,9 @@ def server(tmp_path):
     www.mkdir()
     (www / "x.csv").write_bytes(BODY)
     (www / "bad.csv").write_bytes(b"tampered")
+    with zipfile.ZipFile(www / "pkg.whl", "w") as zf:
+        zf.writestr("pkg/data/x.csv", BODY)
+        zf.writestr("pkg/other.txt", "noise")
     handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(www))
     handler.log_message = lambda *a, **k: None
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -82,3 +86,25 @@ def test_http_error_and_offline_are_clear(server, tmp_path):
         resolve_source(_spec(f"{server}/missing.csv"), cache_dir=tmp_path / "c")
     with pytest.raises(SourceError, match="--offline"):
         resolve_source(_spec(f"{server}/x.csv"), cache_dir=tmp_path / "c2", offline=True)
+
+
+def test_archive_member_is_extracted_and_verified(server, tmp_path):
+    spec = SourceSpec(
+        id="demo",
+        path="demo/x.csv",
+        url=f"{server}/pkg.whl",
+        sha256=SHA,
+        license="CC0",
+        citation="",
+        member="pkg/data/x.csv",
+    )
+    got = resolve_source(spec, cache_dir=tmp_path / "c")
+    assert got.origin == "download" and got.path.read_bytes() == BODY
+    assert sorted(p.name for p in (tmp_path / "c").rglob("*") if p.is_file()) == ["x.csv"]
+    wrong = SourceSpec(**{**spec.__dict__, "member": "pkg/other.txt"})
+    with pytest.raises(SourceError, match="mismatch"):
+        resolve_source(wrong, cache_dir=tmp_path / "c2")
+    missing = SourceSpec(**{**spec.__dict__, "member": "nope.csv"})
+    with pytest.raises(SourceError, match=r"no member 'nope\.csv'"):
+        resolve_source(missing, cache_dir=tmp_path / "c3")
+    assert not any(p.is_file() for p in (tmp_path / "c2").rglob("*"))

@@ -22,9 +22,16 @@ def _talent_or_luck(recipe: Recipe, sources: dict[str, ResolvedSource], full: bo
     return plan_talent_or_luck(recipe, sources, full=full)
 
 
+def _trust_game(recipe: Recipe, sources: dict[str, ResolvedSource], full: bool) -> BuildPlan:
+    from .trust_game_dataset import plan_trust_game
+
+    return plan_trust_game(recipe, sources, full=full)
+
+
 #: recipe `builder:` value -> planner. Planners import their probe module lazily.
 BUILDERS: dict[str, Callable[[Recipe, dict[str, ResolvedSource], bool], BuildPlan]] = {
     "attribution": _talent_or_luck,
+    "trust_game": _trust_game,
 }
 
 

@@ -29,8 +29,10 @@ class SourceSpec:
     """One source file of a recipe.
 
     `path` is where the file lives inside a sources folder (`--sources DIR`) and inside
-    the download cache; `url` is where it is downloaded from; `sha256` pins its content
-    (None means "not pinned": the build records the observed hash and warns).
+    the download cache; `url` is where it is downloaded from; `sha256` pins the content of
+    the file at `path` (None means "not pinned": the build records the observed hash and
+    warns). When `member` is set, `url` is a zip archive (a wheel is one) and the file is
+    that member of it: the archive is downloaded, the member extracted, and its hash checked.
     """
 
     id: str
@@ -39,6 +41,7 @@ class SourceSpec:
     sha256: str | None
     license: str
     citation: str
+    member: str | None = None
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,7 @@ _TOP_REQUIRED = {
 }
 _TOP_OPTIONAL = {"description": str, "citation": str, "tags": list, "corrections": dict}
 _SOURCE_REQUIRED = {"id": str, "path": str, "url": str, "license": str}
-_SOURCE_OPTIONAL = {"sha256": (str, type(None)), "citation": str}
+_SOURCE_OPTIONAL = {"sha256": (str, type(None)), "citation": str, "member": str}
 
 
 def find_recipe(name_or_path: str) -> Path:
@@ -92,7 +95,11 @@ def find_recipe(name_or_path: str) -> Path:
     folder = builders_dir()
     path = folder / f"{name_or_path.replace('-', '_')}.yaml"
     if not path.is_file():
-        known = ", ".join(sorted(list_recipes())) or "none"
+        # a dataset name that differs from its file name (`trust-game-names` in trust_game.yaml)
+        by_name = list_recipes()
+        if name_or_path in by_name:
+            return by_name[name_or_path]
+        known = ", ".join(sorted(by_name)) or "none"
         raise RecipeError(f"no recipe named {name_or_path!r} in {folder} (known: {known})")
     return path
 
@@ -137,6 +144,7 @@ def parse_recipe(data: Any, *, path: Path, sha256: str) -> Recipe:
                 sha256=sha,
                 license=raw["license"],
                 citation=str(raw.get("citation", "")),
+                member=raw.get("member"),
             )
         )
     return Recipe(

@@ -61,10 +61,8 @@ def sha256_file(path: Path) -> str:
 
 
 def _how_to_supply(spec: SourceSpec) -> str:
-    return (
-        f"Download it from {spec.url} and place it at DIR/{spec.path}, then pass --sources DIR "
-        f"(or set PROBES_SOURCES=DIR)."
-    )
+    origin = f"the member {spec.member!r} of the archive {spec.url}" if spec.member else spec.url
+    return f"Get it from {origin} and place it at DIR/{spec.path}, then pass --sources DIR (or set PROBES_SOURCES=DIR)."
 
 
 def _check_hash(spec: SourceSpec, path: Path, actual: str) -> None:
@@ -149,9 +147,39 @@ def resolve_source(
             f"source {spec.id!r} is not in the cache ({path}) and downloads are off (--offline). {_how_to_supply(spec)}"
         )
     log.info("downloading %s -> %s", spec.url, path)
-    actual = download(spec.url, path, expected_sha256=spec.sha256)
+    actual = _download_member(spec, path) if spec.member else download(spec.url, path, expected_sha256=spec.sha256)
     _check_hash(spec, path, actual)
     return ResolvedSource(spec, path, actual, "download")
+
+
+def _download_member(spec: SourceSpec, dest: Path) -> str:
+    """Download the archive at `spec.url`, extract `spec.member` to `dest` atomically, and
+    return the member's sha256 (checked against the pin before it lands in the cache)."""
+    import zipfile
+
+    assert spec.member is not None
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".archive-") as tmp:
+        archive = Path(tmp) / "archive.zip"
+        download(spec.url, archive, expected_sha256=None)
+        try:
+            with zipfile.ZipFile(archive) as zf, zf.open(spec.member) as src:
+                extracted = Path(tmp) / "member"
+                with open(extracted, "wb") as out:
+                    for chunk in iter(lambda: src.read(_CHUNK), b""):
+                        out.write(chunk)
+        except KeyError as exc:
+            raise SourceError(f"the archive {spec.url} has no member {spec.member!r}") from exc
+        except zipfile.BadZipFile as exc:
+            raise SourceError(f"{spec.url} is not a zip archive: {exc}") from exc
+        actual = sha256_file(extracted)
+        if spec.sha256 is not None and actual != spec.sha256:
+            raise SourceError(
+                f"sha256 mismatch for {spec.member!r} extracted from {spec.url}:\n  expected {spec.sha256}\n"
+                f"  actual   {actual}\nThe file was not kept."
+            )
+        os.replace(extracted, dest)
+    return actual
 
 
 def resolve_sources(

@@ -1,0 +1,288 @@
+"""The `trust-game-names` dataset: recipe + census + paper pairs -> configs, report and card context.
+
+The I/O edge of the Trust Game builder: it reads the two source files, runs the pure
+steps of `census` and `trust_game`, and hands lazily generated configs to the writer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pandas as pd
+
+from .census import (
+    PCT_COLUMNS,
+    RACES,
+    THRESHOLD_BASES,
+    bayesian_ranking,
+    compute_lists,
+    impute_suppressed,
+    load_census,
+    race_given_name,
+    threshold_ranking,
+)
+from .errors import RecipeError, SourceFormatError
+from .hubfolder import Batch, ConfigData
+from .items import Features
+from .plan import BuildPlan
+from .recipe import Recipe
+from .sources import ResolvedSource
+from .trust_game import (
+    LIST_FEATURES,
+    PAIR_FEATURES,
+    RACE_PROBE_FEATURES,
+    RACE_PROBE_VARIANTS,
+    SEED_FEATURES,
+    PaperPair,
+    TrustGameParams,
+    pair_rows,
+    parse_paper_pairs,
+    parse_params,
+    race_probe_count,
+    race_probe_rows,
+    render_race_probe,
+)
+
+CENSUS_SOURCE = "census"
+PAIRS_SOURCE = "paper_pairs"
+BATCH_ROWS = 5_000
+#: Table 1 of the paper: the first surname of each race's bayesian list and its Census count.
+PAPER_TABLE1_FIRST: dict[str, tuple[str, int]] = {
+    "Asian": ("Nguyen", 437_645),
+    "Black": ("Williams", 1_625_252),
+    "Hispanic": ("Garcia", 1_166_120),
+    "Native American": ("Begay", 17_553),
+    "White": ("Miller", 1_161_437),
+}
+TOP_SHOWN = 5
+
+
+def frame_batches(frame: pd.DataFrame, columns: list[str], size: int = BATCH_ROWS) -> Iterator[Batch]:
+    """A data frame as column batches of plain Python values (missing -> None)."""
+    for start in range(0, len(frame), size):
+        chunk = frame.iloc[start : start + size]
+        yield {c: _plain(chunk[c]) for c in columns}
+
+
+def _plain(series: pd.Series) -> list:
+    if series.dtype == object:
+        return series.tolist()
+    return series.astype(object).where(series.notna(), None).tolist()
+
+
+def row_batches(rows: Iterator[dict[str, Any]], columns: list[str], size: int = BATCH_ROWS) -> Iterator[Batch]:
+    """Row dicts -> column batches of at most `size` rows."""
+    batch: Batch = {c: [] for c in columns}
+    for row in rows:
+        for c in columns:
+            batch[c].append(row[c])
+        if len(batch[columns[0]]) == size:
+            yield batch
+            batch = {c: [] for c in columns}
+    if batch[columns[0]]:
+        yield batch
+
+
+def read_paper_pairs(source: ResolvedSource, params: TrustGameParams) -> list[PaperPair]:
+    """Parse and check paper_pairs.json."""
+    file = source.spec.path
+    try:
+        data = json.loads(source.path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SourceFormatError(file, "file", f"not valid JSON: {exc}") from exc
+    return parse_paper_pairs(
+        data, file=file, models=params.paper_pairs.models, per_gender=params.paper_pairs.pairs_per_gender
+    )
+
+
+def _top_entries(frame: pd.DataFrame, n: int) -> dict[str, list[dict[str, Any]]]:
+    return {
+        race: [
+            {
+                "rank": int(r.rank),
+                "surname": r.surname,
+                "count": int(r.count),
+                "posterior": round(float(r.posterior), 6),
+            }
+            for r in frame[frame["race"] == race].head(n).itertuples()
+        ]
+        for race in RACES
+    }
+
+
+def census_report(
+    census: pd.DataFrame,
+    shares: pd.DataFrame,
+    lists: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame],
+    params: TrustGameParams,
+) -> dict[str, Any]:
+    """What the build measured: pool sizes, top entries (vs. the paper's Table 1), seed-list make-up."""
+    bayesian, threshold, seed = lists
+    pct = census[list(PCT_COLUMNS)]
+    best = bayesian_ranking(shares, top=len(shares))["race"].value_counts()
+    over = threshold_ranking(
+        shares, threshold=params.census.threshold, top=len(shares), basis=params.census.threshold_basis
+    )["race"].value_counts()
+    pools = {
+        race: {"bayesian_candidates": int(best.get(race, 0)), "threshold_candidates": int(over.get(race, 0))}
+        for race in RACES
+    }
+    first = {}
+    for race, (surname, count) in PAPER_TABLE1_FIRST.items():
+        ours = bayesian[bayesian["race"] == race].iloc[0]
+        first[race] = {
+            "paper": {"surname": surname, "count": count},
+            "ours": {"surname": ours["surname"], "count": int(ours["count"])},
+            "match": ours["surname"] == surname and int(ours["count"]) == count,
+        }
+    makeup = {
+        race: {
+            "rows": int((seed["race"] == race).sum()),
+            "both": int(((seed["race"] == race) & (seed["methods"].map(len) == 2)).sum()),
+            "bayesian_only": int(((seed["race"] == race) & seed["methods"].map(lambda m: m == ["bayesian"])).sum()),
+            "threshold_only": int(((seed["race"] == race) & seed["methods"].map(lambda m: m == ["threshold"])).sum()),
+        }
+        for race in RACES
+    }
+    return {
+        "census_rows": len(census),
+        "surnames": len(shares),
+        "suppressed_shares_imputed": int(pct.isna().sum().sum()),
+        "rows_with_suppressed_shares": int(pct.isna().any(axis=1).sum()),
+        "pools": pools,
+        "table1_first": first,
+        "top_bayesian": _top_entries(bayesian, TOP_SHOWN),
+        "top_threshold": _top_entries(threshold, TOP_SHOWN),
+        "seed_list": makeup,
+    }
+
+
+def pairs_report(pairs: list[PaperPair], seed: pd.DataFrame) -> dict[str, Any]:
+    """Per model: how many of the paper's 170 (surname, gender) pairs use a surname of our seed list."""
+    rows = pd.DataFrame(list(pair_rows(pairs, seed)))
+    out: dict[str, Any] = {}
+    for model, group in rows.groupby("model", sort=False):
+        missing = group.loc[~group["in_seed_list"], ["race", "surname"]].drop_duplicates()
+        out[str(model)] = {
+            "pairs": len(group),
+            "in_seed_list": int(group["in_seed_list"].sum()),
+            "surnames_not_in_seed_list": [f"{r.surname} ({r.race})" for r in missing.itertuples()],
+        }
+    return out
+
+
+def threshold_variants_report(shares: pd.DataFrame, pairs: list[PaperPair], params: TrustGameParams) -> list[dict]:
+    """Which published surnames each reading of step 5 leaves out of the seed list.
+
+    DESIGN section 5 reads the threshold as Pr(race | name) >= 0.9 over all surnames; the
+    paper's pairs suggest Census percentages and a threshold list counted after the
+    bayesian one. Reporting all four readings lets a reader see the evidence.
+    """
+    published = sorted({(p.race, p.surname) for p in pairs}, key=lambda rs: (RACES.index(rs[0]), rs[1]))
+    out = []
+    for basis in THRESHOLD_BASES:
+        for exclude in (False, True):
+            _, _, seed = compute_lists(
+                shares,
+                bayesian_top=params.census.bayesian_top,
+                threshold=params.census.threshold,
+                threshold_top=params.census.threshold_top,
+                threshold_basis=basis,
+                threshold_excludes_bayesian=exclude,
+            )
+            seeded = set(zip(seed["race"], seed["surname"], strict=True))
+            missing = [f"{surname} ({race})" for race, surname in published if (race, surname) not in seeded]
+            out.append(
+                {
+                    "threshold_basis": basis,
+                    "threshold_excludes_bayesian": exclude,
+                    "published_surnames": len(published),
+                    "missing": missing,
+                }
+            )
+    return out
+
+
+def plan_trust_game(recipe: Recipe, sources: dict[str, ResolvedSource], *, full: bool = False) -> BuildPlan:
+    """Everything needed to write `trust-game-names`; item rows are generated lazily by the writer."""
+    if full:
+        raise RecipeError(f"{recipe.path}: {recipe.name} has no full variant; build it without --full")
+    params = parse_params(recipe.parameters)
+    census_src = sources[CENSUS_SOURCE]
+    census = load_census(census_src.path, display_name=census_src.spec.path)
+    shares = race_given_name(impute_suppressed(census), file=census_src.spec.path)
+    bayesian, threshold, seed = compute_lists(
+        shares,
+        bayesian_top=params.census.bayesian_top,
+        threshold=params.census.threshold,
+        threshold_top=params.census.threshold_top,
+        threshold_basis=params.census.threshold_basis,
+        threshold_excludes_bayesian=params.census.threshold_excludes_bayesian,
+    )
+    pairs = read_paper_pairs(sources[PAIRS_SOURCE], params)
+    list_columns = list(LIST_FEATURES)
+    seed_columns = list(SEED_FEATURES)
+    pair_columns = list(PAIR_FEATURES)
+    probe_columns = list(RACE_PROBE_FEATURES)
+    configs = [
+        ConfigData(
+            "bayesian_ranking",
+            Features(LIST_FEATURES),
+            lambda: frame_batches(bayesian, list_columns),
+            f"Top {params.census.bayesian_top} surnames per race by posterior Pr(name | race) (the paper's list).",
+            expected_rows=len(bayesian),
+        ),
+        ConfigData(
+            "threshold_ranking",
+            Features(LIST_FEATURES),
+            lambda: frame_batches(threshold, list_columns),
+            f"Top {params.census.threshold_top} surnames per race with Pr(race | name) >= "
+            f"{params.census.threshold}, most frequent first (Aher et al. 2023).",
+            expected_rows=len(threshold),
+        ),
+        ConfigData(
+            "seed_list",
+            Features(SEED_FEATURES),
+            lambda: frame_batches(seed, seed_columns),
+            "Per race, the de-duplicated union of both lists, with the method(s) that proposed each surname.",
+            expected_rows=len(seed),
+        ),
+        ConfigData(
+            "pairs_paper",
+            Features(PAIR_FEATURES),
+            lambda: row_batches(pair_rows(pairs, seed), pair_columns),
+            "The paper's selected (title, surname) pairs for Llama2-13B, Mistral-7B and Phi-2 (Appendix A.3).",
+            expected_rows=len(pairs),
+        ),
+        ConfigData(
+            "race_probe",
+            RACE_PROBE_FEATURES,
+            lambda: row_batches(race_probe_rows(seed, params.race_probe), probe_columns),
+            "True/False items 'title surname is race' for every seed surname, title, race and prompt variant.",
+            expected_rows=race_probe_count(seed, params.race_probe),
+        ),
+    ]
+    report = {
+        **census_report(census, shares, (bayesian, threshold, seed), params),
+        "paper_pairs": pairs_report(pairs, seed),
+        "threshold_variants": threshold_variants_report(shares, pairs, params),
+        "expected_rows": {c.name: c.expected_rows for c in configs},
+    }
+    examples = {
+        variant: {
+            "prompt": render_race_probe(variant, "Ms.", "Begay", "Native American"),
+            "choices": list(RACE_PROBE_VARIANTS[variant].choices),
+        }
+        for variant in params.race_probe.variants
+    }
+    return BuildPlan(
+        name=recipe.name,
+        configs=configs,
+        parameters=recipe.parameters,
+        report=report,
+        card_context={"params": params, "races": RACES, "probe_examples": examples},
+        default_config="seed_list",
+        rows_per_shard=params.rows_per_shard,
+    )
