@@ -19,7 +19,7 @@ def test_help_lists_commands_and_documents_every_flag():
     for command in ("build", "lint", "recipes"):
         assert command in top
     build_help = _plain(runner.invoke(app, ["build", "--help"], terminal_width=200).output)
-    for flag in ("--out", "--sources", "--cache-dir", "--offline", "--full", "--overwrite", "--quiet"):
+    for flag in ("--out", "--sources", "--cache-dir", "--offline", "--full", "--max-events", "--overwrite", "--quiet"):
         line = next(line for line in build_help.splitlines() if flag in line)
         assert len(line.split(flag, 1)[1].strip()) > 10, f"{flag} has no help text"
 
@@ -62,3 +62,12 @@ def test_lint_command_json(fixture_release):
     assert any(f["check"] == "label" and "a hispanic" in f["where"] for f in report["findings"])
     strict = runner.invoke(app, ["lint", str(recipe), "--sources", str(sources), "--strict"])
     assert strict.exit_code == 2
+
+
+def test_max_events_is_refused_for_datasets_without_events(fixture_release, tmp_path):
+    sources, recipe = fixture_release
+    result = runner.invoke(
+        app, ["build", str(recipe), "--sources", str(sources), "--out", str(tmp_path / "o"), "--max-events", "5"]
+    )
+    assert result.exit_code == 1 and "no events" in _plain(result.output)
+    assert not (tmp_path / "o").exists()

@@ -108,3 +108,25 @@ def test_archive_member_is_extracted_and_verified(server, tmp_path):
     with pytest.raises(SourceError, match=r"no member 'nope\.csv'"):
         resolve_source(missing, cache_dir=tmp_path / "c3")
     assert not any(p.is_file() for p in (tmp_path / "c2").rglob("*"))
+
+
+def test_sources_folder_may_hold_the_archive_instead(tmp_path):
+    (tmp_path / "src" / "demo").mkdir(parents=True)
+    with zipfile.ZipFile(tmp_path / "src" / "demo" / "bundle.zip", "w") as zf:
+        zf.writestr("corpus/x.csv", BODY)
+    spec = SourceSpec(
+        id="demo",
+        path="demo/corpus/x.csv",
+        url="http://127.0.0.1:1/bundle.zip",
+        sha256=SHA,
+        license="CC0",
+        citation="",
+        member="corpus/x.csv",
+        archive="demo/bundle.zip",
+    )
+    got = resolve_source(spec, sources_dir=tmp_path / "src", cache_dir=tmp_path / "cache")
+    assert got.origin == "sources-dir-archive" and got.path.read_bytes() == BODY
+    assert got.path == tmp_path / "cache" / "demo" / "corpus" / "x.csv"
+    (tmp_path / "src" / "demo" / "bundle.zip").unlink()
+    with pytest.raises(SourceError, match=r"bundle\.zip"):
+        resolve_source(spec, sources_dir=tmp_path / "src", cache_dir=tmp_path / "cache2")

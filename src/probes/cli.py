@@ -92,6 +92,15 @@ def build(
             "the default recipe samples to the paper's scale.",
         ),
     ] = False,
+    max_events: Annotated[
+        int | None,
+        typer.Option(
+            "--max-events",
+            min=1,
+            help="Event-based datasets (intergroup-empathy): build from N source events drawn evenly across "
+            "emotions (seeded), same structure; written to OUT/<name>-eventsN.",
+        ),
+    ] = None,
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="Replace an existing OUT/<name> (swapped in only when complete).")
     ] = False,
@@ -134,6 +143,7 @@ def build(
                 cache_dir=cache_dir,
                 offline=offline,
                 full=full,
+                max_events=max_events,
                 overwrite=overwrite,
                 on_rows=on_rows,
                 on_plan=on_plan,

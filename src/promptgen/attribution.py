@@ -30,7 +30,7 @@ from .attribution_release import (
 )
 from .errors import RecipeError
 from .items import CHOICE_LABELS, item_features, slug, user_messages
-from .seeding import hash_choice, hash_int, hash_sample, option_permutation
+from .seeding import hash_choice, hash_int, hash_sample, option_permutation, stratified_sample
 from .validate import choose, take
 
 PROMPT_TEMPLATE = (
@@ -386,22 +386,11 @@ def _scenarios_by_domain(release: Release) -> dict[str, list[int]]:
 
 
 def stratified_scenarios(seed: int, key: str, by_domain: dict[str, list[int]], k: int) -> list[tuple[str, int]]:
-    """k (domain, scenario) draws spread over domains: one per domain in a hashed domain
-    order, then a second per domain, and so on; returned in release order."""
-    total = sum(len(v) for v in by_domain.values())
-    if k > total:
-        raise RecipeError(f"cannot draw {k} scenarios from {total}")
-    domains = hash_sample(seed, f"{key}/domains", list(by_domain), len(by_domain))
-    queues = {d: hash_sample(seed, f"{key}/{d}", by_domain[d], len(by_domain[d])) for d in domains}
-    picked: list[tuple[str, int]] = []
-    depth = 0
-    while len(picked) < k:
-        for d in domains:
-            if depth < len(queues[d]) and len(picked) < k:
-                picked.append((d, queues[d][depth]))
-        depth += 1
-    order = {d: i for i, d in enumerate(by_domain)}
-    return sorted(picked, key=lambda ds: (order[ds[0]], ds[1]))
+    """k (domain, scenario) draws spread over domains (see `seeding.stratified_sample`)."""
+    try:
+        return stratified_sample(seed, key, by_domain, k)
+    except ValueError as exc:
+        raise RecipeError(f"cannot draw {k} scenarios: {exc}") from exc
 
 
 def _other_name(candidates: tuple[Name, ...], avoid: str, seed: int, key: str) -> Name:

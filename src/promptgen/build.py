@@ -11,27 +11,41 @@ from typing import Any
 from .cards import render_card
 from .errors import RecipeError
 from .hubfolder import check_target, write_hub_folder
-from .plan import BuildPlan
+from .plan import BuildOptions, BuildPlan
 from .recipe import Recipe, load_recipe
 from .sources import ResolvedSource, resolve_sources
 
 
-def _talent_or_luck(recipe: Recipe, sources: dict[str, ResolvedSource], full: bool) -> BuildPlan:
+def _no_max_events(recipe: Recipe, options: BuildOptions) -> None:
+    if options.max_events is not None:
+        raise RecipeError(f"--max-events applies to event-based datasets; {recipe.name!r} has no events")
+
+
+def _talent_or_luck(recipe: Recipe, sources: dict[str, ResolvedSource], options: BuildOptions) -> BuildPlan:
     from .attribution_dataset import plan_talent_or_luck
 
-    return plan_talent_or_luck(recipe, sources, full=full)
+    _no_max_events(recipe, options)
+    return plan_talent_or_luck(recipe, sources, full=options.full)
 
 
-def _trust_game(recipe: Recipe, sources: dict[str, ResolvedSource], full: bool) -> BuildPlan:
+def _trust_game(recipe: Recipe, sources: dict[str, ResolvedSource], options: BuildOptions) -> BuildPlan:
     from .trust_game_dataset import plan_trust_game
 
-    return plan_trust_game(recipe, sources, full=full)
+    _no_max_events(recipe, options)
+    return plan_trust_game(recipe, sources, full=options.full)
+
+
+def _intergroup_empathy(recipe: Recipe, sources: dict[str, ResolvedSource], options: BuildOptions) -> BuildPlan:
+    from .empathy_dataset import plan_intergroup_empathy
+
+    return plan_intergroup_empathy(recipe, sources, options)
 
 
 #: recipe `builder:` value -> planner. Planners import their probe module lazily.
-BUILDERS: dict[str, Callable[[Recipe, dict[str, ResolvedSource], bool], BuildPlan]] = {
+BUILDERS: dict[str, Callable[[Recipe, dict[str, ResolvedSource], BuildOptions], BuildPlan]] = {
     "attribution": _talent_or_luck,
     "trust_game": _trust_game,
+    "empathy": _intergroup_empathy,
 }
 
 
@@ -42,13 +56,13 @@ class BuildResult:
 
 
 def plan_build(
-    recipe: Recipe, *, sources_dir: Path | None, cache_dir: Path | None, offline: bool, full: bool
+    recipe: Recipe, *, sources_dir: Path | None, cache_dir: Path | None, offline: bool, options: BuildOptions
 ) -> tuple[BuildPlan, dict[str, ResolvedSource]]:
     """Resolve the sources and ask the recipe's builder for its plan (no output written)."""
     if recipe.builder not in BUILDERS:
         raise RecipeError(f"{recipe.path}: unknown builder {recipe.builder!r}; known: {sorted(BUILDERS)}")
     sources = resolve_sources(recipe.sources, sources_dir=sources_dir, cache_dir=cache_dir, offline=offline)
-    return BUILDERS[recipe.builder](recipe, sources, full), sources
+    return BUILDERS[recipe.builder](recipe, sources, options), sources
 
 
 def build_manifest(recipe: Recipe, plan: BuildPlan, sources: dict[str, ResolvedSource]) -> dict[str, Any]:
@@ -88,15 +102,19 @@ def build(
     cache_dir: Path | None = None,
     offline: bool = False,
     full: bool = False,
+    max_events: int | None = None,
     overwrite: bool = False,
     on_rows: Callable[[str, int], None] | None = None,
     on_plan: Callable[[BuildPlan], None] | None = None,
 ) -> BuildResult:
     """Build one dataset folder `out_dir/<name>` from its recipe; atomic on failure."""
     recipe = load_recipe(name_or_path)
-    # fail before any work if the target exists (the name may gain "-full")
-    check_target(Path(out_dir) / (recipe.name + ("-full" if full else "")), overwrite=overwrite)
-    plan, sources = plan_build(recipe, sources_dir=sources_dir, cache_dir=cache_dir, offline=offline, full=full)
+    options = BuildOptions(full=full, max_events=max_events)
+    if max_events is not None and max_events < 1:
+        raise RecipeError(f"--max-events must be a positive number, got {max_events}")
+    # fail before any work if the target exists
+    check_target(Path(out_dir) / options.dataset_name(recipe.name), overwrite=overwrite)
+    plan, sources = plan_build(recipe, sources_dir=sources_dir, cache_dir=cache_dir, offline=offline, options=options)
     if on_plan is not None:
         on_plan(plan)
     manifest = build_manifest(recipe, plan, sources)

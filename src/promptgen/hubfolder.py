@@ -48,6 +48,7 @@ PARQUET_OPTIONS: dict[str, Any] = {
 }
 
 Batch = dict[str, list]
+#: a builder may also yield ready `pa.Table` batches with exactly the config's schema
 
 
 @dataclass
@@ -56,7 +57,7 @@ class ConfigData:
 
     name: str
     features: Features
-    batches: Callable[[], Iterator[Batch]]
+    batches: Callable[[], Iterator[Batch | pa.Table]]
     description: str = ""
     expected_rows: int | None = None
 
@@ -136,7 +137,12 @@ class _ShardWriter:
         return final_paths
 
 
-def _batch_to_table(batch: Batch, schema: pa.Schema, config: str) -> pa.Table:
+def _batch_to_table(batch: Batch | pa.Table, schema: pa.Schema, config: str) -> pa.Table:
+    if isinstance(batch, pa.Table):
+        # fast path for builders that assemble Arrow columns themselves
+        if not batch.schema.equals(schema, check_metadata=False):
+            raise ProbeError(f"config {config!r}: batch schema differs from its features:\n{batch.schema}")
+        return batch
     missing = [name for name in schema.names if name not in batch]
     extra = [name for name in batch if name not in schema.names]
     if missing or extra:

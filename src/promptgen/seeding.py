@@ -46,6 +46,30 @@ def hash_choice(seed: int, key: str, candidates: Sequence[T]) -> T:
     return candidates[hash_int(seed, key) % len(candidates)]
 
 
+def stratified_sample(seed: int, key: str, groups: dict[str, Sequence[T]], k: int) -> list[tuple[str, T]]:
+    """k (group, member) draws spread evenly over groups: one per group in a hashed group
+    order, then a second per group, and so on (members ranked by hash within each group).
+
+    Returned in the groups' given order and, within a group, in the members' given order,
+    so a subset keeps the source's order. Used for scenarios per domain and events per emotion.
+    """
+    total = sum(len(v) for v in groups.values())
+    if k > total:
+        raise ValueError(f"cannot draw {k} from {total} candidates for {key!r}")
+    order = hash_sample(seed, f"{key}/groups", list(groups), len(groups))
+    queues = {g: hash_sample(seed, f"{key}/{g}", list(range(len(groups[g]))), len(groups[g])) for g in order}
+    picked: list[tuple[str, int]] = []
+    depth = 0
+    while len(picked) < k:
+        for g in order:
+            if depth < len(queues[g]) and len(picked) < k:
+                picked.append((g, queues[g][depth]))
+        depth += 1
+    position = {g: i for i, g in enumerate(groups)}
+    picked.sort(key=lambda gi: (position[gi[0]], gi[1]))
+    return [(g, groups[g][i]) for g, i in picked]
+
+
 def nth_permutation(index: int, n: int) -> tuple[int, ...]:
     """The `index`-th permutation of `range(n)` in lexicographic order (itertools' order),
     computed from its factorial-base digits so n = 8 needs no table of 40,320 entries."""

@@ -122,18 +122,25 @@ def resolve_source(
     offline: bool = False,
 ) -> ResolvedSource:
     """Find (or download) one source file and verify its hash."""
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     if sources_dir is not None:
         path = Path(sources_dir) / spec.path
-        if not path.is_file():
-            raise SourceError(
-                f"source {spec.id!r} not found: expected the file {path} "
-                f"(sources folder {sources_dir}). {_how_to_supply(spec)}"
-            )
-        actual = sha256_file(path)
-        _check_hash(spec, path, actual)
-        return ResolvedSource(spec, path, actual, "sources-dir")
+        if path.is_file():
+            actual = sha256_file(path)
+            _check_hash(spec, path, actual)
+            return ResolvedSource(spec, path, actual, "sources-dir")
+        archive = Path(sources_dir) / spec.archive if spec.archive else None
+        if archive is not None and archive.is_file():
+            dest = cache / spec.path
+            actual = _extract_member(spec, archive, dest, origin=str(archive))
+            _check_hash(spec, dest, actual)
+            return ResolvedSource(spec, dest, actual, "sources-dir-archive")
+        also = f" or the archive {archive}" if archive is not None else ""
+        raise SourceError(
+            f"source {spec.id!r} not found: expected the file {path}{also} "
+            f"(sources folder {sources_dir}). {_how_to_supply(spec)}"
+        )
 
-    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     path = cache / spec.path
     if path.is_file():
         actual = sha256_file(path)
@@ -147,39 +154,65 @@ def resolve_source(
             f"source {spec.id!r} is not in the cache ({path}) and downloads are off (--offline). {_how_to_supply(spec)}"
         )
     log.info("downloading %s -> %s", spec.url, path)
-    actual = _download_member(spec, path) if spec.member else download(spec.url, path, expected_sha256=spec.sha256)
+    if spec.member:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=path.parent, prefix=".archive-") as tmp:
+            archive = Path(tmp) / "archive.zip"
+            download(spec.url, archive, expected_sha256=None)
+            actual = _extract_member(spec, archive, path, origin=spec.url)
+    else:
+        actual = download(spec.url, path, expected_sha256=spec.sha256)
     _check_hash(spec, path, actual)
     return ResolvedSource(spec, path, actual, "download")
 
 
-def _download_member(spec: SourceSpec, dest: Path) -> str:
-    """Download the archive at `spec.url`, extract `spec.member` to `dest` atomically, and
-    return the member's sha256 (checked against the pin before it lands in the cache)."""
+def _member_name(zf, member: str) -> str:
+    """`member`, or the one archive entry ending in `/member` (archives often wrap their
+    content in a top-level folder); KeyError when there is none or several."""
+    names = zf.namelist()
+    if member in names:
+        return member
+    matches = [n for n in names if n.endswith("/" + member)]
+    if len(matches) == 1:
+        return matches[0]
+    raise KeyError(member)
+
+
+def _extract_member(spec: SourceSpec, archive: Path, dest: Path, *, origin: str) -> str:
+    """Extract `spec.member` of a zip archive to `dest` atomically; return its sha256.
+
+    The member is hashed before it is renamed into place, so a wrong file never lands.
+    """
     import zipfile
 
-    assert spec.member is not None
+    if not spec.member:
+        raise SourceError(f"source {spec.id!r} names no archive member to extract from {origin}")
     dest.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".archive-") as tmp:
-        archive = Path(tmp) / "archive.zip"
-        download(spec.url, archive, expected_sha256=None)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+    tmp = Path(tmp_name)
+    try:
         try:
-            with zipfile.ZipFile(archive) as zf, zf.open(spec.member) as src:
-                extracted = Path(tmp) / "member"
-                with open(extracted, "wb") as out:
-                    for chunk in iter(lambda: src.read(_CHUNK), b""):
-                        out.write(chunk)
+            with (
+                zipfile.ZipFile(archive) as zf,
+                zf.open(_member_name(zf, spec.member)) as src,
+                os.fdopen(fd, "wb") as out,
+            ):
+                for chunk in iter(lambda: src.read(_CHUNK), b""):
+                    out.write(chunk)
         except KeyError as exc:
-            raise SourceError(f"the archive {spec.url} has no member {spec.member!r}") from exc
+            raise SourceError(f"the archive {origin} has no member {spec.member!r}") from exc
         except zipfile.BadZipFile as exc:
-            raise SourceError(f"{spec.url} is not a zip archive: {exc}") from exc
-        actual = sha256_file(extracted)
+            raise SourceError(f"{origin} is not a zip archive: {exc}") from exc
+        actual = sha256_file(tmp)
         if spec.sha256 is not None and actual != spec.sha256:
             raise SourceError(
-                f"sha256 mismatch for {spec.member!r} extracted from {spec.url}:\n  expected {spec.sha256}\n"
+                f"sha256 mismatch for {spec.member!r} extracted from {origin}:\n  expected {spec.sha256}\n"
                 f"  actual   {actual}\nThe file was not kept."
             )
-        os.replace(extracted, dest)
-    return actual
+        os.replace(tmp, dest)
+        return actual
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def resolve_sources(

@@ -1,0 +1,147 @@
+"""The `intergroup-empathy` dataset: recipe + crowd-enVent corpus -> configs, report, card context."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from typing import Any
+
+from .crowd_envent import EXPECTED_PER_EMOTION, EXPECTED_TOTAL, count_deviations, load_events
+from .empathy import (
+    CATEGORIES,
+    EVENT_FEATURES,
+    IDENTITY_FEATURES,
+    PROMPT_FEATURES,
+    SETTING_FEATURES,
+    SETTINGS,
+    event_rows,
+    expected_rows,
+    identities,
+    identity_rows,
+    prompt_batches,
+    setting,
+)
+from .errors import RecipeError
+from .hubfolder import ConfigData
+from .plan import BuildOptions, BuildPlan
+from .recipe import Recipe
+from .seeding import stratified_sample
+from .sources import ResolvedSource
+from .validate import choose, take
+
+log = logging.getLogger(__name__)
+SOURCE_ID = "crowd-envent"
+
+
+def _batched(rows: list[dict[str, Any]], features) -> list[dict[str, list]]:
+    return [{name: [r[name] for r in rows] for name in features}]
+
+
+def plan_intergroup_empathy(recipe: Recipe, sources: dict[str, ResolvedSource], options: BuildOptions) -> BuildPlan:
+    """Events, identities, settings and one prompt config per (category, setting)."""
+    if options.full:
+        raise RecipeError("--full does not apply: intergroup-empathy is always the full design (use --max-events N)")
+    p = take(
+        "parameters",
+        recipe.parameters,
+        {"seed": int, "rows_per_shard": int, "categories": list, "settings": list, "materialize_prompts": bool},
+    )
+    categories = choose("parameters.categories", p["categories"], CATEGORIES)
+    settings = choose("parameters.settings", p["settings"], SETTINGS)
+    source = sources[SOURCE_ID]
+    events = load_events(source.path, source.spec.path)
+    deviations = [] if options.max_events is not None else count_deviations(events)
+    for message in deviations:
+        log.warning("crowd-enVent corpus differs from the published counts: %s", message)
+    if options.max_events is not None:
+        by_emotion: dict[str, list] = defaultdict(list)
+        for e in events:
+            by_emotion[e.emotion].append(e)
+        if options.max_events > len(events):
+            raise RecipeError(f"--max-events {options.max_events} exceeds the {len(events)} events of the corpus")
+        events = [e for _, e in stratified_sample(p["seed"], "events", dict(by_emotion), options.max_events)]
+        events.sort(key=lambda e: e.line)
+    rows = event_rows(events)
+
+    configs = [
+        ConfigData(
+            "events",
+            EVENT_FEATURES,
+            lambda: iter(_batched(rows, EVENT_FEATURES)),
+            "One crowd-enVent event with its three narrative forms.",
+            expected_rows=len(rows),
+        ),
+        ConfigData(
+            "identities",
+            IDENTITY_FEATURES,
+            lambda: iter(_batched(identity_rows(), IDENTITY_FEATURES)),
+            "Perceiver/experiencer identities in matrix order, `a person` first.",
+            expected_rows=47,
+        ),
+        ConfigData(
+            "settings",
+            SETTING_FEATURES,
+            lambda: iter(_batched(_setting_rows(settings), SETTING_FEATURES)),
+            "The prompt settings with their persona, system and task templates.",
+            expected_rows=len(settings),
+        ),
+    ]
+    counts = expected_rows(len(rows))
+    if p["materialize_prompts"]:
+        for category in categories:
+            n_people = len(identities(category))
+            for name in settings:
+                s = setting(name)
+                configs.append(
+                    ConfigData(
+                        f"{category}_{name}",
+                        PROMPT_FEATURES,
+                        (lambda c=category, n=name: prompt_batches(c, n, rows)),
+                        f"{n_people} x {n_people} {category} identities x {len(rows):,} events; persona {s.persona}, "
+                        f"scale 0-{s.number_max}, narrative {s.narrative_form}.",
+                        expected_rows=counts[f"{category}_{name}"],
+                    )
+                )
+    prompt_total = sum(counts[f"{c}_{s}"] for c in categories for s in settings)
+    example = next(prompt_batches(categories[0], settings[0], rows[:1])).to_pylist()[0]
+    return BuildPlan(
+        name=options.dataset_name(recipe.name),
+        configs=configs,
+        parameters={**recipe.parameters, "max_events": options.max_events},
+        report={
+            "events": len(rows),
+            "events_per_emotion": {
+                e: sum(r["emotion"] == e for r in rows) for e in sorted({r["emotion"] for r in rows})
+            },
+            "corpus_deviations": deviations,
+            "prompt_rows": prompt_total if p["materialize_prompts"] else 0,
+            "prompt_rows_full_design": expected_total(len(rows), categories, settings),
+            "t2_methods": sorted({r["t2_method"] for r in rows}),
+        },
+        card_context={
+            "n_events": len(rows),
+            "max_events": options.max_events,
+            "expected_total": EXPECTED_TOTAL,
+            "expected_per_emotion": EXPECTED_PER_EMOTION,
+            "categories": categories,
+            "settings": [setting(s) for s in settings],
+            "n_people": {c: len(identities(c)) for c in categories},
+            "prompt_total": prompt_total,
+            "materialize": p["materialize_prompts"],
+            "example": example,
+            "event_example": rows[0],
+        },
+        default_config="events",
+        rows_per_shard=p["rows_per_shard"],
+    )
+
+
+def _setting_rows(names: tuple[str, ...]) -> list[dict[str, Any]]:
+    from .empathy import setting_rows
+
+    return [r for r in setting_rows() if r["setting"] in names]
+
+
+def expected_total(n_events: int, categories, settings) -> int:
+    counts = expected_rows(n_events)
+    return sum(counts[f"{c}_{s}"] for c in categories for s in settings)
