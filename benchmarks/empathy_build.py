@@ -2,7 +2,7 @@
 
 The real crowd-enVent corpus is not available on every machine, so the benchmark writes a
 synthetic corpus in its TSV format with the published counts (6,050 events: 550 per
-emotion, 225 for guilt and shame; texts of realistic length) and builds from it:
+emotion, 275 for guilt and shame; texts of realistic length) and builds from it:
 
     python benchmarks/attribution_build.py ...                                   # the other build
     python benchmarks/empathy_build.py --out bench-empathy.json                  # full 37.3 M rows
@@ -79,7 +79,7 @@ def write_corpus(path: Path, seed: int = 0) -> int:
         writer = csv.writer(fh, delimiter="\t", lineterminator="\n")
         writer.writerow(["text_id", "emotion", "generated_text", "hidden_emo_text", "intensity"])
         for emotion in EMOTIONS:
-            for _ in range(225 if emotion in ("guilt", "shame") else 550):
+            for _ in range(275 if emotion in ("guilt", "shame") else 550):
                 n += 1
                 opener = rng.choice(("when I", "because", "I felt it when", ""))
                 text = " ".join([opener, *rng.choices(WORDS, k=rng.randint(8, 30))]).strip() + "."

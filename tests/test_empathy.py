@@ -227,3 +227,15 @@ def test_missing_column_and_bad_flags(tmp_path):
     with pytest.raises(RecipeError, match="--full"):
         build(recipe, out_dir=tmp_path / "o", sources_dir=sources, full=True)
     assert not (tmp_path / "o").exists()
+
+
+def test_expected_corpus_counts_add_up():
+    from promptgen.crowd_envent import EXPECTED_PER_EMOTION, EXPECTED_TOTAL, Event, count_deviations
+
+    assert sum(EXPECTED_PER_EMOTION.values()) == EXPECTED_TOTAL == 6050
+    published = [Event(f"t{e}{i}", e, "x", "x", 1, 0) for e, n in EXPECTED_PER_EMOTION.items() for i in range(n)]
+    assert count_deviations(published) == []
+    assert count_deviations(published[:-1]) == [
+        "6049 events after dropping no-emotion, expected 6050",
+        "trust: 549 events, expected 550",
+    ]
