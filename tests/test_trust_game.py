@@ -24,7 +24,17 @@ from promptgen.trust_game import (
 from release_fixture import REPO, load_config
 
 MODELS = ("Llama2-13B", "Mistral-7B", "Phi-2")
-CONFIGS = ["bayesian_ranking", "threshold_ranking", "seed_list", "pairs_paper", "race_probe"]
+CONFIGS = [
+    "bayesian_ranking",
+    "threshold_ranking",
+    "seed_list",
+    "pairs_paper",
+    "race_probe",
+    "games_paper_llama2_13b",
+    "games_paper_mistral_7b",
+    "games_paper_phi_2",
+    "probing",
+]
 # DESIGN section 5 step 7, typed out independently of the module's constants
 BASE = "### True or False:\n1. {title} {surname} is {race}.\n### Answer:\n\n"
 PHI = "Exercise 1:\nTrue or False: {title} {surname} is {race}.\nAnswer:"
@@ -44,7 +54,7 @@ def _pairs_json(shared_sources):
 def test_recipe_is_found_by_both_names_and_pins_the_shared_sources(shared_sources):
     assert find_recipe("trust-game") == find_recipe("trust-game-names") == REPO / "builders" / "trust_game.yaml"
     recipe = load_recipe("trust-game")
-    assert (recipe.name, recipe.version, recipe.builder) == ("trust-game-names", "1.0.0", "trust_game")
+    assert (recipe.name, recipe.version, recipe.builder) == ("trust-game-names", "1.1.0", "trust_game")
     for source, folder in (("census", "census-surnames"), ("paper_pairs", "trust-game")):
         spec = recipe.source(source)
         pinned = re.findall(r"sha256 ([0-9a-f]{64})", (shared_sources / folder / "SOURCE.md").read_text())
@@ -207,6 +217,11 @@ def test_every_config_loads_with_declared_features(built):
         "seed_list": seeds,
         "pairs_paper": 510,
         "race_probe": 2 * 2 * seeds * 5,
+        # 2 investor groups x 10 trustee groups x 272 games x 3 variants; probing: 20 games x 11 amounts x 3 x 3
+        "games_paper_llama2_13b": 2 * 10 * 272 * 3,
+        "games_paper_mistral_7b": 2 * 10 * 272 * 3,
+        "games_paper_phi_2": 2 * 10 * 272 * 3,
+        "probing": 20 * 11 * 3 * 3,
     }
     for config in CONFIGS:
         ds = load_config(built, config)

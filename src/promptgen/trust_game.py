@@ -4,7 +4,9 @@ Pure functions: the census lists come from `census`, file reading happens in
 `trust_game_dataset`. The race probe asks a model "{title} {surname} is {race}. True or
 False?" for every seed surname and every race, so a later step can keep the surnames the
 model itself reads as the intended race (step 7); the paper's own selections for three
-models are published as `pairs_paper` so its games can be rebuilt exactly (step 8).
+models are published as `pairs_paper` so its games can be rebuilt exactly (step 8). The games
+and probing questions built on those pairs are in `trust_game_games`; their recipe sections
+(`games`, `probing`) are parsed there and checked here against `paper_pairs.models`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from datasets import List, Value
 from .census import RACES, SHARE_COLUMNS, THRESHOLD_BASES
 from .errors import RecipeError, SourceFormatError
 from .items import item_features, slug, user_messages
+from .trust_game_games import GamesParams, ProbingParams, parse_games_params, parse_probing_params
 
 #: title -> gender; the paper's players are "Mr. {surname}" and "Ms. {surname}".
 TITLES: dict[str, str] = {"Mr.": "male", "Ms.": "female"}
@@ -75,6 +78,8 @@ class TrustGameParams:
     census: CensusParams
     paper_pairs: PaperPairsParams
     race_probe: RaceProbeParams
+    games: GamesParams
+    probing: ProbingParams
 
 
 def _section(where: str, data: Any, spec: dict[str, type]) -> dict[str, Any]:
@@ -105,7 +110,18 @@ def _subset(where: str, values: list, allowed: Iterable[str]) -> tuple[str, ...]
 
 def parse_params(raw: dict[str, Any]) -> TrustGameParams:
     """Validate the recipe's `parameters` block (unknown keys are errors)."""
-    p = _section("parameters", raw, {"rows_per_shard": int, "census": dict, "paper_pairs": dict, "race_probe": dict})
+    p = _section(
+        "parameters",
+        raw,
+        {
+            "rows_per_shard": int,
+            "census": dict,
+            "paper_pairs": dict,
+            "race_probe": dict,
+            "games": dict,
+            "probing": dict,
+        },
+    )
     c = _section(
         "parameters.census",
         p["census"],
@@ -124,6 +140,7 @@ def parse_params(raw: dict[str, Any]) -> TrustGameParams:
     if not pp["models"] or not all(isinstance(m, str) and m for m in pp["models"]):
         raise RecipeError(f"parameters.paper_pairs.models must be a non-empty list of names, got {pp['models']!r}")
     rp = _section("parameters.race_probe", p["race_probe"], {"titles": list, "variants": list})
+    games = parse_games_params(p["games"], pair_models=tuple(pp["models"]))
     return TrustGameParams(
         rows_per_shard=p["rows_per_shard"],
         census=CensusParams(
@@ -138,6 +155,8 @@ def parse_params(raw: dict[str, Any]) -> TrustGameParams:
             titles=_subset("parameters.race_probe.titles", rp["titles"], TITLES),
             variants=_subset("parameters.race_probe.variants", rp["variants"], RACE_PROBE_VARIANTS),
         ),
+        games=games,
+        probing=parse_probing_params(p["probing"], pair_models=tuple(pp["models"]), amounts=games.amounts),
     )
 
 

@@ -1,7 +1,8 @@
 """The `trust-game-names` dataset: recipe + census + paper pairs -> configs, report and card context.
 
 The I/O edge of the Trust Game builder: it reads the two source files, runs the pure
-steps of `census` and `trust_game`, and hands lazily generated configs to the writer.
+steps of `census`, `trust_game` and `trust_game_games`, and hands lazily generated configs
+to the writer.
 """
 
 from __future__ import annotations
@@ -43,6 +44,24 @@ from .trust_game import (
     race_probe_count,
     race_probe_rows,
     render_race_probe,
+)
+from .trust_game_games import (
+    GAME_FEATURES,
+    PROBING_FEATURES,
+    TRUSTEE_GROUPS,
+    Amounts,
+    Game,
+    build_games,
+    game_rows,
+    games_config_name,
+    games_per_condition,
+    group_players,
+    pair_source,
+    probing_count,
+    probing_rows,
+    render_game,
+    render_probing,
+    sample_probing_games,
 )
 
 CENSUS_SOURCE = "census"
@@ -205,6 +224,76 @@ def threshold_variants_report(shares: pd.DataFrame, pairs: list[PaperPair], para
     return out
 
 
+def model_games(pairs: list[PaperPair], params: TrustGameParams, *, file: str) -> dict[str, list[Game]]:
+    """Per model named by `games` or `probing`: all its games, after checking its pairs."""
+    out = {}
+    for model in dict.fromkeys((*params.games.models, *params.probing.models)):
+        players = group_players(
+            (p for p in pairs if p.model == model),
+            source=pair_source(model),
+            file=file,
+            per_group=params.paper_pairs.pairs_per_gender,
+        )
+        out[model] = list(build_games(players, params.games.investors, model=model))
+    return out
+
+
+def games_report(games: dict[str, list[Game]], params: TrustGameParams) -> dict[str, Any]:
+    """Per games config: sizes, and the cross-gender same-race games that share a surname."""
+    per_condition = games_per_condition(params.paper_pairs.pairs_per_gender)
+    out = {}
+    for model in params.games.models:
+        same = [g for g in games[model] if g.same_surname]
+        out[games_config_name(model)] = {
+            "pair_source": pair_source(model),
+            "games_per_condition": per_condition,
+            "games_per_investor_group": per_condition * len(TRUSTEE_GROUPS),
+            "games": len(games[model]),
+            "rows": len(games[model]) * len(params.games.variants),
+            "same_surname_games": len(same),
+            "same_surname_examples": [f"{g.investor.name} / {g.trustee.name}" for g in same[:3]],
+        }
+    return out
+
+
+def probing_report(sample: list[Game], params: TrustGameParams) -> dict[str, Any]:
+    """The sampled games, so a reader sees which names the probing questions use."""
+    return {
+        "games": len(sample),
+        "rows": probing_count(len(sample), len(params.probing.variants), params.games.amounts),
+        "sample": [
+            {
+                "pair_source": g.source,
+                "investor_group": g.investor.group.label,
+                "trustee_group": g.trustee.group.label,
+                "investor": g.investor.name,
+                "trustee": g.trustee.name,
+                "pair_index_investor": g.investor.index,
+                "pair_index_trustee": g.trustee.index,
+            }
+            for g in sample
+        ],
+    }
+
+
+def _examples(games: list[Game], sample: list[Game], params: TrustGameParams) -> dict[str, Any]:
+    """Card examples: one game in every variant and one probing question 3 (amt 3)."""
+    amounts: Amounts = params.games.amounts
+    game = games[0]
+    probe = sample[0]
+    return {
+        "game": {
+            "investor": game.investor.name,
+            "trustee": game.trustee.name,
+            "source": game.source,
+            "id": next(game_rows([game], ["base"], amounts))["id"],
+        },
+        "game_variants": {v: render_game(game, v, amounts) for v in params.games.variants},
+        "probing_game": {"investor": probe.investor.name, "trustee": probe.trustee.name},
+        "probing_variants": {v: render_probing(probe, 3, 3, v, amounts) for v in params.probing.variants},
+    }
+
+
 def plan_trust_game(recipe: Recipe, sources: dict[str, ResolvedSource], *, full: bool = False) -> BuildPlan:
     """Everything needed to write `trust-game-names`; item rows are generated lazily by the writer."""
     if full:
@@ -226,6 +315,15 @@ def plan_trust_game(recipe: Recipe, sources: dict[str, ResolvedSource], *, full:
     seed_columns = list(SEED_FEATURES)
     pair_columns = list(PAIR_FEATURES)
     probe_columns = list(RACE_PROBE_FEATURES)
+    game_columns = list(GAME_FEATURES)
+    probing_columns = list(PROBING_FEATURES)
+    games = model_games(pairs, params, file=sources[PAIRS_SOURCE].spec.path)
+    sample = sample_probing_games(
+        [g for model in params.probing.models for g in games[model]],
+        k=params.probing.games_per_condition,
+        seed=params.probing.seed,
+    )
+    amounts = params.games.amounts
     configs = [
         ConfigData(
             "bayesian_ranking",
@@ -263,11 +361,35 @@ def plan_trust_game(recipe: Recipe, sources: dict[str, ResolvedSource], *, full:
             "True/False items 'title surname is race' for every seed surname, title, race and prompt variant.",
             expected_rows=race_probe_count(seed, params.race_probe),
         ),
+        *(
+            ConfigData(
+                games_config_name(model),
+                GAME_FEATURES,
+                lambda model=model: row_batches(game_rows(games[model], params.games.variants, amounts), game_columns),
+                f"Trust Game prompts on the {model} pairs: {len(params.games.investors)} investor groups x 10 trustee "
+                f"groups x {games_per_condition(params.paper_pairs.pairs_per_gender)} name pairs, in "
+                f"{len(params.games.variants)} prompt variants ({', '.join(params.games.variants)}).",
+                expected_rows=len(games[model]) * len(params.games.variants),
+            )
+            for model in params.games.models
+        ),
+        ConfigData(
+            "probing",
+            PROBING_FEATURES,
+            lambda: row_batches(
+                probing_rows(sample, params.probing.variants, amounts, params.probing.number_max), probing_columns
+            ),
+            f"Construct-validity questions (3 per amount 0..{amounts.investor}) on {len(sample)} sampled games, in "
+            f"{len(params.probing.variants)} prompt variants.",
+            expected_rows=probing_count(len(sample), len(params.probing.variants), amounts),
+        ),
     ]
     report = {
         **census_report(census, shares, (bayesian, threshold, seed), params),
         "paper_pairs": pairs_report(pairs, seed),
         "threshold_variants": threshold_variants_report(shares, pairs, params),
+        "games": games_report(games, params),
+        "probing": probing_report(sample, params),
         "expected_rows": {c.name: c.expected_rows for c in configs},
     }
     examples = {
@@ -282,7 +404,12 @@ def plan_trust_game(recipe: Recipe, sources: dict[str, ResolvedSource], *, full:
         configs=configs,
         parameters=recipe.parameters,
         report=report,
-        card_context={"params": params, "races": RACES, "probe_examples": examples},
+        card_context={
+            "params": params,
+            "races": RACES,
+            "probe_examples": examples,
+            "game_examples": _examples(games[params.games.models[0]], sample, params),
+        },
         default_config="seed_list",
         rows_per_shard=params.rows_per_shard,
     )
