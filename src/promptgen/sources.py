@@ -80,6 +80,16 @@ def _check_hash(spec: SourceSpec, path: Path, actual: str) -> None:
         )
 
 
+def _keep_if_matching(tmp: Path, dest: Path, actual: str, expected: str | None, what: str) -> str:
+    """Rename a finished temporary file into place only if its hash is the pinned one."""
+    if expected is not None and actual != expected:
+        raise SourceError(
+            f"sha256 mismatch for {what}:\n  expected {expected}\n  actual   {actual}\nThe file was not kept."
+        )
+    os.replace(tmp, dest)
+    return actual
+
+
 def download(url: str, dest: Path, *, expected_sha256: str | None, timeout: float = 60.0) -> str:
     """Stream `url` to `dest` atomically; return the sha256 of what was written.
 
@@ -102,14 +112,7 @@ def download(url: str, dest: Path, *, expected_sha256: str | None, timeout: floa
                         digest.update(chunk)
             except requests.RequestException as exc:
                 raise SourceError(f"could not download {url}: {exc}") from exc
-        actual = digest.hexdigest()
-        if expected_sha256 is not None and actual != expected_sha256:
-            raise SourceError(
-                f"sha256 mismatch for the download of {url}:\n  expected {expected_sha256}\n"
-                f"  actual   {actual}\nThe file was not kept."
-            )
-        os.replace(tmp, dest)
-        return actual
+        return _keep_if_matching(tmp, dest, digest.hexdigest(), expected_sha256, f"the download of {url}")
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -203,14 +206,7 @@ def _extract_member(spec: SourceSpec, archive: Path, dest: Path, *, origin: str)
             raise SourceError(f"the archive {origin} has no member {spec.member!r}") from exc
         except zipfile.BadZipFile as exc:
             raise SourceError(f"{origin} is not a zip archive: {exc}") from exc
-        actual = sha256_file(tmp)
-        if spec.sha256 is not None and actual != spec.sha256:
-            raise SourceError(
-                f"sha256 mismatch for {spec.member!r} extracted from {origin}:\n  expected {spec.sha256}\n"
-                f"  actual   {actual}\nThe file was not kept."
-            )
-        os.replace(tmp, dest)
-        return actual
+        return _keep_if_matching(tmp, dest, sha256_file(tmp), spec.sha256, f"{spec.member!r} extracted from {origin}")
     finally:
         tmp.unlink(missing_ok=True)
 
