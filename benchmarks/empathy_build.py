@@ -28,20 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
-EMOTIONS = (
-    "anger",
-    "boredom",
-    "disgust",
-    "fear",
-    "guilt",
-    "joy",
-    "pride",
-    "relief",
-    "sadness",
-    "shame",
-    "surprise",
-    "trust",
-)
+from promptgen.narratives import EMOTIONS
+
 WORDS = (
     "my",
     "friend",
