@@ -1,0 +1,77 @@
+"""The one primitive every backend implements (DESIGN section 6).
+
+A backend gets token ids (made by `runners.tokenize`, never by the backend) and returns
+log-probabilities, one result per request, in request order. Everything above it (choice
+and number probabilities, renormalisation, refusals) is computed once in `runners.scoring`
+from these raw numbers, so backends cannot disagree on anything but the numbers themselves.
+
+A request is a context and any number of continuations of it: the backend runs the
+context once and reuses that work for every continuation (KV cache in transformers, prefix
+caching in vLLM). Optionally it also reports, for a fixed list of candidate token ids, the
+next-token log-probabilities after the context and after every token of every
+continuation: letter-mode choices read the first, the number trie reads both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ScoreRequest:
+    context: tuple[int, ...]
+    continuations: tuple[tuple[int, ...], ...] = ()
+    #: token ids whose next-token log-probabilities are wanted (after the context and, if
+    #: there are continuations, after each of their tokens)
+    candidates: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.context:
+            raise ValueError("a request needs a non-empty context")
+        if any(not c for c in self.continuations):
+            raise ValueError("continuations must be non-empty")
+        if not self.continuations and not self.candidates:
+            raise ValueError("a request asks for continuations, candidates or both")
+
+
+@dataclass(frozen=True)
+class ContinuationScore:
+    #: log P(token_k | context, continuation[:k]) for each token
+    token_logprobs: np.ndarray
+    #: shape (n_tokens, n_candidates): candidate log-probabilities after each continuation
+    #: token; shape (n_tokens, 0) when the request has no candidates
+    next_logprobs: np.ndarray
+
+    @property
+    def logprob(self) -> float:
+        """Summed log-probability of the continuation given the context."""
+        return float(np.sum(self.token_logprobs))
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.token_logprobs)
+
+
+@dataclass(frozen=True)
+class ScoreResult:
+    continuations: tuple[ContinuationScore, ...]
+    #: candidate log-probabilities for the token right after the context (length n_candidates)
+    next_logprobs: np.ndarray
+    context_tokens: int
+
+
+@runtime_checkable
+class Backend(Protocol):
+    #: short backend name recorded in results: "hf", "vllm"
+    name: str
+    #: model id or path, and the revision (commit) when known
+    model_id: str
+    model_revision: str | None
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
+        """One result per request, in request order."""
+        ...

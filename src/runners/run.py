@@ -1,0 +1,188 @@
+"""Items -> result rows (DESIGN section 2), for choice and number items. No I/O.
+
+The first step of the run loop: text is rendered (chat template or plain prompt) and
+tokenised here, once, by `runners.tokenize`; the backend only sees token ids; the numbers
+it returns become probabilities in `runners.scoring`. Sharding, resume and the result
+writer come next (DESIGN section 7).
+
+Rows keep the raw measurements next to the derived values: per-option log-probabilities
+and token counts, the context length and the valid mass, so analysis can renormalise or
+re-threshold from the released data alone. Fields that do not apply to an item's task are
+None; values that apply but cannot be computed are NaN (e.g. `valid_mass` in sentence
+mode, where the options do not cover the output space).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from .backend import Backend, ScoreRequest, ScoreResult
+from .scoring import (
+    NumberTrie,
+    build_number_trie,
+    letter_distribution,
+    letter_request,
+    number_distribution,
+    number_request,
+    sentence_choice_probs,
+)
+from .tokenize import Tokenizer, digit_start_ids, encode_continuations, label_token_ids, number_paths, render_chat
+
+CHOICE_MODES = ("sentence", "letter")
+
+
+@dataclass(frozen=True)
+class ScoringSettings:
+    """How items are scored; recorded in every row (`scoring`), and part of a result's key."""
+
+    #: choice items: "sentence" (option texts as continuations) or "letter" (label next-token)
+    choice_mode: str = "sentence"
+    #: sentence mode: softmax over mean instead of summed token log-probabilities
+    length_normalize: bool = False
+    #: surface forms a label may take as the next token (letter mode)
+    label_prefixes: tuple[str, ...] = ("", " ")
+    #: surface forms of a number: `42` and ` 42`
+    number_prefixes: tuple[str, ...] = ("", " ")
+    #: an item is refused when the valid mass (letter and number modes) is below this
+    refusal_threshold: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.choice_mode not in CHOICE_MODES:
+            raise ValueError(f"choice_mode must be one of {CHOICE_MODES}, got {self.choice_mode!r}")
+        if not 0.0 <= self.refusal_threshold <= 1.0:
+            raise ValueError(f"refusal_threshold must be in [0, 1], got {self.refusal_threshold}")
+        if not self.label_prefixes or not self.number_prefixes:
+            raise ValueError("label_prefixes and number_prefixes must not be empty")
+
+    def key(self) -> str:
+        """A canonical string of the settings (sorted JSON), stored as the rows' `scoring`."""
+        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+
+
+@dataclass
+class _Prepared:
+    item: Mapping[str, Any]
+    request: ScoreRequest
+    label_ids: list[tuple[int, ...]] | None = None
+    trie: NumberTrie | None = None
+
+
+def render_context(tokenizer: Tokenizer, item: Mapping[str, Any], chat: bool) -> str:
+    """The text the answer follows: the chat template up to the assistant turn, or the plain prompt."""
+    return render_chat(tokenizer, item["messages"]) if chat else item["prompt"]
+
+
+def _prepare(
+    item: Mapping[str, Any], tokenizer: Tokenizer, chat: bool, settings: ScoringSettings, digits: tuple[int, ...]
+) -> _Prepared:
+    context = render_context(tokenizer, item, chat)
+    task = item.get("task")
+    where = f"item {item.get('id')!r}"
+    if task == "choice":
+        if not item.get("choices"):
+            raise ValueError(f"{where}: a choice item needs `choices`")
+        if settings.choice_mode == "sentence":
+            ctx, conts = encode_continuations(tokenizer, context, item["choices"])
+            return _Prepared(item, ScoreRequest(ctx, tuple(conts)))
+        labels = item.get("choice_labels") or []
+        if len(labels) != len(item["choices"]):
+            raise ValueError(f"{where}: letter mode needs one label per choice, got {labels}")
+        ctx, label_ids = label_token_ids(tokenizer, context, labels, settings.label_prefixes)
+        return _Prepared(item, letter_request(ctx, label_ids), label_ids=label_ids)
+    if task == "number":
+        lo, hi = item.get("number_min"), item.get("number_max")
+        if not isinstance(lo, int) or not isinstance(hi, int):
+            raise ValueError(f"{where}: a number item needs integer `number_min` and `number_max`")
+        ctx, paths = number_paths(tokenizer, context, lo, hi, settings.number_prefixes)
+        trie = build_number_trie(paths)
+        return _Prepared(item, number_request(ctx, trie, digits), trie=trie)
+    raise ValueError(f"{where}: task must be `choice` or `number`, got {task!r}")
+
+
+def _row(prepared: _Prepared, result: ScoreResult, settings: ScoringSettings) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "choice_logprobs": None,
+        "choice_probs": None,
+        "choice_tokens": None,
+        "chosen_index": None,
+        "number_probs": None,
+        "expected_value": None,
+        "argmax_value": None,
+        "valid_mass": math.nan,
+        "refused": False,
+        "context_tokens": result.context_tokens,
+        "generated_text": None,
+        "parsed_value": None,
+    }
+    if prepared.trie is not None:
+        dist = number_distribution(prepared.trie, result)
+        row.update(
+            number_probs=dist.probs.tolist(),
+            expected_value=dist.expected_value,
+            argmax_value=dist.argmax_value,
+            valid_mass=dist.valid_mass,
+        )
+    elif prepared.label_ids is not None:
+        letter = letter_distribution(prepared.label_ids, result)
+        with np.errstate(divide="ignore"):
+            logprobs = np.log(letter.probs * letter.valid_mass)
+        row.update(
+            choice_logprobs=logprobs.tolist(),
+            choice_probs=letter.probs.tolist(),
+            choice_tokens=[1] * len(prepared.label_ids),
+            chosen_index=int(np.argmax(letter.probs)) if letter.valid_mass > 0 else None,
+            valid_mass=letter.valid_mass,
+        )
+    else:
+        logprobs = [c.logprob for c in result.continuations]
+        counts = [c.n_tokens for c in result.continuations]
+        probs = sentence_choice_probs(logprobs, counts, length_normalize=settings.length_normalize)
+        row.update(
+            choice_logprobs=logprobs,
+            choice_probs=probs.tolist(),
+            choice_tokens=counts,
+            chosen_index=int(np.argmax(probs)),
+        )
+    if not math.isnan(row["valid_mass"]):
+        row["refused"] = bool(row["valid_mass"] < settings.refusal_threshold)
+    return row
+
+
+def run_items(
+    items: Sequence[Mapping[str, Any]],
+    backend: Backend,
+    tokenizer: Tokenizer,
+    chat: bool,
+    *,
+    settings: ScoringSettings | None = None,
+    batch_items: int = 64,
+) -> list[dict[str, Any]]:
+    """One result row per item, in item order (see DESIGN section 2 for the columns).
+
+    `chat` picks the item's `messages` through the tokenizer's chat template (instruction-
+    tuned models) or its plain `prompt` (base models). Items are sent to the backend
+    `batch_items` at a time; the backend orders and batches them itself.
+    """
+    settings = settings or ScoringSettings()
+    digits = digit_start_ids(tokenizer) if any(item.get("task") == "number" for item in items) else ()
+    provenance = {
+        "model": backend.model_id,
+        "model_revision": backend.model_revision,
+        "backend": backend.name,
+        "scoring": settings.key(),
+    }
+    rows: list[dict[str, Any]] = []
+    for start in range(0, len(items), batch_items):
+        prepared = [_prepare(item, tokenizer, chat, settings, digits) for item in items[start : start + batch_items]]
+        results = backend.score([p.request for p in prepared])
+        if len(results) != len(prepared):
+            raise RuntimeError(f"backend {backend.name} returned {len(results)} results for {len(prepared)} requests")
+        for p, result in zip(prepared, results, strict=True):
+            rows.append({"id": p.item["id"], **provenance, **_row(p, result, settings)})
+    return rows

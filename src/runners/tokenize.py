@@ -1,0 +1,208 @@
+"""The one place where text becomes token ids (DESIGN section 6).
+
+Every backend receives token ids made here, so all backends score exactly the same tokens.
+
+The split rule. A (context, continuation) pair is encoded as ONE string, `context +
+continuation`, and the token list is cut at the character boundary `len(context)` using the
+fast tokenizer's offsets:
+
+- a token that ends at or before the boundary belongs to the context;
+- every token from the first one that ends after the boundary on belongs to the continuation.
+
+So leading whitespace of the continuation belongs to the continuation, and a token that
+straddles the boundary (for example `"Hello "` + `"world"`, tokenised `Hello`, ` world`)
+belongs to the continuation: the continuation's log-probability then also covers the
+context characters inside that token, and its context ids are shorter than those of the
+context alone. `Encoded.straddles` records that this happened. Encoding the two halves
+separately instead would score token sequences the model never sees in running text.
+
+The BOS policy. Text is always encoded with `add_special_tokens=False`; then the ids the
+tokenizer itself puts before any text (`bos_ids`: `[<s>]` for Llama-2/3, nothing for
+SmolLM2 or GPT-2) are prepended unless the ids already start with them. A chat template
+that writes the BOS text itself (Llama-3's `<|begin_of_text|>`) therefore yields exactly
+one BOS, never two; a plain prompt gets the BOS the model was trained with; and tokenizers
+that add none get none. End-of-sequence ids the tokenizer may append are never added: the
+scored text continues after the continuation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+Tokenizer = Any  # a transformers fast tokenizer; not imported here so `import runners` needs no transformers
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """Token ids of one (context, continuation) pair, split by the rule in the module docstring."""
+
+    context_ids: tuple[int, ...]
+    continuation_ids: tuple[int, ...]
+    #: the boundary fell inside a token, which went to the continuation
+    straddles: bool
+
+
+def bos_ids(tokenizer: Tokenizer) -> tuple[int, ...]:
+    """The special ids the tokenizer adds before any text when asked to (its own BOS policy)."""
+    plain = list(tokenizer("x", add_special_tokens=False)["input_ids"])
+    full = list(tokenizer("x", add_special_tokens=True)["input_ids"])
+    for start in range(len(full) - len(plain) + 1):
+        if full[start : start + len(plain)] == plain:
+            return tuple(full[:start])
+    raise ValueError(f"cannot find the plain encoding {plain} inside the special-token encoding {full}")
+
+
+def _with_bos(tokenizer: Tokenizer, ids: list[int]) -> list[int]:
+    prefix = list(bos_ids(tokenizer))
+    if prefix and ids[: len(prefix)] != prefix:
+        return prefix + ids
+    return ids
+
+
+def _encode_with_offsets(tokenizer: Tokenizer, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+    if not getattr(tokenizer, "is_fast", False):
+        raise TypeError(
+            f"{type(tokenizer).__name__} is not a fast tokenizer; the context/continuation split needs offsets"
+        )
+    encoding = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    return list(encoding["input_ids"]), [tuple(pair) for pair in encoding["offset_mapping"]]
+
+
+def encode_context(tokenizer: Tokenizer, context: str) -> tuple[int, ...]:
+    """Ids of a context scored on its own (its next-token distribution), BOS policy applied."""
+    ids = _with_bos(tokenizer, list(tokenizer(context, add_special_tokens=False)["input_ids"]))
+    if not ids:
+        raise ValueError("empty context: there is nothing to condition the first token on")
+    return tuple(ids)
+
+
+def encode_pair(tokenizer: Tokenizer, context: str, continuation: str) -> Encoded:
+    """Encode `context + continuation` once and split it at `len(context)` (see module docstring)."""
+    if not continuation:
+        raise ValueError("empty continuation")
+    ids, offsets = _encode_with_offsets(tokenizer, context + continuation)
+    boundary = len(context)
+    cut = next((i for i, (_, end) in enumerate(offsets) if end > boundary), len(ids))
+    if cut == len(ids):
+        raise ValueError(f"no token of {context + continuation!r} lies after the context boundary {boundary}")
+    straddles = offsets[cut][0] < boundary
+    head = _with_bos(tokenizer, ids[:cut])
+    if not head:
+        raise ValueError("empty context: there is nothing to condition the first continuation token on")
+    return Encoded(tuple(head), tuple(ids[cut:]), straddles)
+
+
+def encode_continuations(
+    tokenizer: Tokenizer, context: str, continuations: Sequence[str]
+) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+    """(shared context ids, continuation ids) for several continuations of one context.
+
+    Backends reuse one forward pass of the context for all its continuations, so the split
+    must give the same context ids for every continuation. When a continuation straddles the
+    boundary it does not; that is an error naming the continuation (render the prompt so the
+    boundary falls between tokens, e.g. end it with a newline or put the space in the
+    continuation) rather than a silently different context.
+    """
+    encoded = [encode_pair(tokenizer, context, text) for text in continuations]
+    shared = encode_context(tokenizer, context)
+    for text, enc in zip(continuations, encoded, strict=True):
+        if enc.context_ids != shared:
+            raise ValueError(
+                f"continuation {text!r} merges with the end of the context into one token; "
+                f"its context ids differ from the context's own ({len(enc.context_ids)} vs {len(shared)} tokens)"
+            )
+    return shared, [enc.continuation_ids for enc in encoded]
+
+
+def render_chat(tokenizer: Tokenizer, messages: Sequence[Mapping[str, str]]) -> str:
+    """The chat-template text up to the start of the assistant's answer.
+
+    The text is then encoded like any context (`add_special_tokens=False` + BOS policy), so a
+    template that already writes the BOS token does not get a second one.
+    """
+    if not getattr(tokenizer, "chat_template", None):
+        raise ValueError(f"{getattr(tokenizer, 'name_or_path', 'tokenizer')} has no chat template")
+    text = tokenizer.apply_chat_template(
+        [dict(message) for message in messages], add_generation_prompt=True, tokenize=False
+    )
+    if not isinstance(text, str):
+        raise TypeError(f"apply_chat_template returned {type(text).__name__}, expected str")
+    return text
+
+
+def label_token_ids(
+    tokenizer: Tokenizer, context: str, labels: Sequence[str], prefixes: Sequence[str] = ("", " ")
+) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+    """(context ids, single-token ids per label) for letter-mode scoring.
+
+    Each label is tried as `prefix + label` for every prefix (with and without a leading
+    space); a form that is one token after the context counts, others are dropped. A label
+    with no single-token form is an error: its probability cannot be read from one
+    next-token distribution. Two labels sharing a token id is an error too.
+    """
+    shared = encode_context(tokenizer, context)
+    per_label: list[tuple[int, ...]] = []
+    for label in labels:
+        ids: list[int] = []
+        for prefix in prefixes:
+            enc = encode_pair(tokenizer, context, prefix + label)
+            if enc.context_ids == shared and len(enc.continuation_ids) == 1 and enc.continuation_ids[0] not in ids:
+                ids.append(enc.continuation_ids[0])
+        if not ids:
+            raise ValueError(f"label {label!r} is not a single token after the context in any of the forms {prefixes}")
+        per_label.append(tuple(ids))
+    flat = [i for ids in per_label for i in ids]
+    if len(flat) != len(set(flat)):
+        raise ValueError(f"labels {list(labels)} share token ids: {per_label}")
+    return shared, per_label
+
+
+def number_paths(
+    tokenizer: Tokenizer, context: str, lo: int, hi: int, prefixes: Sequence[str] = ("", " ")
+) -> tuple[tuple[int, ...], dict[int, list[tuple[int, ...]]]]:
+    """(context ids, {n: token paths}) for every integer n in lo..hi and every surface form.
+
+    A surface form is `prefix + str(n)` tokenised as a continuation of the context (so a
+    digit-by-digit tokenizer gives one token per digit, Llama-3 one token per number). A form
+    whose first token would merge with the end of the context cannot follow the shared
+    context's ids and is left out (its mass then counts as invalid); a number left with no
+    form at all is an error.
+    """
+    if lo > hi:
+        raise ValueError(f"empty number range {lo}..{hi}")
+    shared = encode_context(tokenizer, context)
+    paths: dict[int, list[tuple[int, ...]]] = {}
+    for n in range(lo, hi + 1):
+        forms: list[tuple[int, ...]] = []
+        for prefix in prefixes:
+            enc = encode_pair(tokenizer, context, prefix + str(n))
+            if enc.context_ids == shared and enc.continuation_ids not in forms:
+                forms.append(enc.continuation_ids)
+        if not forms:
+            raise ValueError(f"no form of {n} in {list(prefixes)} follows the context without merging into it")
+        paths[n] = forms
+    return shared, paths
+
+
+def digit_start_ids(tokenizer: Tokenizer) -> tuple[int, ...]:
+    """Ids of the tokens whose text, written after a number, starts with an ASCII digit.
+
+    These are the tokens that continue a number; any other token ends it. The text of a token
+    is measured after an anchor token, so SentencePiece's `▁5` (text ` 5`) does not count.
+    """
+    anchor = list(tokenizer("1", add_special_tokens=False)["input_ids"])
+    base = tokenizer.decode(anchor, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    size = len(tokenizer)
+    texts = tokenizer.batch_decode(
+        [[*anchor, i] for i in range(size)], skip_special_tokens=False, clean_up_tokenization_spaces=False
+    )
+    found = []
+    for i, text in enumerate(texts):
+        if not text.startswith(base):
+            raise ValueError(f"decoding token {i} after {base!r} changed the anchor: {text!r}")
+        rest = text[len(base) :]
+        if rest[:1].isascii() and rest[:1].isdigit():
+            found.append(i)
+    return tuple(found)

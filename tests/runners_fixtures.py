@@ -1,0 +1,148 @@
+"""Fixtures of the runner tests: the real SmolLM2-135M-Instruct test model (see `runners.testmodel`).
+
+The model needs the `hf` extra (torch, transformers, gguf). Without it the tests that use
+these fixtures are skipped with a reason on a developer machine and fail under CI, like
+the shared-sources fixtures in conftest.py.
+
+Loading is cached per process, so every test module shares one tokenizer and one model:
+modules call `load_tokenizer()` / `load_model()` from their own fixtures, and conftest.py
+may import the session fixtures `smollm2`, `smollm2_tokenizer`, `smollm2_model`.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HF_MODULES = ("torch", "transformers", "gguf")
+
+
+def _require_hf() -> None:
+    missing = [m for m in HF_MODULES if importlib.util.find_spec(m) is None]
+    if missing:
+        reason = f"the hf extra is not installed (missing {', '.join(missing)}): pip install -e .[hf]"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+@functools.lru_cache(maxsize=1)
+def _folder() -> Path:
+    from runners.testmodel import ensure_smollm2
+
+    return ensure_smollm2()[1]
+
+
+@functools.lru_cache(maxsize=1)
+def _tokenizer() -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(_folder())
+
+
+@functools.lru_cache(maxsize=1)
+def _model() -> Any:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(_folder(), dtype=torch.float32).eval()
+
+
+def load_folder() -> Path:
+    """The float32 transformers folder of SmolLM2-135M-Instruct (built once per machine)."""
+    _require_hf()
+    return _folder()
+
+
+def load_tokenizer() -> Any:
+    _require_hf()
+    return _tokenizer()
+
+
+def load_model() -> Any:
+    """The model in float32, eval mode; shared by all tests: never modify it."""
+    _require_hf()
+    return _model()
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> Path:
+    return load_folder()
+
+
+@pytest.fixture(scope="session")
+def smollm2_tokenizer() -> Any:
+    return load_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def smollm2_model() -> Any:
+    return load_model()
+
+
+def full_forward_logprobs(model: Any, sequences: list[list[int]], positions: list[list[int]], rows: int = 16) -> list:
+    """Slow reference: log-softmax rows (float64) at `positions` of each sequence, from full passes.
+
+    Each sequence is run from its first token (no cache). Sequences are batched right-padded
+    without a mask, which cannot change the real positions of a causal model: they never
+    attend to later (padding) positions.
+    """
+    import torch
+
+    out: list = []
+    with torch.inference_mode():
+        for start in range(0, len(sequences), rows):
+            chunk = sequences[start : start + rows]
+            width = max(len(s) for s in chunk)
+            ids = torch.zeros((len(chunk), width), dtype=torch.long)
+            for k, seq in enumerate(chunk):
+                ids[k, : len(seq)] = torch.tensor(seq)
+            logits = model(input_ids=ids).logits
+            for k, pos in enumerate(positions[start : start + rows]):
+                out.append(torch.log_softmax(logits[k, pos].double(), dim=-1).numpy())
+    return out
+
+
+def reference_option_logprobs(model: Any, tokenizer: Any, context: str, options: list[str]) -> tuple[list, list]:
+    """(summed log-probability, token count) of each option, each from its own full pass of context + option.
+
+    Independent of `runners.tokenize`: the option's tokens are whatever follows the context's
+    own tokens in the encoding of the whole string (the tests use contexts that end between tokens).
+    """
+    n_ctx = len(tokenizer(context, add_special_tokens=False)["input_ids"])
+    logprobs, counts = [], []
+    for option in options:
+        ids = tokenizer(context + option, add_special_tokens=False)["input_ids"]
+        row = full_forward_logprobs(model, [ids], [list(range(n_ctx - 1, len(ids) - 1))], rows=1)[0]
+        logprobs.append(float(row[range(len(ids) - n_ctx), ids[n_ctx:]].sum()))
+        counts.append(len(ids) - n_ctx)
+    return logprobs, counts
+
+
+def reference_number_raw(model: Any, tokenizer: Any, context_ids: tuple, paths: dict) -> dict[int, float]:
+    """Brute force P(n) before renormalising: every context + form string from scratch.
+
+    P(form) is the product of its tokens' probabilities; P(end) is summed directly over every
+    vocabulary token whose text does not start with an ASCII digit.
+    """
+    import numpy as np
+
+    vocab = tokenizer.convert_ids_to_tokens(list(range(model.config.vocab_size)))
+    ends = np.array([t[0] not in "0123456789" for t in vocab])
+    seqs, forms_of = [], []
+    for n, forms in paths.items():
+        for form in forms:
+            seqs.append(list(context_ids) + list(form))
+            forms_of.append((n, form))
+    n_ctx = len(context_ids)
+    rows = full_forward_logprobs(model, seqs, [list(range(n_ctx - 1, len(s))) for s in seqs])
+    raw = dict.fromkeys(paths, 0.0)
+    for (n, form), row in zip(forms_of, rows, strict=True):
+        path = row[np.arange(len(form)), list(form)].sum()
+        raw[n] += float(np.exp(path) * np.exp(row[-1][ends]).sum())
+    return raw

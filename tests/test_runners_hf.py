@@ -1,0 +1,122 @@
+"""The transformers backend (runners.hf) against full forward passes, on SmolLM2-135M.
+
+The backend runs each context once and reuses its KV cache for every continuation; the
+reference runs every context + continuation from scratch. They must give the same
+log-probabilities up to float32 round-off.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import numpy as np
+import pytest
+
+from runners.backend import Backend, ScoreRequest
+from runners.tokenize import encode_context, encode_continuations, render_chat
+from runners_fixtures import full_forward_logprobs, load_model, load_tokenizer
+
+
+@pytest.fixture(scope="module")
+def tok_() -> Any:
+    return load_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def model_() -> Any:
+    return load_model()
+
+
+#: the float32 forward passes of a 30-layer model differ between batch shapes by up to ~1.5e-5
+#: nats per token (measured); sums over an option's tokens stay within the same bound
+LOGPROB_ATOL = 5e-5
+
+
+@pytest.fixture(scope="module")
+def backend(model_: Any) -> Any:
+    from runners.hf import HFBackend
+
+    return HFBackend(model_, model_id="smollm2-test")
+
+
+@pytest.fixture(scope="module")
+def requests_(tok_: Any) -> list[ScoreRequest]:
+    tok = tok_
+    cases = [
+        ("### Statement:\nMaria passed the exam.\n### Response:\n", ["She studied hard.", "She was lucky.", "Easy."]),
+        ("Hi", [" there", " you all, how are you", "!"]),
+        (render_chat(tok, [{"role": "user", "content": "What is 2+2?"}]), ["4", "Four.", "The answer is 4."]),
+        ("The capital of France is", [" Paris"]),
+    ]
+    digits = tuple(tok.convert_tokens_to_ids(list("0123456789")))
+    out = []
+    for k, (context, conts) in enumerate(cases):
+        ctx, ids = encode_continuations(tok, context, conts)
+        out.append(ScoreRequest(ctx, tuple(ids), digits if k % 2 == 0 else ()))
+    out.append(ScoreRequest(encode_context(tok, "Pick a number:"), (), digits))  # candidates only
+    return out
+
+
+def reference(model: Any, request: ScoreRequest) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray]:
+    """(token logprobs, candidate logprobs after each token, candidates after the context) from full passes."""
+    n = len(request.context)
+    seqs = [list(request.context) + list(c) for c in request.continuations] or [list(request.context)]
+    rows = full_forward_logprobs(model, seqs, [list(range(n - 1, len(s))) for s in seqs])
+    cands = list(request.candidates)
+    tokens = [
+        row[np.arange(len(c)), list(c)]
+        for row, c in zip(rows[: len(request.continuations)], request.continuations, strict=True)
+    ]
+    after = [row[1:, cands] for row in rows[: len(request.continuations)]]
+    return tokens, after, rows[0][0, cands]
+
+
+def test_backend_satisfies_the_protocol(backend: Any) -> None:
+    assert isinstance(backend, Backend)
+    assert backend.name == "hf" and backend.model_id == "smollm2-test" and backend.dtype == "float32"
+
+
+def test_kv_reuse_matches_full_forward_passes(backend: Any, model_: Any, requests_: list) -> None:
+    results = backend.score(requests_)
+    assert len(results) == len(requests_)
+    worst = 0.0
+    for request, result in zip(requests_, results, strict=True):
+        tokens, after, first = reference(model_, request)
+        assert result.context_tokens == len(request.context)
+        assert result.next_logprobs.shape == (len(request.candidates),)
+        worst = max(worst, float(np.max(np.abs(result.next_logprobs - first), initial=0)))
+        for cont, score, ref_tokens, ref_after in zip(
+            request.continuations, result.continuations, tokens, after, strict=True
+        ):
+            assert score.n_tokens == len(cont)
+            assert score.next_logprobs.shape == (len(cont), len(request.candidates))
+            worst = max(worst, float(np.max(np.abs(score.token_logprobs - ref_tokens))))
+            assert score.logprob == pytest.approx(float(ref_tokens.sum()), abs=LOGPROB_ATOL)
+            if request.candidates:
+                worst = max(worst, float(np.max(np.abs(score.next_logprobs - ref_after))))
+    assert worst < LOGPROB_ATOL, worst
+
+
+def test_results_do_not_depend_on_batching_or_order(model_: Any, requests_: list) -> None:
+    from runners.hf import HFBackend
+
+    baseline = HFBackend(model_, max_batch_tokens=1, max_logit_rows=1).score(requests_)  # one row per pass
+    shuffled = list(range(len(requests_)))
+    random.Random(0).shuffle(shuffled)
+    batched = HFBackend(model_, max_batch_tokens=100_000).score([requests_[i] for i in shuffled])
+    for k, i in enumerate(shuffled):
+        a, b = baseline[i], batched[k]
+        np.testing.assert_allclose(a.next_logprobs, b.next_logprobs, atol=LOGPROB_ATOL)
+        for x, y in zip(a.continuations, b.continuations, strict=True):
+            np.testing.assert_allclose(x.token_logprobs, y.token_logprobs, atol=LOGPROB_ATOL)
+            np.testing.assert_allclose(x.next_logprobs, y.next_logprobs, atol=LOGPROB_ATOL)
+
+
+def test_requests_are_validated() -> None:
+    with pytest.raises(ValueError, match="non-empty context"):
+        ScoreRequest((), ((1,),))
+    with pytest.raises(ValueError, match="non-empty"):
+        ScoreRequest((1,), ((),))
+    with pytest.raises(ValueError, match="continuations, candidates or both"):
+        ScoreRequest((1,))

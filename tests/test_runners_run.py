@@ -1,0 +1,124 @@
+"""Items -> result rows (runners.run) with SmolLM2 and the transformers backend, against full passes."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from runners.run import ScoringSettings, run_items
+from runners.tokenize import encode_context, number_paths, render_chat
+from runners_fixtures import load_model, load_tokenizer, reference_number_raw, reference_option_logprobs
+
+ATTRIBUTION = (
+    "Respond by choosing one of the provided options as the reason to the statement.\n\n### Statement:\n"
+    "Maria passed the exam.\n\nOptions:\nA. She worked hard.\nB. She is gifted.\nC. The exam was easy.\n"
+    "D. She was lucky.\n### Response:\n"
+)
+OPTIONS = ["She worked hard.", "She is gifted.", "The exam was easy.", "She was lucky."]
+
+
+def user_messages(text: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": text}]
+
+
+TRUST = "Question: How much money will Mr. Smith pass to the banker?\nAnswer: Mr. Smith will pass to the banker $"
+
+ITEMS = [
+    {
+        "id": "choice-1",
+        "task": "choice",
+        "prompt": ATTRIBUTION,
+        "messages": user_messages(ATTRIBUTION),
+        "choices": OPTIONS,
+        "choice_labels": list("ABCD"),
+    },
+    {
+        "id": "number-1",
+        "task": "number",
+        "prompt": TRUST,
+        "messages": user_messages("How much money will Mr. Smith pass? Only give the number."),
+        "number_min": 0,
+        "number_max": 10,
+    },
+]
+
+
+@pytest.fixture(scope="module")
+def tok_() -> Any:
+    return load_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def model_() -> Any:
+    return load_model()
+
+
+@pytest.fixture(scope="module")
+def backend(model_: Any) -> Any:
+    from runners.hf import HFBackend
+
+    return HFBackend(model_, model_id="smollm2-135m-test")
+
+
+def context_of(tok: Any, item: dict, chat: bool) -> str:
+    return render_chat(tok, item["messages"]) if chat else item["prompt"]
+
+
+@pytest.mark.parametrize("chat", [False, True])
+def test_sentence_mode_rows(backend: Any, model_: Any, tok_: Any, chat: bool) -> None:
+    rows = run_items(ITEMS, backend, tok_, chat)
+    assert [r["id"] for r in rows] == ["choice-1", "number-1"]
+    choice, number = rows
+    assert choice["model"] == "smollm2-135m-test" and choice["backend"] == "hf"
+    assert json.loads(choice["scoring"])["choice_mode"] == "sentence"
+
+    ref_lp, counts = reference_option_logprobs(model_, tok_, context_of(tok_, ITEMS[0], chat), OPTIONS)
+    ref = np.exp(np.array(ref_lp) - max(ref_lp))
+    np.testing.assert_allclose(choice["choice_probs"], ref / ref.sum(), atol=1e-5)
+    np.testing.assert_allclose(choice["choice_logprobs"], ref_lp, atol=1e-4)
+    assert choice["choice_tokens"] == counts
+    assert choice["chosen_index"] == int(np.argmax(ref_lp))
+    assert math.isnan(choice["valid_mass"]) and choice["refused"] is False
+    assert choice["number_probs"] is None and choice["expected_value"] is None
+    assert choice["context_tokens"] == len(encode_context(tok_, context_of(tok_, ITEMS[0], chat)))
+
+    ctx, paths = number_paths(tok_, context_of(tok_, ITEMS[1], chat), 0, 10)
+    raw = np.array(list(reference_number_raw(model_, tok_, ctx, paths).values()))
+    np.testing.assert_allclose(number["number_probs"], raw / raw.sum(), atol=1e-5)
+    assert sum(number["number_probs"]) == pytest.approx(1.0)
+    assert number["valid_mass"] == pytest.approx(raw.sum(), rel=1e-4)
+    assert number["expected_value"] == pytest.approx(float(np.dot(np.arange(11), raw / raw.sum())), abs=1e-4)
+    assert number["argmax_value"] == int(np.argmax(raw))
+    assert number["refused"] == (raw.sum() < 0.5)
+    assert number["choice_probs"] is None and number["generated_text"] is None
+
+
+def test_letter_mode_rows(backend: Any, model_: Any, tok_: Any) -> None:
+    from runners_fixtures import full_forward_logprobs
+
+    settings = ScoringSettings(choice_mode="letter", refusal_threshold=0.0)
+    (row,) = run_items(ITEMS[:1], backend, tok_, chat=False, settings=settings)
+    ctx = encode_context(tok_, ATTRIBUTION)
+    logprobs = full_forward_logprobs(model_, [list(ctx)], [[len(ctx) - 1]], rows=1)[0][0]
+    forms = [[tok_.convert_tokens_to_ids(t) for t in (label, "Ġ" + label)] for label in "ABCD"]
+    mass = np.array([np.exp(logprobs[ids]).sum() for ids in forms])
+    np.testing.assert_allclose(row["choice_probs"], mass / mass.sum(), atol=1e-5)
+    np.testing.assert_allclose(np.exp(row["choice_logprobs"]), mass, atol=1e-6)
+    assert row["valid_mass"] == pytest.approx(mass.sum(), abs=1e-5)
+    assert row["choice_tokens"] == [1, 1, 1, 1] and row["refused"] is False
+    assert json.loads(row["scoring"]) == json.loads(settings.key())
+
+
+def test_bad_items_and_settings_are_errors(backend: Any, tok_: Any) -> None:
+    with pytest.raises(ValueError, match="task must be"):
+        run_items([{**ITEMS[0], "task": "generate"}], backend, tok_, chat=False)
+    with pytest.raises(ValueError, match="one label per choice"):
+        run_items([{**ITEMS[0], "choice_labels": ["A"]}], backend, tok_, False, settings=ScoringSettings("letter"))
+    with pytest.raises(ValueError, match="integer `number_min`"):
+        run_items([{**ITEMS[1], "number_max": None}], backend, tok_, chat=False)
+    with pytest.raises(ValueError, match="choice_mode"):
+        ScoringSettings(choice_mode="logits")
