@@ -163,6 +163,113 @@ def build(
 
 
 @app.command()
+def run(
+    dataset: Annotated[str, typer.Argument(help="Prompt dataset: a local Hub-ready folder or a Hub repo id.")],
+    config: Annotated[str, typer.Option("--config", "-c", help="Config of the prompt dataset to score.")],
+    model: Annotated[str, typer.Option("--model", "-m", help="Model: a local transformers folder or a Hub id.")],
+    results: Annotated[
+        Path, typer.Option("--out", help="Result dataset folder (created; shared by shards and reruns).")
+    ],
+    backend_name: Annotated[str, typer.Option("--backend", help="Scoring backend: hf (transformers).")] = "hf",
+    scoring: Annotated[
+        str, typer.Option("--scoring", help="Choice items: sentence (option texts) or letter (label token).")
+    ] = "sentence",
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N items (of the shard).")] = None,
+    shard: Annotated[
+        str | None, typer.Option("--shard", help="i/n: score the i-th of n shards (split by a hash of the item id).")
+    ] = None,
+    chat: Annotated[
+        bool | None,
+        typer.Option("--chat/--no-chat", help="Use the chat template (default: when the tokenizer has one)."),
+    ] = None,
+    batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Items per backend call.")] = 16,
+    flush_every: Annotated[
+        int, typer.Option("--flush-every", min=1, help="Write a result part every N items (resume granularity).")
+    ] = 64,
+    dtype: Annotated[str, typer.Option("--dtype", help="Model weights dtype: float32, bfloat16, float16.")] = (
+        "float32"
+    ),
+    device: Annotated[str, typer.Option("--device", help="torch device, e.g. cpu or cuda.")] = "cpu",
+    revision: Annotated[str | None, typer.Option("--revision", help="Prompt dataset revision (Hub).")] = None,
+    model_revision: Annotated[str | None, typer.Option("--model-revision", help="Model revision (Hub).")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Score one config of a prompt dataset with a model into a Hub-ready result folder.
+
+    Resumable: rerunning the same command skips the items already scored with the same model
+    revision and scoring settings. `--shard i/n` workers can fill one OUT folder together.
+    """
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from runners import loop
+    from runners.results import parse_shard
+    from runners.run import ScoringSettings
+
+    progress = Progress(
+        TextColumn("[bold]{task.description:<16}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        disable=quiet,
+    )
+    try:
+        if backend_name not in loop.BACKENDS:
+            raise ProbeError(f"--backend must be one of {', '.join(loop.BACKENDS)}, got {backend_name!r}")
+        if scoring not in ("sentence", "letter"):
+            raise ProbeError(f"--scoring must be sentence or letter, got {scoring!r}")
+        shard_ix = parse_shard(shard)
+        settings = ScoringSettings(choice_mode=scoring)
+        if results.exists() and not results.is_dir():
+            raise ProbeError(f"--out {results} exists and is not a folder")
+        prompts = loop.load_prompt_config(dataset, config, revision=revision)
+        backend, tokenizer, key_revision = loop.load_hf(model, revision=model_revision, dtype=dtype, device=device)
+        state = {"task": 0, "started": 0.0, "scored": 0}
+
+        def on_start(total: int, done: int) -> None:
+            state["task"] = progress.add_task(config, total=total, completed=done, rate="")
+            state["started"] = time.perf_counter()
+
+        def on_advance(n: int) -> None:
+            # items/s over the items scored by this run (resumed items are not counted)
+            state["scored"] += n
+            elapsed = time.perf_counter() - state["started"]
+            rate = f"{state['scored'] / elapsed:.2f} items/s" if elapsed > 0 else ""
+            progress.update(state["task"], advance=n, rate=rate)
+
+        with progress:
+            summary = loop.run_config(
+                prompts,
+                backend,
+                tokenizer,
+                results,
+                model_revision=key_revision,
+                settings=settings,
+                chat=chat,
+                shard=shard_ix,
+                limit=limit,
+                batch_size=batch_size,
+                flush_every=flush_every,
+                dtype=dtype,
+                on_start=on_start,
+                on_advance=on_advance,
+            )
+    except ProbeError as exc:
+        _fail(exc)
+    err.print(summary.line(), highlight=False)
+    out.print(f"results: {summary.key_dir}", highlight=False)
+
+
+@app.command()
 def lint(
     name: RecipeArg,
     sources: SourcesOpt = None,

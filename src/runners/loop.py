@@ -1,0 +1,314 @@
+"""The run loop (DESIGN section 7): a prompt config + a model -> result parts, resumable and shardable.
+
+1. The prompt config is loaded with `datasets` (a local Hub-ready folder or a Hub repo id)
+   and checked against the item contract before anything is written.
+2. Items are selected by shard (`shard_of`: a hash of the item id, so the shards of a config
+   partition it whatever the row order), then by `limit` (the first N of the shard in row
+   order), and the ids already present under the same `ResultKey` are skipped.
+3. The rest is scored `batch_size` items at a time by `runners.run.run_items`; rows are
+   flushed as an atomically written part every `flush_every` rows and at the end. A killed
+   run loses at most the rows since its last flush; rerunning the same command resumes.
+4. When the config is done, results_manifest.json and README.md are refreshed (atomically).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from promptgen.errors import ProbeError
+
+from . import results as res
+from .run import ScoringSettings, run_items
+
+REQUIRED_COLUMNS = ("id", "probe", "task", "prompt", "messages")
+TASK_COLUMNS = {"choice": ("choices", "choice_labels"), "number": ("number_min", "number_max")}
+DTYPES = ("float32", "bfloat16", "float16")
+BACKENDS = ("hf",)
+
+
+@dataclass
+class PromptConfig:
+    """One config of a prompt dataset, loaded and checked."""
+
+    dataset: Any  # datasets.Dataset
+    path: str
+    config: str
+    revision: str | None
+    fingerprint: str | None
+    license: str
+
+
+def _looks_like_path(name: str) -> bool:
+    return name.startswith((".", "/", "~")) or name.count("/") > 1 or (os.sep != "/" and os.sep in name)
+
+
+def _front_matter(readme: Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        text = readme.read_text(encoding="utf-8")
+        if text.startswith("---\n"):
+            return yaml.safe_load(text[4 : text.index("\n---", 4)]) or {}
+    except (OSError, ValueError, yaml.YAMLError):
+        pass
+    return {}
+
+
+def load_prompt_config(dataset: str, config: str, *, revision: str | None = None) -> PromptConfig:
+    """Load `config` (split `test`) of a local Hub-ready folder or Hub dataset and check it."""
+    import datasets
+
+    folder = Path(dataset).expanduser()
+    local = folder.exists()
+    if not local and _looks_like_path(dataset):
+        raise ProbeError(f"prompt dataset folder {dataset} does not exist")
+    if local and not folder.is_dir():
+        raise ProbeError(f"prompt dataset {dataset} is not a folder")
+    try:
+        # datasets 4 keys its cache of a local folder by name, not content: a rebuilt folder
+        # would give the old rows, so a local folder is always re-read
+        mode = "force_redownload" if local else None
+        ds = datasets.load_dataset(
+            str(folder) if local else dataset, config, split="test", revision=revision, download_mode=mode
+        )
+    except (ValueError, FileNotFoundError, datasets.exceptions.DatasetNotFoundError) as exc:
+        raise ProbeError(f"cannot load config {config!r} of {dataset}: {exc}") from exc
+    except datasets.exceptions.DatasetGenerationError as exc:
+        cause = exc.__cause__ or exc
+        raise ProbeError(f"cannot read config {config!r} of {dataset} (empty or corrupt parquet?): {cause}") from exc
+    fingerprint, license = None, "other"
+    if local:
+        manifest = folder / "build_manifest.json"
+        if manifest.is_file():
+            fingerprint = json.loads(manifest.read_text(encoding="utf-8")).get("fingerprint")
+        license = _front_matter(folder / "README.md").get("license", license)
+    else:  # pragma: no cover - needs the network
+        try:
+            from huggingface_hub import hf_hub_download
+
+            path = hf_hub_download(dataset, "build_manifest.json", repo_type="dataset", revision=revision)
+            fingerprint = json.loads(Path(path).read_text(encoding="utf-8")).get("fingerprint")
+        except Exception:
+            fingerprint = None
+    check_prompt_config(ds, f"{dataset} config {config!r}")
+    return PromptConfig(ds, dataset, config, revision, fingerprint, str(license))
+
+
+def check_prompt_config(ds: Any, where: str) -> None:
+    """The item contract: required columns, per-task columns, unique ids, at least one row."""
+    columns = set(ds.column_names)
+    missing = [c for c in REQUIRED_COLUMNS if c not in columns]
+    if missing:
+        raise ProbeError(f"{where}: not a prompt-item config, missing column(s) {', '.join(missing)}")
+    if len(ds) == 0:
+        raise ProbeError(f"{where}: the config has no rows")
+    tasks = set(ds["task"])
+    unknown = sorted(str(t) for t in tasks - set(TASK_COLUMNS))
+    if unknown:
+        raise ProbeError(f"{where}: unknown task(s) {', '.join(unknown)}; expected choice or number")
+    for task in sorted(tasks):
+        lacking = [c for c in TASK_COLUMNS[task] if c not in columns]
+        if lacking:
+            raise ProbeError(f"{where}: has {task} items but no column(s) {', '.join(lacking)}")
+    ids = ds["id"]
+    if len(set(ids)) != len(ids):
+        raise ProbeError(f"{where}: item ids are not unique")
+
+
+def local_model_revision(folder: Path) -> str:
+    """A revision for a local model folder: a hash of config.json and its weight files' names and sizes."""
+    h = hashlib.sha256((folder / "config.json").read_bytes())
+    for path in sorted(folder.iterdir()):
+        if path.suffix in (".safetensors", ".bin", ".pt", ".gguf"):
+            h.update(f"\n{path.name}:{path.stat().st_size}".encode())
+    return f"local-{h.hexdigest()[:16]}"
+
+
+def load_hf(model: str, *, revision: str | None = None, dtype: str = "float32", device: str = "cpu"):
+    """(backend, tokenizer, revision for the result key) of a transformers model folder or Hub id."""
+    if dtype not in DTYPES:
+        raise ProbeError(f"--dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    folder = Path(model).expanduser()
+    local = folder.exists()
+    if not local and _looks_like_path(model):
+        raise ProbeError(f"model folder {model} does not exist")
+    if local and not (folder / "config.json").is_file():
+        raise ProbeError(f"model folder {model} has no config.json (not a transformers model folder)")
+    from transformers import AutoTokenizer
+
+    from .hf import HFBackend
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model, revision=revision)
+        backend = HFBackend.from_pretrained(model, revision=revision, dtype=dtype, device=device)
+    except (OSError, ValueError) as exc:
+        raise ProbeError(f"cannot load model {model!r}: {exc}") from exc
+    key_revision = local_model_revision(folder) if local else (revision or backend.model_revision or "unknown")
+    return backend, tokenizer, key_revision
+
+
+def key_for(model: str, model_revision: str, settings: ScoringSettings, chat: bool) -> res.ResultKey:
+    scoring = {**json.loads(settings.key()), "chat": chat}
+    return res.ResultKey(model, model_revision, json.dumps(scoring, sort_keys=True, separators=(",", ":")))
+
+
+@dataclass
+class RunSummary:
+    config: str
+    key: res.ResultKey
+    key_dir: Path
+    selected: int  # items of this shard (after --limit)
+    skipped: int  # already done under the key
+    items: int  # scored by this run
+    refusals: int  # among the items scored by this run
+    parts: int  # parts written by this run
+    wall_s: float
+    items_per_s: float
+
+    def line(self) -> str:
+        return (
+            f"{self.config}: {self.items} items scored ({self.skipped} already done), "
+            f"{self.refusals} refusals, {self.items_per_s:.2f} items/s, {self.wall_s:.1f} s"
+        )
+
+
+def _hardware(backend: Any) -> dict[str, Any]:
+    info: dict[str, Any] = {"platform": platform.platform(), "python": platform.python_version()}
+    model = getattr(backend, "model", None)
+    if model is not None:
+        import torch
+
+        info.update(torch=torch.__version__, device=str(model.device), threads=torch.get_num_threads())
+        if model.device.type == "cuda":
+            info["gpu"] = torch.cuda.get_device_name(model.device)
+    return info
+
+
+def run_config(
+    prompts: PromptConfig,
+    backend: Any,
+    tokenizer: Any,
+    results: Path,
+    *,
+    model_revision: str,
+    settings: ScoringSettings | None = None,
+    chat: bool | None = None,
+    shard: tuple[int, int] = (0, 1),
+    limit: int | None = None,
+    batch_size: int = 16,
+    flush_every: int = 64,
+    dtype: str | None = None,
+    on_start: Callable[[int, int], None] | None = None,
+    on_advance: Callable[[int], None] | None = None,
+) -> RunSummary:
+    """Score the not-yet-done items of one shard of a prompt config into `results` (see the module docstring).
+
+    `chat=None` uses the chat template when the tokenizer has one. `on_start(total, done)` and
+    `on_advance(n)` report progress.
+    """
+    from probes import __version__
+
+    started = time.perf_counter()
+    settings = settings or ScoringSettings()
+    if batch_size < 1 or flush_every < 1:
+        raise ProbeError("--batch-size and --flush-every must be positive")
+    if limit is not None and limit < 1:
+        raise ProbeError(f"--limit must be positive, got {limit}")
+    if chat is None:
+        chat = bool(getattr(tokenizer, "chat_template", None))
+    key = key_for(backend.model_id, model_revision, settings, chat)
+    folder = res.key_dir(results, prompts.config, key)
+
+    ids = prompts.dataset["id"]
+    selected = [k for k, item_id in enumerate(ids) if shard[1] == 1 or res.shard_of(item_id, shard[1]) == shard[0]]
+    if limit is not None:
+        selected = selected[:limit]
+    done = res.read_done(folder)
+    todo = [k for k in selected if ids[k] not in done]
+    if on_start is not None:
+        on_start(len(selected), len(selected) - len(todo))
+
+    pending: list[dict[str, Any]] = []
+    parts = refusals = 0
+    scoring_started = time.perf_counter()
+
+    def flush() -> None:
+        nonlocal parts, pending
+        if pending:
+            res.write_key_file(folder, key)
+            res.write_part(folder, shard, pending)
+            parts += 1
+            pending = []
+
+    for start in range(0, len(todo), batch_size):
+        items = prompts.dataset.select(todo[start : start + batch_size]).to_list()
+        try:
+            rows = run_items(items, backend, tokenizer, chat, settings=settings, batch_items=batch_size)
+        except ValueError as exc:
+            flush()
+            raise ProbeError(f"{prompts.path} config {prompts.config!r}: {exc}") from exc
+        for row in rows:
+            row.update(model_revision=key.model_revision, scoring=key.scoring, chat=chat)
+            refusals += bool(row["refused"])
+        pending.extend(rows)
+        if len(pending) >= flush_every:
+            flush()
+        if on_advance is not None:
+            on_advance(len(items))
+    flush()
+    scoring_s = time.perf_counter() - scoring_started
+    wall_s = time.perf_counter() - started
+    summary = RunSummary(
+        config=prompts.config,
+        key=key,
+        key_dir=folder,
+        selected=len(selected),
+        skipped=len(selected) - len(todo),
+        items=len(todo),
+        refusals=refusals,
+        parts=parts,
+        wall_s=wall_s,
+        items_per_s=len(todo) / scoring_s if todo and scoring_s > 0 else 0.0,
+    )
+    entry: Mapping[str, Any] = {
+        "prompt_dataset": {
+            "path": prompts.path,
+            "config": prompts.config,
+            "revision": prompts.revision,
+            "fingerprint": prompts.fingerprint,
+        },
+        "model": key.model,
+        "model_revision": key.model_revision,
+        "key": key.slug,
+        "backend": backend.name,
+        "dtype": dtype or getattr(backend, "dtype", None),
+        "scoring": json.loads(key.scoring),
+        "runner_version": __version__,
+        "shard": f"{shard[0]}/{shard[1]}",
+        "limit": limit,
+        "batch_size": batch_size,
+        "selected": summary.selected,
+        "skipped_done": summary.skipped,
+        "items": summary.items,
+        "refusals": summary.refusals,
+        "wall_s": round(wall_s, 3),
+        "items_per_s": round(summary.items_per_s, 3),
+        "hardware": _hardware(backend),
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    Path(results).mkdir(parents=True, exist_ok=True)
+    run_id = f"{prompts.config}/{key.slug}/shard-{shard[0]}of{shard[1]}"
+    manifest = res.update_manifest(results, run_id, entry)
+    models = sorted({r["model"].rstrip("/").split("/")[-1] for r in manifest["runs"].values()})
+    res.write_card(
+        results, manifest, pretty_name=f"social-bias-probes results: {', '.join(models)}", license=prompts.license
+    )
+    return summary

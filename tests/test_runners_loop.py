@@ -1,0 +1,284 @@
+"""The run loop (runners.loop, runners.results, `probes run`) on a tiny prompt folder and SmolLM2."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from datasets import Features, Value
+from typer.testing import CliRunner
+
+from probes.cli import app
+from promptgen.errors import ProbeError
+from promptgen.hubfolder import ConfigData, card_front_matter, write_hub_folder
+from promptgen.items import ITEM_FEATURES, user_messages
+from runners import loop
+from runners.results import parse_shard, read_done, shard_of
+from runners.run import ScoringSettings
+from runners_fixtures import load_folder, load_model, load_tokenizer
+
+OPTIONS = ["She worked hard.", "She is gifted.", "The exam was easy.", "She was lucky."]
+NAMES = ["Maria", "John", "Aisha", "Wei"]
+FEATURES = Features({**ITEM_FEATURES, "name": Value("string")})
+
+
+def _choice(name: str) -> dict[str, Any]:
+    prompt = (
+        f"Choose the reason.\n\n### Statement:\n{name} passed the exam.\n\nOptions:\n"
+        + "".join(f"{label}. {text}\n" for label, text in zip("ABCD", OPTIONS, strict=True))
+        + "### Response:\n"
+    )
+    return {
+        "id": f"choice-{name.lower()}",
+        "probe": "attribution",
+        "task": "choice",
+        "prompt": prompt,
+        "messages": user_messages(prompt),
+        "choices": OPTIONS,
+        "choice_labels": list("ABCD"),
+        "choice_types": ["effort", "ability", "difficulty", "luck"],
+        "number_min": None,
+        "number_max": None,
+        "name": name,
+    }
+
+
+def _number(name: str) -> dict[str, Any]:
+    prompt = f"Question: How many dollars out of 10 will {name} pass?\nAnswer: {name} will pass $"
+    return {
+        "id": f"number-{name.lower()}",
+        "probe": "trust_game",
+        "task": "number",
+        "prompt": prompt,
+        "messages": user_messages(prompt),
+        "choices": None,
+        "choice_labels": None,
+        "choice_types": None,
+        "number_min": 0,
+        "number_max": 10,
+        "name": name,
+    }
+
+
+ITEMS = [_choice(n) for n in NAMES] + [_number(n) for n in NAMES[:3]]
+IDS = sorted(item["id"] for item in ITEMS)
+
+
+def _config(name: str, rows: list[dict], features: Features = FEATURES) -> ConfigData:
+    return ConfigData(name, features, lambda: iter([{k: [r[k] for r in rows] for k in features}]))
+
+
+@pytest.fixture(scope="module")
+def prompts_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("prompts")
+    bad_features = Features({k: v for k, v in FEATURES.items() if k not in ("probe", "messages")})
+    configs = [_config("items", ITEMS), _config("bad", ITEMS[:2], bad_features)]
+
+    def card(manifest: dict, written: list) -> str:
+        written = [*written, type(written[0])("empty", 0, ())]
+        front = card_front_matter(pretty_name="t", license="cc0-1.0", tags=[], configs=written, default_config=None)
+        return f"---\n{front}---\n# t\n"
+
+    manifest = {"recipe": {"sha256": "0" * 64}, "parameters": {}, "sources": []}
+    path = write_hub_folder(out, "tiny", configs, manifest=manifest, render_card=card, rows_per_shard=100)
+    (path / "data" / "empty").mkdir()
+    pq.write_table(pa.Table.from_pylist([], FEATURES.arrow_schema), path / "data/empty/test-00000-of-00001.parquet")
+    return path
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _datasets_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A private datasets cache: its keys for local folders ignore the files' content (see `_load`)."""
+    import datasets
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path_factory.mktemp("hf-datasets"))
+        yield
+
+
+@pytest.fixture(scope="module")
+def env() -> dict[str, Any]:
+    from runners.hf import HFBackend
+
+    folder = load_folder()
+    backend = HFBackend(load_model(), model_id=str(folder))
+    return {"backend": backend, "tokenizer": load_tokenizer(), "revision": loop.local_model_revision(folder)}
+
+
+def _run(prompts_dir: Path, env: dict, out: Path, **kw: Any) -> loop.RunSummary:
+    # one item per backend call: an item's numbers then do not depend on which items share its
+    # batch (padding changes fp32 results by ~1e-6), so resumed and sharded runs match exactly
+    kw.setdefault("batch_size", 1)
+    prompts = loop.load_prompt_config(str(prompts_dir), "items")
+    return loop.run_config(
+        prompts, env["backend"], env["tokenizer"], out, model_revision=env["revision"], chat=False, **kw
+    )
+
+
+def _load(out: Path) -> list[dict]:
+    import datasets
+
+    # datasets 4 reuses its cached copy of a local folder even after files were added or
+    # replaced, so the result folder is always re-read here
+    return datasets.load_dataset(str(out), "items", split="test", download_mode="force_redownload").to_list()
+
+
+def _probs(rows: list[dict]) -> dict[str, list[float]]:
+    return {r["id"]: r["choice_probs"] if r["choice_probs"] is not None else r["number_probs"] for r in rows}
+
+
+@pytest.fixture(scope="module")
+def reference(prompts_dir: Path, env: dict, tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[float]]:
+    """Probabilities of one uninterrupted, unsharded run."""
+    out = tmp_path_factory.mktemp("reference")
+    _run(prompts_dir, env, out)
+    return _probs(_load(out))
+
+
+def _assert_same(rows: list[dict], reference: dict[str, list[float]], atol: float = 1e-6) -> None:
+    assert sorted(r["id"] for r in rows) == IDS  # every id exactly once
+    got = _probs(rows)
+    for item_id, probs in reference.items():
+        np.testing.assert_allclose(got[item_id], probs, atol=atol)
+
+
+def test_cli_end_to_end(prompts_dir: Path, tmp_path: Path, reference: dict) -> None:
+    out = tmp_path / "results"
+    args = ["run", str(prompts_dir), "--config", "items", "--model", str(load_folder()), "--out", str(out)]
+    result = CliRunner().invoke(app, [*args, "--no-chat", "--batch-size", "4", "--flush-every", "4"])
+    assert result.exit_code == 0, result.output
+    assert re.search(r"7 items scored \(0 already done\), \d+ refusals, [0-9.]+ items/s", result.output)
+    rows = _load(out)
+    _assert_same(rows, reference, atol=1e-5)  # batched 4 items at a time: fp32 padding noise
+    for row in rows:
+        probs = row["choice_probs"] if row["id"].startswith("choice") else row["number_probs"]
+        assert sum(probs) == pytest.approx(1.0, abs=1e-9)
+        assert len(probs) == (4 if row["id"].startswith("choice") else 11)
+        assert row["model"] == str(load_folder()) and row["model_revision"].startswith("local-")
+        assert json.loads(row["scoring"])["chat"] is False and row["chat"] is False
+    (key_dir,) = (out / "data" / "items").iterdir()
+    assert len(list(key_dir.glob("part-*.parquet"))) == 2  # flushed every 4 items
+    manifest = json.loads((out / "results_manifest.json").read_text())
+    (run,) = manifest["runs"].values()
+    assert run["items"] == 7 and run["dtype"] == "float32" and run["backend"] == "hf"
+    assert (
+        run["prompt_dataset"]["fingerprint"]
+        == json.loads((prompts_dir / "build_manifest.json").read_text())["fingerprint"]
+    )
+    assert run["scoring"]["choice_mode"] == "sentence" and run["items_per_s"] > 0
+    assert manifest["configs"]["items"][key_dir.name]["rows"] == 7
+    readme = (out / "README.md").read_text()
+    assert "data/items/*/part-*.parquet" in readme and "license: cc0-1.0" in readme
+    assert f"| `items/{key_dir.name}/shard-0of1` |" in readme and "| 7 | " in readme and "method" not in readme
+
+    again = CliRunner().invoke(app, [*args, "--no-chat"])  # nothing left to do
+    assert again.exit_code == 0 and "0 items scored (7 already done)" in again.output
+    assert sorted(r["id"] for r in _load(out)) == IDS
+
+
+def test_resume_after_limit_and_crash(
+    prompts_dir: Path, env: dict, tmp_path: Path, reference: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "limited"
+    assert _run(prompts_dir, env, out, limit=3).items == 3
+    assert len(read_done(next((out / "data" / "items").iterdir()))) == 3
+    summary = _run(prompts_dir, env, out)
+    assert (summary.items, summary.skipped) == (4, 3)
+    _assert_same(_load(out), reference)
+
+    crashed = tmp_path / "crashed"
+    calls = {"n": 0}
+    real = loop.run_items
+
+    def dies_after_first_flush(*args: Any, **kw: Any) -> list[dict]:
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise RuntimeError("killed")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(loop, "run_items", dies_after_first_flush)
+    with pytest.raises(RuntimeError, match="killed"):
+        _run(prompts_dir, env, crashed, flush_every=3)
+    monkeypatch.setattr(loop, "run_items", real)
+    (key_dir,) = (crashed / "data" / "items").iterdir()
+    assert len(read_done(key_dir)) == 3  # the first flush survived, the unflushed rows did not
+    assert not [p for p in key_dir.iterdir() if p.name.startswith(".")]  # no temporary files left
+    summary = _run(prompts_dir, env, crashed, flush_every=3)
+    assert (summary.items, summary.skipped) == (4, 3)
+    _assert_same(_load(crashed), reference)
+
+
+def test_shards_partition_and_merge(prompts_dir: Path, env: dict, tmp_path: Path, reference: dict) -> None:
+    assert {shard_of(i, 2) for i in IDS} == {0, 1}  # both shards get items
+    out = tmp_path / "sharded"
+    first = _run(prompts_dir, env, out, shard=(0, 2))
+    second = _run(prompts_dir, env, out, shard=(1, 2))
+    assert first.items + second.items == len(IDS) and first.key == second.key
+    _assert_same(_load(out), reference)
+    assert len(json.loads((out / "results_manifest.json").read_text())["runs"]) == 2
+    assert parse_shard("1/2") == (1, 2) and parse_shard(None) == (0, 1)
+
+
+def test_other_scoring_never_reuses_rows(prompts_dir: Path, env: dict, tmp_path: Path, reference: dict) -> None:
+    out = tmp_path / "two-keys"
+    _run(prompts_dir, env, out)
+    letter = _run(prompts_dir, env, out, settings=ScoringSettings(choice_mode="letter"))
+    assert (letter.items, letter.skipped) == (7, 0)
+    rows = _load(out)
+    assert len(rows) == 14 and len({r["scoring"] for r in rows}) == 2
+    assert len(list((out / "data" / "items").iterdir())) == 2
+    by_mode = {json.loads(r["scoring"])["choice_mode"]: r for r in rows if r["id"] == "choice-maria"}
+    assert by_mode["sentence"]["choice_probs"] != by_mode["letter"]["choice_probs"]
+    assert by_mode["letter"]["valid_mass"] > 0
+    assert _run(prompts_dir, env, out).items == 0  # the sentence key is still complete
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--config", "bad"], "missing column(s) probe, messages"),
+        (["--config", "empty"], "(empty or corrupt parquet?)"),
+        (["--config", "nope"], "cannot load config 'nope'"),
+        (["--config", "items", "--shard", "3/2"], "need 0 <= i < n"),
+        (["--config", "items", "--shard", "1-2"], "must look like i/n"),
+        (["--config", "items", "--model", "/no/such/model"], "model folder /no/such/model does not exist"),
+        (["--config", "items", "--model", "."], "model folder . has no config.json"),
+        (["--config", "items", "--dtype", "int3"], "--dtype must be one of"),
+        (["--config", "items", "--scoring", "logits"], "--scoring must be sentence or letter"),
+        (["--config", "items", "--backend", "vllm"], "--backend must be one of hf"),
+    ],
+)
+def test_bad_input_is_one_error_and_writes_nothing(
+    prompts_dir: Path, tmp_path: Path, extra: list[str], message: str
+) -> None:
+    out = tmp_path / "results"
+    model = [] if "--model" in extra else ["--model", str(load_folder())]
+    result = CliRunner().invoke(app, ["run", str(prompts_dir), *model, "--out", str(out), "--no-chat", *extra])
+    assert result.exit_code == 1, result.output
+    text = " ".join(result.output.split())
+    assert "error:" in text and message in text, text
+    assert "Traceback" not in result.output
+    assert not out.exists()
+
+
+def test_contract_checks() -> None:
+    from datasets import Dataset
+
+    columns = {c: [] for c in loop.REQUIRED_COLUMNS}
+    with pytest.raises(ProbeError, match="has no rows"):
+        loop.check_prompt_config(Dataset.from_dict(columns), "x")
+    rows = {"id": ["a", "a"], "probe": ["p"] * 2, "task": ["number"] * 2, "prompt": ["q"] * 2, "messages": [[]] * 2}
+    with pytest.raises(ProbeError, match="no column\\(s\\) number_min, number_max"):
+        loop.check_prompt_config(Dataset.from_dict(rows), "x")
+    rows.update(number_min=[0, 0], number_max=[1, 1])
+    with pytest.raises(ProbeError, match="not unique"):
+        loop.check_prompt_config(Dataset.from_dict(rows), "x")
+    with pytest.raises(ProbeError, match="unknown task"):
+        loop.check_prompt_config(Dataset.from_dict({**rows, "id": ["a", "b"], "task": ["number", "gen"]}), "x")
