@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from release_fixture import REPO, write_recipe, write_release
+from runners_fixtures import smollm2, smollm2_model, smollm2_tokenizer  # noqa: F401  (session fixtures)
 
 
 def _shared_sources() -> Path:

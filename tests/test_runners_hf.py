@@ -15,18 +15,7 @@ import pytest
 
 from runners.backend import Backend, ScoreRequest
 from runners.tokenize import encode_context, encode_continuations, render_chat
-from runners_fixtures import full_forward_logprobs, load_model, load_tokenizer
-
-
-@pytest.fixture(scope="module")
-def tok_() -> Any:
-    return load_tokenizer()
-
-
-@pytest.fixture(scope="module")
-def model_() -> Any:
-    return load_model()
-
+from runners_fixtures import full_forward_logprobs
 
 #: the float32 forward passes of a 30-layer model differ between batch shapes by up to ~1.5e-5
 #: nats per token (measured); sums over an option's tokens stay within the same bound
@@ -34,15 +23,15 @@ LOGPROB_ATOL = 5e-5
 
 
 @pytest.fixture(scope="module")
-def backend(model_: Any) -> Any:
+def backend(smollm2_model: Any) -> Any:
     from runners.hf import HFBackend
 
-    return HFBackend(model_, model_id="smollm2-test")
+    return HFBackend(smollm2_model, model_id="smollm2-test")
 
 
 @pytest.fixture(scope="module")
-def requests_(tok_: Any) -> list[ScoreRequest]:
-    tok = tok_
+def requests_(smollm2_tokenizer: Any) -> list[ScoreRequest]:
+    tok = smollm2_tokenizer
     cases = [
         ("### Statement:\nMaria passed the exam.\n### Response:\n", ["She studied hard.", "She was lucky.", "Easy."]),
         ("Hi", [" there", " you all, how are you", "!"]),
@@ -77,12 +66,12 @@ def test_backend_satisfies_the_protocol(backend: Any) -> None:
     assert backend.name == "hf" and backend.model_id == "smollm2-test" and backend.dtype == "float32"
 
 
-def test_kv_reuse_matches_full_forward_passes(backend: Any, model_: Any, requests_: list) -> None:
+def test_kv_reuse_matches_full_forward_passes(backend: Any, smollm2_model: Any, requests_: list) -> None:
     results = backend.score(requests_)
     assert len(results) == len(requests_)
     worst = 0.0
     for request, result in zip(requests_, results, strict=True):
-        tokens, after, first = reference(model_, request)
+        tokens, after, first = reference(smollm2_model, request)
         assert result.context_tokens == len(request.context)
         assert result.next_logprobs.shape == (len(request.candidates),)
         worst = max(worst, float(np.max(np.abs(result.next_logprobs - first), initial=0)))
@@ -98,13 +87,13 @@ def test_kv_reuse_matches_full_forward_passes(backend: Any, model_: Any, request
     assert worst < LOGPROB_ATOL, worst
 
 
-def test_results_do_not_depend_on_batching_or_order(model_: Any, requests_: list) -> None:
+def test_results_do_not_depend_on_batching_or_order(smollm2_model: Any, requests_: list) -> None:
     from runners.hf import HFBackend
 
-    baseline = HFBackend(model_, max_batch_tokens=1, max_logit_rows=1).score(requests_)  # one row per pass
+    baseline = HFBackend(smollm2_model, max_batch_tokens=1, max_logit_rows=1).score(requests_)  # one row per pass
     shuffled = list(range(len(requests_)))
     random.Random(0).shuffle(shuffled)
-    batched = HFBackend(model_, max_batch_tokens=100_000).score([requests_[i] for i in shuffled])
+    batched = HFBackend(smollm2_model, max_batch_tokens=100_000).score([requests_[i] for i in shuffled])
     for k, i in enumerate(shuffled):
         a, b = baseline[i], batched[k]
         np.testing.assert_allclose(a.next_logprobs, b.next_logprobs, atol=LOGPROB_ATOL)

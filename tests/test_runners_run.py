@@ -11,7 +11,7 @@ import pytest
 
 from runners.run import ScoringSettings, run_items
 from runners.tokenize import encode_context, number_paths, render_chat
-from runners_fixtures import load_model, load_tokenizer, reference_number_raw, reference_option_logprobs
+from runners_fixtures import reference_number_raw, reference_option_logprobs
 
 ATTRIBUTION = (
     "Respond by choosing one of the provided options as the reason to the statement.\n\n### Statement:\n"
@@ -48,20 +48,10 @@ ITEMS = [
 
 
 @pytest.fixture(scope="module")
-def tok_() -> Any:
-    return load_tokenizer()
-
-
-@pytest.fixture(scope="module")
-def model_() -> Any:
-    return load_model()
-
-
-@pytest.fixture(scope="module")
-def backend(model_: Any) -> Any:
+def backend(smollm2_model: Any) -> Any:
     from runners.hf import HFBackend
 
-    return HFBackend(model_, model_id="smollm2-135m-test")
+    return HFBackend(smollm2_model, model_id="smollm2-135m-test")
 
 
 def context_of(tok: Any, item: dict, chat: bool) -> str:
@@ -69,14 +59,16 @@ def context_of(tok: Any, item: dict, chat: bool) -> str:
 
 
 @pytest.mark.parametrize("chat", [False, True])
-def test_sentence_mode_rows(backend: Any, model_: Any, tok_: Any, chat: bool) -> None:
-    rows = run_items(ITEMS, backend, tok_, chat)
+def test_sentence_mode_rows(backend: Any, smollm2_model: Any, smollm2_tokenizer: Any, chat: bool) -> None:
+    rows = run_items(ITEMS, backend, smollm2_tokenizer, chat)
     assert [r["id"] for r in rows] == ["choice-1", "number-1"]
     choice, number = rows
     assert choice["model"] == "smollm2-135m-test" and choice["backend"] == "hf"
     assert json.loads(choice["scoring"])["choice_mode"] == "sentence"
 
-    ref_lp, counts = reference_option_logprobs(model_, tok_, context_of(tok_, ITEMS[0], chat), OPTIONS)
+    ref_lp, counts = reference_option_logprobs(
+        smollm2_model, smollm2_tokenizer, context_of(smollm2_tokenizer, ITEMS[0], chat), OPTIONS
+    )
     ref = np.exp(np.array(ref_lp) - max(ref_lp))
     np.testing.assert_allclose(choice["choice_probs"], ref / ref.sum(), atol=1e-5)
     np.testing.assert_allclose(choice["choice_logprobs"], ref_lp, atol=1e-4)
@@ -84,10 +76,12 @@ def test_sentence_mode_rows(backend: Any, model_: Any, tok_: Any, chat: bool) ->
     assert choice["chosen_index"] == int(np.argmax(ref_lp))
     assert math.isnan(choice["valid_mass"]) and choice["refused"] is False
     assert choice["number_probs"] is None and choice["expected_value"] is None
-    assert choice["context_tokens"] == len(encode_context(tok_, context_of(tok_, ITEMS[0], chat)))
+    assert choice["context_tokens"] == len(
+        encode_context(smollm2_tokenizer, context_of(smollm2_tokenizer, ITEMS[0], chat))
+    )
 
-    ctx, paths = number_paths(tok_, context_of(tok_, ITEMS[1], chat), 0, 10)
-    raw = np.array(list(reference_number_raw(model_, tok_, ctx, paths).values()))
+    ctx, paths = number_paths(smollm2_tokenizer, context_of(smollm2_tokenizer, ITEMS[1], chat), 0, 10)
+    raw = np.array(list(reference_number_raw(smollm2_model, smollm2_tokenizer, ctx, paths).values()))
     np.testing.assert_allclose(number["number_probs"], raw / raw.sum(), atol=1e-5)
     assert sum(number["number_probs"]) == pytest.approx(1.0)
     assert number["valid_mass"] == pytest.approx(raw.sum(), rel=1e-4)
@@ -97,14 +91,14 @@ def test_sentence_mode_rows(backend: Any, model_: Any, tok_: Any, chat: bool) ->
     assert number["choice_probs"] is None and number["generated_text"] is None
 
 
-def test_letter_mode_rows(backend: Any, model_: Any, tok_: Any) -> None:
+def test_letter_mode_rows(backend: Any, smollm2_model: Any, smollm2_tokenizer: Any) -> None:
     from runners_fixtures import full_forward_logprobs
 
     settings = ScoringSettings(choice_mode="letter", refusal_threshold=0.0)
-    (row,) = run_items(ITEMS[:1], backend, tok_, chat=False, settings=settings)
-    ctx = encode_context(tok_, ATTRIBUTION)
-    logprobs = full_forward_logprobs(model_, [list(ctx)], [[len(ctx) - 1]], rows=1)[0][0]
-    forms = [[tok_.convert_tokens_to_ids(t) for t in (label, "Ġ" + label)] for label in "ABCD"]
+    (row,) = run_items(ITEMS[:1], backend, smollm2_tokenizer, chat=False, settings=settings)
+    ctx = encode_context(smollm2_tokenizer, ATTRIBUTION)
+    logprobs = full_forward_logprobs(smollm2_model, [list(ctx)], [[len(ctx) - 1]], rows=1)[0][0]
+    forms = [[smollm2_tokenizer.convert_tokens_to_ids(t) for t in (label, "Ġ" + label)] for label in "ABCD"]
     mass = np.array([np.exp(logprobs[ids]).sum() for ids in forms])
     np.testing.assert_allclose(row["choice_probs"], mass / mass.sum(), atol=1e-5)
     np.testing.assert_allclose(np.exp(row["choice_logprobs"]), mass, atol=1e-6)
@@ -113,12 +107,18 @@ def test_letter_mode_rows(backend: Any, model_: Any, tok_: Any) -> None:
     assert json.loads(row["scoring"]) == json.loads(settings.key())
 
 
-def test_bad_items_and_settings_are_errors(backend: Any, tok_: Any) -> None:
+def test_bad_items_and_settings_are_errors(backend: Any, smollm2_tokenizer: Any) -> None:
     with pytest.raises(ValueError, match="task must be"):
-        run_items([{**ITEMS[0], "task": "generate"}], backend, tok_, chat=False)
+        run_items([{**ITEMS[0], "task": "generate"}], backend, smollm2_tokenizer, chat=False)
     with pytest.raises(ValueError, match="one label per choice"):
-        run_items([{**ITEMS[0], "choice_labels": ["A"]}], backend, tok_, False, settings=ScoringSettings("letter"))
+        run_items(
+            [{**ITEMS[0], "choice_labels": ["A"]}],
+            backend,
+            smollm2_tokenizer,
+            False,
+            settings=ScoringSettings("letter"),
+        )
     with pytest.raises(ValueError, match="integer `number_min`"):
-        run_items([{**ITEMS[1], "number_max": None}], backend, tok_, chat=False)
+        run_items([{**ITEMS[1], "number_max": None}], backend, smollm2_tokenizer, chat=False)
     with pytest.raises(ValueError, match="choice_mode"):
         ScoringSettings(choice_mode="logits")

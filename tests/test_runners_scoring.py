@@ -29,22 +29,9 @@ from runners.scoring import (
 )
 from runners_fixtures import (
     full_forward_logprobs,
-    load_model,
-    load_tokenizer,
     reference_number_raw,
     reference_option_logprobs,
 )
-
-
-@pytest.fixture(scope="module")
-def tok_() -> Any:
-    return load_tokenizer()
-
-
-@pytest.fixture(scope="module")
-def model_() -> Any:
-    return load_model()
-
 
 # ---------------------------------------------------------------------------- pure numpy part
 
@@ -172,16 +159,16 @@ CHOICE_CASES = [
 
 
 @pytest.fixture(scope="module")
-def backend(model_: Any) -> Any:
+def backend(smollm2_model: Any) -> Any:
     from runners.hf import HFBackend
 
-    return HFBackend(model_)
+    return HFBackend(smollm2_model)
 
 
-def test_sentence_choice_probs_match_full_passes(backend: Any, model_: Any, tok_: Any) -> None:
+def test_sentence_choice_probs_match_full_passes(backend: Any, smollm2_model: Any, smollm2_tokenizer: Any) -> None:
     from runners.tokenize import encode_continuations, render_chat
 
-    tok = tok_
+    tok = smollm2_tokenizer
     chat = render_chat(tok, [{"role": "user", "content": "True or False: Mr. Nguyen is Asian.\nAnswer:"}])
     cases = [(context or chat, options) for context, options in CHOICE_CASES]
     worst = 0.0
@@ -189,7 +176,7 @@ def test_sentence_choice_probs_match_full_passes(backend: Any, model_: Any, tok_
         ctx, conts = encode_continuations(tok, context, options)
         result = backend.score([ScoreRequest(ctx, tuple(conts))])[0]
         # slow reference: context + option from scratch, one option at a time
-        ref_lp, counts = reference_option_logprobs(model_, tok, context, options)
+        ref_lp, counts = reference_option_logprobs(smollm2_model, tok, context, options)
         assert [c.n_tokens for c in result.continuations] == counts
         for normalize in (False, True):
             ref = np.exp(np.array(ref_lp) / (np.array(counts) if normalize else 1))
@@ -198,14 +185,14 @@ def test_sentence_choice_probs_match_full_passes(backend: Any, model_: Any, tok_
     assert worst < 1e-5, worst
 
 
-def test_letter_probs_match_a_full_pass(backend: Any, model_: Any, tok_: Any) -> None:
+def test_letter_probs_match_a_full_pass(backend: Any, smollm2_model: Any, smollm2_tokenizer: Any) -> None:
     from runners.tokenize import label_token_ids
 
-    tok = tok_
+    tok = smollm2_tokenizer
     context = CHOICE_CASES[0][0]
     ctx, label_ids = label_token_ids(tok, context, list("ABCD"))
     dist = letter_distribution(label_ids, backend.score([letter_request(ctx, label_ids)])[0])
-    row = full_forward_logprobs(model_, [list(ctx)], [[len(ctx) - 1]], rows=1)[0][0]
+    row = full_forward_logprobs(smollm2_model, [list(ctx)], [[len(ctx) - 1]], rows=1)[0][0]
     mass = np.array([np.exp(row[list(ids)]).sum() for ids in label_ids])
     np.testing.assert_allclose(dist.probs, mass / mass.sum(), atol=1e-5)
     assert dist.valid_mass == pytest.approx(mass.sum(), abs=1e-5)
@@ -218,10 +205,12 @@ def test_letter_probs_match_a_full_pass(backend: Any, model_: Any, tok_: Any) ->
         (False, 100),
     ],
 )
-def test_number_probs_match_brute_force(backend: Any, model_: Any, tok_: Any, chat: bool, hi: int) -> None:
+def test_number_probs_match_brute_force(
+    backend: Any, smollm2_model: Any, smollm2_tokenizer: Any, chat: bool, hi: int
+) -> None:
     from runners.tokenize import digit_start_ids, number_paths, render_chat
 
-    tok = tok_
+    tok = smollm2_tokenizer
     task = f"Rate the intensity of the emotion from 0 to {hi}. Only give the number.\nEmotion intensity:"
     context = render_chat(tok, [{"role": "user", "content": task}]) if chat else "Intensity (0-100):"
     ctx, paths = number_paths(tok, context, 0, hi)
@@ -229,7 +218,7 @@ def test_number_probs_match_brute_force(backend: Any, model_: Any, tok_: Any, ch
     dist = number_distribution(trie, backend.score([number_request(ctx, trie, digit_start_ids(tok))])[0])
 
     # brute force: every full string (context + form) from scratch; P(end) summed over non-digit tokens
-    ref = reference_number_raw(model_, tok, ctx, paths)
+    ref = reference_number_raw(smollm2_model, tok, ctx, paths)
     raw = np.array([ref[n] for n in range(hi + 1)])
 
     assert dist.probs.sum() == pytest.approx(1.0, abs=1e-12)

@@ -16,7 +16,8 @@ from .plan import BuildPlan
 from .recipe import Recipe
 
 
-def _environment() -> jinja2.Environment:
+def card_environment() -> jinja2.Environment:
+    """The Jinja2 environment of every card template in `cards/` (strict: an undefined name is an error)."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(cards_dir())),
         undefined=jinja2.StrictUndefined,
@@ -38,7 +39,7 @@ def render_card(recipe: Recipe, plan: BuildPlan, manifest: dict[str, Any], writt
         configs=written,
         default_config=plan.default_config,
     )
-    template = _environment().get_template(recipe.card)
+    template = card_environment().get_template(recipe.card)
     body = template.render(
         recipe=recipe,
         manifest=manifest,

@@ -200,9 +200,7 @@ def update_manifest(results: Path, run_id: str, entry: Mapping[str, Any]) -> dic
 
 def render_results_card(manifest: Mapping[str, Any], *, pretty_name: str, license: str) -> str:
     """README.md of a result folder: YAML front matter from data, prose from cards/results.md.j2."""
-    import jinja2
-
-    from promptgen.assets import cards_dir
+    from promptgen.cards import card_environment
     from promptgen.hubfolder import yaml_dump
 
     configs = manifest.get("configs", {})
@@ -215,17 +213,11 @@ def render_results_card(manifest: Mapping[str, Any], *, pretty_name: str, licens
             for name in configs
         ],
     }
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(cards_dir())),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,
-    )
     runs = manifest.get("runs", {})
-    body = env.get_template(CARD_TEMPLATE).render(
-        pretty_name=pretty_name, configs=configs, runs=runs, first_config=next(iter(configs), "CONFIG")
+    body = (
+        card_environment()
+        .get_template(CARD_TEMPLATE)
+        .render(pretty_name=pretty_name, configs=configs, runs=runs, first_config=next(iter(configs), "CONFIG"))
     )
     return f"---\n{yaml_dump(header)}---\n\n{body.lstrip()}"
 
