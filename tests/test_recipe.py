@@ -51,6 +51,7 @@ def test_malformed_recipes_are_errors(tmp_path, mutate, message):
         (lambda p: p["actor_actor"].update(gender_pairs=["female-robot"]), "female-robot"),
         (lambda p: p["actor_actor"]["target_cue"].update(success="succeeded because"), "{T}"),
         (lambda p: p["actor_observer"].update(conditions=["nothing"]), "subset"),
+        (lambda p: p["actor_actor"].update(outcome_configs=["both_success", "both_success"]), "appears twice"),
         (lambda p: p.update(names_per_group="5"), "integer"),
     ],
 )

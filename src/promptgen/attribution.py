@@ -12,7 +12,7 @@ actor-actor setting).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +40,6 @@ PROMPT_TEMPLATE = (
 OPTION_ORDERS = ("permuted", "rotations", "canonical")
 SAMPLINGS = ("default", "full")
 CONDITIONS = ("context", "context+identity")
-BATCH_ROWS = 5_000
 
 
 # ----------------------------------------------------------------------------- parameters
@@ -695,21 +694,3 @@ def identity_rows(identities: dict[str, list[Identity]]) -> Iterator[dict[str, A
                         "sampled": n.index in rank,
                         "sample_rank": rank.get(n.index),
                     }
-
-
-def batched(
-    rows: Iterable[dict[str, Any]], columns: Iterable[str], size: int = BATCH_ROWS
-) -> Iterator[dict[str, list]]:
-    """Row dicts -> column batches of at most `size` rows."""
-    cols = list(columns)
-    batch: dict[str, list] = {c: [] for c in cols}
-    n = 0
-    for row in rows:
-        for c in cols:
-            batch[c].append(row[c])
-        n += 1
-        if n == size:
-            yield batch
-            batch, n = {c: [] for c in cols}, 0
-    if n:
-        yield batch

@@ -14,7 +14,6 @@ from .attribution import (
     actor_actor_items,
     actor_actor_joint_items,
     actor_observer_items,
-    batched,
     build_identities,
     check_params_against_release,
     expected_counts,
@@ -26,7 +25,7 @@ from .attribution import (
 )
 from .attribution_lint import findings_as_dicts, lint_release
 from .attribution_release import Release, load_release
-from .hubfolder import ConfigData
+from .hubfolder import ConfigData, row_batches
 from .items import Features
 from .plan import BuildPlan
 from .recipe import Recipe
@@ -87,14 +86,14 @@ def plan_talent_or_luck(recipe: Recipe, sources: dict[str, ResolvedSource], *, f
         ConfigData(
             "templates",
             Features(TEMPLATE_FEATURES),
-            lambda: batched(template_rows(release), TEMPLATE_FEATURES),
+            lambda: row_batches(template_rows(release), TEMPLATE_FEATURES),
             "One row per single-actor template (outcome x domain x scenario x gender).",
             expected_rows=len(release.single),
         ),
         ConfigData(
             "identities",
             Features(IDENTITY_FEATURES),
-            lambda: batched(identity_rows(identities), IDENTITY_FEATURES),
+            lambda: row_batches(identity_rows(identities), IDENTITY_FEATURES),
             "Every first name of every identity group, with the seeded sample marked.",
             expected_rows=sum(len(n) for gs in identities.values() for g in gs for n in g.all_names.values()),
         ),
@@ -107,7 +106,7 @@ def plan_talent_or_luck(recipe: Recipe, sources: dict[str, ResolvedSource], *, f
             ConfigData(
                 config,
                 ITEM_FEATURES,
-                (lambda g=generate: batched(g(release, identities, params), item_columns)),
+                (lambda g=generate: row_batches(g(release, identities, params), item_columns)),
                 description,
                 expected_rows=counts[config],
             )

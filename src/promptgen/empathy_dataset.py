@@ -20,9 +20,10 @@ from .empathy import (
     identity_rows,
     prompt_batches,
     setting,
+    setting_rows,
 )
 from .errors import RecipeError
-from .hubfolder import ConfigData
+from .hubfolder import ConfigData, row_batches
 from .plan import BuildOptions, BuildPlan
 from .recipe import Recipe
 from .seeding import stratified_sample
@@ -31,10 +32,6 @@ from .validate import choose, take
 
 log = logging.getLogger(__name__)
 SOURCE_ID = "crowd-envent"
-
-
-def _batched(rows: list[dict[str, Any]], features) -> list[dict[str, list]]:
-    return [{name: [r[name] for r in rows] for name in features}]
 
 
 def plan_intergroup_empathy(recipe: Recipe, sources: dict[str, ResolvedSource], options: BuildOptions) -> BuildPlan:
@@ -67,21 +64,21 @@ def plan_intergroup_empathy(recipe: Recipe, sources: dict[str, ResolvedSource], 
         ConfigData(
             "events",
             EVENT_FEATURES,
-            lambda: iter(_batched(rows, EVENT_FEATURES)),
+            lambda: row_batches(rows, EVENT_FEATURES),
             "One crowd-enVent event with its three narrative forms.",
             expected_rows=len(rows),
         ),
         ConfigData(
             "identities",
             IDENTITY_FEATURES,
-            lambda: iter(_batched(identity_rows(), IDENTITY_FEATURES)),
+            lambda: row_batches(identity_rows(), IDENTITY_FEATURES),
             "Perceiver/experiencer identities in matrix order, `a person` first.",
             expected_rows=47,
         ),
         ConfigData(
             "settings",
             SETTING_FEATURES,
-            lambda: iter(_batched(_setting_rows(settings), SETTING_FEATURES)),
+            lambda: row_batches(_setting_rows(settings), SETTING_FEATURES),
             "The prompt settings with their persona, system and task templates.",
             expected_rows=len(settings),
         ),
@@ -137,8 +134,6 @@ def plan_intergroup_empathy(recipe: Recipe, sources: dict[str, ResolvedSource], 
 
 
 def _setting_rows(names: tuple[str, ...]) -> list[dict[str, Any]]:
-    from .empathy import setting_rows
-
     return [r for r in setting_rows() if r["setting"] in names]
 
 

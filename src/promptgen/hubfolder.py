@@ -51,6 +51,26 @@ Batch = dict[str, list]
 #: a builder may also yield ready `pa.Table` batches with exactly the config's schema
 
 
+#: rows per batch handed to the writer by `row_batches`
+BATCH_ROWS = 5_000
+
+
+def row_batches(rows: Iterable[dict[str, Any]], columns: Iterable[str], size: int = BATCH_ROWS) -> Iterator[Batch]:
+    """Row dicts -> column batches of at most `size` rows, the writer's input format."""
+    cols = list(columns)
+    batch: Batch = {c: [] for c in cols}
+    n = 0
+    for row in rows:
+        for c in cols:
+            batch[c].append(row[c])
+        n += 1
+        if n == size:
+            yield batch
+            batch, n = {c: [] for c in cols}, 0
+    if n:
+        yield batch
+
+
 @dataclass
 class ConfigData:
     """One config of a dataset: its declared schema and a re-iterable source of rows."""

@@ -11,7 +11,7 @@ and probing questions built on those pairs are in `trust_game_games`; their reci
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,7 @@ from .census import RACES, SHARE_COLUMNS, THRESHOLD_BASES
 from .errors import RecipeError, SourceFormatError
 from .items import item_features, slug, user_messages
 from .trust_game_games import GamesParams, ProbingParams, parse_games_params, parse_probing_params
+from .validate import choose, take
 
 #: title -> gender; the paper's players are "Mr. {surname}" and "Ms. {surname}".
 TITLES: dict[str, str] = {"Mr.": "male", "Ms.": "female"}
@@ -82,35 +83,9 @@ class TrustGameParams:
     probing: ProbingParams
 
 
-def _section(where: str, data: Any, spec: dict[str, type]) -> dict[str, Any]:
-    """A recipe mapping with exactly the keys of `spec`, each of the given type."""
-    if not isinstance(data, dict):
-        raise RecipeError(f"{where} must be a mapping, got {data!r}")
-    unknown, missing = set(data) - set(spec), set(spec) - set(data)
-    if unknown:
-        raise RecipeError(f"{where}: unknown key(s) {sorted(unknown)}; allowed: {sorted(spec)}")
-    if missing:
-        raise RecipeError(f"{where}: missing key(s) {sorted(missing)}")
-    for key, typ in spec.items():
-        value = data[key]
-        accepted = (int, float) if typ is float else typ  # YAML reads `1` as an int
-        if (isinstance(value, bool) and typ is not bool) or not isinstance(value, accepted):
-            raise RecipeError(f"{where}.{key} must be a {typ.__name__}, got {value!r}")
-        if typ is int and value < 1:
-            raise RecipeError(f"{where}.{key} must be a positive integer, got {value!r}")
-    return data
-
-
-def _subset(where: str, values: list, allowed: Iterable[str]) -> tuple[str, ...]:
-    allowed = tuple(allowed)
-    if not values or any(v not in allowed for v in values) or len(set(values)) != len(values):
-        raise RecipeError(f"{where}: {values!r} must be a non-empty list of distinct values from {list(allowed)}")
-    return tuple(values)
-
-
 def parse_params(raw: dict[str, Any]) -> TrustGameParams:
     """Validate the recipe's `parameters` block (unknown keys are errors)."""
-    p = _section(
+    p = take(
         "parameters",
         raw,
         {
@@ -121,8 +96,9 @@ def parse_params(raw: dict[str, Any]) -> TrustGameParams:
             "games": dict,
             "probing": dict,
         },
+        positive_ints=True,
     )
-    c = _section(
+    c = take(
         "parameters.census",
         p["census"],
         {
@@ -132,14 +108,15 @@ def parse_params(raw: dict[str, Any]) -> TrustGameParams:
             "threshold_basis": str,
             "threshold_excludes_bayesian": bool,
         },
+        positive_ints=True,
     )
     if not 0 < c["threshold"] <= 1:
         raise RecipeError(f"parameters.census.threshold must be in (0, 1], got {c['threshold']!r}")
-    _subset("parameters.census.threshold_basis", [c["threshold_basis"]], THRESHOLD_BASES)
-    pp = _section("parameters.paper_pairs", p["paper_pairs"], {"models": list, "pairs_per_gender": int})
+    choose("parameters.census.threshold_basis", [c["threshold_basis"]], THRESHOLD_BASES)
+    pp = take("parameters.paper_pairs", p["paper_pairs"], {"models": list, "pairs_per_gender": int}, positive_ints=True)
     if not pp["models"] or not all(isinstance(m, str) and m for m in pp["models"]):
         raise RecipeError(f"parameters.paper_pairs.models must be a non-empty list of names, got {pp['models']!r}")
-    rp = _section("parameters.race_probe", p["race_probe"], {"titles": list, "variants": list})
+    rp = take("parameters.race_probe", p["race_probe"], {"titles": list, "variants": list})
     games = parse_games_params(p["games"], pair_models=tuple(pp["models"]))
     return TrustGameParams(
         rows_per_shard=p["rows_per_shard"],
@@ -152,8 +129,8 @@ def parse_params(raw: dict[str, Any]) -> TrustGameParams:
         ),
         paper_pairs=PaperPairsParams(tuple(pp["models"]), pp["pairs_per_gender"]),
         race_probe=RaceProbeParams(
-            titles=_subset("parameters.race_probe.titles", rp["titles"], TITLES),
-            variants=_subset("parameters.race_probe.variants", rp["variants"], RACE_PROBE_VARIANTS),
+            titles=choose("parameters.race_probe.titles", rp["titles"], TITLES),
+            variants=choose("parameters.race_probe.variants", rp["variants"], RACE_PROBE_VARIANTS),
         ),
         games=games,
         probing=parse_probing_params(p["probing"], pair_models=tuple(pp["models"]), amounts=games.amounts),

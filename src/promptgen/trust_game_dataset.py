@@ -25,7 +25,7 @@ from .census import (
     threshold_ranking,
 )
 from .errors import RecipeError, SourceFormatError
-from .hubfolder import Batch, ConfigData
+from .hubfolder import BATCH_ROWS, Batch, ConfigData, row_batches
 from .items import Features
 from .plan import BuildPlan
 from .recipe import Recipe
@@ -66,7 +66,6 @@ from .trust_game_games import (
 
 CENSUS_SOURCE = "census"
 PAIRS_SOURCE = "paper_pairs"
-BATCH_ROWS = 5_000
 #: Table 1 of the paper: the first surname of each race's bayesian list and its Census count.
 PAPER_TABLE1_FIRST: dict[str, tuple[str, int]] = {
     "Asian": ("Nguyen", 437_645),
@@ -89,19 +88,6 @@ def _plain(series: pd.Series) -> list:
     if series.dtype == object:
         return series.tolist()
     return series.astype(object).where(series.notna(), None).tolist()
-
-
-def row_batches(rows: Iterator[dict[str, Any]], columns: list[str], size: int = BATCH_ROWS) -> Iterator[Batch]:
-    """Row dicts -> column batches of at most `size` rows."""
-    batch: Batch = {c: [] for c in columns}
-    for row in rows:
-        for c in columns:
-            batch[c].append(row[c])
-        if len(batch[columns[0]]) == size:
-            yield batch
-            batch = {c: [] for c in columns}
-    if batch[columns[0]]:
-        yield batch
 
 
 def read_paper_pairs(source: ResolvedSource, params: TrustGameParams) -> list[PaperPair]:

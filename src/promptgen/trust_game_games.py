@@ -55,7 +55,7 @@ from .census import RACES
 from .errors import RecipeError, SourceFormatError
 from .items import item_features, slug
 from .seeding import hash_sample
-from .validate import choose, take
+from .validate import choose, positive, take
 
 if TYPE_CHECKING:
     from .trust_game import PaperPair
@@ -133,27 +133,12 @@ class ProbingParams:
     number_max: int
 
 
-def _positive(where: str, value: int) -> int:
-    if value < 1:
-        raise RecipeError(f"{where} must be a positive integer, got {value!r}")
-    return value
-
-
 def _models(where: str, values: list, known: tuple[str, ...]) -> tuple[str, ...]:
     models = choose(where, values, known)
-    if len(set(models)) != len(models):
-        raise RecipeError(f"{where}: {list(models)} names a model twice")
     slugs = [source_key(m) for m in models]
     if len(set(slugs)) != len(slugs):
         raise RecipeError(f"{where}: {list(models)} give the same config name twice ({slugs})")
     return models
-
-
-def _variants(where: str, values: list) -> tuple[str, ...]:
-    variants = choose(where, values, GAME_VARIANTS)
-    if len(set(variants)) != len(variants):
-        raise RecipeError(f"{where}: {list(variants)} names a variant twice")
-    return variants
 
 
 def parse_games_params(raw: Any, *, pair_models: tuple[str, ...]) -> GamesParams:
@@ -176,10 +161,10 @@ def parse_games_params(raw: Any, *, pair_models: tuple[str, ...]) -> GamesParams
     return GamesParams(
         models=_models(f"{where}.models", g["models"], pair_models),
         investors=tuple(investors),
-        variants=_variants(f"{where}.variants", g["variants"]),
+        variants=choose(f"{where}.variants", g["variants"], GAME_VARIANTS),
         amounts=Amounts(
-            _positive(f"{where}.amount_investor", g["amount_investor"]),
-            _positive(f"{where}.amount_trustee", g["amount_trustee"]),
+            positive(f"{where}.amount_investor", g["amount_investor"]),
+            positive(f"{where}.amount_trustee", g["amount_trustee"]),
         ),
     )
 
@@ -200,9 +185,9 @@ def parse_probing_params(raw: Any, *, pair_models: tuple[str, ...], amounts: Amo
         )
     return ProbingParams(
         models=_models(f"{where}.models", p["models"], pair_models),
-        games_per_condition=_positive(f"{where}.games_per_condition", p["games_per_condition"]),
+        games_per_condition=positive(f"{where}.games_per_condition", p["games_per_condition"]),
         seed=p["seed"],
-        variants=_variants(f"{where}.variants", p["variants"]),
+        variants=choose(f"{where}.variants", p["variants"], GAME_VARIANTS),
         number_max=p["number_max"],
     )
 
