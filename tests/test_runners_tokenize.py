@@ -87,12 +87,21 @@ def test_a_straddling_token_belongs_to_the_continuation(tok_: Any) -> None:
         encode_pair(tok, "Sa", "y")
 
 
-def test_shared_context_must_not_merge_with_a_continuation(tok_: Any) -> None:
+def test_a_straddling_continuation_cuts_the_shared_context_back(tok_: Any) -> None:
     context, conts = encode_continuations(tok_, "Q: who?\nA:", [" Ann", " Bob and Carl"])
     assert context == encode_context(tok_, "Q: who?\nA:")
     assert [tok_.decode(list(c)) for c in conts] == [" Ann", " Bob and Carl"]
-    with pytest.raises(ValueError, match="merges with the end of the context"):
-        encode_continuations(tok_, "Q: who?\nA: ", ["Ann", " Bob"])
+    # "A: " + "Ann" merges the space into ` Ann`; " Bob" does not straddle
+    text, options = "Q: who?\nA: ", ["Ann", " Bob"]
+    assert encode_pair(tok_, text, options[0]).straddles
+    context, conts = encode_continuations(tok_, text, options)
+    own = encode_context(tok_, text)
+    assert len(context) < len(own) and own[: len(context)] == context
+    for option, cont in zip(options, conts, strict=True):
+        # each option is scored on exactly the tokens of its full text
+        whole = encode_pair(tok_, text, option)
+        assert context + cont == whole.context_ids + whole.continuation_ids
+        assert tok_.decode(list(context + cont)) == text + option
 
 
 def test_bos_policy_follows_the_tokenizer(tok_: Any, bos_tokenizer: Any) -> None:

@@ -11,7 +11,7 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -162,6 +162,22 @@ def build(
         out.print(f"fingerprint {m['fingerprint']}  ({time.perf_counter() - started:.1f} s)")
 
 
+def _progress_hooks(progress: Any, label: str) -> tuple[Any, Any]:
+    """(on_start, on_advance) callbacks of a run that drive `progress`, with items/s over this run's items."""
+    state = {"task": 0, "started": 0.0, "scored": 0}
+
+    def on_start(total: int, done: int) -> None:
+        state["task"] = progress.add_task(label, total=total, completed=done, rate="")
+        state["started"] = time.perf_counter()
+
+    def on_advance(n: int) -> None:
+        state["scored"] += n
+        elapsed = time.perf_counter() - state["started"]
+        progress.update(state["task"], advance=n, rate=f"{state['scored'] / elapsed:.2f} items/s" if elapsed else "")
+
+    return on_start, on_advance
+
+
 @app.command()
 def run(
     dataset: Annotated[str, typer.Argument(help="Prompt dataset: a local Hub-ready folder or a Hub repo id.")],
@@ -170,9 +186,16 @@ def run(
     results: Annotated[
         Path, typer.Option("--out", help="Result dataset folder (created; shared by shards and reruns).")
     ],
-    backend_name: Annotated[str, typer.Option("--backend", help="Scoring backend: hf (transformers).")] = "hf",
+    backend_name: Annotated[
+        str, typer.Option("--backend", help="Scoring backend: hf (transformers) or vllm (vLLM offline engine).")
+    ] = "hf",
     scoring: Annotated[
-        str, typer.Option("--scoring", help="Choice items: sentence (option texts) or letter (label token).")
+        str,
+        typer.Option(
+            "--scoring",
+            help="sentence (choice: option texts' log-probabilities), letter (choice: the label token), or "
+            "generate (generate text and parse the answer). Number items are read exactly in the first two.",
+        ),
     ] = "sentence",
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N items (of the shard).")] = None,
     shard: Annotated[
@@ -192,6 +215,39 @@ def run(
     device: Annotated[str, typer.Option("--device", help="torch device, e.g. cpu or cuda.")] = "cpu",
     revision: Annotated[str | None, typer.Option("--revision", help="Prompt dataset revision (Hub).")] = None,
     model_revision: Annotated[str | None, typer.Option("--model-revision", help="Model revision (Hub).")] = None,
+    gguf_file: Annotated[
+        str | None, typer.Option("--gguf-file", help="hf backend: load this GGUF file of the model folder / repo.")
+    ] = None,
+    prefix_caching: Annotated[
+        bool, typer.Option("--prefix-caching/--no-prefix-caching", help="vllm backend: reuse shared prompt prefixes.")
+    ] = True,
+    enforce_eager: Annotated[
+        bool, typer.Option("--enforce-eager", help="vllm backend: no graph capture/compilation (faster start).")
+    ] = False,
+    gpu_memory_utilization: Annotated[
+        float, typer.Option("--gpu-memory-utilization", min=0.01, max=1.0, help="vllm backend: memory fraction.")
+    ] = 0.3,
+    max_model_len: Annotated[
+        int, typer.Option("--max-model-len", min=16, help="vllm backend: longest prompt + answer in tokens.")
+    ] = 4096,
+    block_size: Annotated[
+        int | None,
+        typer.Option("--block-size", min=16, help="vllm backend: KV-cache block (prefix-cache unit) in tokens."),
+    ] = None,
+    temperature: Annotated[
+        float, typer.Option("--temperature", min=0.0, help="generate: 0 is greedy; above 0 samples.")
+    ] = 0.0,
+    top_p: Annotated[float, typer.Option("--top-p", min=0.0, max=1.0, help="generate: nucleus sampling mass.")] = 1.0,
+    max_new_tokens: Annotated[
+        int, typer.Option("--max-new-tokens", min=1, help="generate: most tokens generated per item.")
+    ] = 16,
+    seed: Annotated[int, typer.Option("--seed", help="generate: base seed (each item's is derived from its id).")] = 0,
+    use_ray: Annotated[
+        bool, typer.Option("--ray", help="Score on a Ray Data actor pool (RAY_ADDRESS, else a local Ray); same OUT.")
+    ] = False,
+    ray_workers: Annotated[
+        int, typer.Option("--ray-workers", min=1, help="--ray: model replicas (one GPU each with --device cuda).")
+    ] = 1,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Score one config of a prompt dataset with a model into a Hub-ready result folder.
@@ -225,14 +281,62 @@ def run(
     try:
         if backend_name not in loop.BACKENDS:
             raise ProbeError(f"--backend must be one of {', '.join(loop.BACKENDS)}, got {backend_name!r}")
-        if scoring not in ("sentence", "letter"):
-            raise ProbeError(f"--scoring must be sentence or letter, got {scoring!r}")
+        if scoring not in ("sentence", "letter", "generate"):
+            raise ProbeError(f"--scoring must be sentence, letter or generate, got {scoring!r}")
         shard_ix = parse_shard(shard)
-        settings = ScoringSettings(choice_mode=scoring)
+        if scoring == "generate":
+            settings = ScoringSettings(
+                mode="generate", temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed
+            )
+        else:
+            settings = ScoringSettings(choice_mode=scoring)
         if results.exists() and not results.is_dir():
             raise ProbeError(f"--out {results} exists and is not a folder")
         prompts = loop.load_prompt_config(dataset, config, revision=revision)
-        backend, tokenizer, key_revision = loop.load_hf(model, revision=model_revision, dtype=dtype, device=device)
+        if use_ray:  # one model replica per Ray actor (runners.ray_run); this process loads no model
+            from runners.ray_run import run_config_ray
+
+            on_start, on_advance = _progress_hooks(progress, config)
+            load_options = {"gguf_file": gguf_file, "prefix_caching": prefix_caching, "enforce_eager": enforce_eager}
+            load_options.update(
+                gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len, block_size=block_size
+            )
+            with progress:
+                summary = run_config_ray(
+                    prompts,
+                    model,
+                    results,
+                    model_revision=model_revision,
+                    settings=settings,
+                    chat=chat,
+                    backend=backend_name,
+                    dtype=dtype,
+                    device=device,
+                    num_workers=ray_workers,
+                    shard=shard_ix,
+                    limit=limit,
+                    batch_size=batch_size,
+                    flush_every=flush_every,
+                    load_options=load_options,
+                    on_start=on_start,
+                    on_advance=on_advance,
+                )
+            err.print(summary.line(), highlight=False)
+            out.print(f"results: {summary.key_dir}", highlight=False)
+            return
+        backend, tokenizer, key_revision = loop.load_backend(
+            model,
+            backend=backend_name,
+            revision=model_revision,
+            dtype=dtype,
+            device=device,
+            gguf_file=gguf_file,
+            prefix_caching=prefix_caching,
+            enforce_eager=enforce_eager,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_model_len=max_model_len,
+            block_size=block_size,
+        )
         state = {"task": 0, "started": 0.0, "scored": 0}
 
         def on_start(total: int, done: int) -> None:
@@ -246,23 +350,27 @@ def run(
             rate = f"{state['scored'] / elapsed:.2f} items/s" if elapsed > 0 else ""
             progress.update(state["task"], advance=n, rate=rate)
 
-        with progress:
-            summary = loop.run_config(
-                prompts,
-                backend,
-                tokenizer,
-                results,
-                model_revision=key_revision,
-                settings=settings,
-                chat=chat,
-                shard=shard_ix,
-                limit=limit,
-                batch_size=batch_size,
-                flush_every=flush_every,
-                dtype=dtype,
-                on_start=on_start,
-                on_advance=on_advance,
-            )
+        try:
+            with progress:
+                summary = loop.run_config(
+                    prompts,
+                    backend,
+                    tokenizer,
+                    results,
+                    model_revision=key_revision,
+                    settings=settings,
+                    chat=chat,
+                    shard=shard_ix,
+                    limit=limit,
+                    batch_size=batch_size,
+                    flush_every=flush_every,
+                    dtype=dtype,
+                    on_start=on_start,
+                    on_advance=on_advance,
+                )
+        finally:
+            if callable(getattr(backend, "close", None)):
+                backend.close()
     except ProbeError as exc:
         _fail(exc)
     err.print(summary.line(), highlight=False)
@@ -323,6 +431,111 @@ def lint(
         raise typer.Exit(code=2)
 
 
+@app.command("curate-pairs")
+def curate_pairs_cmd(
+    results: Annotated[
+        Path,
+        typer.Argument(
+            help="Result folder of `probes run DATASET --config race_probe` "
+            "(RESULTS/data/race_probe/<key>/part-*.parquet)."
+        ),
+    ],
+    prompts: Annotated[
+        Path,
+        typer.Option(
+            "--prompts",
+            help="The trust-game-names folder the race probe was scored on; its race_probe items are joined by id, "
+            "and its curated pairs are carried into the new version.",
+            file_okay=False,
+        ),
+    ],
+    out_dir: Annotated[
+        Path,
+        typer.Option(
+            "--out", help="Parent folder; the new dataset version is written to OUT/<name>/.", file_okay=False
+        ),
+    ],
+    model_slug: Annotated[
+        str | None,
+        typer.Option(
+            "--model-slug",
+            help="Config names pairs_<S> and games_<S> (lowercase, digits, _). Default: the scored model's folder "
+            "or Hub name, e.g. smollm2_135m_instruct.",
+        ),
+    ] = None,
+    per_gender: Annotated[
+        int, typer.Option("--per-gender", min=1, help="Pairs kept per race and gender (the paper: 17).")
+    ] = 17,
+    variant: Annotated[
+        str,
+        typer.Option(
+            "--variant", help="Race-probe prompt variant whose scores are used: base (Llama-2 / Mistral) or phi."
+        ),
+    ] = "base",
+    key: Annotated[
+        str | None,
+        typer.Option(
+            "--key", help="Result key folder (<model>-<hash>) when RESULTS holds race_probe rows of several keys."
+        ),
+    ] = None,
+    recipe: Annotated[
+        str,
+        typer.Option("--recipe", help="Recipe the dataset is rebuilt from; must be the one --prompts was built from."),
+    ] = "trust-game",
+    sources: SourcesOpt = None,
+    cache_dir: CacheOpt = None,
+    offline: OfflineOpt = False,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace an existing OUT/<name> (swapped in only when complete).")
+    ] = False,
+) -> None:
+    """Select a model's Trust Game pairs from its race-probe scores (DESIGN section 5, step 7).
+
+    Log-odds log P(True) - log P(False) per title, surname and race; a pair is kept for its seed
+    race only when that race has the largest log-odds, the top --per-gender per race and gender
+    by the gap to the runner-up (fewer when fewer qualify: recorded, never padded). The dataset is
+    rebuilt from its recipe and sources with configs pairs_<S> and games_<S> as a new version
+    (<recipe version>+pairs.<hash>). Atomic: on any error nothing is written.
+    """
+    from promptgen.trust_game_curate import curate_pairs
+
+    try:
+        result = curate_pairs(
+            results,
+            prompts,
+            out_dir,
+            model_slug=model_slug,
+            per_gender=per_gender,
+            variant=variant,
+            key=key,
+            recipe=recipe,
+            sources_dir=sources,
+            cache_dir=cache_dir,
+            offline=offline,
+            overwrite=overwrite,
+        )
+    except ProbeError as exc:
+        _fail(exc)
+    groups = result.curated.record["selection"]["groups"]
+    table = Table(title=f"pairs_{result.curated.slug}: {len(result.curated.pairs)} pairs")
+    for col in ("race", "gender", "scored", "candidates", "kept", "shortfall"):
+        table.add_column(col, justify="left" if col in ("race", "gender") else "right")
+    for g in groups:
+        table.add_row(g["race"], g["gender"], *(str(g[c]) for c in ("scored", "candidates", "kept", "shortfall")))
+    out.print(table)
+    short = [g for g in groups if g["shortfall"]]
+    if short:
+        err.print(
+            f"warning: {len(short)} of {len(groups)} groups have fewer than {per_gender} pairs (kept what qualified)",
+            highlight=False,
+        )
+    games = result.manifest["build_report"]["curated_pairs"][result.curated.slug]
+    if games["games_config"] is None:
+        err.print(f"warning: no games_{result.curated.slug} config: {games['no_games_reason']}", highlight=False)
+    m = result.manifest
+    out.print(f"{m['name']} {m['version']} -> {result.path}  fingerprint {m['fingerprint']}", highlight=False)
+
+
 @app.command("recipes")
 def list_recipes_cmd() -> None:
     """List the dataset recipes found in builders/."""
@@ -338,6 +551,67 @@ def list_recipes_cmd() -> None:
         except ProbeError as exc:
             table.add_row(name, "?", "?", f"{path} (invalid: {exc})")
     out.print(table)
+
+
+@app.command("publish")
+def publish_cmd(
+    folder: Annotated[
+        Path,
+        typer.Argument(
+            help="Hub-ready folder: a prompt dataset (has build_manifest.json) or a result folder "
+            "(has results_manifest.json)."
+        ),
+    ],
+    repo_id: Annotated[
+        str, typer.Option("--repo-id", help="Target Hugging Face dataset repo, ORG/NAME (created when missing).")
+    ],
+    revision_tag: Annotated[
+        str | None,
+        typer.Option(
+            "--revision-tag",
+            help="Tag to create. Prompt datasets are always tagged v<version> from build_manifest.json (this may "
+            "only repeat it); result folders get no tag unless one is given. Existing tags are never moved.",
+        ),
+    ] = None,
+    private: Annotated[
+        bool, typer.Option("--private", help="Create the repo as private (no effect on an existing repo).")
+    ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="List every file (add/update/unchanged/delete) and the commit it would make; only reads from "
+            "the Hub, and works offline (then every file is an add).",
+        ),
+    ] = False,
+    message: Annotated[
+        str | None,
+        typer.Option(
+            "--message",
+            help="Commit title (default: 'Publish NAME VERSION'); the fingerprints are always added below it.",
+        ),
+    ] = None,
+) -> None:
+    """Upload a Hub-ready folder to a Hugging Face dataset repo: one commit, one tag per version.
+
+    Re-publishing identical content makes no commit.
+    Remote files under data/ that the folder no longer has are deleted in the same commit (older tags keep them).
+    The token comes from `hf auth login` or HF_TOKEN, never from a flag, and is scrubbed from every error.
+    """
+    from probes.publish import plan_table
+    from probes.publish import publish as run_publish
+
+    try:
+        result = run_publish(
+            folder, repo_id, revision_tag=revision_tag, private=private, dry_run=dry_run, message=message
+        )
+    except ProbeError as exc:
+        _fail(exc)
+    for note in result.notes:
+        err.print(f"note: {note}", highlight=False, markup=False, soft_wrap=True)
+    out.print(plan_table(result, all_files=dry_run))
+    for line in result.lines():
+        out.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 if __name__ == "__main__":

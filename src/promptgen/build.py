@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .cards import render_card
 from .errors import RecipeError
@@ -15,16 +15,25 @@ from .plan import BuildOptions, BuildPlan
 from .recipe import Recipe, load_recipe
 from .sources import ResolvedSource, resolve_sources
 
+if TYPE_CHECKING:
+    from .trust_game_pairs import CuratedPairs
+
 
 def _no_max_events(recipe: Recipe, options: BuildOptions) -> None:
     if options.max_events is not None:
         raise RecipeError(f"--max-events applies to event-based datasets; {recipe.name!r} has no events")
 
 
+def _no_curated_pairs(recipe: Recipe, options: BuildOptions) -> None:
+    if options.curated_pairs:
+        raise RecipeError(f"curated pairs apply to the trust game; {recipe.name!r} has no pairs")
+
+
 def _talent_or_luck(recipe: Recipe, sources: dict[str, ResolvedSource], options: BuildOptions) -> BuildPlan:
     from .attribution_dataset import plan_talent_or_luck
 
     _no_max_events(recipe, options)
+    _no_curated_pairs(recipe, options)
     return plan_talent_or_luck(recipe, sources, full=options.full)
 
 
@@ -32,12 +41,13 @@ def _trust_game(recipe: Recipe, sources: dict[str, ResolvedSource], options: Bui
     from .trust_game_dataset import plan_trust_game
 
     _no_max_events(recipe, options)
-    return plan_trust_game(recipe, sources, full=options.full)
+    return plan_trust_game(recipe, sources, full=options.full, curated=options.curated_pairs)
 
 
 def _intergroup_empathy(recipe: Recipe, sources: dict[str, ResolvedSource], options: BuildOptions) -> BuildPlan:
     from .empathy_dataset import plan_intergroup_empathy
 
+    _no_curated_pairs(recipe, options)
     return plan_intergroup_empathy(recipe, sources, options)
 
 
@@ -73,7 +83,7 @@ def build_manifest(recipe: Recipe, plan: BuildPlan, sources: dict[str, ResolvedS
 
     return {
         "name": plan.name,
-        "version": recipe.version,
+        "version": plan.version or recipe.version,
         "pretty_name": recipe.pretty_name,
         "license": recipe.license,
         "recipe": {"file": recipe.path.name if recipe.path else None, "sha256": recipe.sha256},
@@ -103,13 +113,17 @@ def build(
     offline: bool = False,
     full: bool = False,
     max_events: int | None = None,
+    curated_pairs: Sequence[CuratedPairs] = (),
     overwrite: bool = False,
     on_rows: Callable[[str, int], None] | None = None,
     on_plan: Callable[[BuildPlan], None] | None = None,
 ) -> BuildResult:
-    """Build one dataset folder `out_dir/<name>` from its recipe; atomic on failure."""
+    """Build one dataset folder `out_dir/<name>` from its recipe; atomic on failure.
+
+    `curated_pairs` (trust game only) adds per-model pairs and their games; see `trust_game_curate`.
+    """
     recipe = load_recipe(name_or_path)
-    options = BuildOptions(full=full, max_events=max_events)
+    options = BuildOptions(full=full, max_events=max_events, curated_pairs=tuple(curated_pairs))
     if max_events is not None and max_events < 1:
         raise RecipeError(f"--max-events must be a positive number, got {max_events}")
     # fail before any work if the target exists

@@ -8,6 +8,7 @@ to the writer.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -53,6 +54,7 @@ from .trust_game_games import (
     Game,
     build_games,
     game_rows,
+    games_between,
     games_config_name,
     games_per_condition,
     group_players,
@@ -62,6 +64,16 @@ from .trust_game_games import (
     render_game,
     render_probing,
     sample_probing_games,
+)
+from .trust_game_pairs import (
+    CURATED_PAIR_FEATURES,
+    PAIR_COLUMNS,
+    CuratedPairs,
+    as_paper_pairs,
+    curated_games_config_name,
+    curated_version,
+    model_size_from_name,
+    pairs_config_name,
 )
 
 CENSUS_SOURCE = "census"
@@ -280,10 +292,123 @@ def _examples(games: list[Game], sample: list[Game], params: TrustGameParams) ->
     }
 
 
-def plan_trust_game(recipe: Recipe, sources: dict[str, ResolvedSource], *, full: bool = False) -> BuildPlan:
-    """Everything needed to write `trust-game-names`; item rows are generated lazily by the writer."""
+#: a model whose name states fewer parameters than this gets the card's "pipeline check" warning.
+SMALL_MODEL_PARAMETERS = 1e9
+
+
+def curated_games(curated: CuratedPairs, params: TrustGameParams) -> list[Game]:
+    """The games of one curated source: the paper's design on whatever each group holds.
+
+    A group keeps its own n <= per_gender pairs (a shortfall is never padded), so a condition
+    has n_investor x n_trustee games minus the index diagonal; with every group full this is
+    the paper's 272 per condition.
+    """
+    source = pairs_config_name(curated.slug)
+    players = group_players(
+        as_paper_pairs(curated), source=source, file=source, per_group=curated.per_gender, exact=False
+    )
+    return list(games_between(players, params.games.investors, source=source, key=curated.slug))
+
+
+def curated_report(curated: CuratedPairs, games: list[Game], params: TrustGameParams) -> dict[str, Any]:
+    """What the card says about one curated source: provenance, selection, and the games' cells."""
+    cells = Counter((g.investor.group.label, g.trustee.group.label) for g in games)
+    full = games_per_condition(curated.per_gender)
+    conditions = [
+        {"investor_group": i.label, "trustee_group": t.label, "games": cells.get((i.label, t.label), 0)}
+        for i in params.games.investors
+        for t in TRUSTEE_GROUPS
+    ]
+    size = model_size_from_name(str(curated.record.get("model", "")))
+    groups = curated.record["selection"]["groups"]
+    return {
+        "slug": curated.slug,
+        "pairs_config": pairs_config_name(curated.slug),
+        "games_config": curated_games_config_name(curated.slug) if games else None,
+        "record": curated.record,
+        "pairs": len(curated.pairs),
+        "wanted": curated.per_gender * len(groups),
+        "shortfall": [g for g in groups if g["shortfall"] > 0],
+        "model_parameters_from_name": size,
+        "pipeline_check": size is not None and size < SMALL_MODEL_PARAMETERS,
+        "games": len(games),
+        "rows": len(games) * len(params.games.variants),
+        "games_per_full_condition": full,
+        "balanced": all(c["games"] == full for c in conditions),
+        "conditions": conditions,
+        "no_games_reason": None
+        if games
+        else "no game: an investor group or every trustee group it could meet has no curated pair",
+    }
+
+
+def check_curated_surnames(curated: tuple[CuratedPairs, ...], seed: pd.DataFrame) -> None:
+    """Every curated pair's surname is in this build's seed list for its race: the pairs were
+    chosen among these items, so any other surname means they come from another dataset."""
+    seeded = set(zip(seed["race"], seed["surname"], strict=True))
+    for cur in curated:
+        for i, r in enumerate(cur.pairs.itertuples()):
+            if (r.race, r.surname) not in seeded:
+                raise SourceFormatError(
+                    pairs_config_name(cur.slug),
+                    f"row {i} ({r.title} {r.surname}), column 'surname'",
+                    f"not in this build's {r.race} seed list; were the pairs curated on another dataset?",
+                )
+
+
+def curated_configs(
+    curated: tuple[CuratedPairs, ...], params: TrustGameParams
+) -> tuple[list[ConfigData], dict[str, Any]]:
+    """`pairs_<slug>` and (when any game exists) `games_<slug>` per curated source, and their report."""
+    configs: list[ConfigData] = []
+    report: dict[str, Any] = {}
+    game_columns = list(GAME_FEATURES)
+    for cur in sorted(curated, key=lambda c: c.slug):
+        games = curated_games(cur, params)
+        report[cur.slug] = curated_report(cur, games, params)
+        configs.append(
+            ConfigData(
+                pairs_config_name(cur.slug),
+                Features(CURATED_PAIR_FEATURES),
+                lambda cur=cur: frame_batches(cur.pairs, list(PAIR_COLUMNS)),
+                f"Pairs curated from {cur.record['model_name']}'s race-probe scores (variant {cur.record['variant']}): "
+                f"up to {cur.per_gender} per race and gender, {len(cur.pairs)} kept.",
+                expected_rows=len(cur.pairs),
+            )
+        )
+        if games:
+            configs.append(
+                ConfigData(
+                    curated_games_config_name(cur.slug),
+                    GAME_FEATURES,
+                    lambda games=games: row_batches(
+                        game_rows(games, params.games.variants, params.games.amounts), game_columns
+                    ),
+                    f"Trust Game prompts on the `{pairs_config_name(cur.slug)}` pairs, "
+                    f"{len(params.games.variants)} prompt variants.",
+                    expected_rows=len(games) * len(params.games.variants),
+                )
+            )
+    return configs, report
+
+
+def plan_trust_game(
+    recipe: Recipe,
+    sources: dict[str, ResolvedSource],
+    *,
+    full: bool = False,
+    curated: tuple[CuratedPairs, ...] = (),
+) -> BuildPlan:
+    """Everything needed to write `trust-game-names`; item rows are generated lazily by the writer.
+
+    `curated`: per-model pairs (`trust_game_curate`); each adds `pairs_<slug>` and
+    `games_<slug>`, its record joins the parameters, and the version gets a `+pairs.<hash>` suffix.
+    """
     if full:
         raise RecipeError(f"{recipe.path}: {recipe.name} has no full variant; build it without --full")
+    slugs = [c.slug for c in curated]
+    if len(set(slugs)) != len(slugs):
+        raise RecipeError(f"curated pairs name a model slug twice: {slugs}")
     params = parse_params(recipe.parameters)
     census_src = sources[CENSUS_SOURCE]
     census = load_census(census_src.path, display_name=census_src.spec.path)
@@ -370,14 +495,21 @@ def plan_trust_game(recipe: Recipe, sources: dict[str, ResolvedSource], *, full:
             expected_rows=probing_count(len(sample), len(params.probing.variants), amounts),
         ),
     ]
+    check_curated_surnames(curated, seed)
+    extra_configs, curated_section = curated_configs(curated, params)
+    configs.extend(extra_configs)
     report = {
         **census_report(census, shares, (bayesian, threshold, seed), params),
         "paper_pairs": pairs_report(pairs, seed),
         "threshold_variants": threshold_variants_report(shares, pairs, params),
         "games": games_report(games, params),
         "probing": probing_report(sample, params),
+        "curated_pairs": curated_section,
         "expected_rows": {c.name: c.expected_rows for c in configs},
     }
+    parameters = recipe.parameters
+    if curated:
+        parameters = {**parameters, "curated_pairs": {c.slug: c.record for c in sorted(curated, key=lambda c: c.slug)}}
     examples = {
         variant: {
             "prompt": render_race_probe(variant, "Ms.", "Begay", "Native American"),
@@ -388,7 +520,7 @@ def plan_trust_game(recipe: Recipe, sources: dict[str, ResolvedSource], *, full:
     return BuildPlan(
         name=recipe.name,
         configs=configs,
-        parameters=recipe.parameters,
+        parameters=parameters,
         report=report,
         card_context={
             "params": params,
@@ -398,4 +530,5 @@ def plan_trust_game(recipe: Recipe, sources: dict[str, ResolvedSource], *, full:
         },
         default_config="seed_list",
         rows_per_shard=params.rows_per_shard,
+        version=curated_version(recipe.version, curated) if curated else None,
     )

@@ -238,12 +238,15 @@ class Game:
         return self.investor.surname.casefold() == self.trustee.surname.casefold()
 
 
-def group_players(pairs: Iterable[PaperPair], *, source: str, file: str, per_group: int) -> dict[Group, list[Player]]:
+def group_players(
+    pairs: Iterable[PaperPair], *, source: str, file: str, per_group: int, exact: bool = True
+) -> dict[Group, list[Player]]:
     """The players of every trustee group, by index, checked for what the games rely on.
 
     Each of the ten groups must hold exactly `per_group` pairs numbered 1..per_group with
     distinct surnames and the group's title (a duplicate surname would put one surname on
-    both sides of a same-group game).
+    both sides of a same-group game). With `exact=False` (a per-model curation that found
+    fewer names than asked for) a group may hold 0..per_group pairs, numbered 1..n.
     """
     players: dict[Group, list[Player]] = {g: [] for g in TRUSTEE_GROUPS}
     for p in pairs:
@@ -257,13 +260,15 @@ def group_players(pairs: Iterable[PaperPair], *, source: str, file: str, per_gro
         players[group].append(Player(group, p.title, p.surname, p.index))
     for group, members in players.items():
         where = f"{source} {group.label}"
-        if len(members) != per_group:
+        if exact and len(members) != per_group:
             raise SourceFormatError(
                 file, where, f"{len(members)} pairs; the games need {per_group} per group (indices 1..{per_group})"
             )
+        if len(members) > per_group:
+            raise SourceFormatError(file, where, f"{len(members)} pairs; the games take at most {per_group} per group")
         members.sort(key=lambda m: m.index)
-        if [m.index for m in members] != list(range(1, per_group + 1)):
-            raise SourceFormatError(file, where, f"indices {[m.index for m in members]} are not 1..{per_group}")
+        if [m.index for m in members] != list(range(1, len(members) + 1)):
+            raise SourceFormatError(file, where, f"indices {[m.index for m in members]} are not 1..{len(members)}")
         seen: dict[str, Player] = {}
         for m in members:
             other = seen.setdefault(m.surname.casefold(), m)
@@ -278,9 +283,16 @@ def group_players(pairs: Iterable[PaperPair], *, source: str, file: str, per_gro
 
 
 def build_games(players: dict[Group, list[Player]], investors: Iterable[Group], *, model: str) -> Iterator[Game]:
-    """Every game of one model's pairs, condition by condition: investor group x trustee group
-    (in `TRUSTEE_GROUPS` order) x investor index i x trustee index j, i != j."""
-    source, key = pair_source(model), source_key(model)
+    """Every game of one model's `pairs_paper` rows (see `games_between`)."""
+    return games_between(players, investors, source=pair_source(model), key=source_key(model))
+
+
+def games_between(
+    players: dict[Group, list[Player]], investors: Iterable[Group], *, source: str, key: str
+) -> Iterator[Game]:
+    """Every game of one pairs source, condition by condition: investor group x trustee group
+    (in `TRUSTEE_GROUPS` order) x investor index i x trustee index j, i != j. `source` fills the
+    `pair_source` column, `key` the id fragment; any pairs source (paper or curated) uses it."""
     for investor_group in investors:
         for trustee_group in TRUSTEE_GROUPS:
             for investor in players[investor_group]:

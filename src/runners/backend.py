@@ -10,6 +10,10 @@ context once and reuses that work for every continuation (KV cache in transforme
 caching in vLLM). Optionally it also reports, for a fixed list of candidate token ids, the
 next-token log-probabilities after the context and after every token of every
 continuation: letter-mode choices read the first, the number trie reads both.
+
+Generation mode (DESIGN section 6) is the second primitive: token ids in, text out, with
+every sampling setting spelled out in the request (greedy when `temperature` is 0), so no
+backend falls back on a model's own generation config.
 """
 
 from __future__ import annotations
@@ -64,6 +68,40 @@ class ScoreResult:
     context_tokens: int
 
 
+@dataclass(frozen=True)
+class GenerateRequest:
+    context: tuple[int, ...]
+    max_tokens: int = 32
+    #: 0 is greedy decoding; above 0, sampling with `top_p` and `seed`
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = 0
+    #: generation stops after the first of these strings, which is kept in the text
+    stop: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.context:
+            raise ValueError("a generation request needs a non-empty context")
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be positive, got {self.max_tokens}")
+        if self.temperature < 0 or not 0 < self.top_p <= 1:
+            raise ValueError(f"need temperature >= 0 and 0 < top_p <= 1, got {self.temperature}, {self.top_p}")
+
+
+@dataclass(frozen=True)
+class Generation:
+    text: str
+    token_ids: tuple[int, ...]
+    #: "stop" (a stop string or the end-of-sequence token) or "length" (max_tokens reached)
+    finish_reason: str
+
+
+def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
+    """`text` up to and including the first stop string, and whether one was found."""
+    ends = [text.find(s) + len(s) for s in stop if s and s in text]
+    return (text[: min(ends)], True) if ends else (text, False)
+
+
 @runtime_checkable
 class Backend(Protocol):
     #: short backend name recorded in results: "hf", "vllm"
@@ -74,4 +112,8 @@ class Backend(Protocol):
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         """One result per request, in request order."""
+        ...
+
+    def generate(self, requests: Sequence[GenerateRequest]) -> list[Generation]:
+        """One generation per request, in request order."""
         ...

@@ -18,6 +18,9 @@ How a batch of requests is scored:
    asked for, when the logits after its last token are needed too. One-token continuations
    without candidates need no second pass at all.
 
+Out of memory, a batch is retried with half the token budget (down to one request), and
+the smaller budget is kept for later batches.
+
 Logits are turned into log-softmax in float64 (a float32 log-sum-exp over a 50k-token
 vocabulary is off by ~2e-5 nats per token, with a consistent sign, which adds up over an
 option's tokens), and only the scored entries are gathered and moved to the CPU. Everything
@@ -33,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from .backend import ContinuationScore, ScoreRequest, ScoreResult
+from .backend import ContinuationScore, GenerateRequest, Generation, ScoreRequest, ScoreResult, cut_at_stop
 
 #: default budget of tokens (rows x padded length, cache included) in one forward pass
 DEFAULT_MAX_BATCH_TOKENS = 8192
@@ -86,8 +89,11 @@ class HFBackend:
         model_revision: str | None = None,
         max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
         max_logit_rows: int = DEFAULT_MAX_LOGIT_ROWS,
+        tokenizer: Any = None,
     ) -> None:
         self.model = model.eval()
+        #: needed only by `generate` (decoding and stop strings)
+        self.tokenizer = tokenizer
         self.model_id = model_id or str(getattr(model.config, "name_or_path", "") or type(model).__name__)
         self.model_revision = model_revision or getattr(model.config, "_commit_hash", None)
         self.max_batch_tokens = max_batch_tokens
@@ -101,13 +107,15 @@ class HFBackend:
         revision: str | None = None,
         dtype: str = "float32",
         device: str = "cpu",
+        gguf_file: str | None = None,
         **kwargs: Any,
     ) -> HFBackend:
-        """Load `model_id` (a Hub id or a local folder) in `dtype` on `device`."""
+        """Load `model_id` (Hub id or local folder; with `gguf_file`, that GGUF file in it) in `dtype` on `device`."""
         import torch
         from transformers import AutoModelForCausalLM
 
-        model = AutoModelForCausalLM.from_pretrained(model_id, revision=revision, dtype=getattr(torch, dtype))
+        extra = {"gguf_file": gguf_file} if gguf_file else {}
+        model = AutoModelForCausalLM.from_pretrained(model_id, revision=revision, dtype=getattr(torch, dtype), **extra)
         model.to(device)
         return cls(model, model_id=model_id, model_revision=revision, **kwargs)
 
@@ -120,13 +128,81 @@ class HFBackend:
 
         results: list[ScoreResult | None] = [None] * len(requests)
         order = sorted(range(len(requests)), key=lambda i: len(requests[i].context))
-        batches = _chunks(order, lambda i: len(requests[i].context), self.max_batch_tokens)
         with torch.inference_mode():
-            for batch in batches:
-                scored = self._score_batch([requests[i] for i in batch])
-                for i, result in zip(batch, scored, strict=True):
+            for batch in list(_chunks(order, lambda i: len(requests[i].context), self.max_batch_tokens)):
+                for i, result in self._score_backing_off(requests, batch):
                     results[i] = result
         return [r for r in results if r is not None]
+
+    def _score_backing_off(self, requests: Sequence[ScoreRequest], batch: list[int]) -> list[tuple[int, ScoreResult]]:
+        """Score `batch`; out of memory, halve the token budget and retry it in smaller chunks."""
+        import torch
+
+        try:
+            return list(zip(batch, self._score_batch([requests[i] for i in batch]), strict=True))
+        except torch.OutOfMemoryError:
+            if len(batch) == 1 and self.max_batch_tokens <= 1:
+                raise
+            self.max_batch_tokens = max(1, self.max_batch_tokens // 2)
+            self.max_logit_rows = max(1, self.max_logit_rows // 2)
+            if self.model.device.type == "cuda":
+                torch.cuda.empty_cache()
+            if len(batch) == 1:
+                return self._score_backing_off(requests, batch)
+            chunks = _chunks(batch, lambda i: len(requests[i].context), self.max_batch_tokens)
+            halves = list(chunks) if self.max_batch_tokens > 1 else [[i] for i in batch]
+            if len(halves) == 1:
+                halves = [batch[: len(batch) // 2], batch[len(batch) // 2 :]]
+            return [pair for part in halves for pair in self._score_backing_off(requests, part)]
+
+    def generate(self, requests: Sequence[GenerateRequest]) -> list[Generation]:
+        """Greedy or sampled generation, one request at a time (a request's text never depends on its batch)."""
+        import torch
+        from transformers import GenerationConfig
+
+        if self.tokenizer is None:
+            raise ValueError("HFBackend.generate needs the tokenizer (HFBackend(..., tokenizer=...))")
+        out: list[Generation] = []
+        eos = self.model.generation_config.eos_token_id
+        if eos is None:
+            eos = self.tokenizer.eos_token_id
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos
+        with torch.inference_mode():
+            for r in requests:
+                sampled = r.temperature > 0
+                # every field that changes the output is stated: None would inherit the model's config
+                config = GenerationConfig(
+                    max_new_tokens=r.max_tokens,
+                    min_new_tokens=0,
+                    do_sample=sampled,
+                    temperature=r.temperature if sampled else 1.0,
+                    top_p=r.top_p if sampled else 1.0,
+                    top_k=0,
+                    min_p=None,
+                    num_beams=1,
+                    repetition_penalty=1.0,
+                    no_repeat_ngram_size=0,
+                    eos_token_id=eos,
+                    pad_token_id=pad,
+                    stop_strings=list(r.stop) or None,
+                )
+                if sampled and r.seed is not None:
+                    torch.manual_seed(r.seed)
+                ids = torch.tensor([r.context], device=self.model.device)
+                new = self.model.generate(
+                    input_ids=ids,
+                    attention_mask=torch.ones_like(ids),
+                    generation_config=config,
+                    tokenizer=self.tokenizer,
+                )[0, len(r.context) :].tolist()
+                eos_ids = {eos} if isinstance(eos, int) else set(eos or ())
+                ended = bool(new) and new[-1] in eos_ids
+                if ended:
+                    new = new[:-1]
+                text, stopped = cut_at_stop(self.tokenizer.decode(new, skip_special_tokens=True), r.stop)
+                reason = "stop" if (ended or stopped) else "length"
+                out.append(Generation(text, tuple(new), reason))
+        return out
 
     def _score_batch(self, requests: list[ScoreRequest]) -> list[ScoreResult]:
         import torch

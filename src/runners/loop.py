@@ -31,7 +31,7 @@ from .run import ScoringSettings, run_items
 REQUIRED_COLUMNS = ("id", "probe", "task", "prompt", "messages")
 TASK_COLUMNS = {"choice": ("choices", "choice_labels"), "number": ("number_min", "number_max")}
 DTYPES = ("float32", "bfloat16", "float16")
-BACKENDS = ("hf",)
+BACKENDS = ("hf", "vllm")
 
 
 @dataclass
@@ -132,27 +132,76 @@ def local_model_revision(folder: Path) -> str:
     return f"local-{h.hexdigest()[:16]}"
 
 
-def load_hf(model: str, *, revision: str | None = None, dtype: str = "float32", device: str = "cpu"):
-    """(backend, tokenizer, revision for the result key) of a transformers model folder or Hub id."""
+def load_backend(
+    model: str,
+    *,
+    backend: str = "hf",
+    revision: str | None = None,
+    dtype: str = "float32",
+    device: str = "cpu",
+    gguf_file: str | None = None,
+    prefix_caching: bool = True,
+    enforce_eager: bool = False,
+    gpu_memory_utilization: float = 0.3,
+    max_model_len: int | None = 4096,
+    block_size: int | None = None,
+):
+    """(backend, tokenizer, revision for the result key) of a model folder or Hub id.
+
+    Both backends get the same transformers tokenizer, so they score the same token ids
+    (`runners.tokenize`); vLLM's own tokenizer only detokenises generations.
+    """
+    if backend not in BACKENDS:
+        raise ProbeError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if dtype not in DTYPES:
         raise ProbeError(f"--dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     folder = Path(model).expanduser()
     local = folder.exists()
     if not local and _looks_like_path(model):
         raise ProbeError(f"model folder {model} does not exist")
-    if local and not (folder / "config.json").is_file():
+    if local and gguf_file and not (folder / gguf_file).is_file():
+        raise ProbeError(f"model folder {model} has no GGUF file {gguf_file}")
+    if local and not gguf_file and not (folder / "config.json").is_file():
         raise ProbeError(f"model folder {model} has no config.json (not a transformers model folder)")
-    from transformers import AutoTokenizer
-
-    from .hf import HFBackend
-
+    if backend == "vllm" and gguf_file:
+        raise ProbeError("--gguf-file works with --backend hf; for vllm, save the model as a safetensors folder first")
     try:
-        tokenizer = AutoTokenizer.from_pretrained(model, revision=revision)
-        backend = HFBackend.from_pretrained(model, revision=revision, dtype=dtype, device=device)
+        from transformers import AutoTokenizer
+    except ImportError as exc:
+        raise ProbeError("scoring needs the hf extra: pip install -e .[hf]") from exc
+    extra = {"gguf_file": gguf_file} if gguf_file else {}
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model, revision=revision, **extra)
+        if backend == "hf":
+            from .hf import HFBackend
+
+            scorer: Any = HFBackend.from_pretrained(
+                model, revision=revision, dtype=dtype, device=device, tokenizer=tokenizer, **extra
+            )
+        else:
+            from .vllm_backend import VLLMBackend
+
+            scorer = VLLMBackend.from_pretrained(
+                model,
+                revision=revision,
+                dtype=dtype,
+                prefix_caching=prefix_caching,
+                enforce_eager=enforce_eager,
+                gpu_memory_utilization=gpu_memory_utilization,
+                max_model_len=max_model_len,
+                block_size=block_size,
+            )
+    except ImportError as exc:
+        raise ProbeError(str(exc)) from exc
     except (OSError, ValueError) as exc:
         raise ProbeError(f"cannot load model {model!r}: {exc}") from exc
-    key_revision = local_model_revision(folder) if local else (revision or backend.model_revision or "unknown")
-    return backend, tokenizer, key_revision
+    key_revision = local_model_revision(folder) if local else (revision or scorer.model_revision or "unknown")
+    return scorer, tokenizer, key_revision
+
+
+def load_hf(model: str, *, revision: str | None = None, dtype: str = "float32", device: str = "cpu"):
+    """`load_backend(..., backend="hf")`."""
+    return load_backend(model, backend="hf", revision=revision, dtype=dtype, device=device)
 
 
 def key_for(model: str, model_revision: str, settings: ScoringSettings, chat: bool) -> res.ResultKey:
@@ -172,16 +221,23 @@ class RunSummary:
     parts: int  # parts written by this run
     wall_s: float
     items_per_s: float
+    #: prompt and answer tokens of the scored items (contexts plus options; for number and
+    #: generation items, contexts only)
+    tokens: int = 0
+    tokens_per_s: float = 0.0
 
     def line(self) -> str:
         return (
             f"{self.config}: {self.items} items scored ({self.skipped} already done), "
-            f"{self.refusals} refusals, {self.items_per_s:.2f} items/s, {self.wall_s:.1f} s"
+            f"{self.refusals} refusals, {self.items_per_s:.2f} items/s, {self.tokens_per_s:.0f} tokens/s, "
+            f"{self.wall_s:.1f} s"
         )
 
 
 def _hardware(backend: Any) -> dict[str, Any]:
     info: dict[str, Any] = {"platform": platform.platform(), "python": platform.python_version()}
+    if callable(getattr(backend, "hardware", None)):
+        info.update(backend.hardware())
     model = getattr(backend, "model", None)
     if model is not None:
         import torch
@@ -237,7 +293,7 @@ def run_config(
         on_start(len(selected), len(selected) - len(todo))
 
     pending: list[dict[str, Any]] = []
-    parts = refusals = 0
+    parts = refusals = tokens = 0
     scoring_started = time.perf_counter()
 
     def flush() -> None:
@@ -258,6 +314,7 @@ def run_config(
         for row in rows:
             row.update(model_revision=key.model_revision, scoring=key.scoring, chat=chat)
             refusals += bool(row["refused"])
+            tokens += int(row["context_tokens"] or 0) + sum(row["choice_tokens"] or ())
         pending.extend(rows)
         if len(pending) >= flush_every:
             flush()
@@ -277,6 +334,8 @@ def run_config(
         parts=parts,
         wall_s=wall_s,
         items_per_s=len(todo) / scoring_s if todo and scoring_s > 0 else 0.0,
+        tokens=tokens,
+        tokens_per_s=tokens / scoring_s if todo and scoring_s > 0 else 0.0,
     )
     entry: Mapping[str, Any] = {
         "prompt_dataset": {
@@ -301,6 +360,8 @@ def run_config(
         "refusals": summary.refusals,
         "wall_s": round(wall_s, 3),
         "items_per_s": round(summary.items_per_s, 3),
+        "tokens": summary.tokens,
+        "tokens_per_s": round(summary.tokens_per_s, 1),
         "hardware": _hardware(backend),
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }

@@ -55,6 +55,8 @@ RESULT_SCHEMA = pa.schema(
         ("context_tokens", pa.int64()),
         ("generated_text", pa.string()),
         ("parsed_value", pa.int64()),
+        ("parse_status", pa.string()),
+        ("finish_reason", pa.string()),
     ]
 )
 

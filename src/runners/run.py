@@ -22,7 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from .backend import Backend, ScoreRequest, ScoreResult
+from promptgen.seeding import hash_int
+
+from .backend import Backend, GenerateRequest, Generation, ScoreRequest, ScoreResult
+from .parse import parse_choice, parse_number
 from .scoring import (
     NumberTrie,
     build_number_trie,
@@ -32,9 +35,20 @@ from .scoring import (
     number_request,
     sentence_choice_probs,
 )
-from .tokenize import Tokenizer, digit_start_ids, encode_continuations, label_token_ids, number_paths, render_chat
+from .tokenize import (
+    Tokenizer,
+    digit_start_ids,
+    encode_context,
+    encode_continuations,
+    label_token_ids,
+    number_paths,
+    render_chat,
+)
 
 CHOICE_MODES = ("sentence", "letter")
+MODES = ("score", "generate")
+#: the settings that only matter in generation mode (left out of the key in score mode)
+GENERATION_FIELDS = ("temperature", "top_p", "max_new_tokens", "seed")
 
 
 @dataclass(frozen=True)
@@ -51,8 +65,21 @@ class ScoringSettings:
     number_prefixes: tuple[str, ...] = ("", " ")
     #: an item is refused when the valid mass (letter and number modes) is below this
     refusal_threshold: float = 0.5
+    #: "score" reads probabilities; "generate" generates text and parses the answer from it
+    mode: str = "score"
+    #: generation mode: 0 is greedy; above 0, sampling with top_p and a per-item seed
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_new_tokens: int = 16
+    #: generation mode: each item samples with a seed derived from this and its id, so its
+    #: text does not depend on batching, sharding or order
+    seed: int = 0
 
     def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.temperature < 0 or not 0 < self.top_p <= 1 or self.max_new_tokens < 1:
+            raise ValueError("need temperature >= 0, 0 < top_p <= 1 and max_new_tokens >= 1")
         if self.choice_mode not in CHOICE_MODES:
             raise ValueError(f"choice_mode must be one of {CHOICE_MODES}, got {self.choice_mode!r}")
         if not 0.0 <= self.refusal_threshold <= 1.0:
@@ -61,8 +88,20 @@ class ScoringSettings:
             raise ValueError("label_prefixes and number_prefixes must not be empty")
 
     def key(self) -> str:
-        """A canonical string of the settings (sorted JSON), stored as the rows' `scoring`."""
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        """A canonical string of the settings (sorted JSON), stored as the rows' `scoring`.
+
+        In score mode the generation settings change nothing and are left out (so are the
+        score-mode settings in generation mode, but for the choice mode, which picks how a
+        choice answer is parsed only through the labels and options, and is kept for clarity).
+        """
+        values = asdict(self)
+        if self.mode == "score":
+            for name in (*GENERATION_FIELDS, "mode"):
+                values.pop(name)
+        else:
+            for name in ("length_normalize", "label_prefixes", "number_prefixes", "refusal_threshold", "choice_mode"):
+                values.pop(name)
+        return json.dumps(values, sort_keys=True, separators=(",", ":"))
 
 
 @dataclass
@@ -105,8 +144,8 @@ def _prepare(
     raise ValueError(f"{where}: task must be `choice` or `number`, got {task!r}")
 
 
-def _row(prepared: _Prepared, result: ScoreResult, settings: ScoringSettings) -> dict[str, Any]:
-    row: dict[str, Any] = {
+def _empty_row(context_tokens: int) -> dict[str, Any]:
+    return {
         "choice_logprobs": None,
         "choice_probs": None,
         "choice_tokens": None,
@@ -116,10 +155,16 @@ def _row(prepared: _Prepared, result: ScoreResult, settings: ScoringSettings) ->
         "argmax_value": None,
         "valid_mass": math.nan,
         "refused": False,
-        "context_tokens": result.context_tokens,
+        "context_tokens": context_tokens,
         "generated_text": None,
         "parsed_value": None,
+        "parse_status": None,
+        "finish_reason": None,
     }
+
+
+def _row(prepared: _Prepared, result: ScoreResult, settings: ScoringSettings) -> dict[str, Any]:
+    row = _empty_row(result.context_tokens)
     if prepared.trie is not None:
         dist = number_distribution(prepared.trie, result)
         row.update(
@@ -154,6 +199,37 @@ def _row(prepared: _Prepared, result: ScoreResult, settings: ScoringSettings) ->
     return row
 
 
+def generation_request(
+    item: Mapping[str, Any], tokenizer: Tokenizer, chat: bool, settings: ScoringSettings
+) -> GenerateRequest:
+    """The generation request of an item: its rendered context, and a seed derived from the item id."""
+    context = encode_context(tokenizer, render_context(tokenizer, item, chat))
+    return GenerateRequest(
+        context=context,
+        max_tokens=settings.max_new_tokens,
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+        seed=hash_int(settings.seed, str(item["id"])) % (2**31) if settings.temperature > 0 else settings.seed,
+    )
+
+
+def generated_row(item: Mapping[str, Any], request: GenerateRequest, gen: Generation) -> dict[str, Any]:
+    """The result row of a generated answer: raw text, parsed value, parse status; refused unless parsed."""
+    row = _empty_row(len(request.context))
+    row.update(generated_text=gen.text, finish_reason=gen.finish_reason, valid_mass=math.nan)
+    task = item.get("task")
+    if task == "number":
+        value, status = parse_number(gen.text, item["number_min"], item["number_max"])
+        row.update(parsed_value=value)
+    elif task == "choice":
+        value, status = parse_choice(gen.text, item.get("choice_labels") or [], item.get("choices") or [])
+        row.update(parsed_value=value, chosen_index=value)
+    else:
+        raise ValueError(f"item {item.get('id')!r}: task must be `choice` or `number`, got {task!r}")
+    row.update(parse_status=status, refused=status != "ok")
+    return row
+
+
 def run_items(
     items: Sequence[Mapping[str, Any]],
     backend: Backend,
@@ -178,6 +254,16 @@ def run_items(
         "scoring": settings.key(),
     }
     rows: list[dict[str, Any]] = []
+    if settings.mode == "generate":
+        for start in range(0, len(items), batch_items):
+            batch = items[start : start + batch_items]
+            requests = [generation_request(item, tokenizer, chat, settings) for item in batch]
+            generations = backend.generate(requests)
+            if len(generations) != len(requests):
+                raise RuntimeError(f"{backend.name} returned {len(generations)} texts for {len(requests)} items")
+            for item, request, gen in zip(batch, requests, generations, strict=True):
+                rows.append({"id": item["id"], **provenance, **generated_row(item, request, gen)})
+        return rows
     for start in range(0, len(items), batch_items):
         prepared = [_prepare(item, tokenizer, chat, settings, digits) for item in items[start : start + batch_items]]
         results = backend.score([p.request for p in prepared])

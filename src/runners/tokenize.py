@@ -99,21 +99,26 @@ def encode_continuations(
 ) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
     """(shared context ids, continuation ids) for several continuations of one context.
 
-    Backends reuse one forward pass of the context for all its continuations, so the split
-    must give the same context ids for every continuation. When a continuation straddles the
-    boundary it does not; that is an error naming the continuation (render the prompt so the
-    boundary falls between tokens, e.g. end it with a newline or put the space in the
-    continuation) rather than a silently different context.
+    Backends reuse one forward pass of the context for all its continuations, so they need
+    one context. When a continuation straddles the boundary (its first token also holds the
+    end of the context, e.g. a prompt ending in a blank line before `True`), the shared
+    context is cut back to the longest token prefix that every `context + continuation`
+    encoding starts with, and each continuation gets the rest of its own encoding. Every
+    option is then scored on exactly the tokens of its full text (the straddle rule of the
+    module docstring, applied to all options alike), and all options cover the same context
+    characters, so their log-probabilities stay comparable.
     """
     encoded = [encode_pair(tokenizer, context, text) for text in continuations]
     shared = encode_context(tokenizer, context)
-    for text, enc in zip(continuations, encoded, strict=True):
-        if enc.context_ids != shared:
-            raise ValueError(
-                f"continuation {text!r} merges with the end of the context into one token; "
-                f"its context ids differ from the context's own ({len(enc.context_ids)} vs {len(shared)} tokens)"
-            )
-    return shared, [enc.continuation_ids for enc in encoded]
+    if all(enc.context_ids == shared for enc in encoded):
+        return shared, [enc.continuation_ids for enc in encoded]
+    full = [enc.context_ids + enc.continuation_ids for enc in encoded]
+    n = min(len(enc.context_ids) for enc in encoded)
+    while n > 0 and any(f[:n] != full[0][:n] for f in full):
+        n -= 1
+    if n == 0:
+        raise ValueError(f"the continuations {list(continuations)!r} share no context token")
+    return full[0][:n], [f[n:] for f in full]
 
 
 def render_chat(tokenizer: Tokenizer, messages: Sequence[Mapping[str, str]]) -> str:

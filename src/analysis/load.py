@@ -1,0 +1,196 @@
+"""Prompt and result datasets -> pandas frames, and the one join every probe's analysis starts from.
+
+Both kinds of dataset are read either from a local Hub-ready folder or from a Hub repo id at a
+revision. Local folders are read as parquet directly: `datasets` keys its cache of a local
+folder by the folder's name, so a rebuilt or re-run folder could come back with stale rows.
+Hub repos go through `datasets.load_dataset(..., revision=...)`, which is what a reader of the
+published data does.
+
+Result rows carry their key (model, model revision, scoring settings) and where they were read
+from (`results_file`), so a bad join names the file to look at.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from promptgen.errors import ProbeError
+from runners.results import MANIFEST_NAME, RESULT_SCHEMA, ResultKey, part_files
+
+#: columns `load_results` adds to the result rows
+RESULT_KEY_COLUMN = "result_key"
+RESULT_FILE_COLUMN = "results_file"
+#: result columns that identify a run; every table is computed per run
+RUN_COLUMNS = ("model", "model_revision", "scoring")
+#: result columns every part must have; the others of RESULT_SCHEMA are read when present, so
+#: parts written before a column was added to the schema still load (the column is null there)
+CORE_RESULT_COLUMNS = ("id", *RUN_COLUMNS, "refused")
+
+
+def _local_folder(source: str | Path, what: str) -> Path | None:
+    """The folder when `source` is local; None for a Hub repo id; an error for a missing path."""
+    folder = Path(source).expanduser()
+    if folder.exists():
+        if not folder.is_dir():
+            raise ProbeError(f"{what} {source} is not a folder")
+        return folder
+    text = str(source)
+    if isinstance(source, Path) or text.startswith((".", "/", "~")) or text.count("/") != 1:
+        raise ProbeError(f"{what} folder {source} does not exist (nor is it a Hub repo id ORG/NAME)")
+    return None
+
+
+def _from_hub(repo: str, config: str, revision: str | None, columns: Sequence[str] | None, what: str) -> pd.DataFrame:
+    import datasets
+
+    try:
+        ds = datasets.load_dataset(repo, config, split="test", revision=revision)
+    except (ValueError, FileNotFoundError, datasets.exceptions.DatasetNotFoundError) as exc:
+        raise ProbeError(f"cannot load config {config!r} of {what} {repo} (revision {revision}): {exc}") from exc
+    if columns is not None:
+        missing = [c for c in columns if c not in ds.column_names]
+        if missing:
+            raise ProbeError(f"{what} {repo} config {config!r} has no column(s) {', '.join(missing)}")
+        ds = ds.select_columns(list(columns))
+    return ds.to_pandas()
+
+
+def _read_parquet(files: Sequence[Path], columns: Sequence[str] | None, what: str) -> pa.Table:
+    tables = []
+    for path in files:
+        try:
+            schema = pq.read_schema(path)
+            missing = [c for c in columns or () if c not in schema.names]
+            if missing:
+                raise ProbeError(f"{path}: {what} has no column(s) {', '.join(missing)}")
+            tables.append(pq.read_table(path, columns=list(columns) if columns is not None else None))
+        except (OSError, pa.ArrowException) as exc:
+            raise ProbeError(f"{path}: cannot read {what} parquet ({exc})") from exc
+    return pa.concat_tables(tables, promote_options="default")
+
+
+def load_prompts(
+    dataset: str | Path, config: str, *, revision: str | None = None, columns: Sequence[str] | None = None
+) -> pd.DataFrame:
+    """One config (split `test`) of a prompt dataset: a local Hub-ready folder or a Hub repo id.
+
+    `columns` limits what is read (the prompt texts are large and analysis rarely needs them).
+    """
+    folder = _local_folder(dataset, "prompt dataset")
+    if folder is None:
+        return _from_hub(str(dataset), config, revision, columns, "prompt dataset")
+    if revision is not None:
+        raise ProbeError(f"prompt dataset {dataset} is a local folder; --revision applies to Hub repos only")
+    files = sorted((folder / "data" / config).glob("*.parquet"))
+    if not files:
+        known = sorted(p.name for p in (folder / "data").iterdir() if p.is_dir()) if (folder / "data").is_dir() else []
+        raise ProbeError(
+            f"{folder}: no parquet files for config {config!r} (configs here: {', '.join(known) or 'none'})"
+        )
+    return _read_parquet(files, columns, "prompt config").to_pandas()
+
+
+def load_results(results: str | Path, config: str, *, revision: str | None = None) -> pd.DataFrame:
+    """Every result row of one config, all keys (models x settings) together.
+
+    Adds `result_key` (the key folder's slug, recomputed from the row so Hub and local reads
+    agree) and `results_file` (the part file, or `repo@revision:config` for the Hub). Two rows
+    for the same item under the same key are an error: one of them would silently win.
+    """
+    folder = _local_folder(results, "results")
+    if folder is None:
+        frame = _from_hub(str(results), config, revision, None, "results")
+        frame[RESULT_FILE_COLUMN] = f"{results}@{revision or 'main'}:{config}"
+    else:
+        if revision is not None:
+            raise ProbeError(f"results {results} is a local folder; --revision applies to Hub repos only")
+        config_dir = folder / "data" / config
+        files = [p for key_dir in sorted(config_dir.glob("*")) if key_dir.is_dir() for p in part_files(key_dir)]
+        if not files:
+            raise ProbeError(f"{config_dir}: no result parts (part-*.parquet) for config {config!r}")
+        tables = []
+        for path in files:
+            table = _read_parquet([path], None, "result part")
+            missing = [c for c in CORE_RESULT_COLUMNS if c not in table.column_names]
+            if missing:
+                raise ProbeError(f"{path}: not a result part, missing column(s) {', '.join(missing)}")
+            tables.append(table.append_column(RESULT_FILE_COLUMN, pa.array([str(path)] * len(table), pa.string())))
+        frame = pa.concat_tables(tables, promote_options="default").to_pandas()
+    missing = [c for c in CORE_RESULT_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ProbeError(f"results {results} config {config!r}: missing result column(s) {', '.join(missing)}")
+    for name in RESULT_SCHEMA.names:
+        if name not in frame.columns:
+            frame[name] = None
+    runs = frame[list(RUN_COLUMNS)].drop_duplicates()
+    slugs = {tuple(run): ResultKey(*run).slug for run in runs.itertuples(index=False)}
+    frame[RESULT_KEY_COLUMN] = [slugs[run] for run in zip(*(frame[c] for c in RUN_COLUMNS), strict=True)]
+    _check_unique_results(frame)
+    return frame
+
+
+def _check_unique_results(frame: pd.DataFrame) -> None:
+    dup = frame.duplicated([RESULT_KEY_COLUMN, "id"], keep=False)
+    if dup.any():
+        rows = frame.loc[dup]
+        files = sorted(set(rows[RESULT_FILE_COLUMN].astype(str)))
+        raise ProbeError(
+            f"{int(dup.sum())} result rows share an item id under one key (e.g. {rows['id'].iloc[0]!r}) "
+            f"in {', '.join(files[:5])}; remove the duplicate part(s)"
+        )
+
+
+def load_results_manifest(results: str | Path) -> dict[str, Any]:
+    """results_manifest.json of a local results folder (provenance for the report); {} when absent."""
+    path = Path(results).expanduser() / MANIFEST_NAME
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ProbeError(f"{path}: not valid JSON ({exc})") from exc
+
+
+def join(prompts: pd.DataFrame, results: pd.DataFrame, *, require: Sequence[str] = ()) -> pd.DataFrame:
+    """Result rows with their prompt's columns (by `id`), one row per result row.
+
+    Prompts without results are left out (a partial run is valid). A result id that is not
+    in the prompts means the results belong to another config or prompt revision: that is an
+    error naming the results file(s), never a silent drop. `require` lists columns the caller
+    needs in the joined frame.
+    """
+    where = _files(results)
+    for name, frame in (("prompts", prompts), ("results", results)):
+        if "id" not in frame.columns:
+            raise ProbeError(f"{name} frame has no `id` column" + (f" ({where})" if name == "results" else ""))
+    if prompts["id"].duplicated().any():
+        raise ProbeError(f"prompt ids are not unique (e.g. {prompts.loc[prompts['id'].duplicated(), 'id'].iloc[0]!r})")
+    shared = sorted((set(prompts.columns) & set(results.columns)) - {"id"})
+    if shared:
+        raise ProbeError(f"prompts and results ({where}) both have column(s) {', '.join(shared)}")
+    missing = [c for c in require if c not in prompts.columns and c not in results.columns]
+    if missing:
+        raise ProbeError(f"joined prompts and results ({where}) lack required column(s) {', '.join(missing)}")
+    unknown = ~results["id"].isin(prompts["id"])
+    if unknown.any():
+        bad = results.loc[unknown]
+        examples = ", ".join(repr(i) for i in bad["id"].drop_duplicates().head(3))
+        raise ProbeError(
+            f"{_files(bad)}: {int(unknown.sum())} result id(s) not in the prompt config (e.g. {examples}); "
+            "wrong config or prompt dataset revision?"
+        )
+    return prompts.merge(results, on="id", how="inner", validate="one_to_many", sort=False).reset_index(drop=True)
+
+
+def _files(results: pd.DataFrame) -> str:
+    if RESULT_FILE_COLUMN not in results.columns or results.empty:
+        return "results frame"
+    files = sorted(set(results[RESULT_FILE_COLUMN].astype(str)))
+    return ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")

@@ -1,0 +1,191 @@
+"""The few tests every probe's analysis shares: one-sample t, two-sample equal-variance t, Cohen's d, Bonferroni.
+
+Why not call scipy directly everywhere: analysis tables are built group by group, and a group
+with one value or no variance must give a row with NaN and a reason, never an exception or a
+warning-laden `inf`. These wrappers do that once, return named fields (`as_dict()` feeds a
+table row), and otherwise defer to scipy for the distributions.
+
+Missing values are never dropped silently: `nan_policy="raise"` (the default) rejects them;
+`nan_policy="omit"` drops them and `n` counts what was used.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+import numpy as np
+from scipy import stats
+
+NanPolicy = Literal["raise", "omit"]
+
+
+def _values(values: Sequence[float] | np.ndarray, nan_policy: NanPolicy, name: str = "values") -> np.ndarray:
+    """A float array, with non-finite values rejected or dropped as asked."""
+    if nan_policy not in ("raise", "omit"):
+        raise ValueError(f"nan_policy must be 'raise' or 'omit', got {nan_policy!r}")
+    x = np.asarray(values, dtype=np.float64).ravel()
+    finite = np.isfinite(x)
+    if not finite.all():
+        if nan_policy == "raise":
+            raise ValueError(
+                f"{name} has {int((~finite).sum())} non-finite value(s); drop them or pass nan_policy='omit'"
+            )
+        x = x[finite]
+    return x
+
+
+def _constant(x: np.ndarray) -> bool:
+    """Exactly equal values: their float SD can come out as 1e-17 instead of 0 and give a meaningless huge t."""
+    return bool((x == x[0]).all())
+
+
+def _check_confidence(confidence: float) -> None:
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+
+
+@dataclass(frozen=True)
+class OneSampleT:
+    """One-sample t-test of the mean against `popmean`, with a confidence interval of the mean."""
+
+    n: int
+    mean: float
+    sd: float  # sample standard deviation (ddof=1)
+    t: float
+    df: float
+    p: float  # two-sided
+    ci_low: float
+    ci_high: float
+    note: str  # empty when every field could be computed
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def one_sample_t(
+    values: Sequence[float] | np.ndarray,
+    popmean: float = 0.0,
+    *,
+    confidence: float = 0.95,
+    nan_policy: NanPolicy = "raise",
+) -> OneSampleT:
+    """t = (mean - popmean) / (sd / sqrt(n)), df = n - 1, two-sided p; CI = mean ± t_crit · sd / sqrt(n).
+
+    n < 2 or zero variance give NaN for what cannot be computed (the mean is still reported)
+    and a `note` saying why, because a table of many groups must not stop at one degenerate group.
+    """
+    _check_confidence(confidence)
+    x = _values(values, nan_policy)
+    n = len(x)
+    nan = math.nan
+    if n == 0:
+        return OneSampleT(0, nan, nan, nan, nan, nan, nan, nan, "no values")
+    mean = float(x.mean())
+    if n < 2:
+        return OneSampleT(n, mean, nan, nan, nan, nan, nan, nan, "n=1 < 2: no variance estimate")
+    df = float(n - 1)
+    if _constant(x):
+        return OneSampleT(n, mean, 0.0, nan, df, nan, nan, nan, "zero variance: t undefined")
+    sd = float(x.std(ddof=1))
+    if not sd > 0:
+        return OneSampleT(n, mean, 0.0, nan, df, nan, nan, nan, "zero variance: t undefined")
+    se = sd / math.sqrt(n)
+    t = (mean - popmean) / se
+    p = float(2.0 * stats.t.sf(abs(t), df))
+    half = float(stats.t.ppf(0.5 + confidence / 2.0, df)) * se
+    return OneSampleT(n, mean, sd, float(t), df, p, mean - half, mean + half, "")
+
+
+@dataclass(frozen=True)
+class TwoSampleT:
+    """Two-sided independent two-sample t-test with equal variances, and the pooled-SD effect size.
+
+    `diff` = mean1 - mean2; `smd` = diff / sd_pooled (Cohen's d); CI is that of `diff`.
+    """
+
+    n1: int
+    n2: int
+    mean1: float
+    mean2: float
+    diff: float
+    sd_pooled: float
+    smd: float
+    t: float
+    df: float
+    p: float
+    ci_low: float
+    ci_high: float
+    note: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def pooled_sd(a: np.ndarray, b: np.ndarray) -> float:
+    """sqrt(((n1-1)s1² + (n2-1)s2²) / (n1+n2-2)): the SD both the equal-variance t and Cohen's d use."""
+    n1, n2 = len(a), len(b)
+    if n1 + n2 - 2 < 1:
+        return math.nan
+    ss = ((a - a.mean()) ** 2).sum() + ((b - b.mean()) ** 2).sum()
+    return float(math.sqrt(ss / (n1 + n2 - 2)))
+
+
+def two_sample_t(
+    a: Sequence[float] | np.ndarray,
+    b: Sequence[float] | np.ndarray,
+    *,
+    confidence: float = 0.95,
+    nan_policy: NanPolicy = "raise",
+) -> TwoSampleT:
+    """Student's t (equal variances), df = n1 + n2 - 2, and the standardised mean difference (mean1 - mean2) / s_p.
+
+    Each sample needs n >= 2 (so each contributes a variance estimate) and s_p > 0; otherwise the
+    fields that cannot be computed are NaN and `note` says why.
+    """
+    _check_confidence(confidence)
+    x, y = _values(a, nan_policy, "a"), _values(b, nan_policy, "b")
+    n1, n2 = len(x), len(y)
+    nan = math.nan
+    m1 = float(x.mean()) if n1 else nan
+    m2 = float(y.mean()) if n2 else nan
+    diff = m1 - m2
+    short = [f"n{i}={n} < 2" for i, n in ((1, n1), (2, n2)) if n < 2]
+    if short:
+        return TwoSampleT(n1, n2, m1, m2, diff, nan, nan, nan, nan, nan, nan, nan, "; ".join(short))
+    sp = 0.0 if _constant(x) and _constant(y) else pooled_sd(x, y)
+    df = float(n1 + n2 - 2)
+    if not sp > 0:
+        return TwoSampleT(n1, n2, m1, m2, diff, 0.0, nan, nan, df, nan, nan, nan, "zero pooled variance: t undefined")
+    se = sp * math.sqrt(1.0 / n1 + 1.0 / n2)
+    t = diff / se
+    p = float(2.0 * stats.t.sf(abs(t), df))
+    half = float(stats.t.ppf(0.5 + confidence / 2.0, df)) * se
+    return TwoSampleT(n1, n2, m1, m2, diff, sp, diff / sp, float(t), df, p, diff - half, diff + half, "")
+
+
+def cohens_d(
+    a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, *, nan_policy: NanPolicy = "raise"
+) -> tuple[float, str]:
+    """(mean(a) - mean(b)) / s_p with the pooled SD of `pooled_sd`, and a note (empty when defined)."""
+    r = two_sample_t(a, b, nan_policy=nan_policy)
+    return r.smd, r.note
+
+
+def bonferroni(p_values: Sequence[float] | np.ndarray, m: int | None = None) -> np.ndarray:
+    """min(1, p · m) per p-value; NaN stays NaN.
+
+    `m` defaults to the number of non-NaN p-values, i.e. the tests that were actually run: a
+    group whose test was undefined is not a comparison and must not inflate the correction.
+    """
+    p = np.asarray(p_values, dtype=np.float64)
+    valid = ~np.isnan(p)
+    if m is None:
+        m = int(valid.sum())
+    if m < 0:
+        raise ValueError(f"m must be non-negative, got {m}")
+    if ((p[valid] < 0) | (p[valid] > 1)).any():
+        raise ValueError("p-values must lie in [0, 1]")
+    return np.where(valid, np.minimum(1.0, p * max(m, 1)), np.nan)

@@ -1,0 +1,275 @@
+"""`probes curate-pairs`: race-probe results + the prompt dataset -> a new dataset version with the model's pairs.
+
+The I/O edge of step 7 (DESIGN section 5); the selection itself is `trust_game_pairs`.
+
+1. Read `DATASET/data/race_probe/*.parquet` (the items) and one key folder of
+   `RESULTS/data/race_probe/<key>/part-*.parquet` (the rows `probes run` wrote), join them
+   by `id`, and select the pairs (`compute_curated`).
+2. Rebuild the dataset from its recipe and sources with the curated pairs as an extra input
+   (`promptgen.build.build(curated_pairs=...)`): configs `pairs_<slug>` and `games_<slug>`.
+
+Why a rebuild and not a copy of DATASET with two configs appended: the one writer that every
+build uses then also writes this version, so it is atomic, deterministic (recipe + sources +
+curated pairs -> byte-identical files), its fingerprint covers the pairs and their record, and
+the card is rendered from the same template with a section per curated model. The version is
+`<recipe version>+pairs.<hash>`, so publishing it makes a new tag. Pairs curated earlier are
+carried over from DATASET's `pairs_<slug>` configs (checked again on reading), so every
+curation adds one model without dropping the others; curating a slug again replaces it.
+DATASET must have been built from the same recipe (its sha256 is compared), so the rebuilt
+configs are the ones the results were scored on.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from .errors import ProbeError
+from .hubfolder import check_target
+from .recipe import load_recipe
+from .trust_game import RACE_PROBE_VARIANTS
+from .trust_game_pairs import (
+    DEFAULT_PER_GENDER,
+    KEY_COLUMNS,
+    PAIR_COLUMNS,
+    CuratedPairs,
+    check_pairs_table,
+    check_slug,
+    compute_logodds,
+    default_slug,
+    pairs_config_name,
+    select_pairs,
+)
+
+RACE_PROBE = "race_probe"
+BUILD_MANIFEST = "build_manifest.json"
+PROMPT_COLUMNS = ("id", *KEY_COLUMNS, "race", "variant", "choice_types")
+LOGODDS_NOTE = "log P(True) - log P(False) from the summed answer-token log-probabilities (choice_logprobs)"
+
+
+@dataclass(frozen=True)
+class RaceProbeResults:
+    """One result key's race-probe rows (`id`, `choice_logprobs`, `file`) and what they were scored with."""
+
+    rows: pd.DataFrame
+    key: str
+    model: str
+    model_revision: str
+    scoring: dict[str, Any]
+    runs: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class CurateResult:
+    path: Path
+    manifest: dict[str, Any]
+    curated: CuratedPairs
+    carried: tuple[str, ...]
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def read_dataset_manifest(dataset: Path) -> dict[str, Any]:
+    """DATASET's build_manifest.json: it names the recipe the folder was built from."""
+    path = Path(dataset) / BUILD_MANIFEST
+    if not path.is_file():
+        raise ProbeError(
+            f"--prompts {dataset}: no {BUILD_MANIFEST}; expected a trust-game-names folder from probes build"
+        )
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ProbeError(f"{path}: not valid JSON ({exc})") from exc
+
+
+def _read_parquet_folder(folder: Path, columns: list[str], what: str) -> pd.DataFrame:
+    files = sorted(folder.glob("*.parquet"))
+    if not files:
+        raise ProbeError(f"{folder}: no parquet files; {what}")
+    frames = []
+    for path in files:
+        schema = pq.read_schema(path)
+        missing = [c for c in columns if c not in schema.names]
+        if missing:
+            raise ProbeError(f"{path}: missing column(s) {missing}")
+        frames.append(pq.read_table(path, columns=columns).to_pandas())
+    return pd.concat(frames, ignore_index=True)
+
+
+def load_race_probe_prompts(dataset: Path) -> pd.DataFrame:
+    """The `race_probe` items of a local dataset folder, read from parquet (no `datasets` cache to go stale)."""
+    folder = Path(dataset) / "data" / RACE_PROBE
+    if not folder.is_dir():
+        raise ProbeError(f"--prompts {dataset}: no {RACE_PROBE} config (expected {folder}/*.parquet)")
+    return _read_parquet_folder(folder, list(PROMPT_COLUMNS), f"the {RACE_PROBE} config is empty")
+
+
+def load_race_probe_results(results: Path, *, key: str | None = None) -> RaceProbeResults:
+    """The race-probe rows of one result key folder, as `probes run` wrote them.
+
+    `key` names the folder (`<model>-<hash>`) when the results hold several (other models or
+    scoring settings); with one folder it may be left out. Sentence scoring is required: step 7
+    compares the answer strings `True` / `False`, not label tokens.
+    """
+    # the result layout is the runners' (promptgen otherwise never imports them)
+    from runners.results import MANIFEST_NAME, part_files, read_manifest
+
+    results = Path(results)
+    config_dir = results / "data" / RACE_PROBE
+    if not config_dir.is_dir():
+        raise ProbeError(
+            f"results folder {results} has no {RACE_PROBE} results (expected {config_dir}/<key>/part-*.parquet); "
+            f"score them first: probes run DATASET --config {RACE_PROBE} --model M --out {results}"
+        )
+    keys = sorted(p.name for p in config_dir.iterdir() if p.is_dir() and part_files(p))
+    if not keys:
+        raise ProbeError(f"{config_dir}: no result parts")
+    if key is None:
+        if len(keys) > 1:
+            raise ProbeError(f"{config_dir} holds several result keys {keys}; choose one with --key")
+        key = keys[0]
+    if key not in keys:
+        raise ProbeError(f"--key {key!r}: no such result key under {config_dir}; found {keys}")
+    folder = config_dir / key
+    key_file = folder / "key.json"
+    if not key_file.is_file():
+        raise ProbeError(f"{folder}: no key.json; not a result folder written by probes run")
+    info = json.loads(key_file.read_text(encoding="utf-8"))
+    scoring = json.loads(info["scoring"])
+    if scoring.get("choice_mode") != "sentence":
+        raise ProbeError(
+            f"{key_file}: choice_mode {scoring.get('choice_mode')!r}; curation needs sentence scoring "
+            "(log-probabilities of the answer strings True / False): rerun with --scoring sentence"
+        )
+    frames = []
+    for path in part_files(folder):
+        table = pq.read_table(path, columns=["id", "choice_logprobs"]).to_pandas()
+        frames.append(table.assign(file=str(path)))
+    rows = pd.concat(frames, ignore_index=True)
+    dup = rows["id"].duplicated(keep=False)
+    if dup.any():
+        first = rows[dup].iloc[0]["id"]
+        files = sorted(set(rows.loc[rows["id"] == first, "file"]))
+        raise ProbeError(f"result id {first!r} appears more than once under {folder}: {files}")
+    runs = [
+        run
+        for run in read_manifest(results).get("runs", {}).values()
+        if run.get("key") == key and run.get("prompt_dataset", {}).get("config") == RACE_PROBE
+    ]
+    if not runs:
+        raise ProbeError(f"{results / MANIFEST_NAME}: no run recorded for {RACE_PROBE} key {key}")
+    return RaceProbeResults(rows, key, info["model"], info["model_revision"], scoring, runs)
+
+
+def load_curated(dataset: Path, manifest: dict[str, Any]) -> list[CuratedPairs]:
+    """The curated pairs DATASET already holds, read back from its `pairs_<slug>` configs and checked."""
+    out = []
+    for slug, record in manifest.get("parameters", {}).get("curated_pairs", {}).items():
+        folder = Path(dataset) / "data" / pairs_config_name(slug)
+        frame = _read_parquet_folder(folder, list(PAIR_COLUMNS), f"{BUILD_MANIFEST} lists curated pairs {slug!r}")
+        table = check_pairs_table(frame, file=str(folder), per_gender=int(record["per_gender"]))
+        out.append(CuratedPairs(slug, table, record))
+    return out
+
+
+# ----------------------------------------------------------------------------- computing
+
+
+def compute_curated(
+    prompts: pd.DataFrame,
+    results: RaceProbeResults,
+    *,
+    model_slug: str,
+    variant: str,
+    per_gender: int,
+    prompts_file: str,
+) -> CuratedPairs:
+    """Log-odds, selection and the record of one model's curation (no I/O)."""
+    if variant not in RACE_PROBE_VARIANTS:
+        raise ProbeError(f"--variant must be one of {list(RACE_PROBE_VARIANTS)}, got {variant!r}")
+    logodds = compute_logodds(prompts, results.rows, variant=variant, prompts_file=prompts_file)
+    selection = select_pairs(logodds.table, per_gender=per_gender)
+    record = {
+        "model": results.model,
+        "model_name": results.model.rstrip("/").split("/")[-1],
+        "model_revision": results.model_revision,
+        "scoring": results.scoring,
+        "results_key": results.key,
+        "backend": sorted({str(r.get("backend")) for r in results.runs}),
+        "dtype": sorted({str(r.get("dtype")) for r in results.runs}),
+        "prompt_fingerprints": sorted({str(r["prompt_dataset"].get("fingerprint")) for r in results.runs}),
+        "variant": variant,
+        "per_gender": per_gender,
+        "logodds": LOGODDS_NOTE,
+        "selection": {
+            "results": logodds.results,
+            "scored_pairs": len(logodds.table),
+            "incomplete_pairs": logodds.incomplete,
+            "groups": selection.groups,
+        },
+    }
+    table = check_pairs_table(selection.pairs, file=pairs_config_name(model_slug), per_gender=per_gender)
+    return CuratedPairs(model_slug, table, record)
+
+
+# ----------------------------------------------------------------------------- the command
+
+
+def curate_pairs(
+    results: Path,
+    dataset: Path,
+    out_dir: Path,
+    *,
+    model_slug: str | None = None,
+    per_gender: int = DEFAULT_PER_GENDER,
+    variant: str = "base",
+    key: str | None = None,
+    recipe: str = "trust-game",
+    sources_dir: Path | None = None,
+    cache_dir: Path | None = None,
+    offline: bool = False,
+    overwrite: bool = False,
+) -> CurateResult:
+    """Curate one model's pairs and write the next version of the dataset to `out_dir/<name>` (atomic)."""
+    from .build import build
+
+    dataset = Path(dataset)
+    manifest = read_dataset_manifest(dataset)
+    spec = load_recipe(recipe)
+    built_from = manifest.get("recipe", {}).get("sha256")
+    if manifest.get("name") != spec.name or built_from != spec.sha256:
+        raise ProbeError(
+            f"--prompts {dataset} ({manifest.get('name')}, recipe sha256 {str(built_from)[:16]}…) was not built from "
+            f"the recipe {spec.path} ({spec.name}, sha256 {spec.sha256[:16]}…); rebuild it or pass --recipe"
+        )
+    check_target(Path(out_dir) / spec.name, overwrite=overwrite)
+    if per_gender < 1:
+        raise ProbeError(f"--per-gender must be positive, got {per_gender}")
+    found = load_race_probe_results(results, key=key)
+    model_slug = check_slug(model_slug if model_slug is not None else default_slug(found.model))
+    prompts = load_race_probe_prompts(dataset)
+    curated = compute_curated(
+        prompts,
+        found,
+        model_slug=model_slug,
+        variant=variant,
+        per_gender=per_gender,
+        prompts_file=str(dataset / "data" / RACE_PROBE),
+    )
+    carried = [c for c in load_curated(dataset, manifest) if c.slug != model_slug]
+    built = build(
+        recipe,
+        out_dir=Path(out_dir),
+        sources_dir=sources_dir,
+        cache_dir=cache_dir,
+        offline=offline,
+        curated_pairs=[*carried, curated],
+        overwrite=overwrite,
+    )
+    return CurateResult(built.path, built.manifest, curated, tuple(c.slug for c in carried))

@@ -1,0 +1,380 @@
+"""The run loop on Ray Data (DESIGN section 7): the same scoring and the same result folder, on many model replicas.
+
+`run_config_ray` is `loop.run_config` with the scoring moved onto a Ray actor pool; everything
+that decides what a run writes is the loop's:
+
+1. Items are selected as in `probes run` (shard by a hash of the id, then `limit`, then the ids
+   already present under the same `ResultKey` are skipped), and the key is `loop.key_for` of
+   (model, model revision, scoring settings, chat): it never depends on the number of workers,
+   so Ray runs, `probes run` runs and `--shard` runs fill and resume the same key folder.
+2. The not-yet-done items become a `ray.data.Dataset` with one block per batch of `batch_size`
+   items, in row order: an actor scores exactly the batches `loop.run_config` would score, so
+   (on the same hardware) the rows are the loop's bit for bit, whatever the number of workers.
+3. `map_batches` runs `_Replica`, a callable class: each actor loads the model once
+   (`loop.load_backend`, one GPU per actor with `--device cuda`, one CPU otherwise) and turns
+   batches of items into result rows with `run_items`, in `RESULT_SCHEMA` (declared, so blocks
+   whose optional columns are all null still have one schema).
+4. The DRIVER is the only writer: it streams the actors' rows back with `iter_batches` and
+   writes them with `results.write_part` every `flush_every` rows, under the run's shard label.
+   Writing from the actors would need one part-name sequence per actor (`write_part` numbers
+   parts per shard label by listing the folder, so two writers with one label could pick the
+   same name and one part would silently replace the other), and a retried Ray task could
+   write its rows twice; one writer keeps the loop's atomic parts and resume semantics as they
+   are, and its cost (rows are small next to a forward pass) is negligible. A killed run loses
+   at most the rows since its last flush; rerunning resumes.
+5. The manifest entry and card are the loop's, plus a `ray` entry (workers, Ray version) and
+   the hardware of every replica.
+
+The driver loads no model: it validates the model source, loads the tokenizer (to decide
+`chat`) and works out the key's model revision with the loop's rule; every actor checks that
+the model it loaded has that revision, so a worker that sees other weights fails instead of
+writing rows under a wrong key. A local model folder must be at the same path on every node.
+
+Ray is imported inside functions: `import runners.ray_run` works without the `ray` extra.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from promptgen.errors import ProbeError
+
+from . import loop
+from . import results as res
+from .run import ScoringSettings, run_items
+
+#: what an actor returns per item: the result row, which replica scored it, and an input error
+ROW_SCHEMA = res.RESULT_SCHEMA.append(pa.field("worker", pa.string())).append(pa.field("error", pa.string()))
+
+
+class _Replica:
+    """One model replica: loaded once per Ray actor, then called on batches of items.
+
+    Input errors (a model that cannot be loaded, an item the scorer rejects) come back as an
+    `error` column instead of an exception, because Ray re-raises actor exceptions as its own
+    wrapper types with the traceback as text; the driver turns the message into one ProbeError.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        key: res.ResultKey,
+        settings: ScoringSettings,
+        chat: bool,
+        batch_size: int,
+        load_options: Mapping[str, Any],
+    ) -> None:
+        self.key, self.settings, self.chat, self.batch_size = key, settings, chat, batch_size
+        self.error: str | None = None
+        self.worker = json.dumps({"node": platform.node(), "pid": os.getpid()})
+        try:
+            self.backend, self.tokenizer, revision = loop.load_backend(model, **load_options)
+        except ProbeError as exc:
+            self.error = str(exc)
+            return
+        if revision != key.model_revision:
+            self.error = (
+                f"the worker on {platform.node()} loaded {model} at revision {revision}, the driver keyed the run "
+                f"by {key.model_revision}: is the model the same on every node?"
+            )
+        self.worker = json.dumps({**loop._hardware(self.backend), "node": platform.node()}, sort_keys=True)
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        items, error = batch.to_pylist(), self.error
+        if error is None:
+            try:
+                rows = run_items(
+                    items, self.backend, self.tokenizer, self.chat, settings=self.settings, batch_items=self.batch_size
+                )
+            except ValueError as exc:  # an item the scorer rejects (as loop.run_config reports it)
+                error = str(exc)
+        if error is not None:
+            rows = [{"id": item["id"], "error": error} for item in items]
+        for row in rows:
+            row.update(model_revision=self.key.model_revision, scoring=self.key.scoring, chat=self.chat)
+            row["worker"] = self.worker
+        return pa.Table.from_pylist([{name: row.get(name) for name in ROW_SCHEMA.names} for row in rows], ROW_SCHEMA)
+
+
+def resolve_model(
+    model: str, *, revision: str | None, dtype: str, backend: str, gguf_file: str | None = None
+) -> tuple[Any, str]:
+    """(tokenizer, revision for the result key) of a model, without loading its weights.
+
+    The checks and the revision rule are `loop.load_backend`'s (a local folder is keyed by a
+    hash of its config and weight files; a Hub model by the asked revision, else the commit
+    its config resolves to), so a Ray run and `probes run` key the same model alike.
+    """
+    if backend not in loop.BACKENDS:
+        raise ProbeError(f"--backend must be one of {', '.join(loop.BACKENDS)}, got {backend!r}")
+    if dtype not in loop.DTYPES:
+        raise ProbeError(f"--dtype must be one of {', '.join(loop.DTYPES)}, got {dtype!r}")
+    folder = Path(model).expanduser()
+    local = folder.exists()
+    if not local and loop._looks_like_path(model):
+        raise ProbeError(f"model folder {model} does not exist")
+    if local and gguf_file and not (folder / gguf_file).is_file():
+        raise ProbeError(f"model folder {model} has no GGUF file {gguf_file}")
+    if local and not gguf_file and not (folder / "config.json").is_file():
+        raise ProbeError(f"model folder {model} has no config.json (not a transformers model folder)")
+    try:
+        from transformers import AutoConfig, AutoTokenizer
+    except ImportError as exc:
+        raise ProbeError("scoring needs the hf extra: pip install -e .[hf]") from exc
+    extra = {"gguf_file": gguf_file} if gguf_file else {}
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model, revision=revision, **extra)
+        if local:
+            return tokenizer, loop.local_model_revision(folder)
+        commit = getattr(AutoConfig.from_pretrained(model, revision=revision, **extra), "_commit_hash", None)
+    except (OSError, ValueError) as exc:  # pragma: no cover - Hub models need the network
+        raise ProbeError(f"cannot load model {model!r}: {exc}") from exc
+    return tokenizer, revision or commit or "unknown"  # pragma: no cover
+
+
+def _worker_resources(device: str, num_workers: int) -> dict[str, float]:
+    """Ray resources of one replica; fails early when the cluster cannot hold `num_workers` of them."""
+    import ray
+
+    cuda = device.startswith("cuda")
+    need = {"GPU": 1.0} if cuda else {"CPU": 1.0}
+    (name, amount), have = next(iter(need.items())), ray.cluster_resources()
+    if have.get(name, 0.0) < amount * num_workers:
+        raise ProbeError(
+            f"--ray-workers {num_workers} needs {amount * num_workers:g} {name}(s) in the Ray cluster, "
+            f"it has {have.get(name, 0.0):g}"
+        )
+    return {"num_gpus": 1.0} if cuda else {"num_cpus": 1.0}
+
+
+def run_config_ray(
+    prompts: loop.PromptConfig,
+    model: str,
+    results: Path,
+    *,
+    model_revision: str | None = None,
+    settings: ScoringSettings | None = None,
+    chat: bool | None = None,
+    backend: str = "hf",
+    dtype: str = "float32",
+    device: str = "cpu",
+    num_workers: int = 1,
+    shard: tuple[int, int] = (0, 1),
+    limit: int | None = None,
+    batch_size: int = 16,
+    flush_every: int = 64,
+    load_options: Mapping[str, Any] | None = None,
+    on_start: Callable[[int, int], None] | None = None,
+    on_advance: Callable[[int], None] | None = None,
+) -> loop.RunSummary:
+    """Score the not-yet-done items of one shard of a prompt config on `num_workers` Ray replicas (module docstring).
+
+    `model_revision` is the Hub revision to load (`--model-revision`); the key's revision is
+    resolved as `probes run` does. `load_options` go to `loop.load_backend` on every actor
+    (e.g. vLLM's `gpu_memory_utilization`). Connects to the Ray cluster (`RAY_ADDRESS`), or
+    starts a local one, unless Ray is initialised already. Ray Data's own progress bars are
+    off during the run: `on_start(total, done)` and `on_advance(n)` report progress.
+    """
+    from probes import __version__
+
+    started = time.perf_counter()
+    settings = settings or ScoringSettings()
+    if batch_size < 1 or flush_every < 1 or num_workers < 1:
+        raise ProbeError("--batch-size, --flush-every and --ray-workers must be positive")
+    if limit is not None and limit < 1:
+        raise ProbeError(f"--limit must be positive, got {limit}")
+    options = dict(load_options or {})
+    tokenizer, key_revision = resolve_model(
+        model, revision=model_revision, dtype=dtype, backend=backend, gguf_file=options.get("gguf_file")
+    )
+    if chat is None:
+        chat = bool(getattr(tokenizer, "chat_template", None))
+    key = loop.key_for(model, key_revision, settings, chat)
+    folder = res.key_dir(results, prompts.config, key)
+
+    ids = prompts.dataset["id"]
+    selected = [k for k, item_id in enumerate(ids) if shard[1] == 1 or res.shard_of(item_id, shard[1]) == shard[0]]
+    if limit is not None:
+        selected = selected[:limit]
+    done = res.read_done(folder)
+    todo = [k for k in selected if ids[k] not in done]
+    if on_start is not None:
+        on_start(len(selected), len(selected) - len(todo))
+
+    pending: list[dict[str, Any]] = []
+    parts = refusals = tokens = 0
+    workers: dict[str, None] = {}  # the replicas' hardware, in order of first appearance
+    scoring_started = time.perf_counter()
+
+    def flush() -> None:
+        nonlocal parts, pending
+        if pending:
+            res.write_key_file(folder, key)
+            res.write_part(folder, shard, pending)
+            parts += 1
+            pending = []
+
+    if todo:
+        try:
+            import ray
+            import ray.data
+        except ImportError as exc:
+            raise ProbeError("--ray needs the ray extra: pip install -e .[ray]") from exc
+        if not ray.is_initialized():
+            ray.init()
+        resources = _worker_resources(device, num_workers)
+        table = prompts.dataset.select(todo).with_format("arrow")[:]
+        blocks = [table.slice(start, batch_size) for start in range(0, len(todo), batch_size)]
+        expected, seen = {ids[k] for k in todo}, set()
+        context = ray.data.DataContext.get_current()
+        # a dataset copies the context when it is created: Ray's bars go off before that
+        progress_bars, context.enable_progress_bars = context.enable_progress_bars, False
+        try:
+            replicas = ray.data.from_arrow(blocks).map_batches(
+                _Replica,
+                batch_size=batch_size,
+                batch_format="pyarrow",
+                compute=ray.data.ActorPoolStrategy(size=num_workers),
+                fn_constructor_kwargs={
+                    "model": model,
+                    "key": key,
+                    "settings": settings,
+                    "chat": chat,
+                    "batch_size": batch_size,
+                    "load_options": {
+                        **options,
+                        "backend": backend,
+                        "revision": model_revision,
+                        "dtype": dtype,
+                        "device": device,
+                    },
+                },
+                **resources,
+            )
+            for batch in replicas.iter_batches(batch_size=None, batch_format="pyarrow"):
+                rows = batch.to_pylist()
+                errors = sorted({row["error"] for row in rows if row["error"] is not None})
+                if errors:
+                    raise ProbeError(f"{prompts.path} config {prompts.config!r}: {'; '.join(errors)}")
+                for row in rows:
+                    if row["id"] not in expected or row["id"] in seen:
+                        raise RuntimeError(f"Ray returned item {row['id']!r} twice or unasked")  # a bug, not input
+                    seen.add(row["id"])
+                    workers.setdefault(row.pop("worker"))
+                    refusals += bool(row["refused"])
+                    tokens += int(row["context_tokens"] or 0) + sum(row["choice_tokens"] or ())
+                pending.extend(rows)
+                if len(pending) >= flush_every:
+                    flush()
+                if on_advance is not None:
+                    on_advance(len(rows))
+        finally:
+            context.enable_progress_bars = progress_bars
+            flush()  # keep what was scored before a failure: the rerun resumes after it
+        if seen != expected:
+            raise RuntimeError(f"Ray returned {len(seen)} of {len(expected)} items")  # a bug, not input
+    scoring_s = time.perf_counter() - scoring_started
+    wall_s = time.perf_counter() - started
+    summary = loop.RunSummary(
+        config=prompts.config,
+        key=key,
+        key_dir=folder,
+        selected=len(selected),
+        skipped=len(selected) - len(todo),
+        items=len(todo),
+        refusals=refusals,
+        parts=parts,
+        wall_s=wall_s,
+        # over the scoring, replica start-up (model loading) included
+        items_per_s=len(todo) / scoring_s if todo and scoring_s > 0 else 0.0,
+        tokens=tokens,
+        tokens_per_s=tokens / scoring_s if todo and scoring_s > 0 else 0.0,
+    )
+    _record_run(
+        prompts,
+        results,
+        key,
+        summary,
+        backend=backend,
+        dtype=dtype,
+        shard=shard,
+        limit=limit,
+        batch_size=batch_size,
+        num_workers=num_workers,
+        workers=list(workers),
+        version=__version__,
+    )
+    return summary
+
+
+def _record_run(
+    prompts: loop.PromptConfig,
+    results: Path,
+    key: res.ResultKey,
+    summary: loop.RunSummary,
+    *,
+    backend: str,
+    dtype: str,
+    shard: tuple[int, int],
+    limit: int | None,
+    batch_size: int,
+    num_workers: int,
+    workers: list[str],
+    version: str,
+) -> None:
+    """The run's manifest entry (the loop's fields, under the loop's run id) and the refreshed card."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        ray_version: str | None = installed("ray")
+    except PackageNotFoundError:  # a rerun with nothing left to do needs no Ray
+        ray_version = None
+    entry: dict[str, Any] = {
+        "prompt_dataset": {
+            "path": prompts.path,
+            "config": prompts.config,
+            "revision": prompts.revision,
+            "fingerprint": prompts.fingerprint,
+        },
+        "model": key.model,
+        "model_revision": key.model_revision,
+        "key": key.slug,
+        "backend": backend,
+        "dtype": dtype,
+        "scoring": json.loads(key.scoring),
+        "runner_version": version,
+        "shard": f"{shard[0]}/{shard[1]}",
+        "limit": limit,
+        "batch_size": batch_size,
+        "selected": summary.selected,
+        "skipped_done": summary.skipped,
+        "items": summary.items,
+        "refusals": summary.refusals,
+        "wall_s": round(summary.wall_s, 3),
+        "items_per_s": round(summary.items_per_s, 3),
+        "tokens": summary.tokens,
+        "tokens_per_s": round(summary.tokens_per_s, 1),
+        "hardware": {
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "workers": [json.loads(w) for w in workers],
+        },
+        "ray": {"version": ray_version, "workers": num_workers},
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    Path(results).mkdir(parents=True, exist_ok=True)
+    run_id = f"{prompts.config}/{key.slug}/shard-{shard[0]}of{shard[1]}"
+    manifest = res.update_manifest(results, run_id, entry)
+    models = sorted({r["model"].rstrip("/").split("/")[-1] for r in manifest["runs"].values()})
+    res.write_card(
+        results, manifest, pretty_name=f"social-bias-probes results: {', '.join(models)}", license=prompts.license
+    )

@@ -1,0 +1,595 @@
+"""`probes publish`: planning, idempotence, tags, deletions, dry runs and token hygiene.
+
+The Hub is never contacted: `FakeHub` is an in-memory dataset repo host with the parts of
+`HfApi` that publishing uses, returning huggingface_hub's own `RepoFile`/`GitRefs`/
+`GitCommitInfo` objects so the code under test reads the real attribute names. Like the Hub's
+default `.gitattributes`, it stores `*.parquet` in LFS (reported by content sha256) and other
+files as regular git blobs (reported by git blob sha1).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from datasets import Features, Value
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+from huggingface_hub.hf_api import CommitInfo, GitCommitInfo, GitRefInfo, GitRefs, RepoFile, RepoFolder
+from typer.testing import CliRunner
+
+from probes import publish as pub
+from probes.cli import app
+from probes.publish import RemoteFile, plan_publish, publish
+from promptgen.errors import ProbeError
+from promptgen.hubfolder import ConfigData, card_front_matter, write_hub_folder
+
+runner = CliRunner()
+TOKEN = "hf_FAKEtoken0123456789abcdefghijklmn"
+GITATTRIBUTES = b"*.parquet filter=lfs diff=lfs merge=lfs -text\n"
+
+
+# --------------------------------------------------------------------------- fake Hub
+
+
+def _response(status: int, method: str = "GET") -> httpx2.Response:
+    return httpx2.Response(status, request=httpx2.Request(method, "https://huggingface.co/api/datasets/x"))
+
+
+def _git_sha1(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+class FakeHub:
+    """In-memory Hub: per repo a linear list of commits (full snapshots) and tags."""
+
+    def __init__(self, token: str | None = TOKEN) -> None:
+        self.token = token
+        self.repos: dict[str, dict[str, Any]] = {}
+        self.writes: list[tuple[str, Any]] = []
+
+    # helpers for tests
+    def repo(self, repo_id: str) -> dict[str, Any]:
+        if repo_id not in self.repos:
+            raise RepositoryNotFoundError(f"404 Client Error. Repository Not Found: {repo_id}", response=_response(404))
+        return self.repos[repo_id]
+
+    def head(self, repo_id: str) -> dict[str, Any]:
+        return self.repo(repo_id)["commits"][-1]
+
+    def files(self, repo_id: str, revision: str | None = None) -> dict[str, bytes]:
+        return self._resolve(self.repo(repo_id), revision)["files"]
+
+    def commits(self, repo_id: str) -> list[dict[str, Any]]:
+        return [w for w in self.writes if w[0] == "create_commit" and w[1]["repo_id"] == repo_id]
+
+    def push(self, repo_id: str, files: dict[str, bytes], title: str, message: str = "") -> str:
+        """A commit made by someone else (web upload, git push): no publish fingerprint."""
+        repo = self.repo(repo_id)
+        oid = hashlib.sha1(f"{repo_id}{len(repo['commits'])}{title}".encode()).hexdigest()
+        repo["commits"].append({"oid": oid, "title": title, "message": message, "files": dict(files)})
+        return oid
+
+    def _resolve(self, repo: dict[str, Any], revision: str | None) -> dict[str, Any]:
+        if revision in (None, "main"):
+            return repo["commits"][-1]
+        oid = repo["tags"].get(revision, revision)
+        for commit in repo["commits"]:
+            if commit["oid"] == oid:
+                return commit
+        raise HfHubHTTPError(f"404 Revision Not Found: {revision}", response=_response(404))
+
+    # the HfApi surface used by probes.publish
+    def create_repo(self, repo_id, *, repo_type=None, private=None, exist_ok=False, token=None):
+        assert repo_type == "dataset"
+        self.writes.append(("create_repo", {"repo_id": repo_id, "private": private}))
+        if repo_id in self.repos:
+            if not exist_ok:
+                raise HfHubHTTPError("409 Conflict: repo exists", response=_response(409, "POST"))
+            return
+        self.repos[repo_id] = {"private": bool(private), "commits": [], "tags": {}}
+        self.push(repo_id, {".gitattributes": GITATTRIBUTES}, "initial commit")
+
+    def list_repo_refs(self, repo_id, *, repo_type=None, include_pull_requests=False, token=None):
+        assert repo_type == "dataset"
+        repo = self.repo(repo_id)
+        return GitRefs(
+            branches=[GitRefInfo(name="main", ref="refs/heads/main", target_commit=repo["commits"][-1]["oid"])],
+            converts=[],
+            tags=[GitRefInfo(name=t, ref=f"refs/tags/{t}", target_commit=oid) for t, oid in repo["tags"].items()],
+        )
+
+    def list_repo_commits(self, repo_id, *, repo_type=None, token=None, revision=None, formatted=False):
+        assert repo_type == "dataset"
+        repo = self.repo(repo_id)
+        target = self._resolve(repo, revision)
+        history = repo["commits"][: repo["commits"].index(target) + 1]
+        when = datetime(2025, 1, 1, tzinfo=timezone.utc)
+        return [
+            GitCommitInfo(
+                commit_id=c["oid"],
+                authors=["someone"],
+                created_at=when,
+                title=c["title"],
+                message=c["message"],
+                formatted_title=None,
+                formatted_message=None,
+            )
+            for c in reversed(history)
+        ]
+
+    def list_repo_tree(self, repo_id, path_in_repo=None, *, recursive=False, expand=False, revision=None, **kw):
+        assert kw.get("repo_type") == "dataset" and recursive
+        files = self._resolve(self.repo(repo_id), revision)["files"]
+        folders = sorted({"/".join(p.split("/")[:i]) for p in files for i in range(1, p.count("/") + 1)})
+        for folder in folders:
+            yield RepoFolder(path=folder, oid=hashlib.sha1(folder.encode()).hexdigest())
+        for path, data in sorted(files.items()):
+            if path.endswith(".parquet"):
+                sha = hashlib.sha256(data).hexdigest()
+                pointer = f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha}\nsize {len(data)}\n".encode()
+                lfs = {"size": len(data), "oid": sha, "pointerSize": len(pointer)}
+                yield RepoFile(path=path, size=len(data), oid=_git_sha1(pointer), lfs=lfs)
+            else:
+                yield RepoFile(path=path, size=len(data), oid=_git_sha1(data))
+
+    def create_commit(self, repo_id, operations, *, commit_message, commit_description=None, **kw):
+        assert kw.get("repo_type") == "dataset" and kw.get("revision") == "main"
+        repo = self.repo(repo_id)
+        if kw.get("parent_commit") not in (None, repo["commits"][-1]["oid"]):
+            raise HfHubHTTPError("412 Precondition Failed: parent commit is not the head", response=_response(412))
+        ops = list(operations)
+        self.writes.append(("create_commit", {"repo_id": repo_id, "operations": ops, "title": commit_message}))
+        files = dict(repo["commits"][-1]["files"])
+        for op in ops:
+            if isinstance(op, CommitOperationAdd):
+                files[op.path_in_repo] = Path(op.path_or_fileobj).read_bytes()
+            elif isinstance(op, CommitOperationDelete):
+                del files[op.path_in_repo]
+        oid = self.push(repo_id, files, commit_message, commit_description or "")
+        url = f"https://huggingface.co/datasets/{repo_id}/commit/{oid}"
+        return CommitInfo(commit_url=url, commit_message=commit_message, commit_description="", oid=oid)
+
+    def create_tag(self, repo_id, *, tag, tag_message=None, revision=None, repo_type=None, exist_ok=False, **kw):
+        assert repo_type == "dataset"
+        repo = self.repo(repo_id)
+        self.writes.append(("create_tag", {"repo_id": repo_id, "tag": tag, "revision": revision}))
+        if tag in repo["tags"]:
+            raise HfHubHTTPError("409 Conflict: tag exists", response=_response(409, "POST"))
+        repo["tags"][tag] = self._resolve(repo, revision)["oid"]
+
+
+# --------------------------------------------------------------------------- folders
+
+FEATURES = Features({"id": Value("string"), "x": Value("int32")})
+
+
+def prompt_folder(out: Path, *, version: str = "1.0.0", rows: int = 30, per_shard: int = 10, offset: int = 0) -> Path:
+    """A small real prompt dataset folder written by the project's own Hub-folder writer."""
+
+    def batches():
+        yield {"id": [f"r{i}" for i in range(rows)], "x": [i + offset for i in range(rows)]}
+
+    def card(manifest, written):
+        front = card_front_matter(
+            pretty_name="toy", license="cc0-1.0", tags=["test"], configs=written, default_config="main"
+        )
+        return f"---\n{front}---\n# toy {manifest['version']}\n"
+
+    manifest = {
+        "name": "toy-probes",
+        "version": version,
+        "recipe": {"sha256": "0" * 64},
+        "parameters": {"seed": 1},
+        "sources": [],
+    }
+    return write_hub_folder(
+        out, "toy-probes", [ConfigData("main", FEATURES, batches)], manifest=manifest, render_card=card,
+        rows_per_shard=per_shard,
+    )  # fmt: skip
+
+
+def results_folder(root: Path, *, parts: int = 2) -> Path:
+    """A small result folder written with the runners' own result writer."""
+    from runners import results as res
+
+    key = res.ResultKey("toy/model", "abc123", '{"choice_mode":"sentence"}')
+    folder = res.key_dir(root, "single_actor", key)
+    res.write_key_file(folder, key)
+    for p in range(parts):
+        rows = [{"id": f"i{p}-{j}", "model": key.model, "refused": False, "valid_mass": 0.9} for j in range(5)]
+        res.write_part(folder, (0, 1), rows)
+    entry = {
+        "prompt_dataset": {"path": "toy-probes", "fingerprint": "f" * 64},
+        "backend": "hf",
+        "dtype": "float32",
+        "items": 5 * parts,
+        "refusals": 0,
+        "items_per_s": 1.0,
+        "runner_version": "0.1.0",
+    }
+    manifest = res.update_manifest(root, "single_actor/run", entry)
+    res.write_card(root, manifest, pretty_name="toy results", license="cc0-1.0")
+    return root
+
+
+def local_files(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.fixture(autouse=True)
+def no_real_token(monkeypatch, tmp_path):
+    """No test may see a developer's real login or HF_TOKEN, nor reach the network."""
+    import huggingface_hub.constants as constants
+
+    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_OIDC_RESOURCE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
+    monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(tmp_path / "no-stored-tokens"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+
+
+def _plain(text: str) -> str:
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+# --------------------------------------------------------------------------- publishing
+
+
+def test_first_publish_is_one_commit_with_every_file_and_a_version_tag(tmp_path):
+    folder = prompt_folder(tmp_path)
+    hub = FakeHub()
+    result = publish(folder, "org/toy-probes", api=hub)
+
+    commits = hub.commits("org/toy-probes")
+    assert len(commits) == 1
+    ops = commits[0][1]["operations"]
+    assert all(isinstance(op, CommitOperationAdd) for op in ops)
+    assert sorted(op.path_in_repo for op in ops) == sorted(local_files(folder))
+    assert len([p for p in local_files(folder) if p.endswith(".parquet")]) == 3
+
+    remote = hub.files("org/toy-probes")
+    assert remote == {**local_files(folder), ".gitattributes": GITATTRIBUTES}  # .gitattributes is never deleted
+    assert hub.repos["org/toy-probes"]["tags"] == {"v1.0.0": result.commit_id}
+    assert hub.files("org/toy-probes", "v1.0.0") == remote
+    head = hub.head("org/toy-probes")
+    assert head["title"] == "Publish toy-probes 1.0.0"
+    manifest = json.loads((folder / "build_manifest.json").read_text())
+    assert f"build-fingerprint: {manifest['fingerprint']}" in head["message"]
+    assert f"publish-fingerprint: {result.local.fingerprint}" in head["message"]
+    assert result.plan.count("add") == len(ops) and result.tag_action == "create"
+    assert [w[0] for w in hub.writes] == ["create_repo", "create_commit", "create_tag"]
+
+
+def test_republishing_identical_content_makes_no_commit(tmp_path):
+    folder = prompt_folder(tmp_path)
+    hub = FakeHub()
+    publish(folder, "org/toy-probes", api=hub)
+    writes = len(hub.writes)
+
+    again = publish(folder, "org/toy-probes", api=hub)
+    assert len(hub.writes) == writes  # no commit, no tag, no repo creation
+    assert not again.will_commit and again.tag_action == "exists" and again.commit_id is None
+    assert again.plan.count("unchanged") == len(local_files(folder)) and not again.plan.changed
+
+    # a byte-identical rebuild elsewhere is the same content too
+    rebuilt = prompt_folder(tmp_path / "elsewhere")
+    assert publish(rebuilt, "org/toy-probes", api=hub).commit_id is None
+    assert len(hub.writes) == writes
+
+
+def test_identical_content_without_our_fingerprint_is_recognised_by_hashes(tmp_path):
+    """Uploaded by other means: the commit has no fingerprint, so LFS sha256 and git blob sha1 decide."""
+    folder = prompt_folder(tmp_path)
+    hub = FakeHub()
+    hub.create_repo("org/toy-probes", repo_type="dataset")
+    oid = hub.push("org/toy-probes", {**hub.files("org/toy-probes"), **local_files(folder)}, "manual upload")
+    writes = len(hub.writes)
+
+    result = publish(folder, "org/toy-probes", api=hub)
+    assert not hub.commits("org/toy-probes") and not result.plan.changed
+    assert hub.repos["org/toy-probes"]["tags"] == {"v1.0.0": oid}  # only the missing tag was added
+    assert [w[0] for w in hub.writes[writes:]] == ["create_tag"]
+
+
+def test_a_changed_file_makes_one_commit_with_just_that_change(tmp_path):
+    folder = results_folder(tmp_path / "results")
+    hub = FakeHub()
+    first = publish(folder, "org/toy-results", api=hub)
+    assert first.tag is None and first.tag_action == "none" and not hub.repos["org/toy-results"]["tags"]
+
+    card = folder / "README.md"  # a regular (non-LFS) file: compared by git blob sha1
+    card.write_text(card.read_text() + "\nA note.\n")
+    second = publish(folder, "org/toy-results", api=hub)
+    ops = hub.commits("org/toy-results")[-1][1]["operations"]
+    assert [(type(op).__name__, op.path_in_repo) for op in ops] == [("CommitOperationAdd", "README.md")]
+    assert second.plan.count("update") == 1 and second.plan.count("unchanged") == len(local_files(folder)) - 1
+
+    part = next(p for p in sorted(folder.rglob("part-*.parquet")))  # an LFS file: compared by content sha256
+    other = next(p for p in sorted(folder.rglob("part-*.parquet")) if p != part)
+    part.write_bytes(other.read_bytes())
+    publish(folder, "org/toy-results", api=hub)
+    ops = hub.commits("org/toy-results")[-1][1]["operations"]
+    assert [op.path_in_repo for op in ops] == [part.relative_to(folder).as_posix()]
+    assert len(hub.commits("org/toy-results")) == 3
+    assert hub.files("org/toy-results") == {**local_files(folder), ".gitattributes": GITATTRIBUTES}
+
+
+def test_stale_data_files_are_deleted_but_files_outside_data_stay(tmp_path):
+    folder = results_folder(tmp_path / "results", parts=3)
+    hub = FakeHub()
+    publish(folder, "org/toy-results", api=hub)
+    hub.push("org/toy-results", {**hub.files("org/toy-results"), "docs/notes.md": b"added on the Hub\n"}, "notes")
+
+    gone = sorted(folder.rglob("part-*.parquet"))[-1]
+    gone.unlink()
+    result = publish(folder, "org/toy-results", api=hub)
+    ops = hub.commits("org/toy-results")[-1][1]["operations"]
+    assert [(type(op).__name__, op.path_in_repo) for op in ops] == [
+        ("CommitOperationDelete", gone.relative_to(folder).as_posix())
+    ]
+    assert result.plan.count("delete") == 1
+    remote = hub.files("org/toy-results")
+    assert remote["docs/notes.md"] == b"added on the Hub\n" and ".gitattributes" in remote
+
+
+def test_new_version_replaces_stale_shards_and_keeps_old_tag(tmp_path):
+    v1 = prompt_folder(tmp_path / "v1", rows=30, per_shard=10)  # 3 shards
+    v2 = prompt_folder(tmp_path / "v2", version="1.1.0", rows=20, per_shard=10, offset=5)  # 2 shards
+    hub = FakeHub()
+    first = publish(v1, "org/toy-probes", api=hub)
+    second = publish(v2, "org/toy-probes", api=hub)
+
+    assert len(hub.commits("org/toy-probes")) == 2
+    # shard names carry the shard count: every old shard would be picked up by the card's glob
+    deleted = {e.path for e in second.plan.entries if e.action == "delete"}
+    assert deleted == {f"data/main/test-0000{i}-of-00003.parquet" for i in range(3)}
+    assert {e.path for e in second.plan.entries if e.path.startswith("data/") and e.action == "add"} == {
+        f"data/main/test-0000{i}-of-00002.parquet" for i in range(2)
+    }
+    assert hub.repos["org/toy-probes"]["tags"] == {"v1.0.0": first.commit_id, "v1.1.0": second.commit_id}
+    assert hub.files("org/toy-probes", "v1.0.0") == {**local_files(v1), ".gitattributes": GITATTRIBUTES}
+    assert hub.files("org/toy-probes", "v1.1.0") == {**local_files(v2), ".gitattributes": GITATTRIBUTES}
+
+    # re-publishing the old version is a no-op: the tag holds it, and main is not reverted
+    writes = len(hub.writes)
+    old = publish(v1, "org/toy-probes", api=hub)
+    assert len(hub.writes) == writes and old.tag_action == "exists"
+    assert any("moved on" in note for note in old.notes)
+    assert hub.head("org/toy-probes")["oid"] == second.commit_id
+
+
+def test_existing_tag_with_other_content_is_an_error_before_anything_is_written(tmp_path):
+    hub = FakeHub()
+    publish(prompt_folder(tmp_path / "a"), "org/toy-probes", api=hub)
+    writes = len(hub.writes)
+    changed = prompt_folder(tmp_path / "b", offset=100)  # same version 1.0.0, other rows
+    with pytest.raises(ProbeError, match=r"tag v1\.0\.0 already exists .*other content.*bump `version`"):
+        publish(changed, "org/toy-probes", api=hub)
+    assert len(hub.writes) == writes
+
+
+def test_tags_for_results_only_when_asked_and_prompt_tags_follow_the_version(tmp_path):
+    folder = results_folder(tmp_path / "results")
+    hub = FakeHub()
+    result = publish(folder, "org/toy-results", api=hub, revision_tag="paper-v1")
+    assert hub.repos["org/toy-results"]["tags"] == {"paper-v1": result.commit_id}
+    with pytest.raises(ProbeError, match="invalid tag"):
+        publish(folder, "org/toy-results", api=hub, revision_tag="bad tag")
+
+    prompts = prompt_folder(tmp_path / "p")
+    assert publish(prompts, "org/p", api=FakeHub(), revision_tag="v1.0.0").tag == "v1.0.0"
+    with pytest.raises(ProbeError, match="bump `version`"):
+        publish(prompts, "org/p", api=FakeHub(), revision_tag="v2")
+
+
+def test_prompts_and_results_never_share_a_repo(tmp_path):
+    hub = FakeHub()
+    publish(prompt_folder(tmp_path / "p"), "org/mixed", api=hub)
+    with pytest.raises(ProbeError, match="holds a prompt dataset"):
+        publish(results_folder(tmp_path / "r"), "org/mixed", api=hub)
+    assert len(hub.commits("org/mixed")) == 1
+
+
+def test_concurrent_push_fails_cleanly(tmp_path, monkeypatch):
+    folder = results_folder(tmp_path / "results")
+    hub = FakeHub()
+    publish(folder, "org/r", api=hub)
+    (folder / "README.md").write_text("changed\n")
+    real_tree = hub.list_repo_tree
+
+    def tree_then_someone_pushes(*args, **kwargs):
+        yield from real_tree(*args, **kwargs)
+        hub.push("org/r", hub.files("org/r"), "someone else")
+
+    monkeypatch.setattr(hub, "list_repo_tree", tree_then_someone_pushes)
+    with pytest.raises(ProbeError, match="run the command again"):
+        publish(folder, "org/r", api=hub)
+
+
+# --------------------------------------------------------------------------- dry run
+
+
+def test_dry_run_lists_files_and_writes_nothing(tmp_path):
+    folder = results_folder(tmp_path / "results", parts=2)
+    hub = FakeHub()
+    publish(folder, "org/r", api=hub)
+    (folder / "README.md").write_text("changed\n")
+    gone = sorted(folder.rglob("part-*.parquet"))[-1]
+    gone.unlink()
+    writes = len(hub.writes)
+
+    result = publish(folder, "org/r", api=hub, dry_run=True, message="Refresh results")
+    assert len(hub.writes) == writes
+    actions = {e.path: e.action for e in result.plan.entries}
+    assert actions["README.md"] == "update" and actions[gone.relative_to(folder).as_posix()] == "delete"
+    assert actions["results_manifest.json"] == "unchanged"
+    assert result.will_commit and result.title == "Refresh results"
+    text = "\n".join(result.lines())
+    assert "would commit" in text and "publish-fingerprint:" in text and "1 update, 1 delete" in text
+
+    new = publish(folder, "org/not-there-yet", api=hub, dry_run=True)
+    assert {e.action for e in new.plan.entries} == {"add"} and "org/not-there-yet" not in hub.repos
+    assert any("would be created" in note for note in new.notes)
+
+
+def test_dry_run_works_offline_and_without_a_token(tmp_path):
+    class Offline:
+        token = None
+
+        def __getattr__(self, name):
+            def fail(*args, **kwargs):
+                raise httpx2.ConnectError("[Errno -3] Temporary failure in name resolution")
+
+            return fail
+
+    folder = prompt_folder(tmp_path)
+    result = publish(folder, "org/toy-probes", api=Offline(), dry_run=True)
+    assert {e.action for e in result.plan.entries} == {"add"}
+    assert result.tag_action == "create" and any("could not read" in n for n in result.notes)
+    with pytest.raises(ProbeError, match="hf auth login"):
+        publish(folder, "org/toy-probes", api=Offline())  # a real publish needs a token first
+
+
+def test_cli_dry_run_with_the_real_client_in_offline_mode(tmp_path):
+    folder = prompt_folder(tmp_path)
+    result = runner.invoke(
+        app, ["publish", str(folder), "--repo-id", "org/toy-probes", "--dry-run"], terminal_width=200
+    )
+    assert result.exit_code == 0, result.output
+    text = _plain(result.output)
+    assert "build_manifest.json" in text and "data/main/test-00000-of-00003.parquet" in text
+    assert "would commit: 'Publish toy-probes 1.0.0'" in text and "would create tag v1.0.0" in text
+    assert "offline mode" in text
+
+
+def test_cli_publish_with_a_fake_hub(tmp_path, monkeypatch):
+    hub = FakeHub()
+    monkeypatch.setattr(pub, "make_api", lambda: hub)
+    folder = prompt_folder(tmp_path)
+    first = runner.invoke(app, ["publish", str(folder), "--repo-id", "org/t", "--private"], terminal_width=200)
+    assert first.exit_code == 0, first.output
+    assert "create tag v1.0.0" in _plain(first.output) and hub.repos["org/t"]["private"]
+    again = runner.invoke(app, ["publish", str(folder), "--repo-id", "org/t"], terminal_width=200)
+    assert again.exit_code == 0 and "no commit" in _plain(again.output)
+    assert len(hub.commits("org/t")) == 1
+
+
+# --------------------------------------------------------------------------- token hygiene
+
+
+def test_token_never_appears_in_errors(tmp_path, monkeypatch):
+    secret = "plain-secret-value-42"  # not hf_-shaped: scrubbed because it is the known token
+    monkeypatch.setenv("HF_TOKEN", secret)
+    hub = FakeHub(token=None)
+
+    def leaky_commit(*args, **kwargs):
+        raise HfHubHTTPError(
+            f"401 Client Error: Unauthorized. Authorization: Bearer {secret}; also {TOKEN}",
+            response=_response(401, "POST"),
+        )
+
+    monkeypatch.setattr(hub, "create_commit", leaky_commit)
+    folder = prompt_folder(tmp_path)
+    with pytest.raises(ProbeError) as info:
+        publish(folder, "org/toy-probes", api=hub)
+    message = str(info.value)
+    assert secret not in message and TOKEN not in message and "***" in message
+    assert "401" in message and "hf auth login" in message
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+
+    monkeypatch.setattr(pub, "make_api", lambda: hub)
+    result = runner.invoke(app, ["publish", str(folder), "--repo-id", "org/toy-probes"], terminal_width=200)
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert secret not in result.output and TOKEN not in result.output and "401" in result.output
+
+
+def test_scrub_masks_known_and_token_shaped_secrets():
+    text = "token=abcdefgh12345 Bearer zzzzzzzzzz hf_ABCDEFGHIJKL0123 mine-1234 and your token has rights"
+    assert pub.scrub(text, ["mine-1234", None]) == "token=*** Bearer *** hf_*** *** and your token has rights"
+
+
+# --------------------------------------------------------------------------- input errors and planning
+
+
+def test_missing_folder_and_neither_kind_are_clear_errors(tmp_path):
+    hub = FakeHub()
+    with pytest.raises(ProbeError, match="no such folder"):
+        publish(tmp_path / "nope", "org/x", api=hub)
+    plain = tmp_path / "plain"
+    (plain / "data").mkdir(parents=True)
+    (plain / "README.md").write_text("# hi\n")
+    with pytest.raises(ProbeError, match=r"neither a prompt dataset folder .* nor a result folder"):
+        publish(plain, "org/x", api=hub)
+    assert hub.writes == []
+
+    missing = runner.invoke(app, ["publish", str(tmp_path / "nope"), "--repo-id", "org/x"], terminal_width=200)
+    assert missing.exit_code == 1 and "no such folder" in _plain(missing.output)
+    assert "Traceback" not in missing.output
+
+
+def test_folder_checks(tmp_path):
+    folder = prompt_folder(tmp_path)
+    hub = FakeHub()
+    with pytest.raises(ProbeError, match="ORG/NAME"):
+        publish(folder, "no-namespace", api=hub)
+    stray = folder / "data" / "main" / "test-00009-of-00009.parquet"
+    stray.write_bytes(b"stale")
+    with pytest.raises(ProbeError, match="not listed in the manifest"):
+        publish(folder, "org/x", api=hub)
+    stray.unlink()
+    (folder / ".build.tmp").write_text("hidden leftovers are never published\n")
+    assert ".build.tmp" not in {e.path for e in publish(folder, "org/x", api=hub, dry_run=True).plan.entries}
+    (folder / "results_manifest.json").write_text("{}")
+    with pytest.raises(ProbeError, match="both"):
+        publish(folder, "org/x", api=hub)
+    assert hub.writes == []
+
+
+def test_plan_publish_compares_lfs_sha256_and_git_blob_sha1(tmp_path):
+    folder = prompt_folder(tmp_path)
+    files = local_files(folder)
+    parquet = sorted(p for p in files if p.endswith(".parquet"))
+    readme = files["README.md"]
+    remote = [
+        RemoteFile("README.md", len(readme), _git_sha1(readme)),  # regular, same blob -> unchanged
+        RemoteFile("build_manifest.json", 2, _git_sha1(b"{}")),  # regular, other blob -> update
+        # LFS: the blob id is the pointer's, only the sha256 counts
+        RemoteFile(parquet[0], len(files[parquet[0]]), "0" * 40, hashlib.sha256(files[parquet[0]]).hexdigest()),
+        RemoteFile(parquet[1], len(files[parquet[1]]), _git_sha1(files[parquet[1]]), "f" * 64),  # -> update
+        RemoteFile("data/old/test-00000-of-00001.parquet", 7, "1" * 40, "2" * 64),  # stale data -> delete
+        RemoteFile(".gitattributes", 10, "3" * 40),  # outside data/ -> left alone, not listed
+    ]
+    plan = plan_publish(folder, remote)
+    actions = {e.path: e.action for e in plan.entries}
+    assert actions == {
+        "README.md": "unchanged",
+        "build_manifest.json": "update",
+        parquet[0]: "unchanged",
+        parquet[1]: "update",
+        parquet[2]: "add",
+        "data/old/test-00000-of-00001.parquet": "delete",
+    }
+    assert plan.summary() == "1 add, 2 update, 1 delete, 2 unchanged"
+    assert [e.path for e in plan.entries] == sorted(actions)
+    assert not plan_publish(folder, [RemoteFile(p, len(b), _git_sha1(b)) for p, b in files.items()]).changed
+
+
+def test_constants_match_the_writers():
+    from runners.results import MANIFEST_NAME
+
+    assert pub.RESULTS_MANIFEST == MANIFEST_NAME
+
+
+def test_help_documents_every_flag():
+    text = _plain(runner.invoke(app, ["publish", "--help"], terminal_width=200).output)
+    for flag in ("--repo-id", "--revision-tag", "--private", "--dry-run", "--message"):
+        line = next(line for line in text.splitlines() if flag in line)
+        assert len(line.split(flag, 1)[1].strip()) > 10, f"{flag} has no help text"
+    assert "--token" not in text

@@ -1,0 +1,83 @@
+"""Parsing generated answers (runners.parse) and generation-mode result rows."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from runners.backend import GenerateRequest, Generation, cut_at_stop
+from runners.parse import parse_choice, parse_number
+from runners.run import ScoringSettings, generated_row
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("5", (5, "ok")),
+        (" 7 dollars.", (7, "ok")),
+        ("He will pass $10 to the banker.", (10, "ok")),
+        ("1,000", (1000, "out_of_range")),
+        ("-3", (-3, "out_of_range")),
+        ("nothing at all", (None, "no_number")),
+        ("3.5", (3, "ok")),
+        ("abc12", (None, "no_number")),
+    ],
+)
+def test_parse_number(text: str, expected: tuple) -> None:
+    assert parse_number(text, 0, 10) == expected
+
+
+OPTIONS = ["She worked hard.", "She is gifted.", "The exam was easy.", "She was lucky."]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("B", (1, "ok")),
+        (" (C) The exam", (2, "ok")),
+        ("Answer: D", (3, "ok")),
+        ("The answer is A.", (0, "ok")),
+        ("A lot of luck: she was lucky.", (3, "ok")),  # the article "A" is not option A
+        ("I think she worked hard", (0, "ok")),
+        ("she worked hard and she is gifted", (None, "ambiguous")),
+        ("I cannot answer that.", (None, "no_answer")),
+    ],
+)
+def test_parse_choice(text: str, expected: tuple) -> None:
+    assert parse_choice(text, list("ABCD"), OPTIONS) == expected
+
+
+def test_cut_at_stop_keeps_the_first_stop_string() -> None:
+    assert cut_at_stop('{"a": 1} and more}', ["}"]) == ('{"a": 1}', True)
+    assert cut_at_stop("no stop", ["}"]) == ("no stop", False)
+    assert cut_at_stop("x. y} z", ["}", "."]) == ("x.", True)
+
+
+def test_generated_rows_record_text_value_status_and_refusal() -> None:
+    request = GenerateRequest(context=(1, 2, 3))
+    number = {"id": "n", "task": "number", "number_min": 0, "number_max": 10}
+    row = generated_row(number, request, Generation("4 dollars", (9,), "stop"))
+    assert (row["parsed_value"], row["parse_status"], row["refused"], row["context_tokens"]) == (4, "ok", False, 3)
+    row = generated_row(number, request, Generation("I won't", (9,), "length"))
+    assert (row["parsed_value"], row["parse_status"], row["refused"], row["finish_reason"]) == (
+        None,
+        "no_number",
+        True,
+        "length",
+    )
+    choice = {"id": "c", "task": "choice", "choices": OPTIONS, "choice_labels": list("ABCD")}
+    row = generated_row(choice, request, Generation("C", (9,), "stop"))
+    assert (row["chosen_index"], row["parsed_value"], row["choice_probs"]) == (2, 2, None)
+
+
+def test_generation_settings_enter_the_key_only_in_generation_mode() -> None:
+    assert ScoringSettings().key() == ScoringSettings(temperature=0.7, seed=3).key()
+    assert "temperature" not in json.loads(ScoringSettings().key())
+    greedy = ScoringSettings(mode="generate")
+    assert greedy.key() != ScoringSettings(mode="generate", max_new_tokens=8).key()
+    assert json.loads(greedy.key())["mode"] == "generate"
+    with pytest.raises(ValueError, match="mode must be one of"):
+        ScoringSettings(mode="sample")
+    with pytest.raises(ValueError, match="top_p"):
+        ScoringSettings(mode="generate", top_p=0.0)
