@@ -251,8 +251,8 @@ def test_other_scoring_never_reuses_rows(prompts_dir: Path, env: dict, tmp_path:
         (["--config", "items", "--model", "/no/such/model"], "model folder /no/such/model does not exist"),
         (["--config", "items", "--model", "."], "model folder . has no config.json"),
         (["--config", "items", "--dtype", "int3"], "--dtype must be one of"),
-        (["--config", "items", "--scoring", "logits"], "--scoring must be sentence or letter"),
-        (["--config", "items", "--backend", "vllm"], "--backend must be one of hf"),
+        (["--config", "items", "--scoring", "logits"], "--scoring must be sentence, letter or generate"),
+        (["--config", "items", "--backend", "tgi"], "--backend must be one of hf, vllm"),
     ],
 )
 def test_bad_input_is_one_error_and_writes_nothing(

@@ -122,3 +122,34 @@ def test_bad_items_and_settings_are_errors(backend: Any, smollm2_tokenizer: Any)
         run_items([{**ITEMS[1], "number_max": None}], backend, smollm2_tokenizer, chat=False)
     with pytest.raises(ValueError, match="choice_mode"):
         ScoringSettings(choice_mode="logits")
+
+
+def test_generation_mode_greedy_text_is_parsed_and_reproducible(smollm2_model: Any, smollm2_tokenizer: Any) -> None:
+    import torch
+
+    from runners.backend import GenerateRequest
+    from runners.hf import HFBackend
+
+    gen_backend = HFBackend(smollm2_model, model_id="smollm2-135m-test", tokenizer=smollm2_tokenizer)
+    settings = ScoringSettings(mode="generate", max_new_tokens=8)
+    rows = run_items(ITEMS, gen_backend, smollm2_tokenizer, True, settings=settings)
+    again = run_items(ITEMS[::-1], gen_backend, smollm2_tokenizer, True, settings=settings)[::-1]
+    for row, other, item in zip(rows, again, ITEMS, strict=True):
+        assert row["generated_text"] and row["generated_text"] == other["generated_text"]  # greedy: same text
+        assert row["parse_status"] in ("ok", "no_number", "out_of_range", "no_answer", "ambiguous")
+        assert row["refused"] == (row["parse_status"] != "ok")
+        assert math.isnan(row["valid_mass"]) and row["choice_probs"] is None and row["number_probs"] is None
+        # the text is exactly what greedy decoding of the rendered context gives, token by token
+        context = encode_context(smollm2_tokenizer, render_chat(smollm2_tokenizer, item["messages"]))
+        ids = list(context)
+        for _ in range(8):
+            logits = smollm2_model(input_ids=torch.tensor([ids])).logits[0, -1]
+            nxt = int(logits.argmax())
+            if nxt == smollm2_tokenizer.eos_token_id:
+                break
+            ids.append(nxt)
+        want = smollm2_tokenizer.decode(ids[len(context) :], skip_special_tokens=True)
+        assert row["generated_text"] == want
+    # a stop string cuts the text after its first occurrence, and finishes with reason "stop"
+    (gen,) = gen_backend.generate([GenerateRequest(context=tuple(context), max_tokens=8, stop=(" ",))])
+    assert gen.text.count(" ") <= 1 and (gen.text.endswith(" ") or gen.finish_reason == "length")
