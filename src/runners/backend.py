@@ -114,6 +114,11 @@ class Backend(Protocol):
         """One result per request, in request order."""
         ...
 
+
+@runtime_checkable
+class GeneratingBackend(Backend, Protocol):
+    """A backend that can also generate (generation mode); both project backends are."""
+
     def generate(self, requests: Sequence[GenerateRequest]) -> list[Generation]:
         """One generation per request, in request order."""
         ...

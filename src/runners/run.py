@@ -24,7 +24,7 @@ import numpy as np
 
 from promptgen.seeding import hash_int
 
-from .backend import Backend, GenerateRequest, Generation, ScoreRequest, ScoreResult
+from .backend import Backend, GenerateRequest, GeneratingBackend, Generation, ScoreRequest, ScoreResult
 from .parse import parse_choice, parse_number
 from .scoring import (
     NumberTrie,
@@ -255,6 +255,8 @@ def run_items(
     }
     rows: list[dict[str, Any]] = []
     if settings.mode == "generate":
+        if not isinstance(backend, GeneratingBackend):
+            raise ValueError(f"backend {backend.name} cannot generate (generation mode)")
         for start in range(0, len(items), batch_items):
             batch = items[start : start + batch_items]
             requests = [generation_request(item, tokenizer, chat, settings) for item in batch]
