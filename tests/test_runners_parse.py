@@ -7,7 +7,7 @@ import json
 import pytest
 
 from runners.backend import GenerateRequest, Generation, cut_at_stop
-from runners.parse import parse_choice, parse_number
+from runners.parse import parse_choice, parse_number, parse_text
 from runners.run import ScoringSettings, generated_row
 
 
@@ -81,3 +81,34 @@ def test_generation_settings_enter_the_key_only_in_generation_mode() -> None:
         ScoringSettings(mode="sample")
     with pytest.raises(ValueError, match="top_p"):
         ScoringSettings(mode="generate", top_p=0.0)
+
+
+@pytest.mark.parametrize(
+    ("text", "stop", "finish", "want"),
+    [
+        ("The person was glad.}", ("}",), "stop", ("The person was glad.", "ok")),
+        (" The person was glad.} Text: {more}", ("}",), "stop", ("The person was glad.", "ok")),
+        ("The person was", ("}",), "length", ("The person was", "no_stop")),
+        ("The person was", ("}",), "stop", ("The person was", "ok")),  # ended by end-of-sequence
+        ("  }", ("}",), "stop", (None, "no_answer")),
+        ("", (), "stop", (None, "no_answer")),
+        ("free text, no stop asked", (), "length", ("free text, no stop asked", "ok")),
+        ("a] b}", ("}", "]"), "stop", ("a", "ok")),  # the earliest stop string wins
+    ],
+)
+def test_parse_text(text: str, stop: tuple[str, ...], finish: str, want: tuple) -> None:
+    assert parse_text(text, stop, finish) == want
+
+
+def test_text_items_are_generated_with_their_stop_strings() -> None:
+    item = {"id": "t", "task": "text", "stop": ["}"], "prompt": "x"}
+    request = GenerateRequest(context=(1, 2), max_tokens=4, stop=("}",))
+    row = generated_row(item, request, Generation("The person ran.}", (5,), "stop"))
+    assert (row["generated_text"], row["parse_status"], row["refused"], row["parsed_value"]) == (
+        "The person ran.}",
+        "ok",
+        False,
+        None,
+    )
+    row = generated_row(item, request, Generation("The person", (5,), "length"))
+    assert (row["parse_status"], row["refused"]) == ("no_stop", True)

@@ -162,6 +162,70 @@ def build(
         out.print(f"fingerprint {m['fingerprint']}  ({time.perf_counter() - started:.1f} s)")
 
 
+# options shared by `run` and `rewrite` (which loads a model and generates through the runners)
+ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Model: a local transformers folder or a Hub id.")]
+BackendOpt = Annotated[
+    str, typer.Option("--backend", help="Scoring backend: hf (transformers) or vllm (vLLM offline engine).")
+]
+LimitOpt = Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N items (of the shard).")]
+ChatOpt = Annotated[
+    bool | None,
+    typer.Option("--chat/--no-chat", help="Use the chat template (default: when the tokenizer has one)."),
+]
+BatchSizeOpt = Annotated[int, typer.Option("--batch-size", min=1, help="Items per backend call.")]
+FlushEveryOpt = Annotated[
+    int, typer.Option("--flush-every", min=1, help="Write a result part every N items (resume granularity).")
+]
+DtypeOpt = Annotated[str, typer.Option("--dtype", help="Model weights dtype: float32, bfloat16, float16.")]
+DeviceOpt = Annotated[str, typer.Option("--device", help="torch device, e.g. cpu or cuda.")]
+ModelRevisionOpt = Annotated[str | None, typer.Option("--model-revision", help="Model revision (Hub).")]
+GgufFileOpt = Annotated[
+    str | None, typer.Option("--gguf-file", help="hf backend: load this GGUF file of the model folder / repo.")
+]
+PrefixCachingOpt = Annotated[
+    bool, typer.Option("--prefix-caching/--no-prefix-caching", help="vllm backend: reuse shared prompt prefixes.")
+]
+EnforceEagerOpt = Annotated[
+    bool, typer.Option("--enforce-eager", help="vllm backend: no graph capture/compilation (faster start).")
+]
+GpuMemoryOpt = Annotated[
+    float, typer.Option("--gpu-memory-utilization", min=0.01, max=1.0, help="vllm backend: memory fraction.")
+]
+MaxModelLenOpt = Annotated[
+    int, typer.Option("--max-model-len", min=16, help="vllm backend: longest prompt + answer in tokens.")
+]
+BlockSizeOpt = Annotated[
+    int | None,
+    typer.Option("--block-size", min=16, help="vllm backend: KV-cache block (prefix-cache unit) in tokens."),
+]
+MaxNewTokensOpt = Annotated[
+    int, typer.Option("--max-new-tokens", min=1, help="generate: most tokens generated per item.")
+]
+
+
+def _progress(quiet: bool) -> Any:
+    """The progress bar of a run: items done of total, items/s of this run, elapsed and ETA (on stderr)."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(
+        TextColumn("[bold]{task.description:<16}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        disable=quiet,
+    )
+
+
 def _progress_hooks(progress: Any, label: str) -> tuple[Any, Any]:
     """(on_start, on_advance) callbacks of a run that drive `progress`, with items/s over this run's items."""
     state = {"task": 0, "started": 0.0, "scored": 0}
@@ -178,17 +242,56 @@ def _progress_hooks(progress: Any, label: str) -> tuple[Any, Any]:
     return on_start, on_advance
 
 
+def _run_local(
+    prompts: Any,
+    model: str,
+    results: Path,
+    settings: Any,
+    progress: Any,
+    *,
+    chat: bool | None,
+    shard: tuple[int, int],
+    limit: int | None,
+    batch_size: int,
+    flush_every: int,
+    load: dict[str, Any],
+) -> Any:
+    """Load the model (`loop.load_backend(**load)`), run one prompt config into `results`, always close the engine."""
+    from runners import loop
+
+    backend, tokenizer, key_revision = loop.load_backend(model, **load)
+    on_start, on_advance = _progress_hooks(progress, prompts.config)
+    try:
+        return loop.run_config(
+            prompts,
+            backend,
+            tokenizer,
+            results,
+            model_revision=key_revision,
+            settings=settings,
+            chat=chat,
+            shard=shard,
+            limit=limit,
+            batch_size=batch_size,
+            flush_every=flush_every,
+            dtype=load.get("dtype"),
+            on_start=on_start,
+            on_advance=on_advance,
+        )
+    finally:
+        if callable(getattr(backend, "close", None)):
+            backend.close()  # vLLM aborts the process at exit when its engine is left running
+
+
 @app.command()
 def run(
     dataset: Annotated[str, typer.Argument(help="Prompt dataset: a local Hub-ready folder or a Hub repo id.")],
     config: Annotated[str, typer.Option("--config", "-c", help="Config of the prompt dataset to score.")],
-    model: Annotated[str, typer.Option("--model", "-m", help="Model: a local transformers folder or a Hub id.")],
+    model: ModelOpt,
     results: Annotated[
         Path, typer.Option("--out", help="Result dataset folder (created; shared by shards and reruns).")
     ],
-    backend_name: Annotated[
-        str, typer.Option("--backend", help="Scoring backend: hf (transformers) or vllm (vLLM offline engine).")
-    ] = "hf",
+    backend_name: BackendOpt = "hf",
     scoring: Annotated[
         str,
         typer.Option(
@@ -197,50 +300,28 @@ def run(
             "generate (generate text and parse the answer). Number items are read exactly in the first two.",
         ),
     ] = "sentence",
-    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N items (of the shard).")] = None,
+    limit: LimitOpt = None,
     shard: Annotated[
         str | None, typer.Option("--shard", help="i/n: score the i-th of n shards (split by a hash of the item id).")
     ] = None,
-    chat: Annotated[
-        bool | None,
-        typer.Option("--chat/--no-chat", help="Use the chat template (default: when the tokenizer has one)."),
-    ] = None,
-    batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Items per backend call.")] = 16,
-    flush_every: Annotated[
-        int, typer.Option("--flush-every", min=1, help="Write a result part every N items (resume granularity).")
-    ] = 64,
-    dtype: Annotated[str, typer.Option("--dtype", help="Model weights dtype: float32, bfloat16, float16.")] = (
-        "float32"
-    ),
-    device: Annotated[str, typer.Option("--device", help="torch device, e.g. cpu or cuda.")] = "cpu",
+    chat: ChatOpt = None,
+    batch_size: BatchSizeOpt = 16,
+    flush_every: FlushEveryOpt = 64,
+    dtype: DtypeOpt = ("float32"),
+    device: DeviceOpt = "cpu",
     revision: Annotated[str | None, typer.Option("--revision", help="Prompt dataset revision (Hub).")] = None,
-    model_revision: Annotated[str | None, typer.Option("--model-revision", help="Model revision (Hub).")] = None,
-    gguf_file: Annotated[
-        str | None, typer.Option("--gguf-file", help="hf backend: load this GGUF file of the model folder / repo.")
-    ] = None,
-    prefix_caching: Annotated[
-        bool, typer.Option("--prefix-caching/--no-prefix-caching", help="vllm backend: reuse shared prompt prefixes.")
-    ] = True,
-    enforce_eager: Annotated[
-        bool, typer.Option("--enforce-eager", help="vllm backend: no graph capture/compilation (faster start).")
-    ] = False,
-    gpu_memory_utilization: Annotated[
-        float, typer.Option("--gpu-memory-utilization", min=0.01, max=1.0, help="vllm backend: memory fraction.")
-    ] = 0.3,
-    max_model_len: Annotated[
-        int, typer.Option("--max-model-len", min=16, help="vllm backend: longest prompt + answer in tokens.")
-    ] = 4096,
-    block_size: Annotated[
-        int | None,
-        typer.Option("--block-size", min=16, help="vllm backend: KV-cache block (prefix-cache unit) in tokens."),
-    ] = None,
+    model_revision: ModelRevisionOpt = None,
+    gguf_file: GgufFileOpt = None,
+    prefix_caching: PrefixCachingOpt = True,
+    enforce_eager: EnforceEagerOpt = False,
+    gpu_memory_utilization: GpuMemoryOpt = 0.3,
+    max_model_len: MaxModelLenOpt = 4096,
+    block_size: BlockSizeOpt = None,
     temperature: Annotated[
         float, typer.Option("--temperature", min=0.0, help="generate: 0 is greedy; above 0 samples.")
     ] = 0.0,
     top_p: Annotated[float, typer.Option("--top-p", min=0.0, max=1.0, help="generate: nucleus sampling mass.")] = 1.0,
-    max_new_tokens: Annotated[
-        int, typer.Option("--max-new-tokens", min=1, help="generate: most tokens generated per item.")
-    ] = 16,
+    max_new_tokens: MaxNewTokensOpt = 16,
     seed: Annotated[int, typer.Option("--seed", help="generate: base seed (each item's is derived from its id).")] = 0,
     use_ray: Annotated[
         bool, typer.Option("--ray", help="Score on a Ray Data actor pool (RAY_ADDRESS, else a local Ray); same OUT.")
@@ -255,29 +336,11 @@ def run(
     Resumable: rerunning the same command skips the items already scored with the same model
     revision and scoring settings. `--shard i/n` workers can fill one OUT folder together.
     """
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
     from runners import loop
     from runners.results import parse_shard
     from runners.run import ScoringSettings
 
-    progress = Progress(
-        TextColumn("[bold]{task.description:<16}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=err,
-        disable=quiet,
-    )
+    progress = _progress(quiet)
     try:
         if backend_name not in loop.BACKENDS:
             raise ProbeError(f"--backend must be one of {', '.join(loop.BACKENDS)}, got {backend_name!r}")
@@ -293,6 +356,7 @@ def run(
         if results.exists() and not results.is_dir():
             raise ProbeError(f"--out {results} exists and is not a folder")
         prompts = loop.load_prompt_config(dataset, config, revision=revision)
+        loop.check_scoring_mode(prompts, settings)
         if use_ray:  # one model replica per Ray actor (runners.ray_run); this process loads no model
             from runners.ray_run import run_config_ray
 
@@ -324,53 +388,31 @@ def run(
             err.print(summary.line(), highlight=False)
             out.print(f"results: {summary.key_dir}", highlight=False)
             return
-        backend, tokenizer, key_revision = loop.load_backend(
-            model,
-            backend=backend_name,
-            revision=model_revision,
-            dtype=dtype,
-            device=device,
-            gguf_file=gguf_file,
-            prefix_caching=prefix_caching,
-            enforce_eager=enforce_eager,
-            gpu_memory_utilization=gpu_memory_utilization,
-            max_model_len=max_model_len,
-            block_size=block_size,
-        )
-        state = {"task": 0, "started": 0.0, "scored": 0}
-
-        def on_start(total: int, done: int) -> None:
-            state["task"] = progress.add_task(config, total=total, completed=done, rate="")
-            state["started"] = time.perf_counter()
-
-        def on_advance(n: int) -> None:
-            # items/s over the items scored by this run (resumed items are not counted)
-            state["scored"] += n
-            elapsed = time.perf_counter() - state["started"]
-            rate = f"{state['scored'] / elapsed:.2f} items/s" if elapsed > 0 else ""
-            progress.update(state["task"], advance=n, rate=rate)
-
-        try:
-            with progress:
-                summary = loop.run_config(
-                    prompts,
-                    backend,
-                    tokenizer,
-                    results,
-                    model_revision=key_revision,
-                    settings=settings,
-                    chat=chat,
-                    shard=shard_ix,
-                    limit=limit,
-                    batch_size=batch_size,
-                    flush_every=flush_every,
-                    dtype=dtype,
-                    on_start=on_start,
-                    on_advance=on_advance,
-                )
-        finally:
-            if callable(getattr(backend, "close", None)):
-                backend.close()
+        with progress:
+            summary = _run_local(
+                prompts,
+                model,
+                results,
+                settings,
+                progress,
+                chat=chat,
+                shard=shard_ix,
+                limit=limit,
+                batch_size=batch_size,
+                flush_every=flush_every,
+                load={
+                    "backend": backend_name,
+                    "revision": model_revision,
+                    "dtype": dtype,
+                    "device": device,
+                    "gguf_file": gguf_file,
+                    "prefix_caching": prefix_caching,
+                    "enforce_eager": enforce_eager,
+                    "gpu_memory_utilization": gpu_memory_utilization,
+                    "max_model_len": max_model_len,
+                    "block_size": block_size,
+                },
+            )
     except ProbeError as exc:
         _fail(exc)
     err.print(summary.line(), highlight=False)
@@ -534,6 +576,233 @@ def curate_pairs_cmd(
         err.print(f"warning: no games_{result.curated.slug} config: {games['no_games_reason']}", highlight=False)
     m = result.manifest
     out.print(f"{m['name']} {m['version']} -> {result.path}  fingerprint {m['fingerprint']}", highlight=False)
+
+
+@app.command("rewrite")
+def rewrite_cmd(
+    dataset: Annotated[
+        Path,
+        typer.Argument(
+            help="An intergroup-empathy folder from probes build; its rewrite_t2 prompts are generated, "
+            "its events get the model's T2.",
+            file_okay=False,
+        ),
+    ],
+    out_dir: Annotated[
+        Path, typer.Option("--out", help="Where the new dataset version is written (as OUT/<dataset name>).")
+    ],
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            "-m",
+            help="Model that rewrites (local folder or Hub id). Left out: use the generations already in --results.",
+        ),
+    ] = None,
+    results: Annotated[
+        Path | None,
+        typer.Option(
+            "--results",
+            help="Results folder of the rewrite generations (resumable, publishable; "
+            "default OUT/<dataset name>-rewrites).",
+            file_okay=False,
+        ),
+    ] = None,
+    key: Annotated[
+        str | None, typer.Option("--key", help="Result key folder to use when --results holds several.")
+    ] = None,
+    backend_name: BackendOpt = "hf",
+    limit: LimitOpt = None,
+    chat: Annotated[
+        bool,
+        typer.Option(
+            "--chat/--no-chat",
+            help="Send the rewrite prompt as a chat user turn. Default off: the prompt ends inside `Rewrite: {` "
+            "and is continued as plain text, as the 1-shot form intends.",
+        ),
+    ] = False,
+    max_new_tokens: Annotated[
+        int,
+        typer.Option("--max-new-tokens", min=1, help="Most tokens per rewrite; a rewrite not closed by } is unused."),
+    ] = 96,
+    batch_size: BatchSizeOpt = 16,
+    flush_every: FlushEveryOpt = 64,
+    dtype: DtypeOpt = "float32",
+    device: DeviceOpt = "cpu",
+    model_revision: ModelRevisionOpt = None,
+    gguf_file: GgufFileOpt = None,
+    enforce_eager: EnforceEagerOpt = False,
+    gpu_memory_utilization: GpuMemoryOpt = 0.3,
+    max_model_len: MaxModelLenOpt = 4096,
+    recipe: Annotated[
+        str, typer.Option("--recipe", help="Recipe DATASET was built from (name or YAML path).")
+    ] = "intergroup-empathy",
+    sources: SourcesOpt = None,
+    cache_dir: CacheOpt = None,
+    offline: OfflineOpt = False,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace OUT/<dataset name> if it exists.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Rewrite the T1 narratives in the third person with a model (DESIGN section 4) into a new dataset version.
+
+    With --model, first generates DATASET's rewrite_t2 prompts greedily (generation stops at `}`)
+    into --results, exactly as `probes run DATASET --config rewrite_t2 --scoring generate`:
+    resumable, a rerun skips the events already rewritten. Then rebuilds the dataset from its
+    recipe and sources at the same --max-events, with each event's narrative_t2 replaced by the
+    model's rewrite and t2_method set to the model id; generations not closed by `}` within
+    --max-new-tokens, or empty, keep the rule-based T2 (counted in the manifest and card). The
+    version is <recipe version>+t2.<hash>. Atomic: on any error the new version is not written.
+    """
+    from promptgen.empathy import REWRITE_CONFIG
+    from promptgen.empathy_rewrite import apply_rewrites
+    from runners import loop
+    from runners.run import ScoringSettings
+
+    results = results or Path(out_dir) / f"{Path(dataset).name}-rewrites"
+    try:
+        if model is not None:
+            if backend_name not in loop.BACKENDS:
+                raise ProbeError(f"--backend must be one of {', '.join(loop.BACKENDS)}, got {backend_name!r}")
+            if not (Path(dataset) / "data" / REWRITE_CONFIG).is_dir():
+                raise ProbeError(
+                    f"DATASET {dataset} has no {REWRITE_CONFIG} config; rebuild it with this version of probes build"
+                )
+            prompts = loop.load_prompt_config(str(dataset), REWRITE_CONFIG)
+            settings = ScoringSettings(mode="generate", temperature=0.0, max_new_tokens=max_new_tokens)
+            progress = _progress(quiet)
+            with progress:
+                summary = _run_local(
+                    prompts,
+                    model,
+                    results,
+                    settings,
+                    progress,
+                    chat=chat,
+                    shard=(0, 1),
+                    limit=limit,
+                    batch_size=batch_size,
+                    flush_every=flush_every,
+                    load={
+                        "backend": backend_name,
+                        "revision": model_revision,
+                        "dtype": dtype,
+                        "device": device,
+                        "gguf_file": gguf_file,
+                        "enforce_eager": enforce_eager,
+                        "gpu_memory_utilization": gpu_memory_utilization,
+                        "max_model_len": max_model_len,
+                    },
+                )
+            err.print(summary.line(), highlight=False)
+            key = key or summary.key_dir.name
+        elif limit is not None:
+            raise ProbeError("--limit applies to generation; give --model too")
+        result = apply_rewrites(
+            results,
+            dataset,
+            out_dir,
+            key=key,
+            recipe=recipe,
+            sources_dir=sources,
+            cache_dir=cache_dir,
+            offline=offline,
+            overwrite=overwrite,
+        )
+    except ProbeError as exc:
+        _fail(exc)
+    record = result.rewrites.record
+    statuses = ", ".join(f"{k} {v}" for k, v in record["statuses"].items())
+    out.print(
+        f"{record['rewritten']} of {record['events']} events rewritten by {record['model']} ({statuses}); "
+        f"{record['kept_rules']} keep the rule-based T2",
+        highlight=False,
+    )
+    m = result.manifest
+    out.print(f"{m['name']} {m['version']} -> {result.path}  fingerprint {m['fingerprint']}", highlight=False)
+
+
+@app.command("analyze")
+def analyze_cmd(
+    prompts: Annotated[
+        str, typer.Option("--prompts", help="Prompt dataset the results were scored on: local folder or Hub repo id.")
+    ],
+    results: Annotated[
+        list[str],
+        typer.Option(
+            "--results",
+            help="Results folder or Hub repo id (repeat for several models: --results A --results B; "
+            "tables and figures then show them side by side).",
+        ),
+    ],
+    out_dir: Annotated[Path, typer.Option("--out", help="Report folder: tables/, figures/, report.html.")],
+    configs: Annotated[
+        list[str] | None,
+        typer.Option("--config", help="Only these configs (repeatable; needed for Hub results). Default: all found."),
+    ] = None,
+    revision: Annotated[str | None, typer.Option("--revision", help="Prompt dataset revision (Hub).")] = None,
+    results_revision: Annotated[
+        str | None, typer.Option("--results-revision", help="Results revision (Hub results).")
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the permutation test and the t-SNE layout.")] = 0,
+    permutations: Annotated[
+        int, typer.Option("--permutations", min=1, help="Permutations of the empathy gap test.")
+    ] = 10_000,
+    score: Annotated[
+        str,
+        typer.Option(
+            "--score",
+            help="Number items' answer: auto (expected value when the run read distributions, else the parsed "
+            "generated number), expected_value, argmax_value or parsed_value.",
+        ),
+    ] = "auto",
+    alpha: Annotated[float, typer.Option("--alpha", min=0.0, max=1.0, help="Significance level of the masks.")] = 0.05,
+    no_figures: Annotated[bool, typer.Option("--no-figures", help="Tables and report only (faster).")] = False,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace --out if it exists.")] = False,
+) -> None:
+    """Recompute every paper metric from released prompt and result datasets into tables, figures and report.html.
+
+    Joins results to prompts by id; the probe of each config comes from the prompts' probe
+    column. Attribution: d, single-actor t-tests, Δd, Δd_pair, Δd1/Δd2 with SMD, shares. Empathy:
+    M0, M, δ with the structured permutation test, per-cell tests, summaries. Trust Game: type III
+    ANOVA, post hoc gender t-tests with Cohen's d, probing accuracy. Refusal rates for all.
+    """
+    from analysis.empathy import SCORES
+    from analysis.pipeline import AUTO_SCORE, Options, analyze
+    from analysis.report import write_report
+    from promptgen.hubfolder import check_target
+
+    started = time.perf_counter()
+    try:
+        if score not in (AUTO_SCORE, *SCORES):
+            raise ProbeError(f"--score must be one of {', '.join((AUTO_SCORE, *SCORES))}, got {score!r}")
+        check_target(out_dir, overwrite=overwrite)
+        options = Options(seed=seed, n_permutations=permutations, score=score, alpha=alpha)
+        with err.status("analysing ..."):
+            result = analyze(
+                prompts,
+                results,
+                options=options,
+                configs=configs,
+                revision=revision,
+                results_revision=results_revision,
+                figures=not no_figures,
+            )
+            path = write_report(result, out_dir, overwrite=overwrite)
+    except ProbeError as exc:
+        _fail(exc)
+    table = Table(title=f"analysis -> {path}")
+    table.add_column("table")
+    table.add_column("rows", justify="right")
+    for name, frame in result.tables.items():
+        table.add_row(name, f"{len(frame):,}")
+    out.print(table)
+    for p in result.problems:
+        err.print(f"warning: not analysed: {p.get('probe') or p.get('config')}: {p['reason']}", highlight=False)
+    out.print(
+        f"{len(result.tables)} tables, {len(result.figures)} figures, report {path / 'report.html'} "
+        f"({time.perf_counter() - started:.1f} s)",
+        highlight=False,
+    )
 
 
 @app.command("recipes")

@@ -16,6 +16,7 @@ from .recipe import Recipe, load_recipe
 from .sources import ResolvedSource, resolve_sources
 
 if TYPE_CHECKING:
+    from .empathy_rewrite import ModelRewrites
     from .trust_game_pairs import CuratedPairs
 
 
@@ -29,11 +30,17 @@ def _no_curated_pairs(recipe: Recipe, options: BuildOptions) -> None:
         raise RecipeError(f"curated pairs apply to the trust game; {recipe.name!r} has no pairs")
 
 
+def _no_rewrites(recipe: Recipe, options: BuildOptions) -> None:
+    if options.rewrites is not None:
+        raise RecipeError(f"third-person rewrites apply to intergroup-empathy; {recipe.name!r} has no narratives")
+
+
 def _talent_or_luck(recipe: Recipe, sources: dict[str, ResolvedSource], options: BuildOptions) -> BuildPlan:
     from .attribution_dataset import plan_talent_or_luck
 
     _no_max_events(recipe, options)
     _no_curated_pairs(recipe, options)
+    _no_rewrites(recipe, options)
     return plan_talent_or_luck(recipe, sources, full=options.full)
 
 
@@ -41,6 +48,7 @@ def _trust_game(recipe: Recipe, sources: dict[str, ResolvedSource], options: Bui
     from .trust_game_dataset import plan_trust_game
 
     _no_max_events(recipe, options)
+    _no_rewrites(recipe, options)
     return plan_trust_game(recipe, sources, full=options.full, curated=options.curated_pairs)
 
 
@@ -114,6 +122,7 @@ def build(
     full: bool = False,
     max_events: int | None = None,
     curated_pairs: Sequence[CuratedPairs] = (),
+    rewrites: ModelRewrites | None = None,
     overwrite: bool = False,
     on_rows: Callable[[str, int], None] | None = None,
     on_plan: Callable[[BuildPlan], None] | None = None,
@@ -121,9 +130,11 @@ def build(
     """Build one dataset folder `out_dir/<name>` from its recipe; atomic on failure.
 
     `curated_pairs` (trust game only) adds per-model pairs and their games; see `trust_game_curate`.
+    `rewrites` (intergroup-empathy only) replaces rule-based T2 narratives with a model's; see
+    `empathy_rewrite`.
     """
     recipe = load_recipe(name_or_path)
-    options = BuildOptions(full=full, max_events=max_events, curated_pairs=tuple(curated_pairs))
+    options = BuildOptions(full=full, max_events=max_events, curated_pairs=tuple(curated_pairs), rewrites=rewrites)
     if max_events is not None and max_events < 1:
         raise RecipeError(f"--max-events must be a positive number, got {max_events}")
     # fail before any work if the target exists

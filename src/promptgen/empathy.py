@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from datasets import Features, Value
+from datasets import Features, List, Value
 
 from .crowd_envent import Event
-from .items import item_features
+from .items import item_features, user_messages
 from .narratives import build_t0, build_t1
-from .rewrite import RULE_METHOD, to_third_person
+from .rewrite import REWRITE_STOP, RULE_METHOD, rewrite_prompt, to_third_person
 
 CATEGORIES: tuple[str, ...] = ("race", "nationality", "religion")
 UNSPECIFIED = "a person"
@@ -182,6 +182,48 @@ def event_rows(events: Iterable[Event], rewrites: dict[str, tuple[str, str]] | N
                 "narrative_t2": t2,
                 "t2_method": method,
                 "hidden_emo_text": e.hidden_emo_text,
+            }
+        )
+    return rows
+
+
+#: the config of LLM rewrite prompts (one free-text item per event), run with `probes rewrite`
+REWRITE_CONFIG = "rewrite_t2"
+REWRITE_FEATURES = item_features(
+    {"text_id": Value("string"), "emotion": Value("string"), "stop": List(Value("string"))}
+)
+
+
+def rewrite_item_id(text_id: str) -> str:
+    return f"emp.rewrite.{text_id}"
+
+
+def rewrite_rows(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One free-text item per event: DESIGN section 4's rewrite prompt for its T1 narrative.
+
+    Released with the dataset so the LLM rewrite is reproducible from the dataset alone
+    (`probes run DATASET --config rewrite_t2 --scoring generate`). The prompt is a text to
+    continue (it ends inside `Rewrite: {`); `messages` carries it as one user turn for
+    runners that use a chat template.
+    """
+    rows = []
+    for e in events:
+        prompt = rewrite_prompt(e["narrative_t1"])
+        rows.append(
+            {
+                "id": rewrite_item_id(e["text_id"]),
+                "probe": "empathy",
+                "task": "text",
+                "prompt": prompt,
+                "messages": user_messages(prompt),
+                "choices": [],
+                "choice_labels": [],
+                "choice_types": [],
+                "number_min": None,
+                "number_max": None,
+                "text_id": e["text_id"],
+                "emotion": e["emotion"],
+                "stop": list(REWRITE_STOP),
             }
         )
     return rows

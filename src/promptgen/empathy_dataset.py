@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Any
 
 from .crowd_envent import EXPECTED_PER_EMOTION, EXPECTED_TOTAL, count_deviations, load_events
@@ -12,6 +12,8 @@ from .empathy import (
     EVENT_FEATURES,
     IDENTITY_FEATURES,
     PROMPT_FEATURES,
+    REWRITE_CONFIG,
+    REWRITE_FEATURES,
     SETTING_FEATURES,
     SETTINGS,
     event_rows,
@@ -19,6 +21,7 @@ from .empathy import (
     identities,
     identity_rows,
     prompt_batches,
+    rewrite_rows,
     setting,
     setting_rows,
 )
@@ -58,7 +61,14 @@ def plan_intergroup_empathy(recipe: Recipe, sources: dict[str, ResolvedSource], 
             raise RecipeError(f"--max-events {options.max_events} exceeds the {len(events)} events of the corpus")
         events = [e for _, e in stratified_sample(p["seed"], "events", dict(by_emotion), options.max_events)]
         events.sort(key=lambda e: e.line)
-    rows = event_rows(events)
+    rewrites = options.rewrites
+    if rewrites is not None:
+        stray = sorted(set(rewrites.texts) - {e.text_id for e in events})
+        if stray:
+            raise RecipeError(f"rewrites name {len(stray)} event(s) this build does not have, e.g. {stray[0]!r}")
+    by_model = {t: (text, rewrites.method()) for t, text in rewrites.texts.items()} if rewrites else None
+    rows = event_rows(events, by_model)
+    rewrite_items = rewrite_rows(rows)
 
     configs = [
         ConfigData(
@@ -67,6 +77,13 @@ def plan_intergroup_empathy(recipe: Recipe, sources: dict[str, ResolvedSource], 
             lambda: row_batches(rows, EVENT_FEATURES),
             "One crowd-enVent event with its three narrative forms.",
             expected_rows=len(rows),
+        ),
+        ConfigData(
+            REWRITE_CONFIG,
+            REWRITE_FEATURES,
+            lambda: row_batches(rewrite_items, REWRITE_FEATURES),
+            "The 1-shot third-person rewrite prompt per event (free text, stop `}`), for `probes rewrite`.",
+            expected_rows=len(rewrite_items),
         ),
         ConfigData(
             "identities",
@@ -114,6 +131,8 @@ def plan_intergroup_empathy(recipe: Recipe, sources: dict[str, ResolvedSource], 
             "prompt_rows": prompt_total if p["materialize_prompts"] else 0,
             "prompt_rows_full_design": expected_total(len(rows), categories, settings),
             "t2_methods": sorted({r["t2_method"] for r in rows}),
+            "t2_method_counts": dict(sorted(Counter(r["t2_method"] for r in rows).items())),
+            "t2_rewrite": rewrites.record if rewrites else None,
         },
         card_context={
             "n_events": len(rows),
@@ -130,6 +149,7 @@ def plan_intergroup_empathy(recipe: Recipe, sources: dict[str, ResolvedSource], 
         },
         default_config="events",
         rows_per_shard=p["rows_per_shard"],
+        version=rewrites.version(recipe.version) if rewrites else None,
     )
 
 

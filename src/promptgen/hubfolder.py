@@ -277,11 +277,25 @@ def write_hub_folder(
             tmp / "build_manifest.json", json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
         )
         _write_text(tmp / "README.md", render_card(manifest, written))
-        _swap_into_place(tmp, target, overwrite=overwrite)
+        swap_into_place(tmp, target, overwrite=overwrite)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return target
+
+
+def read_dataset_manifest(dataset: Path, *, flag: str, expected: str) -> dict[str, Any]:
+    """A built folder's build_manifest.json: it names the recipe (and its sha256) the folder came from.
+
+    `flag` and `expected` word the error for the command that was given the folder.
+    """
+    path = Path(dataset) / "build_manifest.json"
+    if not path.is_file():
+        raise ProbeError(f"{flag} {dataset}: no build_manifest.json; expected {expected} from probes build")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ProbeError(f"{path}: not valid JSON ({exc})") from exc
 
 
 def check_target(target: Path, *, overwrite: bool) -> None:
@@ -296,7 +310,7 @@ def _write_text(path: Path, text: str) -> None:
     path.write_text(text, encoding="utf-8", newline="\n")
 
 
-def _swap_into_place(tmp: Path, target: Path, *, overwrite: bool) -> None:
+def swap_into_place(tmp: Path, target: Path, *, overwrite: bool) -> None:
     if not target.exists():
         os.rename(tmp, target)
         return

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from .hubfolder import ConfigData
 
 if TYPE_CHECKING:
+    from .empathy_rewrite import ModelRewrites
     from .trust_game_pairs import CuratedPairs
 
 
@@ -18,12 +19,15 @@ class BuildOptions:
     `full`: the full cross product instead of the recipe's sampling; `max_events`: a
     stratified subset of N source events (empathy), for tests and quick runs;
     `curated_pairs`: per-model pairs selected from race-probe results (trust game), each
-    added as `pairs_<slug>` + `games_<slug>` configs of a new dataset version.
+    added as `pairs_<slug>` + `games_<slug>` configs of a new dataset version; `rewrites`:
+    a model's third-person rewrites replacing the rule-based T2 narratives (empathy), also
+    a new dataset version.
     """
 
     full: bool = False
     max_events: int | None = None
     curated_pairs: tuple[CuratedPairs, ...] = ()
+    rewrites: ModelRewrites | None = None
 
     def dataset_name(self, recipe_name: str) -> str:
         """`talent-or-luck`, `talent-or-luck-full`, `intergroup-empathy-events24`, ..."""

@@ -76,6 +76,8 @@ _PROMPT_HEAD = (
     "Text: {The person: "
 )
 _PROMPT_TAIL = "}\nRewrite: {"
+#: generation stops at the brace that closes the rewrite the prompt opened
+REWRITE_STOP: tuple[str, ...] = ("}",)
 
 
 def rewrite_prompt(narrative: str) -> str:

@@ -21,7 +21,6 @@ configs are the ones the results were scored on.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,8 +29,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from .errors import ProbeError
-from .hubfolder import check_target
+from .hubfolder import check_target, read_dataset_manifest
 from .recipe import load_recipe
+from .result_rows import KeyRows, load_key_rows
 from .trust_game import RACE_PROBE_VARIANTS
 from .trust_game_pairs import (
     DEFAULT_PER_GENDER,
@@ -52,16 +52,8 @@ PROMPT_COLUMNS = ("id", *KEY_COLUMNS, "race", "variant", "choice_types")
 LOGODDS_NOTE = "log P(True) - log P(False) from the summed answer-token log-probabilities (choice_logprobs)"
 
 
-@dataclass(frozen=True)
-class RaceProbeResults:
-    """One result key's race-probe rows (`id`, `choice_logprobs`, `file`) and what they were scored with."""
-
-    rows: pd.DataFrame
-    key: str
-    model: str
-    model_revision: str
-    scoring: dict[str, Any]
-    runs: list[dict[str, Any]]
+#: one result key's race-probe rows (`id`, `choice_logprobs`, `file`) and what they were scored with
+RaceProbeResults = KeyRows
 
 
 @dataclass(frozen=True)
@@ -73,19 +65,6 @@ class CurateResult:
 
 
 # ----------------------------------------------------------------------------- reading
-
-
-def read_dataset_manifest(dataset: Path) -> dict[str, Any]:
-    """DATASET's build_manifest.json: it names the recipe the folder was built from."""
-    path = Path(dataset) / BUILD_MANIFEST
-    if not path.is_file():
-        raise ProbeError(
-            f"--prompts {dataset}: no {BUILD_MANIFEST}; expected a trust-game-names folder from probes build"
-        )
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ProbeError(f"{path}: not valid JSON ({exc})") from exc
 
 
 def _read_parquet_folder(folder: Path, columns: list[str], what: str) -> pd.DataFrame:
@@ -117,54 +96,20 @@ def load_race_probe_results(results: Path, *, key: str | None = None) -> RacePro
     scoring settings); with one folder it may be left out. Sentence scoring is required: step 7
     compares the answer strings `True` / `False`, not label tokens.
     """
-    # the result layout is the runners' (promptgen otherwise never imports them)
-    from runners.results import MANIFEST_NAME, part_files, read_manifest
-
-    results = Path(results)
-    config_dir = results / "data" / RACE_PROBE
-    if not config_dir.is_dir():
+    found = load_key_rows(
+        results,
+        RACE_PROBE,
+        ["id", "choice_logprobs"],
+        key=key,
+        hint=f"probes run DATASET --config {RACE_PROBE} --model M --out {results}",
+    )
+    if found.scoring.get("choice_mode") != "sentence":
         raise ProbeError(
-            f"results folder {results} has no {RACE_PROBE} results (expected {config_dir}/<key>/part-*.parquet); "
-            f"score them first: probes run DATASET --config {RACE_PROBE} --model M --out {results}"
-        )
-    keys = sorted(p.name for p in config_dir.iterdir() if p.is_dir() and part_files(p))
-    if not keys:
-        raise ProbeError(f"{config_dir}: no result parts")
-    if key is None:
-        if len(keys) > 1:
-            raise ProbeError(f"{config_dir} holds several result keys {keys}; choose one with --key")
-        key = keys[0]
-    if key not in keys:
-        raise ProbeError(f"--key {key!r}: no such result key under {config_dir}; found {keys}")
-    folder = config_dir / key
-    key_file = folder / "key.json"
-    if not key_file.is_file():
-        raise ProbeError(f"{folder}: no key.json; not a result folder written by probes run")
-    info = json.loads(key_file.read_text(encoding="utf-8"))
-    scoring = json.loads(info["scoring"])
-    if scoring.get("choice_mode") != "sentence":
-        raise ProbeError(
-            f"{key_file}: choice_mode {scoring.get('choice_mode')!r}; curation needs sentence scoring "
+            f"{Path(results) / 'data' / RACE_PROBE / found.key / 'key.json'}: choice_mode "
+            f"{found.scoring.get('choice_mode')!r}; curation needs sentence scoring "
             "(log-probabilities of the answer strings True / False): rerun with --scoring sentence"
         )
-    frames = []
-    for path in part_files(folder):
-        table = pq.read_table(path, columns=["id", "choice_logprobs"]).to_pandas()
-        frames.append(table.assign(file=str(path)))
-    rows = pd.concat(frames, ignore_index=True)
-    dup = rows["id"].duplicated(keep=False)
-    if dup.any():
-        first = rows[dup].iloc[0]["id"]
-        files = sorted(set(rows.loc[rows["id"] == first, "file"]))
-        raise ProbeError(f"result id {first!r} appears more than once under {folder}: {files}")
-    runs = [
-        run
-        for run in read_manifest(results).get("runs", {}).values()
-        if run.get("key") == key and run.get("prompt_dataset", {}).get("config") == RACE_PROBE
-    ]
-    if not runs:
-        raise ProbeError(f"{results / MANIFEST_NAME}: no run recorded for {RACE_PROBE} key {key}")
-    return RaceProbeResults(rows, key, info["model"], info["model_revision"], scoring, runs)
+    return found
 
 
 def load_curated(dataset: Path, manifest: dict[str, Any]) -> list[CuratedPairs]:
@@ -240,7 +185,7 @@ def curate_pairs(
     from .build import build
 
     dataset = Path(dataset)
-    manifest = read_dataset_manifest(dataset)
+    manifest = read_dataset_manifest(dataset, flag="--prompts", expected="a trust-game-names folder")
     spec = load_recipe(recipe)
     built_from = manifest.get("recipe", {}).get("sha256")
     if manifest.get("name") != spec.name or built_from != spec.sha256:

@@ -29,7 +29,9 @@ from . import results as res
 from .run import ScoringSettings, run_items
 
 REQUIRED_COLUMNS = ("id", "probe", "task", "prompt", "messages")
-TASK_COLUMNS = {"choice": ("choices", "choice_labels"), "number": ("number_min", "number_max")}
+#: per task, the columns its items need; `text` items (free generation, e.g. the empathy
+#: third-person rewrite) may name `stop` strings and are run with --scoring generate only
+TASK_COLUMNS = {"choice": ("choices", "choice_labels"), "number": ("number_min", "number_max"), "text": ()}
 DTYPES = ("float32", "bfloat16", "float16")
 BACKENDS = ("hf", "vllm")
 
@@ -113,7 +115,7 @@ def check_prompt_config(ds: Any, where: str) -> None:
     tasks = set(ds["task"])
     unknown = sorted(str(t) for t in tasks - set(TASK_COLUMNS))
     if unknown:
-        raise ProbeError(f"{where}: unknown task(s) {', '.join(unknown)}; expected choice or number")
+        raise ProbeError(f"{where}: unknown task(s) {', '.join(unknown)}; expected choice, number or text")
     for task in sorted(tasks):
         lacking = [c for c in TASK_COLUMNS[task] if c not in columns]
         if lacking:
@@ -121,6 +123,15 @@ def check_prompt_config(ds: Any, where: str) -> None:
     ids = ds["id"]
     if len(set(ids)) != len(ids):
         raise ProbeError(f"{where}: item ids are not unique")
+
+
+def check_scoring_mode(prompts: PromptConfig, settings: ScoringSettings) -> None:
+    """Free-text items have no options to score: they need generation mode (checked before a model loads)."""
+    if settings.mode != "generate" and "text" in set(prompts.dataset.unique("task")):
+        raise ProbeError(
+            f"{prompts.path} config {prompts.config!r} has free-text items (task `text`): "
+            "run it with --scoring generate"
+        )
 
 
 def local_model_revision(folder: Path) -> str:
@@ -280,6 +291,7 @@ def run_config(
         raise ProbeError(f"--limit must be positive, got {limit}")
     if chat is None:
         chat = bool(getattr(tokenizer, "chat_template", None))
+    check_scoring_mode(prompts, settings)
     key = key_for(backend.model_id, model_revision, settings, chat)
     folder = res.key_dir(results, prompts.config, key)
 

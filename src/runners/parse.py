@@ -2,7 +2,8 @@
 
 Every parse returns a value and a status, so analysis can tell a model that answered
 out of range from one that wrote no number at all or named two options; the raw text is
-stored next to both. Statuses: `ok`, `no_number`, `out_of_range`, `no_answer`, `ambiguous`.
+stored next to both. Statuses: `ok`, `no_number`, `out_of_range`, `no_answer`, `ambiguous`, and for free text
+`no_stop` (the length limit came before the item's stop string).
 """
 
 from __future__ import annotations
@@ -43,3 +44,20 @@ def parse_choice(text: str, labels: Sequence[str], choices: Sequence[str]) -> tu
     if len(hits) == 1:
         return hits[0], "ok"
     return None, "ambiguous" if hits else "no_answer"
+
+
+def parse_text(text: str, stop: Sequence[str], finish_reason: str) -> tuple[str | None, str]:
+    """The answer of a free-text item (`task` = `text`): the text before the first stop string.
+
+    An item that names stop strings expects the model to close its answer with one (the
+    empathy rewrite prompt opens a `{` the model must close with `}`); when the length limit
+    came first the text is kept but marked `no_stop`, so nothing truncated is used silently.
+    Empty answers are `no_answer`.
+    """
+    cuts = [text.find(s) for s in stop if s and s in text]
+    body = text[: min(cuts)] if cuts else text
+    if not body.strip():
+        return None, "no_answer"
+    if stop and not cuts and finish_reason == "length":
+        return body.strip(), "no_stop"
+    return body.strip(), "ok"

@@ -25,7 +25,7 @@ import numpy as np
 from promptgen.seeding import hash_int
 
 from .backend import Backend, GenerateRequest, GeneratingBackend, Generation, ScoreRequest, ScoreResult
-from .parse import parse_choice, parse_number
+from .parse import parse_choice, parse_number, parse_text
 from .scoring import (
     NumberTrie,
     build_number_trie,
@@ -141,6 +141,8 @@ def _prepare(
         ctx, paths = number_paths(tokenizer, context, lo, hi, settings.number_prefixes)
         trie = build_number_trie(paths)
         return _Prepared(item, number_request(ctx, trie, digits), trie=trie)
+    if task == "text":
+        raise ValueError(f"{where}: a free-text item (task `text`) can only be generated: use --scoring generate")
     raise ValueError(f"{where}: task must be `choice` or `number`, got {task!r}")
 
 
@@ -210,6 +212,7 @@ def generation_request(
         temperature=settings.temperature,
         top_p=settings.top_p,
         seed=hash_int(settings.seed, str(item["id"])) % (2**31) if settings.temperature > 0 else settings.seed,
+        stop=tuple(item.get("stop") or ()),
     )
 
 
@@ -224,8 +227,12 @@ def generated_row(item: Mapping[str, Any], request: GenerateRequest, gen: Genera
     elif task == "choice":
         value, status = parse_choice(gen.text, item.get("choice_labels") or [], item.get("choices") or [])
         row.update(parsed_value=value, chosen_index=value)
+    elif task == "text":
+        # the answer itself is `generated_text` cut at the stop string (`parse.parse_text`);
+        # the row keeps the raw text and the status, so the result schema stays the same
+        _, status = parse_text(gen.text, item.get("stop") or (), gen.finish_reason)
     else:
-        raise ValueError(f"item {item.get('id')!r}: task must be `choice` or `number`, got {task!r}")
+        raise ValueError(f"item {item.get('id')!r}: task must be `choice`, `number` or `text`, got {task!r}")
     row.update(parse_status=status, refused=status != "ok")
     return row
 

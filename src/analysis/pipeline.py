@@ -1,0 +1,344 @@
+"""`probes analyze`: a prompt dataset + result folders -> every table and figure of the papers.
+
+Three steps, one job each, so a notebook can stop after any of them:
+
+1. `collect` (I/O): which configs the result folders hold, their rows (all folders of one
+   config together: several models are one frame, told apart by the run columns), the prompt
+   rows of those configs, and the join by `id` (`analysis.load`). Provenance (the prompt
+   manifest and each results manifest) is read here too.
+2. `compute` (pure): per probe, the tables of `analysis.attribution`, `analysis.empathy` and
+   `analysis.trust_game`, named as their CSV files will be, plus a refusal table for every
+   config. A probe whose joined rows lack what a metric needs gets a `problems` row, not a crash.
+3. `draw` (pure): figures from those tables (`analysis.figures`).
+
+`analysis.report` writes the result (CSV, parquet, PNG, report.html).
+
+Which probe a config belongs to comes from the prompts' `probe` column, never from the
+config name: `attribution` (configs single_actor, actor_actor, actor_observer), `empathy`
+(the `{category}_{setting}` number configs; the free-text `rewrite_t2` config is not a
+measurement and is skipped), `trust_game` and `probing` (rows of the `games_*` configs), and
+`race_probe` (the curation input: its refusals are reported, nothing else).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from promptgen.errors import ProbeError
+
+from . import attribution as attr
+from . import empathy as emp
+from . import trust_game as tg
+from .load import RESULT_FILE_COLUMN, RESULT_KEY_COLUMN, RUN_COLUMNS, join, load_prompts, load_results
+
+#: prompt columns analysis never needs (large texts); everything else is read
+HEAVY_PROMPT_COLUMNS = ("prompt", "messages")
+#: score used for number items: the expected value of the distribution when the run read one,
+#: else the number parsed from generated text
+AUTO_SCORE = "auto"
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the analysis computes with; recorded in the report."""
+
+    seed: int = 0
+    n_permutations: int = 10_000
+    #: number items: auto | expected_value | argmax_value | parsed_value
+    score: str = AUTO_SCORE
+    alpha: float = 0.05
+
+
+@dataclass
+class Collected:
+    """The joined rows per probe (one frame per config), and where they came from."""
+
+    joined: dict[str, dict[str, pd.DataFrame]] = field(default_factory=dict)  # probe -> config -> rows
+    provenance: dict[str, Any] = field(default_factory=dict)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class Analysis:
+    """Named tidy tables and named figures (name -> matplotlib Figure), ready to be written."""
+
+    tables: dict[str, pd.DataFrame]
+    figures: list[tuple[str, str, Any]]  # (section, name, Figure)
+    provenance: dict[str, Any]
+    options: Options
+    problems: list[dict[str, str]]
+
+
+# ----------------------------------------------------------------------------- 1. collect
+
+
+def result_configs(results: str | Path) -> list[str]:
+    """The configs a local results folder holds (`data/<config>/<key>/part-*.parquet`)."""
+    folder = Path(results).expanduser()
+    if not folder.is_dir():
+        raise ProbeError(f"results folder {results} does not exist (Hub results: pass --config to name the configs)")
+    data = folder / "data"
+    configs = (
+        sorted(p.name for p in data.iterdir() if p.is_dir() and any(p.glob("*/part-*.parquet")))
+        if (data.is_dir())
+        else []
+    )
+    if not configs:
+        raise ProbeError(
+            f"results folder {results} holds no result parts (expected data/<config>/<key>/part-*.parquet)"
+        )
+    return configs
+
+
+def _manifest(folder: str | Path, name: str) -> dict[str, Any]:
+    path = Path(folder).expanduser() / name
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ProbeError(f"{path}: not valid JSON ({exc})") from exc
+
+
+def collect(
+    prompts: str | Path,
+    results: Sequence[str | Path],
+    *,
+    configs: Sequence[str] | None = None,
+    revision: str | None = None,
+    results_revision: str | None = None,
+) -> Collected:
+    """Load and join every config of every results folder with its prompt rows."""
+    if not results:
+        raise ProbeError("give at least one results folder")
+    wanted: dict[str, list[str | Path]] = {}
+    for r in results:
+        for config in configs or result_configs(r):
+            wanted.setdefault(config, []).append(r)
+    out = Collected()
+    prompt_manifest = _manifest(prompts, "build_manifest.json")
+    out.provenance = {
+        "prompts": {
+            "path": str(prompts),
+            "revision": revision,
+            **{k: prompt_manifest.get(k) for k in ("name", "version", "fingerprint")},
+            "recipe_sha256": prompt_manifest.get("recipe", {}).get("sha256"),
+        },
+        "results": [],
+    }
+    for r in results:
+        manifest = _manifest(r, "results_manifest.json")
+        runs = [
+            {
+                "config": run.get("prompt_dataset", {}).get("config"),
+                "prompt_fingerprint": run.get("prompt_dataset", {}).get("fingerprint"),
+                **{k: run.get(k) for k in ("model", "model_revision", "backend", "dtype", "runner_version")},
+                "scoring": json.dumps(run.get("scoring"), sort_keys=True),
+                "items": run.get("items"),
+                "finished_at": run.get("finished_at"),
+            }
+            for run in manifest.get("runs", {}).values()
+        ]
+        out.provenance["results"].append({"path": str(r), "revision": results_revision, "runs": runs})
+    for config, folders in sorted(wanted.items()):
+        frames = [load_results(r, config, revision=results_revision) for r in folders]
+        rows = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+        if len(frames) > 1:
+            dup = rows.duplicated([RESULT_KEY_COLUMN, "id"], keep=False)
+            if dup.any():
+                files = sorted(set(rows.loc[dup, RESULT_FILE_COLUMN].astype(str)))[:4]
+                raise ProbeError(
+                    f"config {config!r}: the same model run appears in several results folders ({', '.join(files)}); "
+                    "pass each run once"
+                )
+        prompt_rows = load_prompts(prompts, config, revision=revision)
+        prompt_rows = prompt_rows.drop(columns=[c for c in HEAVY_PROMPT_COLUMNS if c in prompt_rows.columns])
+        joined = join(prompt_rows, rows)
+        if joined.empty:
+            out.skipped.append({"config": config, "reason": "no result rows"})
+            continue
+        for probe, part in joined.groupby("probe", sort=True):
+            out.joined.setdefault(str(probe), {})[config] = part.reset_index(drop=True)
+    return out
+
+
+# ----------------------------------------------------------------------------- 2. compute
+
+
+def refusal_table(collected: Collected) -> pd.DataFrame:
+    """Per config and run: items, refused items and their share (every probe, one table)."""
+    rows = []
+    for probe, by_config in collected.joined.items():
+        for config, frame in by_config.items():
+            for key, g in frame.groupby(list(RUN_COLUMNS), sort=False, dropna=False):
+                refused = g["refused"].fillna(False).astype(bool)
+                rows.append(
+                    {
+                        **dict(zip(RUN_COLUMNS, key, strict=True)),
+                        "probe": probe,
+                        "config": config,
+                        "n_items": len(g),
+                        "n_refused": int(refused.sum()),
+                        "refusal_rate": float(refused.mean()),
+                        "note": "all items refused" if refused.all() else "",
+                    }
+                )
+    return pd.DataFrame(rows, columns=[*RUN_COLUMNS, "probe", "config", "n_items", "n_refused", "refusal_rate", "note"])
+
+
+def number_score(frame: pd.DataFrame, score: str) -> str:
+    """The column that holds a number item's answer for this run: `auto` picks the expected
+    value where the run read distributions, else the parsed generated number."""
+    if score != AUTO_SCORE:
+        return score
+    if "expected_value" in frame.columns and frame["expected_value"].notna().any():
+        return "expected_value"
+    return "parsed_value"
+
+
+def _per_run(frame: pd.DataFrame, fn) -> pd.DataFrame:
+    """`fn(run rows)` per run, concatenated: each run may need its own answer column."""
+    parts = [fn(g) for _, g in frame.groupby(list(RUN_COLUMNS), sort=False, dropna=False)]
+    parts = [p for p in parts if p is not None and not p.empty]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def attribution_analysis(by_config: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """Single-actor d, Δd, Δd_pair, Δd1/Δd2 with SMD, shares (`analysis.attribution`)."""
+    single = by_config.get("single_actor")
+    if single is None:
+        raise ProbeError("attribution: the single-actor results are needed (every comparison is against them)")
+    tables = attr.attribution_tables(single, by_config.get("actor_actor"), by_config.get("actor_observer"))
+    return {f"attribution_{name}": table for name, table in tables.items()}
+
+
+def empathy_analysis(by_config: dict[str, pd.DataFrame], options: Options) -> dict[str, pd.DataFrame]:
+    """M0, M, δ with the permutation test, per-cell tests, summaries, refusals (`analysis.empathy`)."""
+    frames = [f for f in by_config.values() if (f["task"] == "number").all()]
+    if not frames:
+        return {}
+    joined = pd.concat(frames, ignore_index=True)
+    intensity = _per_run(joined, lambda g: emp.intensity_frame(g, score=number_score(g, options.score)))
+    cells = emp.compute_cells(intensity)
+    return {
+        "empathy_cells": cells,
+        "empathy_gap": emp.compute_gap(cells, n_permutations=options.n_permutations, seed=options.seed),
+        "empathy_cell_tests": emp.cell_tests(intensity, alpha=options.alpha),
+        "empathy_matrix_summary": emp.matrix_summary(cells),
+        "empathy_identity_summary": emp.identity_summary(cells),
+        "empathy_refusals": emp.refusal_rates(intensity),
+    }
+
+
+def trust_game_analysis(
+    games: dict[str, pd.DataFrame], probing: dict[str, pd.DataFrame], options: Options
+) -> dict[str, pd.DataFrame]:
+    """Type III ANOVA, post hoc gender t-tests with Cohen's d, cell means, probing accuracy."""
+    out: dict[str, pd.DataFrame] = {}
+    if games:
+        joined = pd.concat(list(games.values()), ignore_index=True)
+        frame = _per_run(joined, lambda g: tg.prediction_frame(g, score=number_score(g, options.score)))
+        out["trust_game_anova"] = tg.anova(frame)
+        out["trust_game_posthoc"] = tg.gender_posthoc(frame)
+        out["trust_game_cell_means"] = tg.cell_means(frame)
+    if probing:
+        joined = pd.concat(list(probing.values()), ignore_index=True)
+
+        def accuracy(g: pd.DataFrame) -> pd.DataFrame:
+            answer = "argmax_value" if number_score(g, options.score) != "parsed_value" else "parsed_value"
+            return tg.probing_accuracy(g, answer=answer)
+
+        out["trust_game_probing_accuracy"] = _per_run(joined, accuracy)
+    return out
+
+
+def compute(collected: Collected, options: Options) -> tuple[dict[str, pd.DataFrame], list[dict[str, str]]]:
+    """Every table the joined rows allow, and a problem row per probe that could not be analysed."""
+    tables: dict[str, pd.DataFrame] = {"refusals": refusal_table(collected)}
+    problems = [{"probe": "", **s} for s in collected.skipped]
+    j = collected.joined
+    steps = {
+        "attribution": lambda: attribution_analysis(j["attribution"]),
+        "empathy": lambda: empathy_analysis(j["empathy"], options),
+        "trust_game": lambda: trust_game_analysis(j.get("trust_game", {}), j.get("probing", {}), options),
+    }
+    present = set(j) | ({"trust_game"} if "probing" in j else set())
+    for probe, step in steps.items():
+        if probe not in present:
+            continue
+        try:
+            tables.update(step())
+        except (ProbeError, ValueError, KeyError) as exc:
+            problems.append({"probe": probe, "config": ", ".join(sorted(j.get(probe, {}))), "reason": str(exc)})
+    for probe in sorted(set(j) - {"attribution", "empathy", "trust_game", "probing"}):
+        problems.append(
+            {"probe": probe, "config": ", ".join(sorted(j[probe])), "reason": "no metric defined; refusals only"}
+        )
+    return tables, problems
+
+
+# ----------------------------------------------------------------------------- 3. draw
+
+
+def draw(tables: dict[str, pd.DataFrame], options: Options) -> list[tuple[str, str, Any]]:
+    """(section, file stem, Figure) for every figure the tables support."""
+    from . import figures as fig
+
+    out: list[tuple[str, str, Any]] = []
+
+    def add(section: str, prefix: str, items: list[tuple[str, Any]]) -> None:
+        out.extend((section, f"{prefix}_{name}", figure) for name, figure in items)
+
+    if _rows(tables, "attribution_single_actor"):
+        add("Attribution", "attribution_d", fig.attribution_heatmaps(tables["attribution_single_actor"]))
+    if _rows(tables, "attribution_single_actor_by_domain"):
+        add(
+            "Attribution",
+            "attribution_domain",
+            fig.attribution_domain_heatmap(tables["attribution_single_actor_by_domain"]),
+        )
+    shares = [t for name, t in tables.items() if name.startswith("attribution_shares_") and not t.empty]
+    if shares:
+        out.append(
+            ("Attribution", "attribution_shares", fig.attribution_shares_bar(pd.concat(shares, ignore_index=True)))
+        )
+    if _rows(tables, "empathy_cells"):
+        tests = tables.get("empathy_cell_tests")
+        add(
+            "Empathy",
+            "empathy_m",
+            fig.empathy_heatmaps(tables["empathy_cells"], tests if _rows(tables, "empathy_cell_tests") else None),
+        )
+        add("Empathy", "empathy_tsne", fig.tsne_nationality(tables["empathy_cells"], seed=options.seed))
+    if _rows(tables, "trust_game_cell_means"):
+        add("Trust Game", "trust_game_interaction", fig.trust_interaction_plots(tables["trust_game_cell_means"]))
+    return out
+
+
+def _rows(tables: dict[str, pd.DataFrame], name: str) -> bool:
+    table = tables.get(name)
+    return table is not None and not table.empty
+
+
+def analyze(
+    prompts: str | Path,
+    results: Sequence[str | Path],
+    *,
+    options: Options | None = None,
+    configs: Sequence[str] | None = None,
+    revision: str | None = None,
+    results_revision: str | None = None,
+    figures: bool = True,
+) -> Analysis:
+    """collect -> compute -> draw."""
+    options = options or Options()
+    collected = collect(prompts, results, configs=configs, revision=revision, results_revision=results_revision)
+    tables, problems = compute(collected, options)
+    drawn = draw(tables, options) if figures else []
+    return Analysis(tables, drawn, collected.provenance, options, problems)

@@ -1,0 +1,150 @@
+"""Writing an analysis: tables as CSV and parquet, figures as PNG, one self-contained report.html.
+
+I/O only; every number comes from `analysis.pipeline`. The folder is assembled in a temporary
+sibling and swapped into place, so a failed or killed analysis never leaves a half-written
+report where a finished one was. The HTML embeds its figures (base64 PNG) and styles, so the
+one file can be mailed or attached to a paper's supplement; the CSV/parquet files are the
+full-precision tables.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from promptgen.hubfolder import check_target, swap_into_place
+
+from .pipeline import Analysis
+
+TEMPLATES = Path(__file__).parent / "templates"
+#: rows of a table shown in the HTML; the CSV next to it has them all
+HTML_ROWS = 60
+#: tables opened by default in the report: the headline results of each paper
+HEADLINE = (
+    "refusals",
+    "attribution_single_actor",
+    "attribution_actor_actor_delta",
+    "attribution_actor_observer",
+    "empathy_gap",
+    "empathy_matrix_summary",
+    "trust_game_anova",
+    "trust_game_posthoc",
+    "trust_game_probing_accuracy",
+)
+SECTIONS = (("Attribution", "attribution_"), ("Empathy", "empathy_"), ("Trust Game", "trust_game_"))
+#: what each table is, shown above it
+DESCRIPTIONS = {
+    "refusals": "Items, refused items and refusal rate per config and model run (refused items are left out of means).",
+    "attribution_single_actor": "Mean d = (p_effort + p_ability) - (p_difficulty + p_luck) per dimension x identity x "
+    "gender x outcome, one-sample t-test against 0 (t, df, p, 95% CI).",
+    "attribution_single_actor_by_domain": "Mean d per domain and outcome, one-sample t-test against 0.",
+    "attribution_actor_actor_delta": "Δd = d(single actor) - d(same actor beside another person), matched by identity, "
+    "scenario and outcome.",
+    "attribution_actor_actor_pair": "Δd_pair = d(X) - d(Y) within actor-actor scenarios.",
+    "attribution_actor_observer": "Δd1 (observer without identity) and Δd2 (with identity) against single-actor d: "
+    "standardised mean difference with pooled SD, two-sided equal-variance t-test.",
+    "empathy_gap": "In-group minus out-group mean of M (δ), 95% interval of δ under the structured permutation null "
+    "(rows and columns permuted independently) and its p-value.",
+    "empathy_cell_tests": "Per cell, paired t-test over events against the perceiver's and the experiencer's in-group "
+    "cell, Bonferroni-corrected.",
+    "empathy_matrix_summary": "μ ± σ, min and max of M0 (the raw intensity scale) and where M is lowest/highest.",
+    "trust_game_anova": "Two-way ANOVA of the expected investment on trustee gender x race per investor group "
+    "(statsmodels OLS + anova_lm, type III sums of squares, sum-to-zero contrasts).",
+    "trust_game_posthoc": "Female vs male trustees per race: two-sample t-test (equal variances) and Cohen's d.",
+    "trust_game_probing_accuracy": "Share of probing questions answered correctly (construct validity).",
+}
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        if value != value:  # NaN
+            return "NaN"
+        return f"{value:.4g}"
+    return str(value)
+
+
+def table_html(table: pd.DataFrame) -> str:
+    """The first HTML_ROWS rows as an HTML table, 4 significant digits, long cells wrapped."""
+    shown = table.head(HTML_ROWS)
+    return shown.to_html(
+        index=False, border=0, classes="table", formatters=dict.fromkeys(shown.columns, _fmt), na_rep="NaN", escape=True
+    )
+
+
+def figure_data_uri(figure: Any) -> str:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _section(name: str) -> str:
+    for section, prefix in SECTIONS:
+        if name.startswith(prefix):
+            return section
+    return "Overview"
+
+
+def render_html(analysis: Analysis, figure_uris: dict[str, str], generated: str) -> str:
+    """The report page (pure: the figures come as data URIs)."""
+    from probes import __version__
+
+    env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "j2"]))
+    sections: dict[str, dict[str, list]] = {}
+    for name, table in analysis.tables.items():
+        entry = {
+            "name": name,
+            "description": DESCRIPTIONS.get(name, ""),
+            "rows": len(table),
+            "html": table_html(table),
+            "open": name in HEADLINE,
+            "truncated": len(table) > HTML_ROWS,
+        }
+        sections.setdefault(_section(name), {"tables": [], "figures": []})["tables"].append(entry)
+    for section, name, _ in analysis.figures:
+        sections.setdefault(section, {"tables": [], "figures": []})["figures"].append(
+            {"name": name, "uri": figure_uris[name]}
+        )
+    order = ["Overview", *(s for s, _ in SECTIONS)]
+    models = sorted({str(m) for t in analysis.tables.values() if "model" in t.columns for m in t["model"].dropna()})
+    return env.get_template("report.html.j2").render(
+        sections=[(s, sections[s]) for s in order if s in sections],
+        provenance=analysis.provenance,
+        options=analysis.options,
+        problems=analysis.problems,
+        models=models,
+        version=__version__,
+        generated=generated,
+    )
+
+
+def write_report(analysis: Analysis, out_dir: Path, *, overwrite: bool = False) -> Path:
+    """Write tables/, figures/ and report.html into `out_dir` (atomically replaced as a whole)."""
+    out_dir = Path(out_dir)
+    check_target(out_dir, overwrite=overwrite)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+    try:
+        (tmp / "tables").mkdir()
+        (tmp / "figures").mkdir()
+        for name, table in analysis.tables.items():
+            table.to_csv(tmp / "tables" / f"{name}.csv", index=False)
+            table.to_parquet(tmp / "tables" / f"{name}.parquet", index=False)
+        uris: dict[str, str] = {}
+        for _, name, figure in analysis.figures:
+            figure.savefig(tmp / "figures" / f"{name}.png", dpi=150, bbox_inches="tight")
+            uris[name] = figure_data_uri(figure)
+        generated = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        (tmp / "report.html").write_text(render_html(analysis, uris, generated), encoding="utf-8")
+        swap_into_place(tmp, out_dir, overwrite=overwrite)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir
