@@ -218,22 +218,49 @@ def attribution_analysis(by_config: dict[str, pd.DataFrame]) -> dict[str, pd.Dat
     return {f"attribution_{name}": table for name, table in tables.items()}
 
 
+#: DESIGN section 6: statistics with refused items left out (the papers' numbers) and kept
+#: (their renormalised answer used anyway), named as attribution's `refused_items` column
+REFUSAL_VARIANTS: tuple[tuple[str, bool], ...] = (("excluded", False), ("included", True))
+
+
+def _variant_tables(build) -> dict[str, pd.DataFrame]:
+    """`build(keep_refused)` -> {name: table} for both variants, stacked with `refused_items` first."""
+    out: dict[str, list[pd.DataFrame]] = {}
+    for label, keep in REFUSAL_VARIANTS:
+        for name, table in build(keep).items():
+            out.setdefault(name, []).append(table.assign(refused_items=label))
+    return {
+        name: (lambda t: t[["refused_items", *[c for c in t.columns if c != "refused_items"]]])(
+            pd.concat(parts, ignore_index=True)
+        )
+        for name, parts in out.items()
+    }
+
+
 def empathy_analysis(by_config: dict[str, pd.DataFrame], options: Options) -> dict[str, pd.DataFrame]:
     """M0, M, δ with the permutation test, per-cell tests, summaries, refusals (`analysis.empathy`)."""
     frames = [f for f in by_config.values() if (f["task"] == "number").all()]
     if not frames:
         return {}
     joined = pd.concat(frames, ignore_index=True)
-    intensity = _per_run(joined, lambda g: emp.intensity_frame(g, score=number_score(g, options.score)))
-    cells = emp.compute_cells(intensity)
-    return {
-        "empathy_cells": cells,
-        "empathy_gap": emp.compute_gap(cells, n_permutations=options.n_permutations, seed=options.seed),
-        "empathy_cell_tests": emp.cell_tests(intensity, alpha=options.alpha),
-        "empathy_matrix_summary": emp.matrix_summary(cells),
-        "empathy_identity_summary": emp.identity_summary(cells),
-        "empathy_refusals": emp.refusal_rates(intensity),
-    }
+
+    def build(keep: bool) -> dict[str, pd.DataFrame]:
+        def intensity(g: pd.DataFrame) -> pd.DataFrame:
+            return emp.intensity_frame(g, score=number_score(g, options.score), keep_refused=keep)
+
+        frame = _per_run(joined, intensity)
+        cells = emp.compute_cells(frame)
+        return {
+            "empathy_cells": cells,
+            "empathy_gap": emp.compute_gap(cells, n_permutations=options.n_permutations, seed=options.seed),
+            "empathy_cell_tests": emp.cell_tests(frame, alpha=options.alpha),
+            "empathy_matrix_summary": emp.matrix_summary(cells),
+            "empathy_identity_summary": emp.identity_summary(cells),
+        }
+
+    tables = _variant_tables(build)
+    exclude = _per_run(joined, lambda g: emp.intensity_frame(g, score=number_score(g, options.score)))
+    return {**tables, "empathy_refusals": emp.refusal_rates(exclude)}
 
 
 def trust_game_analysis(
@@ -243,10 +270,19 @@ def trust_game_analysis(
     out: dict[str, pd.DataFrame] = {}
     if games:
         joined = pd.concat(list(games.values()), ignore_index=True)
-        frame = _per_run(joined, lambda g: tg.prediction_frame(g, score=number_score(g, options.score)))
-        out["trust_game_anova"] = tg.anova(frame)
-        out["trust_game_posthoc"] = tg.gender_posthoc(frame)
-        out["trust_game_cell_means"] = tg.cell_means(frame)
+
+        def build(keep: bool) -> dict[str, pd.DataFrame]:
+            def prediction(g: pd.DataFrame) -> pd.DataFrame:
+                return tg.prediction_frame(g, score=number_score(g, options.score), keep_refused=keep)
+
+            frame = _per_run(joined, prediction)
+            return {
+                "trust_game_anova": tg.anova(frame),
+                "trust_game_posthoc": tg.gender_posthoc(frame),
+                "trust_game_cell_means": tg.cell_means(frame),
+            }
+
+        out.update(_variant_tables(build))
     if probing:
         joined = pd.concat(list(probing.values()), ignore_index=True)
 
@@ -288,7 +324,7 @@ def compute(collected: Collected, options: Options) -> tuple[dict[str, pd.DataFr
 
 def draw(tables: dict[str, pd.DataFrame], options: Options) -> list[tuple[str, str, Any]]:
     """(section, file stem, Figure) for every figure the tables support."""
-    from . import figures as fig
+    from . import plots as fig
 
     out: list[tuple[str, str, Any]] = []
 
@@ -309,16 +345,67 @@ def draw(tables: dict[str, pd.DataFrame], options: Options) -> list[tuple[str, s
             ("Attribution", "attribution_shares", fig.attribution_shares_bar(pd.concat(shares, ignore_index=True)))
         )
     if _rows(tables, "empathy_cells"):
-        tests = tables.get("empathy_cell_tests")
-        add(
-            "Empathy",
-            "empathy_m",
-            fig.empathy_heatmaps(tables["empathy_cells"], tests if _rows(tables, "empathy_cell_tests") else None),
+        cells, tests = figure_variant(
+            tables["empathy_cells"], tables.get("empathy_cell_tests"), "m", keys=list(emp.GROUP_KEYS), mark="setting"
         )
-        add("Empathy", "empathy_tsne", fig.tsne_nationality(tables["empathy_cells"], seed=options.seed))
+        add("Empathy", "empathy_m", fig.empathy_heatmaps(cells, tests))
+        add("Empathy", "empathy_tsne", fig.tsne_nationality(cells, seed=options.seed))
     if _rows(tables, "trust_game_cell_means"):
-        add("Trust Game", "trust_game_interaction", fig.trust_interaction_plots(tables["trust_game_cell_means"]))
+        means, _ = figure_variant(
+            tables["trust_game_cell_means"], None, "mean", keys=list(tg.UNIT_KEYS), mark="variant"
+        )
+        add("Trust Game", "trust_game_interaction", fig.trust_interaction_plots(means))
     return out
+
+
+def figure_variant(
+    table: pd.DataFrame, companion: pd.DataFrame | None, value: str, *, keys: list[str], mark: str
+) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """The rows a figure shows: refused items left out (the papers' numbers), except for a matrix
+    with no value at all that way (a model that refuses every item), which is drawn from the
+    `included` variant with its `mark` column (setting, variant) suffixed `(refused kept)`, so the
+    figure says what it shows. `keys` name one figure's rows."""
+    if "refused_items" not in table.columns:
+        return table, companion
+    keys = [k for k in keys if k in table.columns]
+    excluded = table[table["refused_items"] == "excluded"]
+    empty = excluded.groupby(keys, dropna=False)[value].apply(lambda v: not v.notna().any())
+    chosen, extra = [excluded], []
+    for key, is_empty in empty.items():
+        if not is_empty:
+            continue
+        key = key if isinstance(key, tuple) else (key,)
+        match = dict(zip(keys, key, strict=True))
+
+        def pick(frame: pd.DataFrame, variant: str, m=match) -> pd.Series:
+            hit = frame["refused_items"] == variant
+            for k, v in m.items():
+                hit &= frame[k] == v
+            return hit
+
+        chosen[0] = chosen[0][~pick(chosen[0], "excluded")]
+        kept = table[pick(table, "included")].copy()
+        kept[mark] = kept[mark].astype(str) + " (refused kept)"
+        chosen.append(kept)
+        if companion is not None and "refused_items" in companion.columns:
+            extra.append(match)
+    shown = pd.concat(chosen, ignore_index=True).drop(columns="refused_items")
+    if companion is None or "refused_items" not in companion.columns:
+        return shown, companion
+    tests = companion[companion["refused_items"] == "excluded"]
+    for m in extra:
+        hit = pd.Series(True, index=companion.index)
+        for k, v in m.items():
+            hit &= companion[k] == v
+        tests = pd.concat(
+            [
+                tests[~hit.loc[tests.index]],
+                companion[hit & (companion["refused_items"] == "included")].assign(
+                    setting=lambda f: f["setting"].astype(str) + " (refused kept)"
+                ),
+            ]
+        )
+    return shown, tests.drop(columns="refused_items")
 
 
 def _rows(tables: dict[str, pd.DataFrame], name: str) -> bool:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import io
 import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 import pandas as pd
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from promptgen.hubfolder import check_target, swap_into_place
+from promptgen.hubfolder import check_target, make_staging_dir, swap_into_place
 
 from .pipeline import Analysis
 
@@ -130,7 +129,7 @@ def write_report(analysis: Analysis, out_dir: Path, *, overwrite: bool = False) 
     out_dir = Path(out_dir)
     check_target(out_dir, overwrite=overwrite)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+    tmp = make_staging_dir(out_dir.parent, out_dir.name)
     try:
         (tmp / "tables").mkdir()
         (tmp / "figures").mkdir()

@@ -261,7 +261,7 @@ def write_hub_folder(
     target = out_dir / name
     check_target(target, overwrite=overwrite)
     out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=out_dir))
+    tmp = make_staging_dir(out_dir, name)
     try:
         written = [write_config(tmp, c, rows_per_shard=rows_per_shard, on_rows=on_rows) for c in configs]
         manifest = dict(manifest)
@@ -296,6 +296,19 @@ def read_dataset_manifest(dataset: Path, *, flag: str, expected: str) -> dict[st
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ProbeError(f"{path}: not valid JSON ({exc})") from exc
+
+
+def make_staging_dir(parent: Path, name: str) -> Path:
+    """A hidden temporary folder beside the target, with the permissions of an ordinary new folder.
+
+    `mkdtemp` makes it private (0700), and the folder is renamed into place as the output, which
+    is meant to be shared and published.
+    """
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=parent))
+    mask = os.umask(0)
+    os.umask(mask)
+    tmp.chmod(0o777 & ~mask)
+    return tmp
 
 
 def check_target(target: Path, *, overwrite: bool) -> None:

@@ -124,11 +124,20 @@ def read_done(folder: Path) -> dict[str, bool]:
     return done
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def _atomic_bytes(path: Path, write) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
         write(tmp)
+        # mkstemp makes the file private (0600); a result folder is meant to be shared and
+        # published, so it gets the permissions any other new file would (0666 less the umask)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

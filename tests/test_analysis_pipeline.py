@@ -1,0 +1,213 @@
+"""`probes analyze` end to end on real built prompt datasets with result folders written in the test.
+
+The metric functions are checked against independent computations in test_analysis_*.py;
+here the question is the plumbing: every config reaches its probe's analysis through the
+prompts' `probe` column, several models sit side by side, every table is written as CSV and
+parquet with figures and a self-contained report.html, and bad input gives a clear message
+(or NaN with a note), never a crash or a silently wrong number.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+import runners.results as res
+from analysis import empathy as emp
+from analysis import trust_game as tg
+from analysis.load import join, load_prompts, load_results
+from analysis.pipeline import Options, analyze
+from analysis.report import write_report
+from envent_fixture import write_recipe, write_sources
+from probes.cli import app
+from promptgen.build import build
+from promptgen.errors import ProbeError
+
+SCORING = '{"choice_mode":"sentence"}'
+FAST = Options(n_permutations=200)
+
+
+def _read(folder: Path, config: str, columns: list[str]) -> pd.DataFrame:
+    return pd.concat(
+        [pq.read_table(p, columns=columns).to_pandas() for p in sorted((folder / "data" / config).glob("*.parquet"))]
+    )
+
+
+def _write(results: Path, config: str, rows: list[dict[str, Any]], model: str) -> None:
+    key = res.ResultKey(model, "rev", SCORING)
+    folder = res.key_dir(results, config, key)
+    res.write_key_file(folder, key)
+    res.write_part(folder, (0, 1), [{"model": model, "model_revision": "rev", "scoring": SCORING, **r} for r in rows])
+    res.update_manifest(
+        results,
+        f"{config}/{key.slug}/shard-0of1",
+        {"prompt_dataset": {"config": config}, "model": model, "key": key.slug, "backend": "test", "items": len(rows)},
+    )
+
+
+@pytest.fixture(scope="module")
+def datasets(shared_sources: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("ds")
+    root = tmp_path_factory.mktemp("envent")
+    emp_path = build(
+        str(write_recipe(root / "r.yaml")), out_dir=out, sources_dir=write_sources(root / "src"), max_events=24
+    )
+    return {
+        "talent-or-luck": build("talent-or-luck", out_dir=out, sources_dir=shared_sources).path,
+        "trust-game": build("trust-game", out_dir=out, sources_dir=shared_sources).path,
+        "intergroup-empathy": emp_path.path,
+    }
+
+
+def attribution_results(dataset: Path, results: Path, model: str, seed: int) -> list[str]:
+    """Random cause probabilities for the religion single-actor items; one cell entirely refused."""
+    frame = _read(dataset, "single_actor", ["id", "dimension", "identity", "gender", "outcome"])
+    frame = frame[frame["dimension"] == "religion"].groupby(["identity", "gender", "outcome"]).head(4)
+    rng = np.random.default_rng(seed)
+    rows = []
+    for r in frame.itertuples(index=False):
+        dead = r.identity == frame["identity"].iloc[0] and r.gender == "female" and r.outcome == "success"
+        rows.append({"id": r.id, "choice_probs": list(rng.dirichlet(np.ones(4))), "refused": bool(dead)})
+    _write(results, "single_actor", rows, model)
+    return frame["id"].tolist()
+
+
+def empathy_results(dataset: Path, results: Path, model: str, seed: int) -> None:
+    frame = _read(dataset, "religion_P0S0T0", ["id", "perceiver", "experiencer"])
+    rng = np.random.default_rng(seed)
+    bonus = (frame["perceiver"] == frame["experiencer"]).to_numpy() * 10.0  # an in-group boost
+    values = 50 + bonus + rng.normal(0, 5, len(frame))
+    rows = [{"id": i, "expected_value": float(v), "refused": False} for i, v in zip(frame["id"], values, strict=True)]
+    _write(results, "religion_P0S0T0", rows, model)
+
+
+def trust_results(dataset: Path, results: Path, model: str, seed: int) -> None:
+    """Expected investments for one investor group's base games; 8 probing answers, 4 of them right."""
+    games = _read(dataset, "games_paper_phi_2", ["id", "variant", "investor_group"])
+    games = games[(games["variant"] == "base") & (games["investor_group"] == sorted(games["investor_group"])[0])]
+    rng = np.random.default_rng(seed)
+    rows = [{"id": i, "expected_value": float(rng.uniform(2, 8)), "refused": False} for i in games["id"]]
+    _write(results, "games_paper_phi_2", rows, model)
+    probing = _read(dataset, "probing", ["id", "variant", "correct_answer"])
+    probing = probing[probing["variant"] == "base"].head(8)
+    answers = [
+        {"id": i, "argmax_value": int(a) if k % 2 else int(a) + 1, "expected_value": 1.0, "refused": False}
+        for k, (i, a) in enumerate(zip(probing["id"], probing["correct_answer"], strict=True))
+    ]
+    _write(results, "probing", answers, model)
+
+
+def test_attribution_two_models_side_by_side(datasets, tmp_path) -> None:
+    ds = datasets["talent-or-luck"]
+    a, b = tmp_path / "a", tmp_path / "b"
+    attribution_results(ds, a, "org/model-a", 1)
+    attribution_results(ds, b, "org/model-b", 2)
+    result = analyze(ds, [a, b], options=FAST)
+    single = result.tables["attribution_single_actor"]
+    assert set(single["model"]) == {"org/model-a", "org/model-b"}
+    # the all-refused cell: NaN with a reason in the `excluded` variant, never dropped or zero
+    excluded = single[(single["refused_items"] == "excluded") & (single["n"] == 0)]
+    assert len(excluded) == 2 and excluded["mean"].isna().all() and (excluded["note"] != "").all()
+    # the pipeline's table is the analysis function on the joined rows
+    from analysis import attribution as attr
+
+    joined = join(
+        load_prompts(ds, "single_actor"), pd.concat([load_results(a, "single_actor"), load_results(b, "single_actor")])
+    )
+    direct = attr.single_actor_table(attr.compute_items(joined))
+    pd.testing.assert_frame_equal(single.reset_index(drop=True), direct.reset_index(drop=True))
+    refusals = result.tables["refusals"].set_index("model")
+    assert refusals.loc["org/model-a", "n_refused"] == 4 and refusals.loc["org/model-a", "n_items"] == 96
+    names = [name for _, name, _ in result.figures]
+    assert len(names) == len(set(names)) and any("model_b" in n or "model-b" in n for n in names)
+
+    report = write_report(result, tmp_path / "report")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert report.stat().st_mode & 0o777 == 0o777 & ~umask  # a report is for sharing, not private to its writer
+    for name in result.tables:
+        assert (report / "tables" / f"{name}.csv").is_file()
+        pd.testing.assert_frame_equal(
+            pd.read_parquet(report / "tables" / f"{name}.parquet").reset_index(drop=True),
+            result.tables[name].reset_index(drop=True),
+            check_dtype=False,
+        )
+    pngs = sorted((report / "figures").glob("*.png"))
+    assert len(pngs) == len(result.figures) > 0 and all(p.read_bytes()[:4] == b"\x89PNG" for p in pngs)
+    html = (report / "report.html").read_text()
+    assert "org/model-a" in html and "org/model-b" in html and "attribution_single_actor" in html
+    assert html.count("data:image/png;base64,") == len(pngs)
+    assert not re.search(r'(src|href)="(?!data:)', html)  # self-contained: nothing fetched from elsewhere
+
+
+def test_empathy_tables_and_gap(datasets, tmp_path) -> None:
+    ds = datasets["intergroup-empathy"]
+    empathy_results(ds, tmp_path / "r", "org/m", 3)
+    result = analyze(ds, [tmp_path / "r"], options=FAST)
+    gaps = result.tables["empathy_gap"]
+    assert sorted(gaps["refused_items"]) == ["excluded", "included"]  # with and without refusals (DESIGN 6)
+    gap = gaps[gaps["refused_items"] == "excluded"]
+    assert len(gap) == 1 and gap["delta"].iloc[0] > 0 and gap["p_value"].iloc[0] < 0.05  # the boost is found
+    joined = join(load_prompts(ds, "religion_P0S0T0"), load_results(tmp_path / "r", "religion_P0S0T0"))
+    cells = emp.compute_cells(emp.intensity_frame(joined))
+    direct = emp.compute_gap(cells, n_permutations=200, seed=0)
+    assert gap["delta"].iloc[0] == pytest.approx(direct["delta"].iloc[0])
+    assert gap["null_low"].iloc[0] == pytest.approx(direct["null_low"].iloc[0])
+    assert {"empathy_cells", "empathy_cell_tests", "empathy_matrix_summary", "empathy_refusals"} <= set(result.tables)
+    assert "rewrite_t2" not in set(result.tables["refusals"]["config"])  # never scored, never analysed
+    assert any(name.startswith("empathy_m") for _, name, _ in result.figures)
+
+
+def test_trust_game_anova_and_probing(datasets, tmp_path) -> None:
+    ds = datasets["trust-game"]
+    trust_results(ds, tmp_path / "r", "org/m", 4)
+    result = analyze(ds, [tmp_path / "r"], options=FAST)
+    anova = result.tables["trust_game_anova"]
+    anova = anova[anova["refused_items"] == "excluded"]
+    assert set(anova["effect"]) >= {"trustee_gender", "trustee_race", "trustee_gender:trustee_race"}
+    joined = join(load_prompts(ds, "games_paper_phi_2"), load_results(tmp_path / "r", "games_paper_phi_2"))
+    direct = tg.anova(tg.prediction_frame(joined))
+    assert anova["F"].to_numpy() == pytest.approx(direct["F"].to_numpy(), nan_ok=True)
+    probing = result.tables["trust_game_probing_accuracy"]
+    assert probing["n_items"].sum() == 8 and probing["n_correct"].sum() == 4
+    assert any(name.startswith("trust_game_interaction") for _, name, _ in result.figures)
+
+
+def test_bad_input_gives_clear_messages(datasets, tmp_path) -> None:
+    ds = datasets["trust-game"]
+    # result ids that are not in the prompts: the error names the part file
+    _write(tmp_path / "alien", "games_paper_phi_2", [{"id": "nope", "expected_value": 1.0, "refused": False}], "org/m")
+    with pytest.raises(ProbeError, match=r"part-.*\.parquet.*'nope'"):
+        analyze(ds, [tmp_path / "alien"], options=FAST)
+    with pytest.raises(ProbeError, match="holds no result parts"):
+        analyze(ds, [tmp_path], options=FAST)
+    # a probe whose rows lack a metric's columns: reported as a problem, the rest still analysed
+    games = _read(ds, "games_paper_phi_2", ["id"]).head(10)
+    _write(tmp_path / "r", "games_paper_phi_2", [{"id": i, "refused": True} for i in games["id"]], "org/m")
+    result = analyze(ds, [tmp_path / "r"], options=FAST)
+    assert result.tables["refusals"]["refusal_rate"].tolist() == [1.0]
+    notes = result.tables["trust_game_anova"]["note"]
+    assert (notes != "").all()  # every game refused: NaN statistics with the reason
+
+
+def test_cli_analyze_writes_the_report(datasets, tmp_path) -> None:
+    ds = datasets["intergroup-empathy"]
+    empathy_results(ds, tmp_path / "r", "org/m", 5)
+    runner = CliRunner()
+    args = ["analyze", "--prompts", str(ds), "--results", str(tmp_path / "r"), "--out", str(tmp_path / "rep")]
+    done = runner.invoke(app, [*args, "--permutations", "100", "--seed", "7"])
+    assert done.exit_code == 0, done.output
+    assert (tmp_path / "rep" / "report.html").is_file() and (tmp_path / "rep" / "tables" / "empathy_gap.csv").is_file()
+    again = runner.invoke(app, [*args, "--permutations", "100"])
+    assert again.exit_code == 1 and "--overwrite" in again.output
+    bad = runner.invoke(app, [*args, "--overwrite", "--score", "median"])
+    assert bad.exit_code == 1 and "--score must be one of" in bad.output
+    assert (tmp_path / "rep" / "report.html").is_file()  # a failed run leaves the finished report alone
