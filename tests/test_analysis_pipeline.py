@@ -211,3 +211,28 @@ def test_cli_analyze_writes_the_report(datasets, tmp_path) -> None:
     bad = runner.invoke(app, [*args, "--overwrite", "--score", "median"])
     assert bad.exit_code == 1 and "--score must be one of" in bad.output
     assert (tmp_path / "rep" / "report.html").is_file()  # a failed run leaves the finished report alone
+
+
+def test_rows_lacking_a_metric_column_are_a_named_problem_not_a_crash() -> None:
+    from analysis.pipeline import Collected, compute
+
+    rows = pd.DataFrame(
+        {
+            "id": ["a", "b"],
+            "model": "org/m",
+            "model_revision": "rev",
+            "scoring": SCORING,
+            "probe": "empathy",
+            "task": "number",
+            "category": "religion",
+            "setting": "P0S0T0",
+            "experiencer": ["a Jew", "a Muslim"],  # no `perceiver` column
+            "text_id": ["t1", "t2"],
+            "expected_value": [3.0, 4.0],
+            "refused": False,
+        }
+    )
+    tables, problems = compute(Collected(joined={"empathy": {"religion_P0S0T0": rows}}), FAST)
+    assert tables["refusals"]["n_items"].tolist() == [2]
+    (problem,) = problems
+    assert problem["probe"] == "empathy" and "perceiver" in problem["reason"]

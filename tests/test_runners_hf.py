@@ -109,3 +109,21 @@ def test_requests_are_validated() -> None:
         ScoreRequest((1,), ((),))
     with pytest.raises(ValueError, match="continuations, candidates or both"):
         ScoreRequest((1,))
+
+
+def test_log_softmax_reads_float64_values_without_a_float64_copy() -> None:
+    import torch
+
+    from runners.hf import _LogSoftmax
+
+    torch.manual_seed(0)
+    logits = torch.randn(3, 5, 49152) * 4
+    exact = torch.log_softmax(logits.double(), dim=-1)
+    lp = _LogSoftmax(logits)
+    rows, tokens = torch.arange(4), torch.tensor([1, 2, 3, 4])
+    assert (lp[2, rows, tokens] - exact[2, rows, tokens]).abs().max() < 1e-6
+    assert (lp[0, :3][:, [5, 6]] - exact[0, :3][:, [5, 6]]).abs().max() < 1e-6
+    last = _LogSoftmax(logits[:, -1, :])
+    assert (last[1, [7, 9]] - exact[1, -1, [7, 9]]).abs().max() < 1e-6
+    # torch's own float32 log-softmax is further off (which is why it is not used)
+    assert (torch.log_softmax(logits, dim=-1).double() - exact).abs().max() > 1e-6

@@ -240,6 +240,25 @@ def test_other_scoring_never_reuses_rows(prompts_dir: Path, env: dict, tmp_path:
     assert _run(prompts_dir, env, out).items == 0  # the sentence key is still complete
 
 
+def test_length_normalize_flag_is_a_mean_softmax_under_its_own_key(prompts_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "mean"
+    args = ["run", str(prompts_dir), "--config", "items", "--model", str(load_folder()), "--out", str(out), "--no-chat"]
+    for extra in ([], ["--length-normalize"]):
+        result = CliRunner().invoke(app, [*args, *extra])
+        assert result.exit_code == 0, result.output
+        assert "7 items scored (0 already done)" in result.output  # a new key: nothing reused
+    rows = [r for r in _load(out) if r["id"].startswith("choice")]
+    by_key: dict[bool, dict[str, dict]] = {}
+    for r in rows:
+        by_key.setdefault(json.loads(r["scoring"])["length_normalize"], {})[r["id"]] = r
+    for item_id, summed in by_key[False].items():
+        mean = by_key[True][item_id]
+        assert mean["choice_logprobs"] == pytest.approx(summed["choice_logprobs"])  # same raw scores
+        per_token = np.array(mean["choice_logprobs"]) / np.array(mean["choice_tokens"])
+        want = np.exp(per_token - per_token.max())
+        np.testing.assert_allclose(mean["choice_probs"], want / want.sum(), atol=1e-12)
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [

@@ -300,6 +300,14 @@ def run(
             "generate (generate text and parse the answer). Number items are read exactly in the first two.",
         ),
     ] = "sentence",
+    length_normalize: Annotated[
+        bool,
+        typer.Option(
+            "--length-normalize",
+            help="sentence: softmax over the options' MEAN token log-probabilities instead of their sums "
+            "(cappr's default aggregation, which the Talent-or-Luck release used).",
+        ),
+    ] = False,
     limit: LimitOpt = None,
     shard: Annotated[
         str | None, typer.Option("--shard", help="i/n: score the i-th of n shards (split by a hash of the item id).")
@@ -352,7 +360,7 @@ def run(
                 mode="generate", temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed
             )
         else:
-            settings = ScoringSettings(choice_mode=scoring)
+            settings = ScoringSettings(choice_mode=scoring, length_normalize=length_normalize)
         if results.exists() and not results.is_dir():
             raise ProbeError(f"--out {results} exists and is not a folder")
         prompts = loop.load_prompt_config(dataset, config, revision=revision)

@@ -21,10 +21,13 @@ How a batch of requests is scored:
 Out of memory, a batch is retried with half the token budget (down to one request), and
 the smaller budget is kept for later batches.
 
-Logits are turned into log-softmax in float64 (a float32 log-sum-exp over a 50k-token
-vocabulary is off by ~2e-5 nats per token, with a consistent sign, which adds up over an
-option's tokens), and only the scored entries are gathered and moved to the CPU. Everything
-runs under `torch.inference_mode()`.
+Log-probabilities come without a float64 copy of the logits (`_LogSoftmax`): each position's
+log-sum-exp is the max plus the log of the (cascade-summed) float32 `exp(logit - max)` terms,
+off by at most ~3e-7 nats on a 50k-token vocabulary; the scored logits are gathered in float64
+and the log-sum-exp subtracted. torch's float32 `log_softmax` is off by ~2e-5 nats per token
+with a consistent sign, which adds up over an option's tokens; a float64 copy of every logit
+cost 7% of scoring time. Only the scored entries move to the CPU. Everything runs under
+`torch.inference_mode()`.
 """
 
 from __future__ import annotations
@@ -43,6 +46,31 @@ DEFAULT_MAX_BATCH_TOKENS = 8192
 #: default cap on logit rows (rows x fed positions) of one continuation pass: bounds the
 #: (rows, positions, vocabulary) logits tensor and its float64 log-softmax
 DEFAULT_MAX_LOGIT_ROWS = 512
+
+
+class _LogSoftmax:
+    """log_softmax(logits) over the last axis, read at chosen entries only, in float64.
+
+    `[index]` works like indexing the log-softmax tensor: it gathers the float32 logits there
+    and subtracts the float64 log-sum-exp of their positions.
+    """
+
+    def __init__(self, logits: Any) -> None:
+        import torch
+
+        self.logits = logits
+        peak = logits.max(dim=-1, keepdim=True).values
+        total = torch.exp(logits - peak).sum(dim=-1).double()
+        self.lse = peak.squeeze(-1).double() + torch.log(total)
+
+    def __getitem__(self, index: Any) -> Any:
+        index = index if isinstance(index, tuple) else (index,)
+        picked = self.logits[index].double()
+        # an index that reaches the vocabulary axis addresses positions with all but its last part
+        lse = self.lse[index[:-1] if len(index) == self.logits.dim() else index]
+        while lse.dim() < picked.dim():
+            lse = lse.unsqueeze(-1)
+        return picked - lse
 
 
 @dataclass
@@ -227,7 +255,7 @@ class HFBackend:
             use_cache=True,
             logits_to_keep=1,
         )
-        after_context = torch.log_softmax(out.logits[:, -1, :].double(), dim=-1)
+        after_context = _LogSoftmax(out.logits[:, -1, :])
         cache = out.past_key_values
         context_len = mask.sum(-1)
 
@@ -265,7 +293,7 @@ class HFBackend:
                 past_key_values=_select_cache(cache, index),
                 use_cache=True,
             )
-            logprobs = torch.log_softmax(out.logits.double(), dim=-1)
+            logprobs = _LogSoftmax(out.logits)
             for k, row in enumerate(chunk):
                 r = requests[row.request]
                 cont = r.continuations[row.continuation]
