@@ -160,3 +160,41 @@ def test_tsne_is_deterministic_for_a_seed() -> None:
     ((_, b),) = plots.tsne_nationality(cells, seed=3)
     points = [np.vstack([c.get_offsets() for c in fig.axes[0].collections]) for fig in (a, b)]
     assert points[0].shape == (len(names) - 1, 2) and np.allclose(points[0], points[1])
+
+
+def test_names_are_stable_across_processes_and_attribution_uses_one_scale() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import pandas as pd; from analysis import plots; "
+        "t = pd.DataFrame({'model': ['m', 'm'], 'scoring': ['a', 'b'], 'x': [1, 2]}); "
+        "print(plots._run_label({'model': 'm', 'scoring': 'a'}, t)[1])"
+    )
+    names = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**__import__("os").environ, "PYTHONHASHSEED": seed},
+        ).stdout
+        for seed in ("1", "2")
+    }
+    assert len(names) == 1 and names.pop().strip().startswith("m_s")  # a digest, not hash()
+    rows = [
+        {
+            "model": "org/a",
+            "refused_items": "included",
+            "dimension": "race",
+            "identity": i,
+            "gender": g,
+            "outcome": o,
+            "mean": 0.2,
+            "p": 0.01,
+        }
+        for i, g, o in itertools.product(["x", "y"], ["female", "male"], ["success", "failure"])
+    ]
+    ((_, fig),) = plots.attribution_heatmaps(pd.DataFrame(rows))
+    norm = fig.axes[0].images[1].norm
+    assert (norm.vmin, norm.vmax) == (-1.0, 1.0)  # d's full range, whatever the data

@@ -9,7 +9,7 @@ Three steps, one job each, so a notebook can stop after any of them:
 2. `compute` (pure): per probe, the tables of `analysis.attribution`, `analysis.empathy` and
    `analysis.trust_game`, named as their CSV files will be, plus a refusal table for every
    config. A probe whose joined rows lack what a metric needs gets a `problems` row, not a crash.
-3. `draw` (pure): figures from those tables (`analysis.figures`).
+3. `draw` (pure): figures from those tables (`analysis.plots`).
 
 `analysis.report` writes the result (CSV, parquet, PNG, report.html).
 

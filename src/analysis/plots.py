@@ -16,6 +16,7 @@ What a reader should see:
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -68,7 +69,9 @@ def _run_label(key: dict[str, Any], frame: pd.DataFrame) -> tuple[str, str]:
     """(title fragment, file-name fragment) naming the model; the scoring only when one model has several."""
     name = model_name(key.get("model", ""))
     several_scorings = "scoring" in frame.columns and frame.groupby("model")["scoring"].nunique().max() > 1
-    suffix = f" [{abs(hash(key.get('scoring'))) % 10_000:04d}]" if several_scorings else ""
+    # a digest, not hash(): str hashes change between processes, and file names must not
+    digest = hashlib.sha1(str(key.get("scoring")).encode()).hexdigest()[:6]
+    suffix = f" [s{digest}]" if several_scorings else ""
     return name + suffix, slug(name, suffix.strip(" []"))
 
 
@@ -81,15 +84,20 @@ def matrix_heatmap(
     center: float = 0.0,
     annotate: bool | None = None,
     mask_label: str = "grey: not significant (Bonferroni, α = 0.05)",
+    limit: float | None = None,
 ) -> Figure:
-    """Rows x columns of `matrix` as a heatmap; NaN and non-significant cells grey."""
+    """Rows x columns of `matrix` as a heatmap; NaN and non-significant cells grey.
+
+    `limit` fixes the colour scale to center ± limit (so panels of a bounded score compare);
+    by default it spans the largest distance from the centre in this matrix.
+    """
     values = matrix.to_numpy(dtype=float)
     hidden = ~np.isfinite(values)
     if significant is not None:
         hidden |= ~significant.reindex(index=matrix.index, columns=matrix.columns).fillna(False).to_numpy(bool)
     finite = values[np.isfinite(values)]
     span = float(np.max(np.abs(finite - center))) if finite.size else 1.0
-    span = span if span > 0 else 1.0
+    span = limit if limit is not None else (span if span > 0 else 1.0)
     n_rows, n_cols = values.shape
     fig = Figure(figsize=(max(4.5, 1.2 + 0.42 * n_cols), max(3.5, 1.4 + 0.36 * n_rows)), layout="constrained")
     ax = fig.add_subplot()
@@ -168,8 +176,9 @@ def tsne_nationality(cells: pd.DataFrame, *, seed: int = 0) -> list[tuple[str, F
         if len(rows) < 4:
             continue
         groups = specified.drop_duplicates("perceiver").set_index("perceiver")["perceiver_group"]
+        # exact gradients: at ~20 points Barnes-Hut buys nothing and can stall for tens of seconds
         points = TSNE(
-            n_components=2, perplexity=min(5.0, len(rows) - 1.0), random_state=seed, init="pca"
+            n_components=2, perplexity=min(5.0, len(rows) - 1.0), random_state=seed, init="pca", method="exact"
         ).fit_transform(rows.to_numpy(dtype=float))
         label, file_label = _run_label(key, cells)
         fig = Figure(figsize=(7, 5.5), layout="constrained")
@@ -218,6 +227,7 @@ def attribution_heatmaps(single_table: pd.DataFrame) -> list[tuple[str, Figure]]
             title=f"{label}: {key.get('dimension')}, single actor\nmean d = (effort + ability) - (difficulty + luck)",
             cbar_label="mean d",
             mask_label="grey: p ≥ 0.05 (one-sample t-test against 0, uncorrected)",
+            limit=1.0,  # d lies in [-1, 1]: one scale for every model and dimension
         )
         out.append((slug(key.get("dimension"), file_label), fig))
     return out
@@ -239,6 +249,7 @@ def attribution_domain_heatmap(domain_table: pd.DataFrame) -> list[tuple[str, Fi
             cbar_label="mean d",
             annotate=True,
             mask_label="grey: p ≥ 0.05 (one-sample t-test against 0, uncorrected)",
+            limit=1.0,
         )
         out.append((slug(file_label), fig))
     return out
