@@ -149,7 +149,12 @@ def _check_unique_results(frame: pd.DataFrame) -> None:
 
 def load_results_manifest(results: str | Path) -> dict[str, Any]:
     """results_manifest.json of a local results folder (provenance for the report); {} when absent."""
-    path = Path(results).expanduser() / MANIFEST_NAME
+    return read_manifest(results, MANIFEST_NAME)
+
+
+def read_manifest(folder: str | Path, name: str) -> dict[str, Any]:
+    """A JSON manifest (`build_manifest.json`, `results_manifest.json`) of a local folder; {} when absent."""
+    path = Path(folder).expanduser() / name
     if not path.is_file():
         return {}
     try:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from promptgen.errors import ProbeError
@@ -35,7 +36,16 @@ from promptgen.errors import ProbeError
 from . import attribution as attr
 from . import empathy as emp
 from . import trust_game as tg
-from .load import RESULT_FILE_COLUMN, RESULT_KEY_COLUMN, RUN_COLUMNS, join, load_prompts, load_results
+from .load import (
+    RESULT_FILE_COLUMN,
+    RESULT_KEY_COLUMN,
+    RUN_COLUMNS,
+    join,
+    load_prompts,
+    load_results,
+    load_results_manifest,
+    read_manifest,
+)
 
 #: prompt columns analysis never needs (large texts); everything else is read
 HEAVY_PROMPT_COLUMNS = ("prompt", "messages")
@@ -96,16 +106,6 @@ def result_configs(results: str | Path) -> list[str]:
     return configs
 
 
-def _manifest(folder: str | Path, name: str) -> dict[str, Any]:
-    path = Path(folder).expanduser() / name
-    if not path.is_file():
-        return {}
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ProbeError(f"{path}: not valid JSON ({exc})") from exc
-
-
 def collect(
     prompts: str | Path,
     results: Sequence[str | Path],
@@ -122,7 +122,7 @@ def collect(
         for config in configs or result_configs(r):
             wanted.setdefault(config, []).append(r)
     out = Collected()
-    prompt_manifest = _manifest(prompts, "build_manifest.json")
+    prompt_manifest = read_manifest(prompts, "build_manifest.json")
     out.provenance = {
         "prompts": {
             "path": str(prompts),
@@ -133,7 +133,7 @@ def collect(
         "results": [],
     }
     for r in results:
-        manifest = _manifest(r, "results_manifest.json")
+        manifest = load_results_manifest(r)
         runs = [
             {
                 "config": run.get("prompt_dataset", {}).get("config"),
@@ -364,48 +364,26 @@ def figure_variant(
     """The rows a figure shows: refused items left out (the papers' numbers), except for a matrix
     with no value at all that way (a model that refuses every item), which is drawn from the
     `included` variant with its `mark` column (setting, variant) suffixed `(refused kept)`, so the
-    figure says what it shows. `keys` name one figure's rows."""
+    figure says what it shows. `keys` name one figure's rows; `companion` (e.g. the cell tests of
+    the same matrices) follows the same choice."""
     if "refused_items" not in table.columns:
         return table, companion
     keys = [k for k in keys if k in table.columns]
     excluded = table[table["refused_items"] == "excluded"]
-    empty = excluded.groupby(keys, dropna=False)[value].apply(lambda v: not v.notna().any())
-    chosen, extra = [excluded], []
-    for key, is_empty in empty.items():
-        if not is_empty:
-            continue
-        key = key if isinstance(key, tuple) else (key,)
-        match = dict(zip(keys, key, strict=True))
+    answered = excluded.groupby(keys, dropna=False)[value].apply(lambda v: v.notna().any())
+    empty = {k if isinstance(k, tuple) else (k,) for k, ok in answered.items() if not ok}
 
-        def pick(frame: pd.DataFrame, variant: str, m=match) -> pd.Series:
-            hit = frame["refused_items"] == variant
-            for k, v in m.items():
-                hit &= frame[k] == v
-            return hit
+    def choose(frame: pd.DataFrame | None) -> pd.DataFrame | None:
+        if frame is None or "refused_items" not in frame.columns:
+            return frame
+        kept = np.array([k in empty for k in zip(*(frame[c] for c in keys), strict=True)], dtype=bool)
+        chosen = frame["refused_items"].to_numpy() == np.where(kept, "included", "excluded")
+        rows = frame[chosen].drop(columns="refused_items").reset_index(drop=True)
+        marked = kept[chosen]
+        rows[mark] = np.where(marked, rows[mark].astype(str) + " (refused kept)", rows[mark])
+        return rows
 
-        chosen[0] = chosen[0][~pick(chosen[0], "excluded")]
-        kept = table[pick(table, "included")].copy()
-        kept[mark] = kept[mark].astype(str) + " (refused kept)"
-        chosen.append(kept)
-        if companion is not None and "refused_items" in companion.columns:
-            extra.append(match)
-    shown = pd.concat(chosen, ignore_index=True).drop(columns="refused_items")
-    if companion is None or "refused_items" not in companion.columns:
-        return shown, companion
-    tests = companion[companion["refused_items"] == "excluded"]
-    for m in extra:
-        hit = pd.Series(True, index=companion.index)
-        for k, v in m.items():
-            hit &= companion[k] == v
-        tests = pd.concat(
-            [
-                tests[~hit.loc[tests.index]],
-                companion[hit & (companion["refused_items"] == "included")].assign(
-                    setting=lambda f: f["setting"].astype(str) + " (refused kept)"
-                ),
-            ]
-        )
-    return shown, tests.drop(columns="refused_items")
+    return choose(table), choose(companion)
 
 
 def _rows(tables: dict[str, pd.DataFrame], name: str) -> bool:

@@ -211,25 +211,33 @@ def _included(table: pd.DataFrame) -> pd.DataFrame:
     return table[table["refused_items"] == "included"] if "refused_items" in table.columns else table
 
 
+def _d_heatmap(g: pd.DataFrame, index: str, columns: str, column_name: str, title: str, **kw: Any) -> Figure:
+    """Mean d of a single-actor table as index x columns, cells with p >= 0.05 grey, on d's fixed -1..1 scale."""
+    matrix = g.pivot_table(index=index, columns=columns, values="mean", aggfunc="first", dropna=False)
+    p = g.pivot_table(index=index, columns=columns, values="p", aggfunc="first", dropna=False)
+    matrix.index.name, matrix.columns.name = index, column_name
+    return matrix_heatmap(
+        matrix,
+        significant=p < 0.05,
+        title=title,
+        cbar_label="mean d",
+        mask_label="grey: p ≥ 0.05 (one-sample t-test against 0, uncorrected)",
+        limit=1.0,  # d lies in [-1, 1]: one scale for every model, dimension and domain
+        **kw,
+    )
+
+
 def attribution_heatmaps(single_table: pd.DataFrame) -> list[tuple[str, Figure]]:
     """Mean d per identity x (gender, outcome), one figure per model and dimension; p >= 0.05 grey."""
     table = _included(single_table)
     out = []
     for key, g in _runs(table, [*RUN_COLUMNS, "dimension"]):
         g = g.assign(column=g["gender"].astype(str) + " / " + g["outcome"].astype(str))
-        matrix = g.pivot_table(index="identity", columns="column", values="mean", aggfunc="first", dropna=False)
-        significant = g.pivot_table(index="identity", columns="column", values="p", aggfunc="first", dropna=False)
-        matrix.index.name, matrix.columns.name = "identity", "gender / outcome"
         label, file_label = _run_label(key, table)
-        fig = matrix_heatmap(
-            matrix,
-            significant=significant < 0.05,
-            title=f"{label}: {key.get('dimension')}, single actor\nmean d = (effort + ability) - (difficulty + luck)",
-            cbar_label="mean d",
-            mask_label="grey: p ≥ 0.05 (one-sample t-test against 0, uncorrected)",
-            limit=1.0,  # d lies in [-1, 1]: one scale for every model and dimension
+        title = f"{label}: {key.get('dimension')}, single actor\nmean d = (effort + ability) - (difficulty + luck)"
+        out.append(
+            (slug(key.get("dimension"), file_label), _d_heatmap(g, "identity", "column", "gender / outcome", title))
         )
-        out.append((slug(key.get("dimension"), file_label), fig))
     return out
 
 
@@ -238,20 +246,9 @@ def attribution_domain_heatmap(domain_table: pd.DataFrame) -> list[tuple[str, Fi
     table = _included(domain_table)
     out = []
     for key, g in _runs(table, list(RUN_COLUMNS)):
-        matrix = g.pivot_table(index="domain", columns="outcome", values="mean", aggfunc="first", dropna=False)
-        significant = g.pivot_table(index="domain", columns="outcome", values="p", aggfunc="first", dropna=False)
-        matrix.index.name, matrix.columns.name = "domain", "outcome"
         label, file_label = _run_label(key, table)
-        fig = matrix_heatmap(
-            matrix,
-            significant=significant < 0.05,
-            title=f"{label}: single actor by domain\nmean d",
-            cbar_label="mean d",
-            annotate=True,
-            mask_label="grey: p ≥ 0.05 (one-sample t-test against 0, uncorrected)",
-            limit=1.0,
-        )
-        out.append((slug(file_label), fig))
+        title = f"{label}: single actor by domain\nmean d"
+        out.append((slug(file_label), _d_heatmap(g, "domain", "outcome", "outcome", title, annotate=True)))
     return out
 
 

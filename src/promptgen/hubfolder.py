@@ -311,6 +311,27 @@ def make_staging_dir(parent: Path, name: str) -> Path:
     return tmp
 
 
+def read_built_from(
+    dataset: Path, recipe: str, *, flag: str, expected: str, same_name: bool = False
+) -> tuple[dict[str, Any], Any]:
+    """(manifest, recipe) of a built folder that a command rebuilds as a new version.
+
+    The folder must have been built from `recipe` (its sha256 is compared, and with `same_name`
+    the dataset name too), so the rebuilt configs are the ones its results were scored on.
+    """
+    from .recipe import load_recipe
+
+    manifest = read_dataset_manifest(dataset, flag=flag, expected=expected)
+    spec = load_recipe(recipe)
+    built_from = manifest.get("recipe", {}).get("sha256")
+    if built_from != spec.sha256 or (same_name and manifest.get("name") != spec.name):
+        raise ProbeError(
+            f"{flag} {dataset} ({manifest.get('name')}, recipe sha256 {str(built_from)[:16]}…) was not built from "
+            f"the recipe {spec.path} ({spec.name}, sha256 {spec.sha256[:16]}…); rebuild it or pass --recipe"
+        )
+    return manifest, spec
+
+
 def check_target(target: Path, *, overwrite: bool) -> None:
     """Fail early (before any work) if the output folder exists and may not be replaced."""
     if target.exists() and not overwrite:

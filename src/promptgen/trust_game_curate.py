@@ -29,8 +29,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from .errors import ProbeError
-from .hubfolder import check_target, read_dataset_manifest
-from .recipe import load_recipe
+from .hubfolder import check_target, read_built_from
 from .result_rows import KeyRows, load_key_rows
 from .trust_game import RACE_PROBE_VARIANTS
 from .trust_game_pairs import (
@@ -185,14 +184,9 @@ def curate_pairs(
     from .build import build
 
     dataset = Path(dataset)
-    manifest = read_dataset_manifest(dataset, flag="--prompts", expected="a trust-game-names folder")
-    spec = load_recipe(recipe)
-    built_from = manifest.get("recipe", {}).get("sha256")
-    if manifest.get("name") != spec.name or built_from != spec.sha256:
-        raise ProbeError(
-            f"--prompts {dataset} ({manifest.get('name')}, recipe sha256 {str(built_from)[:16]}…) was not built from "
-            f"the recipe {spec.path} ({spec.name}, sha256 {spec.sha256[:16]}…); rebuild it or pass --recipe"
-        )
+    manifest, spec = read_built_from(
+        dataset, recipe, flag="--prompts", expected="a trust-game-names folder", same_name=True
+    )
     check_target(Path(out_dir) / spec.name, overwrite=overwrite)
     if per_gender < 1:
         raise ProbeError(f"--per-gender must be positive, got {per_gender}")
