@@ -127,3 +127,50 @@ def test_log_softmax_reads_float64_values_without_a_float64_copy() -> None:
     assert (last[1, [7, 9]] - exact[1, -1, [7, 9]]).abs().max() < 1e-6
     # torch's own float32 log-softmax is further off (which is why it is not used)
     assert (torch.log_softmax(logits, dim=-1).double() - exact).abs().max() > 1e-6
+
+
+def test_shared_prefix_length_stops_short_of_the_shortest_context() -> None:
+    from runners.hf import shared_prefix_length
+
+    assert shared_prefix_length([(1, 2, 3, 4), (1, 2, 3, 5, 6)]) == 3
+    assert shared_prefix_length([(1, 2, 3), (1, 2, 3, 4)]) == 2  # the last token runs with its context
+    assert shared_prefix_length([(1, 2), (3, 2)]) == 0
+    assert shared_prefix_length([(7, 8, 9)]) == 2
+
+
+def test_a_shared_prefix_runs_once_and_changes_nothing(smollm2_model: Any, smollm2_tokenizer: Any) -> None:
+    """Contexts sharing an instruction: the prefix pass gives full-forward log-probabilities."""
+    from runners.hf import HFBackend
+
+    tok = smollm2_tokenizer
+    head = "### Instruction:\nRead the statement and pick the most likely cause.\n### Statement:\n"
+    stems = ["Maria passed the exam.", "Wei lost the race after months of training.", "Ali won."]
+    options = [" Effort", " Ability", " The task was easy or hard", " Luck"]
+    digits = tuple(tok.convert_tokens_to_ids(list("0123456789")))
+    requests = []
+    for k, stem in enumerate(stems):
+        ctx, ids = encode_continuations(tok, f"{head}{stem}\n### Response:", options)
+        requests.append(ScoreRequest(ctx, tuple(ids), digits if k == 1 else ()))
+    calls: list[int] = []
+    hook = smollm2_model.register_forward_pre_hook(
+        lambda _m, _a, kw: calls.append(kw["input_ids"].numel()), with_kwargs=True
+    )
+    try:
+        shared = HFBackend(smollm2_model, max_batch_tokens=100_000).score(requests)
+        shared_tokens = list(calls)
+        calls.clear()
+        plain = HFBackend(smollm2_model, max_batch_tokens=100_000, min_shared_prefix=0).score(requests)
+    finally:
+        hook.remove()
+    prefix = len(encode_context(tok, head)) - 1  # the tokens all three contexts share, at least
+    assert len(shared_tokens) == len(calls) + 1  # one pass more: the prefix, once
+    assert sum(shared_tokens) <= sum(calls) - 2 * prefix  # its tokens are not run once per context
+    for request, a, b in zip(requests, shared, plain, strict=True):
+        tokens, after, first = reference(smollm2_model, request)
+        np.testing.assert_allclose(a.next_logprobs, first, atol=LOGPROB_ATOL)
+        np.testing.assert_allclose(a.next_logprobs, b.next_logprobs, atol=LOGPROB_ATOL)
+        for x, y, ref_tokens, ref_after in zip(a.continuations, b.continuations, tokens, after, strict=True):
+            np.testing.assert_allclose(x.token_logprobs, ref_tokens, atol=LOGPROB_ATOL)
+            np.testing.assert_allclose(x.token_logprobs, y.token_logprobs, atol=LOGPROB_ATOL)
+            if request.candidates:
+                np.testing.assert_allclose(x.next_logprobs, ref_after, atol=LOGPROB_ATOL)

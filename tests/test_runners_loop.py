@@ -152,7 +152,8 @@ def _assert_same(rows: list[dict], reference: dict[str, list[float]], atol: floa
 def test_cli_end_to_end(prompts_dir: Path, tmp_path: Path, reference: dict) -> None:
     out = tmp_path / "results"
     args = ["run", str(prompts_dir), "--config", "items", "--model", str(load_folder()), "--out", str(out)]
-    result = CliRunner().invoke(app, [*args, "--no-chat", "--batch-size", "4", "--flush-every", "4"])
+    budget = ["--max-batch-tokens", "64"]  # about one context per pass: results do not depend on it
+    result = CliRunner().invoke(app, [*args, "--no-chat", "--batch-size", "4", "--flush-every", "4", *budget])
     assert result.exit_code == 0, result.output
     assert re.search(r"7 items scored \(0 already done\), \d+ refusals, [0-9.]+ items/s", result.output)
     rows = _load(out)
@@ -168,6 +169,7 @@ def test_cli_end_to_end(prompts_dir: Path, tmp_path: Path, reference: dict) -> N
     manifest = json.loads((out / "results_manifest.json").read_text())
     (run,) = manifest["runs"].values()
     assert run["items"] == 7 and run["dtype"] == "float32" and run["backend"] == "hf"
+    assert run["hardware"]["max_batch_tokens"] == 64
     assert (
         run["prompt_dataset"]["fingerprint"]
         == json.loads((prompts_dir / "build_manifest.json").read_text())["fingerprint"]

@@ -325,6 +325,15 @@ def run(
     gpu_memory_utilization: GpuMemoryOpt = 0.3,
     max_model_len: MaxModelLenOpt = 4096,
     block_size: BlockSizeOpt = None,
+    max_batch_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-batch-tokens",
+            min=1,
+            help="hf backend: tokens per forward pass, cache included (default 8192, sized for CPUs; a GPU "
+            "wants far more: sweep it with benchmarks/gpu_scoring.py). Out of memory, it is halved.",
+        ),
+    ] = None,
     temperature: Annotated[
         float, typer.Option("--temperature", min=0.0, help="generate: 0 is greedy; above 0 samples.")
     ] = 0.0,
@@ -371,7 +380,10 @@ def run(
             on_start, on_advance = _progress_hooks(progress, config)
             load_options = {"gguf_file": gguf_file, "prefix_caching": prefix_caching, "enforce_eager": enforce_eager}
             load_options.update(
-                gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len, block_size=block_size
+                gpu_memory_utilization=gpu_memory_utilization,
+                max_model_len=max_model_len,
+                block_size=block_size,
+                max_batch_tokens=max_batch_tokens,
             )
             with progress:
                 summary = run_config_ray(
@@ -418,6 +430,7 @@ def run(
                     "enforce_eager": enforce_eager,
                     "gpu_memory_utilization": gpu_memory_utilization,
                     "max_model_len": max_model_len,
+                    "max_batch_tokens": max_batch_tokens,
                     "block_size": block_size,
                 },
             )

@@ -156,6 +156,7 @@ def load_backend(
     gpu_memory_utilization: float = 0.3,
     max_model_len: int | None = 4096,
     block_size: int | None = None,
+    max_batch_tokens: int | None = None,
 ):
     """(backend, tokenizer, revision for the result key) of a model folder or Hub id.
 
@@ -186,8 +187,9 @@ def load_backend(
         if backend == "hf":
             from .hf import HFBackend
 
+            budget = {} if max_batch_tokens is None else {"max_batch_tokens": max_batch_tokens}
             scorer: Any = HFBackend.from_pretrained(
-                model, revision=revision, dtype=dtype, device=device, tokenizer=tokenizer, **extra
+                model, revision=revision, dtype=dtype, device=device, tokenizer=tokenizer, **extra, **budget
             )
         else:
             from .vllm_backend import VLLMBackend
@@ -256,6 +258,8 @@ def _hardware(backend: Any) -> dict[str, Any]:
         info.update(torch=torch.__version__, device=str(model.device), threads=torch.get_num_threads())
         if model.device.type == "cuda":
             info["gpu"] = torch.cuda.get_device_name(model.device)
+    if hasattr(backend, "max_batch_tokens"):  # after any out-of-memory halving
+        info["max_batch_tokens"] = backend.max_batch_tokens
     return info
 
 

@@ -1,0 +1,326 @@
+"""Benchmark (DESIGN section 8b): choice scoring on a GPU with a Llama-3-8B-shaped model.
+
+Two steps, because the GPU machine has no tokenizer files, no prompt datasets and no `datasets`:
+
+    # here: the first N single-actor items, tokenised by the project's routine, as token ids
+    .venv/bin/python benchmarks/gpu_scoring.py prepare --prompts DIR --items 4096 --out requests.json
+    # on the GPU machine (torch + transformers only; `src` on the path)
+    python benchmarks/gpu_scoring.py measure --requests requests.json --out gpu_scoring.json
+
+`measure` builds a model with Llama-3-8B's shape (32 layers, hidden 4096, 14336 MLP, 32 query
+and 8 key/value heads, vocabulary 128,256, RoPE theta 500,000) and random weights in bfloat16
+on the GPU (no weights to download; throughput does not depend on their values), then times the
+project's transformers backend (`runners.hf.HFBackend.score`) on the items' (context, four
+options) requests, fed `--batch-items` items per call as `probes run` does, for each
+`--max-batch-tokens` budget. Token ids come from SmolLM2's tokenizer (ids < 49,152, valid in
+Llama-3's vocabulary); the token counts are those of the real prompts.
+
+Reported per budget: items/s, tokens/s and model FLOPs utilisation,
+`MFU = 2 x parameters x tokens / seconds / peak`, where tokens are each item's prompt + its four
+options (the tokens a KV-reusing scorer must account for; the shared-prefix pass and the
+skipped last option tokens make the computed tokens fewer, so this is the useful-work rate) and
+parameters are all of the model's (`n_params`; `n_params_non_embedding` is given too). Peak is
+the GPU's dense bf16 specification (`--peak-tflops`, default from the device name) and, for
+what this machine reaches, an 8192^3 bf16 matrix product measured in the same run. A plain
+batched forward pass over the same token streams (logits of every position, no cache) gives
+the ceiling, as in section 8a. A sample of items is checked against full forward passes
+(float32 log-softmax of the same bf16 model): the largest log-probability difference is
+reported, so a fast but wrong scorer cannot pass unnoticed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+#: Llama-3-8B (meta-llama/Meta-Llama-3-8B config.json), the shape DESIGN section 8b names
+LLAMA3_8B: dict[str, Any] = {
+    "vocab_size": 128256,
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "max_position_embeddings": 8192,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 500000.0,
+    "tie_word_embeddings": False,
+    "bos_token_id": 128000,
+    "eos_token_id": 128001,
+}
+#: dense bf16 peak TFLOP/s by device-name fragment (NVIDIA data sheets, SXM parts)
+PEAK_BF16_TFLOPS = {"H200": 989.4, "H100": 989.4, "A100": 312.0, "L40S": 362.05, "L4": 121.0}
+
+
+# ----------------------------------------------------------------------------- prepare (CPU)
+
+
+def prepare(args: argparse.Namespace) -> None:
+    """Tokenise the first N single-actor items with the project's routine; write their token ids."""
+    sys.path.insert(0, str(ROOT / "src"))
+    sys.path.insert(0, str(HERE))
+    from choice_scoring import DEFAULT_SOURCES, load_items
+    from transformers import AutoTokenizer
+
+    from runners.testmodel import ensure_smollm2
+    from runners.tokenize import encode_continuations
+
+    model_path = args.tokenizer or ensure_smollm2()[1]
+    work = args.out.parent
+    items, source = load_items(args.prompts, args.sources or DEFAULT_SOURCES, args.items, work)
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    requests = []
+    for item in items:
+        context, continuations = encode_continuations(tokenizer, item["prompt"], item["choices"])
+        requests.append({"id": item["id"], "context": list(context), "continuations": [list(c) for c in continuations]})
+    payload = {"source": source, "tokenizer": str(model_path), "requests": requests}
+    args.out.write_text(json.dumps(payload))
+    print(f"[gpu_scoring] {len(requests)} requests -> {args.out}")
+
+
+# ----------------------------------------------------------------------------- measure (GPU)
+
+
+def build_model(dtype: str) -> Any:
+    """A Llama-3-8B-shaped causal LM with random weights, built directly on the GPU."""
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    config = LlamaConfig(**LLAMA3_8B)
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
+    return model.eval()
+
+
+def matmul_tflops(n: int = 8192, repeats: int = 10) -> float:
+    """TFLOP/s of an n^3 bf16 matrix product (mean of `repeats` after warm-up): the reachable peak."""
+    import torch
+
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    for _ in range(3):
+        a @ b
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    torch.cuda.synchronize()
+    return 2 * n**3 * repeats / (time.perf_counter() - start) / 1e12
+
+
+def time_backend(backend: Any, requests: list[Any], batch_items: int, warmup: int) -> tuple[float, list[Any]]:
+    """(seconds, results) of scoring every request, `batch_items` per `score` call, after a warm-up."""
+    import torch
+
+    backend.score(requests[:warmup])
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    results = []
+    for begin in range(0, len(requests), batch_items):
+        results.extend(backend.score(requests[begin : begin + batch_items]))
+    torch.cuda.synchronize()  # results are on the CPU already; this only makes the point explicit
+    return time.perf_counter() - start, results
+
+
+def ceiling(model: Any, streams: list[list[int]], batch_size: int) -> float:
+    """Real tokens/s of a plain forward pass (all logits, no cache) over length-sorted, right-padded streams."""
+    import torch
+
+    ordered = sorted(streams, key=len, reverse=True)
+    batches = []
+    for begin in range(0, len(ordered), batch_size):
+        group = ordered[begin : begin + batch_size]
+        width = max(len(s) for s in group)
+        ids = torch.zeros((len(group), width), dtype=torch.long)
+        mask = torch.zeros((len(group), width), dtype=torch.long)
+        for row, stream in enumerate(group):
+            ids[row, : len(stream)] = torch.tensor(stream)
+            mask[row, : len(stream)] = 1
+        batches.append((ids.cuda(), mask.cuda()))
+    with torch.inference_mode():
+        model(input_ids=batches[0][0], attention_mask=batches[0][1], use_cache=False)
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for ids, mask in batches:
+            model(input_ids=ids, attention_mask=mask, use_cache=False)
+        torch.cuda.synchronize()
+    return sum(len(s) for s in ordered) / (time.perf_counter() - start)
+
+
+def check_against_full_forward(model: Any, requests: list[Any], results: list[Any]) -> float:
+    """Largest |log-probability difference| between the backend and full forward passes (float32 log-softmax)."""
+    import torch
+
+    worst = 0.0
+    with torch.inference_mode():
+        for request, result in zip(requests, results, strict=True):
+            for cont, score in zip(request.continuations, result.continuations, strict=True):
+                ids = torch.tensor([list(request.context) + list(cont)], device="cuda")
+                logits = model(input_ids=ids, use_cache=False).logits[0].float()
+                n = len(request.context)
+                lp = torch.log_softmax(logits[n - 1 : n - 1 + len(cont)], dim=-1)
+                ref = lp[torch.arange(len(cont)), torch.tensor(cont, device="cuda")].double().cpu().numpy()
+                worst = max(worst, float(abs(ref - score.token_logprobs).max()))
+    return worst
+
+
+def measure(args: argparse.Namespace) -> None:
+    sys.path.insert(0, str(ROOT / "src"))
+    import torch
+    import transformers
+
+    from runners.backend import ScoreRequest
+    from runners.hf import HFBackend
+
+    if not torch.cuda.is_available():
+        raise SystemExit("measure needs a CUDA GPU (torch.cuda.is_available() is False)")
+    payload = json.loads(args.requests.read_text())
+    requests = [
+        ScoreRequest(tuple(r["context"]), tuple(tuple(c) for c in r["continuations"])) for r in payload["requests"]
+    ]
+    requests = requests[: args.items] if args.items else requests
+    streams = [list(r.context) + [t for c in r.continuations for t in c] for r in requests]
+    tokens = sum(len(s) for s in streams)
+    device_name = torch.cuda.get_device_name(0)
+    peak = args.peak_tflops or next((v for k, v in PEAK_BF16_TFLOPS.items() if k in device_name), None)
+    reachable = matmul_tflops()
+    print(f"[gpu_scoring] {device_name}: bf16 8192^3 matmul {reachable:.0f} TFLOP/s; spec peak {peak}", flush=True)
+
+    started = time.perf_counter()
+    model = build_model(args.dtype)
+    n_params = sum(p.numel() for p in model.parameters())
+    n_embed = model.get_input_embeddings().weight.numel()
+    print(f"[gpu_scoring] model built in {time.perf_counter() - started:.0f} s: {n_params / 1e9:.2f} B parameters")
+
+    def rates(seconds: float) -> dict[str, Any]:
+        flops = 2 * n_params * tokens / seconds
+        return {
+            "wall_s": seconds,
+            "items_per_s": len(requests) / seconds,
+            "tokens_per_s": tokens / seconds,
+            "tflops": flops / 1e12,
+            "mfu_vs_spec_peak": flops / (peak * 1e12) if peak else None,
+            "mfu_vs_measured_matmul": flops / (reachable * 1e12),
+        }
+
+    sweep: dict[str, Any] = {}
+    results = None
+    for budget in args.max_batch_tokens:
+        backend = HFBackend(
+            model, model_id="llama-3-8b-shape-random", max_batch_tokens=budget, max_logit_rows=args.max_logit_rows
+        )
+        torch.cuda.reset_peak_memory_stats()
+        seconds, results = time_backend(backend, requests, args.batch_items, args.warmup)
+        sweep[str(budget)] = {
+            **rates(seconds),
+            "max_batch_tokens_after_backoff": backend.max_batch_tokens,
+            "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30,
+        }
+        print(f"[gpu_scoring] budget {budget}: {json.dumps(sweep[str(budget)])}", flush=True)
+    best = max(sweep, key=lambda k: sweep[k]["items_per_s"])
+
+    ceilings = {str(b): ceiling(model, streams, b) for b in args.ceiling_batch_sizes}
+    best_ceiling = max(ceilings.values())
+    print(f"[gpu_scoring] ceiling tokens/s by batch size: {ceilings}", flush=True)
+    sample = args.check_items
+    worst = check_against_full_forward(model, requests[:sample], results[:sample]) if results else None
+
+    out = {
+        "benchmark": "gpu_scoring",
+        "design_section": "8b",
+        "model": {
+            "shape": "Llama-3-8B",
+            "config": LLAMA3_8B,
+            "weights": "random (torch.manual_seed(0), transformers' init)",
+            "dtype": args.dtype,
+            "n_params": n_params,
+            "n_params_non_embedding": n_params - n_embed,
+        },
+        "items": len(requests),
+        "item_source": payload.get("source"),
+        "token_ids_from": payload.get("tokenizer"),
+        "mean_tokens_per_item": tokens / len(requests),
+        "mean_context_tokens": sum(len(r.context) for r in requests) / len(requests),
+        "batch_items": args.batch_items,
+        "max_logit_rows": args.max_logit_rows,
+        "warmup_items": args.warmup,
+        "hf": {**sweep[best], "best_max_batch_tokens": int(best), "sweep": sweep},
+        "ceiling": {
+            "method": "plain forward (all logits, use_cache=False) over prompt + 4 options, length-sorted batches",
+            "tokens_per_s_by_batch_size": ceilings,
+            "items_per_s": best_ceiling / (tokens / len(requests)),
+            **{k: v for k, v in rates(tokens / best_ceiling).items() if k.startswith("mfu") or k == "tflops"},
+        },
+        "fraction_of_ceiling": sweep[best]["tokens_per_s"] / best_ceiling,
+        "max_abs_logprob_diff_vs_full_forward": worst,
+        "checked_items": sample,
+        "mfu_definition": "2 x n_params x (prompt + option tokens) / seconds / peak",
+        "peak_tflops_spec": peak,
+        "peak_tflops_measured_matmul_8192": reachable,
+        "machine": {
+            "gpu": device_name,
+            "cuda": torch.version.cuda,
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=2) + "\n")
+    hf = out["hf"]
+    print(
+        f"hf {hf['items_per_s']:.0f} items/s, {hf['tokens_per_s']:.0f} tokens/s, MFU {hf['mfu_vs_spec_peak']:.3f} "
+        f"(spec) / {hf['mfu_vs_measured_matmul']:.3f} (measured matmul); "
+        f"fraction of ceiling {out['fraction_of_ceiling']:.2f}; max |dlogprob| {worst} -> {args.out}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="step", required=True)
+    p = sub.add_parser("prepare", help="tokenise single-actor items into a requests JSON (CPU)")
+    p.add_argument("--prompts", type=Path, default=None, help="a built talent-or-luck folder (else it is built)")
+    p.add_argument("--sources", type=Path, default=None, help="sources for the build (default ../shared/sources)")
+    p.add_argument("--tokenizer", type=Path, default=None, help="tokenizer folder (default: the SmolLM2 test model)")
+    p.add_argument("--items", type=int, default=4096, help="number of single-actor items")
+    p.add_argument("--out", type=Path, required=True, help="requests JSON to write")
+    m = sub.add_parser("measure", help="time the hf backend on a GPU with a Llama-3-8B-shaped model")
+    m.add_argument("--requests", type=Path, required=True, help="the JSON written by `prepare`")
+    m.add_argument("--out", type=Path, required=True, help="JSON file to write")
+    m.add_argument("--items", type=int, default=0, help="use only the first N requests (0: all)")
+    m.add_argument("--dtype", default="bfloat16", help="model dtype")
+    m.add_argument(
+        "--max-batch-tokens",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[16384, 65536, 262144],
+        help="comma-separated token budgets to sweep (HFBackend max_batch_tokens)",
+    )
+    m.add_argument(
+        "--max-logit-rows", type=int, default=4096, help="HFBackend max_logit_rows (rows x fed positions per pass)"
+    )
+    m.add_argument("--batch-items", type=int, default=1024, help="items per backend.score call")
+    m.add_argument("--warmup", type=int, default=64, help="untimed warm-up items per budget")
+    m.add_argument(
+        "--ceiling-batch-sizes",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[32, 128],
+        help="comma-separated batch sizes of the ceiling",
+    )
+    m.add_argument("--check-items", type=int, default=16, help="items checked against full forward passes")
+    m.add_argument("--peak-tflops", type=float, default=None, help="dense bf16 peak (default: from the device name)")
+    args = parser.parse_args()
+    prepare(args) if args.step == "prepare" else measure(args)
+
+
+if __name__ == "__main__":
+    main()
