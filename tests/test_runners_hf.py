@@ -174,3 +174,72 @@ def test_a_shared_prefix_runs_once_and_changes_nothing(smollm2_model: Any, smoll
             np.testing.assert_allclose(x.token_logprobs, y.token_logprobs, atol=LOGPROB_ATOL)
             if request.candidates:
                 np.testing.assert_allclose(x.next_logprobs, ref_after, atol=LOGPROB_ATOL)
+
+
+def _fed_nodes(segments: list) -> list[tuple[int, ...]]:
+    """Every trie node a list of segments (with their subtrees) feeds, in order, repeats kept."""
+    nodes = []
+    for segment in segments:
+        nodes += [segment.path[: segment.start + p + 1] for p in range(len(segment.tokens))]
+        assert all(child.start == len(segment.path) for child in segment.children)
+        nodes += _fed_nodes(segment.children)
+    return nodes
+
+
+def test_continuation_segments_split_only_at_branch_points() -> None:
+    from runners.hf import continuation_segments
+
+    roots = continuation_segments([(1, 2, 3), (1, 2, 4), (1, 5), (6,)])
+    assert [(s.path, s.start) for s in roots] == [((1,), 0), ((6,), 0)]
+    (two, five) = roots[0].children
+    assert (two.path, two.start, five.path, five.start) == ((1, 2), 1, (1, 5), 1)
+    assert [(s.path, s.tokens) for s in two.children] == [((1, 2, 3), (3,)), ((1, 2, 4), (4,))]
+    # a feed that is a prefix of another is read inside the longer one's segment
+    (chain,) = continuation_segments([(7, 8), (7, 8, 9), (7, 8)])
+    assert (chain.path, chain.start, chain.children) == ((7, 8, 9), 0, [])
+    assert continuation_segments([]) == [] and continuation_segments([()]) == []
+
+
+def test_continuation_segments_feed_every_distinct_prefix_once() -> None:
+    from runners.hf import continuation_segments
+
+    rng = random.Random(3)
+    for _ in range(50):
+        feeds = [tuple(rng.choice((1, 2, 3)) for _ in range(rng.randint(0, 5))) for _ in range(rng.randint(1, 8))]
+        nodes = _fed_nodes(continuation_segments(feeds))
+        assert sorted(nodes) == sorted({f[:n] for f in feeds for n in range(1, len(f) + 1)})
+
+
+def test_continuations_sharing_tokens_run_them_once(smollm2_model: Any, smollm2_tokenizer: Any) -> None:
+    """A shared option start and a number trie's first digits are fed once, level by level, with exact results."""
+    from runners.hf import HFBackend
+
+    tok = smollm2_tokenizer
+    digits = tuple(tok.convert_tokens_to_ids(list("0123456789")))
+    ctx, options = encode_continuations(
+        tok, "Why did Maria pass?\nAnswer:", [" The task was easy", " The task was hard", " Luck"]
+    )
+    numbers = [tuple(tok.convert_tokens_to_ids(list(str(n)))) for n in (10, 12, 27, 100, 105)]
+    requests = [ScoreRequest(ctx, tuple(options), ()), ScoreRequest(ctx, tuple(numbers), digits)]
+    fed: list[tuple[int, ...]] = []
+    hook = smollm2_model.register_forward_pre_hook(
+        lambda _m, _a, kw: fed.append(tuple(kw["input_ids"].shape)), with_kwargs=True
+    )
+    try:
+        results = [HFBackend(smollm2_model, max_batch_tokens=100_000).score([r])[0] for r in requests]
+    finally:
+        hook.remove()
+    shared = [t[:-1] for t in options[:2]]
+    assert shared[0] == shared[1] and len(shared[0]) >= 2  # the two options differ only in their last token
+    # options: the context, then one row feeding the shared start once (" Luck" is one token: no row)
+    assert fed[:2] == [(1, len(ctx)), (1, len(shared[0]))]
+    # numbers: the context; then 1 and the chain 2-7 (two rows, padded to 2); under 1: 0 and 2; under 10: 0 and 5
+    assert fed[2:] == [(1, len(ctx)), (2, 2), (2, 1), (2, 1)]
+    for request, result in zip(requests, results, strict=True):
+        tokens, after, first = reference(smollm2_model, request)
+        np.testing.assert_allclose(result.next_logprobs, first, atol=LOGPROB_ATOL)
+        for score, ref_tokens, ref_after in zip(result.continuations, tokens, after, strict=True):
+            np.testing.assert_allclose(score.token_logprobs, ref_tokens, atol=LOGPROB_ATOL)
+            if request.candidates:
+                assert score.next_logprobs.shape == (len(ref_tokens), len(digits))
+                np.testing.assert_allclose(score.next_logprobs, ref_after, atol=LOGPROB_ATOL)

@@ -1,0 +1,59 @@
+"""The DESIGN 8b GPU benchmark script, checked on the CPU with its tiny shape.
+
+No GPU is lent to CI, so the script's two steps run here end to end on a two-layer model of
+the Llama family: `prepare` tokenises real single-actor items with the project's routine,
+`measure` times the hf backend over a budget sweep and compares its log-probabilities with
+full forward passes. The figures are meaningless on a CPU; what is checked is that the
+script runs, that its JSON has the fields the closing notes quote, and that the scorer it
+times agrees with an independent full forward pass.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from runners_fixtures import load_folder
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_scoring.py"
+
+
+def _run(*args: str) -> str:
+    done = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_prepare_then_measure_on_the_cpu(built_default: Path, tmp_path: Path) -> None:
+    requests = tmp_path / "requests.json"
+    folder = load_folder()
+    _run(
+        "prepare", "--prompts", str(built_default), "--tokenizer", str(folder), "--items", "12", "--out", str(requests)
+    )
+    payload = json.loads(requests.read_text())
+    assert len(payload["requests"]) == 12
+    assert all(len(r["continuations"]) == 4 and r["context"] for r in payload["requests"])
+
+    out = tmp_path / "gpu_scoring.json"
+    stdout = _run(
+        "measure",
+        *("--requests", str(requests), "--out", str(out), "--shape", "tiny", "--device", "cpu"),
+        *("--dtype", "float32", "--max-batch-tokens", "100000,256", "--batch-items", "5", "--warmup", "2"),
+        *("--ceiling-batch-sizes", "4", "--check-items", "12"),
+    )
+    result = json.loads(out.read_text())
+    assert "items/s" in stdout and str(out) in stdout
+    assert result["items"] == 12 and result["checked_items"] == 12
+    assert set(result["hf"]["sweep"]) == {"100000", "256"}
+    assert result["hf"]["best_max_batch_tokens"] in {100000, 256}
+    # every item's prompt + four options, from the token ids `prepare` wrote
+    tokens = sum(len(r["context"]) + sum(len(c) for c in r["continuations"]) for r in payload["requests"])
+    assert abs(result["mean_tokens_per_item"] - tokens / 12) < 1e-9
+    for rates in result["hf"]["sweep"].values():
+        assert rates["items_per_s"] > 0 and abs(rates["tokens_per_s"] / rates["items_per_s"] - tokens / 12) < 1e-6
+        assert rates["mfu_vs_spec_peak"] is None  # no peak is claimed for a CPU
+    # the last budget (256 tokens: contexts and options split over many passes) against full forward passes
+    assert result["max_abs_logprob_diff_vs_full_forward"] < 1e-4
+    assert result["machine"]["device"] == "cpu" and result["model"]["config"]["num_hidden_layers"] == 2
