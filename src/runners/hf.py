@@ -14,19 +14,13 @@ How a batch of requests is scored:
    padding never shifts positions) and only the last position's logits kept: that row is
    the next-token distribution after each context. It gives every continuation's
    first-token log-probability and the candidates after the context.
-3. The continuations then run over the context's KV cache, expanded by row selection. A
-   continuation feeds all its tokens but the last (whose logits score nothing) unless
-   candidates are asked for, when the logits after its last token are needed too; one-token
-   continuations without candidates need no second pass at all. A request's feeds form a
-   token trie (`continuation_segments`): each chain of tokens between branch points is one
-   segment, run once as one row, so a prefix shared by continuations (a number trie's first
-   digits, options starting with the same words) is computed once, not once per
-   continuation. Segments run level by level: the first level over the context's cache, each
-   deeper level over the cache its parent segment's pass left. A level's rows are cut into
-   chunks under the token budget (sorted by length, so little padding), fed RIGHT-padded; the
-   attention mask is the parent's mask (with its padding) followed by the segment's, and
-   position ids count only real tokens. Options with distinct first tokens are one level:
-   one pass, as without the trie.
+3. The KV cache of that pass is then expanded by row selection: one row per continuation
+   that still needs a pass, cut into chunks under the token budget (sorted by length, so
+   little padding). Each chunk feeds its continuations' tokens, RIGHT-padded; the attention
+   mask is the context's mask (left padding) followed by the continuation's. A continuation
+   feeds all its tokens but the last (whose logits score nothing) unless candidates are
+   asked for, when the logits after its last token are needed too. One-token continuations
+   without candidates need no second pass at all.
 
 Out of memory, a batch is retried with half the token budget (down to one request), and
 the smaller budget is kept for later batches.
@@ -126,39 +120,10 @@ class _LogSoftmax:
 
 
 @dataclass
-class Segment:
-    """A chain of trie tokens run as one row: `path[start:]`, after the context and `path[:start]`."""
-
-    path: tuple[int, ...]  # the continuation tokens from the context's end to this segment's last token
-    start: int  # tokens of `path` fed by ancestor segments
-    children: list[Segment]
-
-    @property
-    def tokens(self) -> tuple[int, ...]:
-        return self.path[self.start :]
-
-
-def continuation_segments(feeds: Sequence[Sequence[int]]) -> list[Segment]:
-    """The first-level segments of the token trie of `feeds` (each with its subtree).
-
-    A segment runs from a child of the root or of a branch point down to the next branch
-    point or a leaf, so every distinct prefix of the feeds is fed exactly once. Children keep
-    the order of their first appearance, so the segments do not depend on set ordering.
-    """
-    children: dict[tuple[int, ...], list[int]] = {}
-    for feed in feeds:
-        for n in range(len(feed)):
-            nexts = children.setdefault(tuple(feed[:n]), [])
-            if feed[n] not in nexts:
-                nexts.append(feed[n])
-
-    def grow(prefix: tuple[int, ...], token: int) -> Segment:
-        path = (*prefix, token)
-        while len(children.get(path, ())) == 1:
-            path = (*path, children[path][0])
-        return Segment(path, len(prefix), [grow(path, t) for t in children.get(path, ())])
-
-    return [grow((), t) for t in children.get((), ())]
+class _Row:
+    request: int  # index into the context batch
+    continuation: int
+    feed: tuple[int, ...]  # tokens fed in the continuation pass
 
 
 def _chunks(items: list, cost, budget: int) -> Iterator[list]:
@@ -400,109 +365,61 @@ class HFBackend:
         # first-token log-probabilities of every continuation: one gather, one transfer
         owners = [(b, c[0]) for b, r in enumerate(requests) for c in r.continuations]
         firsts = _gather(after_context, device, [b for b, _ in owners], [t for _, t in owners])
-        after = _candidate_logprobs(after_context, device, {b: r.candidates for b, r in enumerate(requests)})
-
-        # 3. continuations: one trie per request, run level by level over the context's cache
-        found = _TrieOutputs(requests)
-        first_level = []
-        for b, r in enumerate(requests):
-            feeds = [cont if r.candidates else cont[:-1] for cont in r.continuations]
-            first_level.extend((b, segment, b) for segment in continuation_segments(feeds))
-        self._run_segments(first_level, cache, mask, context_len, found)
-
-        results = []
+        token_lp: list[list[np.ndarray]] = []
+        next_lp: list[list[np.ndarray]] = []
+        rows: list[_Row] = []
         used = 0
         for b, r in enumerate(requests):
-            conts = []
-            for cont in map(tuple, r.continuations):
-                later = [found.token[b][cont[:p]][cont[p]] for p in range(1, len(cont))]
-                tokens = np.concatenate([firsts[used : used + 1], np.array(later, dtype=np.float64)])
-                used += 1
-                if r.candidates:
-                    nexts = np.stack([found.candidates[b][cont[: p + 1]] for p in range(len(cont))])
-                else:
-                    nexts = np.full((len(cont), 0), np.nan)
-                conts.append(ContinuationScore(tokens, nexts))
-            results.append(ScoreResult(tuple(conts), after.get(b, np.zeros(0)), len(r.context)))
-        return results
+            token_lp.append([firsts[used + j : used + j + 1] for j in range(len(r.continuations))])
+            used += len(r.continuations)
+            # filled by the continuation pass when there are candidates (every continuation then has one)
+            next_lp.append([np.full((len(c), len(r.candidates)), np.nan) for c in r.continuations])
+            for j, cont in enumerate(r.continuations):
+                feed = cont if r.candidates else cont[:-1]
+                if feed:
+                    rows.append(_Row(b, j, feed))
+        after = _candidate_logprobs(after_context, device, {b: r.candidates for b, r in enumerate(requests)})
 
-    def _run_segments(
-        self, level: list[tuple[int, Segment, int]], cache: Any, mask: Any, length: Any, found: _TrieOutputs
-    ) -> None:
-        """Run one trie level: `(request, segment, row of the parent in cache)` triples, then their children.
-
-        `cache`, `mask` and `length` (real tokens per row) describe the parents' rows. Each chunk
-        of segments runs over the selected parent rows; its children run over the cache that
-        chunk's pass leaves, before the next chunk (depth first, so one cache per level is held).
-        """
-        import torch
-
-        device = self.model.device
-        width = mask.shape[1]
-        level = sorted(level, key=lambda entry: len(entry[1].tokens))
-        budget_rows = _chunks(level, lambda entry: width + len(entry[1].tokens), self.max_batch_tokens)
+        # 3. continuations over the selected cache rows, right-padded
+        rows.sort(key=lambda row: len(row.feed))
+        budget_rows = _chunks(rows, lambda row: width + len(row.feed), self.max_batch_tokens)
         for chunk in (
-            c for group in budget_rows for c in _chunks(group, lambda e: len(e[1].tokens), self.max_logit_rows)
+            c for group in budget_rows for c in _chunks(group, lambda row: len(row.feed), self.max_logit_rows)
         ):
-            index = torch.tensor([parent for _, _, parent in chunk], device=device)
-            size = max(len(segment.tokens) for _, segment, _ in chunk)
-            feed = torch.zeros((len(chunk), size), dtype=torch.long)
-            feed_mask = torch.zeros((len(chunk), size), dtype=torch.long)
-            for k, (_, segment, _) in enumerate(chunk):
-                feed[k, : len(segment.tokens)] = torch.tensor(segment.tokens)
-                feed_mask[k, : len(segment.tokens)] = 1
+            index = torch.tensor([row.request for row in chunk], device=device)
+            length = max(len(row.feed) for row in chunk)
+            feed = torch.zeros((len(chunk), length), dtype=torch.long)
+            feed_mask = torch.zeros((len(chunk), length), dtype=torch.long)
+            for k, row in enumerate(chunk):
+                feed[k, : len(row.feed)] = torch.tensor(row.feed)
+                feed_mask[k, : len(row.feed)] = 1
             feed, feed_mask = feed.to(device), feed_mask.to(device)
-            chunk_mask = torch.cat([mask[index], feed_mask], dim=-1)
             out = self.model(
                 input_ids=feed,
-                attention_mask=chunk_mask,
-                position_ids=length[index, None] + torch.arange(size, device=device)[None, :],
+                attention_mask=torch.cat([mask[index], feed_mask], dim=-1),
+                position_ids=context_len[index, None] + torch.arange(length, device=device)[None, :],
                 past_key_values=_select_cache(cache, index),
                 use_cache=True,
             )
-            chunk_cache = out.past_key_values
-            found.read(_LogSoftmax(out.logits), device, [(b, segment) for b, segment, _ in chunk])
-            del out  # the logits: only the cache is needed below
-            children = [(b, child, k) for k, (b, segment, _) in enumerate(chunk) for child in segment.children]
-            if children:
-                chunk_length = length[index] + feed_mask.sum(-1)
-                self._run_segments(children, chunk_cache, chunk_mask, chunk_length, found)
+            logprobs = _LogSoftmax(out.logits)
+            # later tokens of every continuation in the chunk: position p scores token p + 1
+            conts = [requests[row.request].continuations[row.continuation] for row in chunk]
+            spots = [(k, p, t) for k, cont in enumerate(conts) for p, t in enumerate(cont[1:])]
+            later = _gather(logprobs, device, *zip(*spots, strict=True)) if spots else np.zeros(0)
+            used = 0
+            for row, cont in zip(chunk, conts, strict=True):
+                token_lp[row.request][row.continuation] = np.concatenate(
+                    [token_lp[row.request][row.continuation], later[used : used + len(cont) - 1]]
+                )
+                used += len(cont) - 1
+            wanted = {k: requests[row.request].candidates for k, row in enumerate(chunk)}
+            for k, values in _candidate_logprobs(logprobs, device, wanted).items():
+                row = chunk[k]
+                cont = conts[k]
+                next_lp[row.request][row.continuation] = values[: len(cont)]
 
-
-class _TrieOutputs:
-    """What the continuation passes read, per request and trie node (a continuation prefix).
-
-    `token[b][node][t]`: log P(t | context, node) for each token t that follows `node` in one of
-    request b's continuations; `candidates[b][node]`: log-probabilities of the request's
-    candidate ids after `node` (only for requests with candidates).
-    """
-
-    def __init__(self, requests: Sequence[ScoreRequest]) -> None:
-        self.requests = requests
-        self.needed: list[dict[tuple[int, ...], set[int]]] = []
-        for r in requests:
-            needed: dict[tuple[int, ...], set[int]] = {}
-            for cont in map(tuple, r.continuations):
-                for p in range(1, len(cont)):
-                    needed.setdefault(cont[:p], set()).add(cont[p])
-            self.needed.append(needed)
-        self.token: list[dict[tuple[int, ...], dict[int, float]]] = [{} for _ in requests]
-        self.candidates: list[dict[tuple[int, ...], np.ndarray]] = [{} for _ in requests]
-
-    def read(self, logprobs: _LogSoftmax, device: Any, rows: list[tuple[int, Segment]]) -> None:
-        """Read a pass's scored entries: one gather for the tokens, one per candidate set."""
-        spots, keys = [], []
-        for k, (b, segment) in enumerate(rows):
-            for p in range(len(segment.tokens)):
-                node = segment.path[: segment.start + p + 1]
-                for t in sorted(self.needed[b].get(node, ())):
-                    spots.append((k, p, t))
-                    keys.append((b, node, t))
-        values = _gather(logprobs, device, *zip(*spots, strict=True)) if spots else np.zeros(0)
-        for (b, node, t), value in zip(keys, values, strict=True):
-            self.token[b].setdefault(node, {})[t] = float(value)
-        wanted = {k: self.requests[b].candidates for k, (b, _) in enumerate(rows)}
-        for k, per_position in _candidate_logprobs(logprobs, device, wanted).items():
-            b, segment = rows[k]
-            for p in range(len(segment.tokens)):
-                self.candidates[b][segment.path[: segment.start + p + 1]] = per_position[p]
+        results = []
+        for b, r in enumerate(requests):
+            conts_scores = tuple(ContinuationScore(token_lp[b][j], next_lp[b][j]) for j in range(len(r.continuations)))
+            results.append(ScoreResult(conts_scores, after.get(b, np.zeros(0)), len(r.context)))
+        return results

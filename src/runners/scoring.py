@@ -17,10 +17,8 @@ form's token probabilities times P(end | form), where the end is any token that 
 start with a digit (`digit_ids` are the tokens that would continue the number; P(end) = 1 -
 their total). The forms are stored as a token trie; only its leaves are sent to the
 backend, as continuations of the one context, and every inner node's numbers are read off
-the leaves that pass through it. The backend computes each trie node once: the hf backend
-runs the leaves' shared prefixes as segments, one batched pass per trie level over the
-context's KV cache (`runners.hf.continuation_segments`); vLLM's prefix caching shares them
-across requests. The distribution is
+the leaf rows that pass through it: the KV cache of the context is shared by all numbers
+and each trie level's tokens are scored inside one batched pass. The distribution is
 renormalised over the range; its mass before that is the valid mass (the rest went to
 other text, out-of-range numbers, leading zeros or non-canonical tokenisations).
 """
