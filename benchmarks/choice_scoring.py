@@ -295,24 +295,30 @@ def ceiling(
             for row, stream in enumerate(group):
                 ids[row, : len(stream)] = torch.tensor(stream)
                 mask[row, : len(stream)] = 1
-            out.append((ids, mask))
+            out.append((ids.to(model.device), mask.to(model.device)))
         return out
+
+    def synchronize() -> None:  # a GPU runs asynchronously: wait for it before reading the clock
+        if model.device.type == "cuda":
+            torch.cuda.synchronize()
 
     with torch.inference_mode():
         for size in batch_sizes:
             prepared = batches(size)
             model(input_ids=prepared[0][0], attention_mask=prepared[0][1], use_cache=False)
             padded = sum(ids.numel() for ids, _ in prepared)
+            synchronize()
             start = time.perf_counter()
             for ids, mask in prepared:
                 model(input_ids=ids, attention_mask=mask, use_cache=False)
+            synchronize()
             seconds = time.perf_counter() - start
             sweep[str(size)] = {
                 "tokens_per_s": real / seconds,
                 "wall_s": seconds,
                 "padding_fraction": 1 - real / padded,
             }
-            print(f"[choice_scoring] ceiling batch {size}: {real / seconds:.0f} tokens/s", flush=True)
+            print(f"[ceiling] batch {size}: {real / seconds:.0f} tokens/s", flush=True)
     best = max(batch_sizes, key=lambda s: sweep[str(s)]["tokens_per_s"])
     return sweep, best
 

@@ -157,31 +157,6 @@ def time_backend(
     return time.perf_counter() - start, results
 
 
-def ceiling(model: Any, streams: list[list[int]], batch_size: int, device: str) -> float:
-    """Real tokens/s of a plain forward pass (all logits, no cache) over length-sorted, right-padded streams."""
-    import torch
-
-    ordered = sorted(streams, key=len, reverse=True)
-    batches = []
-    for begin in range(0, len(ordered), batch_size):
-        group = ordered[begin : begin + batch_size]
-        width = max(len(s) for s in group)
-        ids = torch.zeros((len(group), width), dtype=torch.long)
-        mask = torch.zeros((len(group), width), dtype=torch.long)
-        for row, stream in enumerate(group):
-            ids[row, : len(stream)] = torch.tensor(stream)
-            mask[row, : len(stream)] = 1
-        batches.append((ids.to(device), mask.to(device)))
-    with torch.inference_mode():
-        model(input_ids=batches[0][0], attention_mask=batches[0][1], use_cache=False)
-        synchronize(device)
-        start = time.perf_counter()
-        for ids, mask in batches:
-            model(input_ids=ids, attention_mask=mask, use_cache=False)
-        synchronize(device)
-    return sum(len(s) for s in ordered) / (time.perf_counter() - start)
-
-
 def check_against_full_forward(model: Any, requests: list[Any], results: list[Any], device: str) -> float:
     """Largest |log-probability difference| between the backend and full forward passes (float32 log-softmax)."""
     import torch
@@ -203,6 +178,9 @@ def measure(args: argparse.Namespace) -> None:
     sys.path.insert(0, str(ROOT / "src"))
     import torch
     import transformers
+
+    sys.path.insert(0, str(HERE))
+    from choice_scoring import ceiling
 
     from runners.backend import ScoreRequest
     from runners.hf import HFBackend
@@ -258,7 +236,8 @@ def measure(args: argparse.Namespace) -> None:
         print(f"[gpu_scoring] budget {budget}: {json.dumps(sweep[str(budget)])}", flush=True)
     best = max(sweep, key=lambda k: sweep[k]["items_per_s"])
 
-    ceilings = {str(b): ceiling(model, streams, b, device) for b in args.ceiling_batch_sizes}
+    sweep_ceiling, _ = ceiling(model, streams, args.ceiling_batch_sizes, pad_id=0)  # section 8a's ceiling
+    ceilings = {size: point["tokens_per_s"] for size, point in sweep_ceiling.items()}
     best_ceiling = max(ceilings.values())
     print(f"[gpu_scoring] ceiling tokens/s by batch size: {ceilings}", flush=True)
     sample = args.check_items

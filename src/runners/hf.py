@@ -32,7 +32,7 @@ summed in fixed blocks of 128 vocabulary entries in float32 and the block sums i
 vocabulary, the same whatever the batch around a row: results must not depend on batching).
 The exponentials go through one reusable scratch buffer of a few rows at a time, not a fresh
 tensor the size of the logits: on the CPU, fresh tensors that large cost more in page faults
-than the arithmetic (this took scoring from 4.7 to 5.1 items/s in the 8a benchmark). The
+than the arithmetic. The
 scored logits are gathered in float64 and the log-sum-exp subtracted. torch's float32
 `log_softmax` is off by ~2e-5 nats per token with a consistent sign, which adds up over an
 option's tokens. Only the scored entries move to the CPU. Everything runs under
@@ -405,7 +405,7 @@ class HFBackend:
             # later tokens of every continuation in the chunk: position p scores token p + 1
             conts = [requests[row.request].continuations[row.continuation] for row in chunk]
             spots = [(k, p, t) for k, cont in enumerate(conts) for p, t in enumerate(cont[1:])]
-            later = _gather(logprobs, device, *zip(*spots, strict=True)) if spots else np.zeros(0)
+            later = _gather(logprobs, device, *zip(*spots, strict=True))
             used = 0
             for row, cont in zip(chunk, conts, strict=True):
                 token_lp[row.request][row.continuation] = np.concatenate(
