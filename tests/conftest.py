@@ -7,8 +7,22 @@ are skipped with a reason on a developer machine without them, and fail under CI
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
+
+# Set before anything imports `datasets` or vLLM, so the README's plain `python -m pytest -q` is
+# the very run CI makes: the tests never reach the Hub (they use local data only), their local
+# dataset folders are cached in a throwaway `datasets` cache instead of the user's, and the vLLM
+# test engines (a few dozen short prompts) take 1 GiB of KV cache on a CPU, not vLLM's default.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+if "HF_DATASETS_CACHE" not in os.environ:
+    _datasets_cache = tempfile.mkdtemp(prefix="probes-tests-datasets-")
+    atexit.register(shutil.rmtree, _datasets_cache, ignore_errors=True)
+    os.environ["HF_DATASETS_CACHE"] = _datasets_cache
 
 import pytest
 

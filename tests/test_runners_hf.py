@@ -15,7 +15,7 @@ import pytest
 
 from runners.backend import Backend, ScoreRequest
 from runners.tokenize import encode_context, encode_continuations, render_chat
-from runners_fixtures import full_forward_logprobs
+from runners_fixtures import full_forward_logprobs, require_extra
 
 #: the float32 forward passes of a 30-layer model differ between batch shapes by up to ~1.5e-5
 #: nats per token (measured); sums over an option's tokens stay within the same bound
@@ -112,6 +112,7 @@ def test_requests_are_validated() -> None:
 
 
 def test_log_softmax_reads_float64_values_without_a_float64_copy() -> None:
+    require_extra("hf")
     import torch
 
     from runners.hf import _LogSoftmax

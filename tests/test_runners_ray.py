@@ -6,10 +6,8 @@ the tests are skipped with a reason on a developer machine and fail under CI.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +22,7 @@ from promptgen.hubfolder import ConfigData, card_front_matter, write_hub_folder
 from runners import loop
 from runners.results import RESULT_SCHEMA, key_dir, part_files, write_key_file, write_part
 from runners.run import ScoringSettings
-from runners_fixtures import load_folder, load_model, load_tokenizer
+from runners_fixtures import load_folder, load_model, load_tokenizer, require_extra
 from test_runners_loop import FEATURES, IDS, ITEMS  # the loop tests' items: 4 choice, 3 number
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.*")  # inside Ray's DataContext
@@ -33,11 +31,7 @@ BATCH = 3  # items 0-2 done, then [3, 4, 5] and [6]: the loop and Ray score the 
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_session() -> Iterator[None]:
-    if importlib.util.find_spec("ray") is None:
-        reason = "the ray extra is not installed: pip install -e .[ray]"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+    require_extra("ray")
     import ray
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)

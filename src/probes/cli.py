@@ -59,8 +59,9 @@ RecipeArg = Annotated[
 
 
 def _fail(exc: Exception) -> None:
+    """One line on stderr; exit 1, or the error's own `exit_code` (2 for a missing extra)."""
     err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
-    raise typer.Exit(code=1)
+    raise typer.Exit(code=getattr(exc, "exit_code", 1))
 
 
 @app.callback()
@@ -354,6 +355,7 @@ def run(
     revision and scoring settings. `--shard i/n` workers can fill one OUT folder together.
     """
     from runners import loop
+    from runners.extras import require_for_scoring
     from runners.results import parse_shard
     from runners.run import ScoringSettings
 
@@ -361,6 +363,7 @@ def run(
     try:
         if backend_name not in loop.BACKENDS:
             raise ProbeError(f"--backend must be one of {', '.join(loop.BACKENDS)}, got {backend_name!r}")
+        require_for_scoring(backend=backend_name, ray=use_ray, what="probes run")
         if scoring not in ("sentence", "letter", "generate"):
             raise ProbeError(f"--scoring must be sentence, letter or generate, got {scoring!r}")
         shard_ix = parse_shard(shard)
@@ -677,6 +680,7 @@ def rewrite_cmd(
     from promptgen.empathy import REWRITE_CONFIG
     from promptgen.empathy_rewrite import apply_rewrites
     from runners import loop
+    from runners.extras import require_for_scoring
     from runners.run import ScoringSettings
 
     results = results or Path(out_dir) / f"{Path(dataset).name}-rewrites"
@@ -684,6 +688,7 @@ def rewrite_cmd(
         if model is not None:
             if backend_name not in loop.BACKENDS:
                 raise ProbeError(f"--backend must be one of {', '.join(loop.BACKENDS)}, got {backend_name!r}")
+            require_for_scoring(backend=backend_name, what="probes rewrite --model")
             if not (Path(dataset) / "data" / REWRITE_CONFIG).is_dir():
                 raise ProbeError(
                     f"DATASET {dataset} has no {REWRITE_CONFIG} config; rebuild it with this version of probes build"

