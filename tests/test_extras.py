@@ -1,6 +1,6 @@
 """A missing optional extra is one line naming it, exit 2, before any work (runners.extras).
 
-The commands run in a subprocess whose import system refuses the extra's modules, exactly as
+The commands run in a subprocess whose import system does not see the extra's modules, exactly as
 on a base install (`pip install -e .`): `importlib.util.find_spec` and `import` both fail for
 them there. Nothing may be written to --out, and the line must name the extra and the command.
 """
@@ -18,22 +18,24 @@ import pytest
 from release_fixture import REPO
 from runners.extras import EXTRA_MODULES, INSTALL_HINT, MissingExtraError, missing_modules, require
 
-#: a meta-path finder that refuses the named top-level packages, then the `probes` CLI
+#: the path finder (site-packages) stops seeing the named top-level packages, then the `probes` CLI
+#: runs: `find_spec` gives None and `import` raises ModuleNotFoundError for them, as on a base install
 _BLOCKED_CLI = textwrap.dedent(
     """
     import sys
+    from importlib.machinery import PathFinder
 
     BLOCKED = set(sys.argv[1].split(","))
+    _find_spec = PathFinder.find_spec.__func__
 
 
-    class Refuse:
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in BLOCKED:
-                raise ModuleNotFoundError(f"No module named {name!r} (blocked by the test)", name=name)
+    def find_spec(cls, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
             return None
+        return _find_spec(cls, name, path, target)
 
 
-    sys.meta_path.insert(0, Refuse())
+    PathFinder.find_spec = classmethod(find_spec)
     sys.argv = ["probes", *sys.argv[2:]]
     from probes.cli import app
 
@@ -94,7 +96,8 @@ CASES = {
 def test_a_missing_extra_is_one_line_naming_it_and_exit_2(case: str, tmp_path: Path) -> None:
     blocked, extra, what, args = CASES[case]
     out = tmp_path / "out"
-    argv = [a.format(out=out, data=_dataset(tmp_path)) for a in args]
+    data = _dataset(tmp_path)
+    argv = [a.format(out=out, data=data) for a in args]
     proc = _probes_without(blocked, *argv, cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from promptgen.errors import ProbeError
@@ -60,7 +61,8 @@ RecipeArg = Annotated[
 
 def _fail(exc: Exception) -> None:
     """One line on stderr; exit 1, or the error's own `exit_code` (2 for a missing extra)."""
-    err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
+    # escaped: a message's own brackets (`pip install -e ".[hf]"`, a path) are text, not rich markup
+    err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True, soft_wrap=True)
     raise typer.Exit(code=getattr(exc, "exit_code", 1))
 
 
