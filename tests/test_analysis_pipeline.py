@@ -213,6 +213,35 @@ def test_cli_analyze_writes_the_report(datasets, tmp_path) -> None:
     assert (tmp_path / "rep" / "report.html").is_file()  # a failed run leaves the finished report alone
 
 
+def _local_paths_in(folder: Path, roots: set[str]) -> list[tuple[str, str]]:
+    """(file, root) for every file under `folder` that mentions one of `roots` (parquet: in its values)."""
+    found = []
+    for path in folder.rglob("*"):
+        if not path.is_file():
+            continue
+        if path.suffix == ".parquet":
+            data = pq.read_table(path).to_pandas().to_json().replace("\\/", "/")
+        else:
+            data = path.read_bytes().decode("utf-8", errors="replace")
+        found += [(str(path), root) for root in roots if root in data]
+    return found
+
+
+def test_no_absolute_local_path_in_what_build_and_analyze_write(datasets, shared_sources, tmp_path) -> None:
+    """Published folders and shared reports carry no path of the machine that made them."""
+    ds = datasets["trust-game"]
+    trust_results(ds, tmp_path / "r", "org/m", 3)
+    out = tmp_path / "rep"
+    done = CliRunner().invoke(
+        app, ["analyze", "--prompts", str(ds), "--results", str(tmp_path / "r"), "--out", str(out)]
+    )
+    assert done.exit_code == 0, done.output
+    roots = {str(ds.parent), str(ds.parent.resolve()), str(tmp_path), str(shared_sources), str(Path.home())}
+    roots |= {str(Path(r).resolve()) for r in list(roots)}
+    assert _local_paths_in(ds, roots) == []
+    assert _local_paths_in(out, roots) == []
+
+
 def test_rows_lacking_a_metric_column_are_a_named_problem_not_a_crash() -> None:
     from analysis.pipeline import Collected, compute
 

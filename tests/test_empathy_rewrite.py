@@ -229,9 +229,9 @@ def test_probes_rewrite_on_smollm2_for_10_events(built, tmp_path, smollm2) -> No
     new_path = out / path.name
     manifest = json.loads((new_path / "build_manifest.json").read_text())
     record = manifest["build_report"]["t2_rewrite"]
-    assert record["model"] == str(smollm2) and record["generated"] == 10
+    assert record["model"] == Path(smollm2).name and record["generated"] == 10
     events = load_config(new_path, "events").to_pandas().set_index("text_id")
-    by_model = events[events["t2_method"] == str(smollm2)]
+    by_model = events[events["t2_method"] == Path(smollm2).name]
     assert len(by_model) == record["rewritten"] == (rows["parse_status"] == "ok").sum()
     for _, row in rows[rows["parse_status"] == "ok"].iterrows():
         text_id = row["id"].removeprefix("emp.rewrite.")

@@ -109,7 +109,11 @@ def env() -> dict[str, Any]:
 
     folder = load_folder()
     backend = HFBackend(load_model(), model_id=str(folder))
-    return {"backend": backend, "tokenizer": load_tokenizer(), "revision": loop.local_model_revision(folder)}
+    return {
+        "backend": backend,
+        "tokenizer": load_tokenizer(),
+        "revision": loop.key_revision(str(folder), revision=None),
+    }
 
 
 def _run(prompts_dir: Path, env: dict, out: Path, **kw: Any) -> loop.RunSummary:
@@ -162,7 +166,7 @@ def test_cli_end_to_end(prompts_dir: Path, tmp_path: Path, reference: dict) -> N
         probs = row["choice_probs"] if row["id"].startswith("choice") else row["number_probs"]
         assert sum(probs) == pytest.approx(1.0, abs=1e-9)
         assert len(probs) == (4 if row["id"].startswith("choice") else 11)
-        assert row["model"] == str(load_folder()) and row["model_revision"].startswith("local-")
+        assert row["model"] == load_folder().name and row["model_revision"].startswith("sha256-")  # no local path
         assert json.loads(row["scoring"])["chat"] is False and row["chat"] is False
     (key_dir,) = (out / "data" / "items").iterdir()
     assert len(list(key_dir.glob("part-*.parquet"))) == 2  # flushed every 4 items

@@ -20,7 +20,7 @@ from probes.cli import app
 from promptgen.errors import ProbeError
 from promptgen.hubfolder import ConfigData, card_front_matter, write_hub_folder
 from runners import loop
-from runners.results import RESULT_SCHEMA, key_dir, part_files, write_key_file, write_part
+from runners.results import RESULT_SCHEMA, key_dir, part_files, prompt_sha256, write_key_file, write_part
 from runners.run import ScoringSettings
 from runners_fixtures import load_folder, load_model, load_tokenizer, require_extra
 from test_runners_loop import FEATURES, IDS, ITEMS  # the loop tests' items: 4 choice, 3 number
@@ -68,7 +68,7 @@ def _loop(prompts: loop.PromptConfig, out: Path, **kw: Any) -> loop.RunSummary:
 
     folder = load_folder()
     backend = HFBackend(load_model(), model_id=str(folder))
-    revision = loop.local_model_revision(folder)
+    revision = loop.key_revision(str(folder), revision=None)
     return loop.run_config(
         prompts, backend, load_tokenizer(), out, model_revision=revision, chat=False, batch_size=BATCH, **kw
     )
@@ -92,11 +92,22 @@ def _assert_same(got: Any, want: Any, where: str) -> None:
 
 def test_ray_resumes_a_loop_run_and_matches_it(prompts: loop.PromptConfig, tmp_path: Path) -> None:
     model = load_folder()
-    key = loop.key_for(str(model), loop.local_model_revision(model), ScoringSettings(), False)
+    key = loop.key_for(
+        str(model),
+        loop.key_revision(str(model), revision=None),
+        ScoringSettings(),
+        False,
+        dtype="float32",
+        backend="hf",
+    )
     reference, out = tmp_path / "reference", tmp_path / "results"
     for results in (reference, out):  # the first batch, done before: both runs resume after it
         write_key_file(key_dir(results, "items", key), key)
-        write_part(key_dir(results, "items", key), (0, 1), [{"id": item["id"], "refused": False} for item in ITEMS[:3]])
+        write_part(
+            key_dir(results, "items", key),
+            (0, 1),
+            [{"id": item["id"], "refused": False, "prompt_sha256": prompt_sha256(item)} for item in ITEMS[:3]],
+        )
     assert _loop(prompts, reference).items == 4  # batches [3, 4, 5] and [6]
     folder = key_dir(out, "items", key)  # the loop's key folder
 
@@ -117,7 +128,7 @@ def test_ray_resumes_a_loop_run_and_matches_it(prompts: loop.PromptConfig, tmp_p
     manifest = json.loads((out / "results_manifest.json").read_text())
     (run,) = manifest["runs"].values()  # same run id as `probes run`: the entry is the latest run's
     assert run["ray"]["workers"] == 2 and (run["items"], run["skipped_done"]) == (4, 3)
-    assert run["backend"] == "hf" and run["dtype"] == "float32" and run["model_revision"].startswith("local-")
+    assert run["backend"] == "hf" and run["dtype"] == "float32" and run["model_revision"].startswith("sha256-")
     assert {w["device"] for w in run["hardware"]["workers"]} == {"cpu"}
     assert manifest["configs"]["items"][folder.name]["rows"] == 7
     assert "data/items/*/part-*.parquet" in (out / "README.md").read_text()
@@ -147,9 +158,20 @@ def test_replica_reports_input_errors_as_rows(prompts: loop.PromptConfig, monkey
     from runners.ray_run import ROW_SCHEMA, _Replica
 
     folder, settings = load_folder(), ScoringSettings()
-    loaded = (HFBackend(load_model(), model_id=str(folder)), load_tokenizer(), loop.local_model_revision(folder))
+    loaded = (
+        HFBackend(load_model(), model_id=str(folder)),
+        load_tokenizer(),
+        loop.key_revision(str(folder), revision=None),
+    )
     monkeypatch.setattr(loop, "load_backend", lambda model, **options: loaded)
-    replica = _Replica(str(folder), loop.key_for(str(folder), loaded[2], settings, False), settings, False, 2, {})
+    replica = _Replica(
+        str(folder),
+        loop.key_for(str(folder), loaded[2], settings, False, dtype="float32", backend="hf"),
+        settings,
+        False,
+        2,
+        {},
+    )
     bad = pa.Table.from_pylist([{**ITEMS[-1], "number_max": None}], FEATURES.arrow_schema)
     rejected = replica(bad)
     assert (
@@ -160,6 +182,6 @@ def test_replica_reports_input_errors_as_rows(prompts: loop.PromptConfig, monkey
     assert row["error"] is None and row["scoring"] == replica.key.scoring and len(row["choice_probs"]) == 4
     assert json.loads(row["worker"])["device"] == "cpu"
 
-    stale = loop.key_for(str(folder), "local-0000", settings, False)
+    stale = loop.key_for(str(folder), "local-0000", settings, False, dtype="float32", backend="hf")
     (row,) = _Replica(str(folder), stale, settings, False, 2, {})(table).to_pylist()
-    assert "at revision local-" in row["error"] and "keyed the run by local-0000" in row["error"]
+    assert "at revision sha256-" in row["error"] and "keyed the run by local-0000" in row["error"]

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from promptgen.errors import ProbeError
-from runners.results import MANIFEST_NAME, RESULT_SCHEMA, ResultKey, part_files
+from runners.results import MANIFEST_NAME, RESULT_SCHEMA, ResultKey, part_files, read_key_rows
 
 #: columns `load_results` adds to the result rows
 RESULT_KEY_COLUMN = "result_key"
@@ -112,16 +112,15 @@ def load_results(results: str | Path, config: str, *, revision: str | None = Non
         if revision is not None:
             raise ProbeError(f"results {results} is a local folder; --revision applies to Hub repos only")
         config_dir = folder / "data" / config
-        files = [p for key_dir in sorted(config_dir.glob("*")) if key_dir.is_dir() for p in part_files(key_dir)]
-        if not files:
+        key_dirs = [d for d in sorted(config_dir.glob("*")) if d.is_dir() and part_files(d)]
+        if not key_dirs:
             raise ProbeError(f"{config_dir}: no result parts (part-*.parquet) for config {config!r}")
-        tables = []
-        for path in files:
-            table = _read_parquet([path], None, "result part")
-            missing = [c for c in CORE_RESULT_COLUMNS if c not in table.column_names]
+        for path in (p for d in key_dirs for p in part_files(d)):
+            missing = [c for c in CORE_RESULT_COLUMNS if c not in _part_columns(path)]
             if missing:
                 raise ProbeError(f"{path}: not a result part, missing column(s) {', '.join(missing)}")
-            tables.append(table.append_column(RESULT_FILE_COLUMN, pa.array([str(path)] * len(table), pa.string())))
+        # one row per id and key: where a key's parts repeat an id, the newest part wins (runners.results)
+        tables = [read_key_rows(d, file_column=RESULT_FILE_COLUMN) for d in key_dirs]
         frame = pa.concat_tables(tables, promote_options="default").to_pandas()
     missing = [c for c in CORE_RESULT_COLUMNS if c not in frame.columns]
     if missing:
@@ -134,6 +133,13 @@ def load_results(results: str | Path, config: str, *, revision: str | None = Non
     frame[RESULT_KEY_COLUMN] = [slugs[run] for run in zip(*(frame[c] for c in RUN_COLUMNS), strict=True)]
     _check_unique_results(frame)
     return frame
+
+
+def _part_columns(path: Path) -> list[str]:
+    try:
+        return pq.read_schema(path).names
+    except (OSError, pa.ArrowException) as exc:
+        raise ProbeError(f"{path}: cannot read result part parquet ({exc})") from exc
 
 
 def _check_unique_results(frame: pd.DataFrame) -> None:

@@ -88,6 +88,15 @@ class Analysis:
 # ----------------------------------------------------------------------------- 1. collect
 
 
+def portable_name(source: str | Path) -> str:
+    """How a report names a prompt or results source: a local folder by its name, a Hub repo by its id.
+
+    Reports are shared: they never carry a path of the machine they were made on.
+    """
+    folder = Path(source).expanduser()
+    return folder.resolve().name if folder.exists() else str(source)
+
+
 def result_configs(results: str | Path) -> list[str]:
     """The configs a local results folder holds (`data/<config>/<key>/part-*.parquet`)."""
     folder = Path(results).expanduser()
@@ -125,7 +134,7 @@ def collect(
     prompt_manifest = read_manifest(prompts, "build_manifest.json")
     out.provenance = {
         "prompts": {
-            "path": str(prompts),
+            "path": portable_name(prompts),
             "revision": revision,
             **{k: prompt_manifest.get(k) for k in ("name", "version", "fingerprint")},
             "recipe_sha256": prompt_manifest.get("recipe", {}).get("sha256"),
@@ -145,7 +154,7 @@ def collect(
             }
             for run in manifest.get("runs", {}).values()
         ]
-        out.provenance["results"].append({"path": str(r), "revision": results_revision, "runs": runs})
+        out.provenance["results"].append({"path": portable_name(r), "revision": results_revision, "runs": runs})
     for config, folders in sorted(wanted.items()):
         frames = [load_results(r, config, revision=results_revision) for r in folders]
         rows = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]

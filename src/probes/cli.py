@@ -170,6 +170,15 @@ ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Model: a local tra
 BackendOpt = Annotated[
     str, typer.Option("--backend", help="Scoring backend: hf (transformers) or vllm (vLLM offline engine).")
 ]
+ModelNameOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model-name",
+        help="Portable name of the model in result rows, manifests, cards, reports and folder names "
+        "(e.g. ORG/MODEL). Default: the Hub id; for a local folder, the Hub id its config.json records, "
+        "else the folder's name. Never part of the result key, which is the model's content.",
+    ),
+]
 LimitOpt = Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N items (of the shard).")]
 ChatOpt = Annotated[
     bool | None,
@@ -258,6 +267,7 @@ def _run_local(
     batch_size: int,
     flush_every: int,
     load: dict[str, Any],
+    model_name: str | None = None,
 ) -> Any:
     """Load the model (`loop.load_backend(**load)`), run one prompt config into `results`, always close the engine."""
     from runners import loop
@@ -271,6 +281,7 @@ def _run_local(
             tokenizer,
             results,
             model_revision=key_revision,
+            model_name=model_name,
             settings=settings,
             chat=chat,
             shard=shard,
@@ -292,8 +303,12 @@ def run(
     config: Annotated[str, typer.Option("--config", "-c", help="Config of the prompt dataset to score.")],
     model: ModelOpt,
     results: Annotated[
-        Path, typer.Option("--out", help="Result dataset folder (created; shared by shards and reruns).")
+        Path,
+        typer.Option(
+            "--out", help="Result dataset folder (created; shared by shards and reruns; never a prompt dataset)."
+        ),
     ],
+    model_name: ModelNameOpt = None,
     backend_name: BackendOpt = "hf",
     scoring: Annotated[
         str,
@@ -396,6 +411,7 @@ def run(
                     model,
                     results,
                     model_revision=model_revision,
+                    model_name=model_name,
                     settings=settings,
                     chat=chat,
                     backend=backend_name,
@@ -425,6 +441,7 @@ def run(
                 limit=limit,
                 batch_size=batch_size,
                 flush_every=flush_every,
+                model_name=model_name,
                 load={
                     "backend": backend_name,
                     "revision": model_revision,
@@ -625,6 +642,7 @@ def rewrite_cmd(
             help="Model that rewrites (local folder or Hub id). Left out: use the generations already in --results.",
         ),
     ] = None,
+    model_name: ModelNameOpt = None,
     results: Annotated[
         Path | None,
         typer.Option(
@@ -710,6 +728,7 @@ def rewrite_cmd(
                     limit=limit,
                     batch_size=batch_size,
                     flush_every=flush_every,
+                    model_name=model_name,
                     load={
                         "backend": backend_name,
                         "revision": model_revision,

@@ -148,7 +148,7 @@ def run_demo(
     from runners import loop
     from runners.extras import require
     from runners.results import atomic_write_text
-    from runners.testmodel import ensure_smollm2
+    from runners.testmodel import MODEL_NAME, ensure_smollm2
 
     require("probes demo", ["hf"])  # before any building: scoring with SmolLM2 needs torch + transformers
     out = Path(out)
@@ -168,6 +168,7 @@ def run_demo(
         return value
 
     model_path = model or str(step("test model (SmolLM2-135M-Instruct)", lambda: ensure_smollm2()[1]))
+    model_name = None if model else MODEL_NAME  # results name the model portably, never by its cache path
     datasets_dir = out / "datasets"
     empathy_sources = sources
     if sources is None or not (Path(sources) / "crowd-envent").exists():
@@ -207,7 +208,7 @@ def run_demo(
             step(
                 f"score {name} {config} ({len(subset.dataset)} items)",
                 lambda s=subset, r=results[name], c=chat: loop.run_config(
-                    s, backend, tokenizer, r, model_revision=revision, chat=c
+                    s, backend, tokenizer, r, model_revision=revision, model_name=model_name, chat=c
                 ),
                 lambda summary: (
                     f"({summary.items} scored, {summary.skipped} already done, {summary.items_per_s:.2f} items/s)"

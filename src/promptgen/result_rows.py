@@ -3,7 +3,7 @@
 Two dataset versions are made from a model's results: the trust game's curated pairs (from
 `race_probe` results) and the empathy dataset's LLM third-person rewrites (from `rewrite_t2`
 results). Both read one key folder `RESULTS/data/<config>/<key>/part-*.parquet`, check that
-every id appears once, and keep the provenance `probes run` recorded; that part lives here.
+rows merge to one per id (the newest part wins), and keep the provenance `probes run` recorded; that part lives here.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import ProbeError
@@ -38,7 +39,7 @@ def load_key_rows(results: Path, config: str, columns: Sequence[str], *, key: st
     `hint` is the command that makes such results, shown when there are none.
     """
     # the result layout is the runners' (promptgen otherwise never imports them)
-    from runners.results import MANIFEST_NAME, part_files, read_manifest
+    from runners.results import MANIFEST_NAME, part_files, read_key_rows, read_manifest
 
     results = Path(results)
     config_dir = results / "data" / config
@@ -61,18 +62,16 @@ def load_key_rows(results: Path, config: str, columns: Sequence[str], *, key: st
     if not key_file.is_file():
         raise ProbeError(f"{folder}: no key.json; not a result folder written by probes run")
     info = json.loads(key_file.read_text(encoding="utf-8"))
-    frames = []
     for path in part_files(folder):
-        missing = [c for c in columns if c not in pq.read_schema(path).names]
+        try:
+            names = pq.read_schema(path).names
+        except (OSError, pa.ArrowException) as exc:
+            raise ProbeError(f"{path}: cannot read this result part ({exc})") from exc
+        missing = [c for c in columns if c not in names]
         if missing:
             raise ProbeError(f"{path}: missing column(s) {missing}")
-        frames.append(pq.read_table(path, columns=list(columns)).to_pandas().assign(file=str(path)))
-    rows = pd.concat(frames, ignore_index=True)
-    dup = rows["id"].duplicated(keep=False)
-    if dup.any():
-        first = rows[dup].iloc[0]["id"]
-        files = sorted(set(rows.loc[rows["id"] == first, "file"]))
-        raise ProbeError(f"result id {first!r} appears more than once under {folder}: {files}")
+    # one row per id: where parts repeat an id (a rescored item), the newest part's row wins
+    rows = read_key_rows(folder, list(columns), file_column="file").to_pandas()
     runs = [
         run
         for run in read_manifest(results).get("runs", {}).values()

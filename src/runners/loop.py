@@ -2,32 +2,34 @@
 
 1. The prompt config is loaded with `datasets` (a local Hub-ready folder or a Hub repo id)
    and checked against the item contract before anything is written.
-2. Items are selected by shard (`shard_of`: a hash of the item id, so the shards of a config
-   partition it whatever the row order), then by `limit` (the first N of the shard in row
-   order), and the ids already present under the same `ResultKey` are skipped.
-3. The rest is scored `batch_size` items at a time by `runners.run.run_items`; rows are
-   flushed as an atomically written part every `flush_every` rows and at the end. A killed
-   run loses at most the rows since its last flush; rerunning the same command resumes.
-4. When the config is done, results_manifest.json and README.md are refreshed (atomically).
+2. `runners.session` selects the shard's items and those still to score under the
+   `ResultKey` (same id and same prompt hash are done).
+3. The rest is scored `batch_size` items at a time by `runners.run.run_items`; the session
+   flushes rows as an atomically written part every `flush_every` rows and at the end. A
+   killed run loses at most the rows since its last flush; rerunning the same command resumes.
+4. When the config is done, the session compacts the key folder and refreshes
+   results_manifest.json and README.md (atomically, under a lock).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import platform
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from promptgen.errors import ProbeError
 
+from . import model_identity
 from . import results as res
 from .extras import require_for_scoring
 from .run import ScoringSettings, run_items
+from .session import RunSummary, Session
+
+__all__ = ["BACKENDS", "DTYPES", "PromptConfig", "RunSummary", "key_for", "load_backend", "run_config"]
 
 REQUIRED_COLUMNS = ("id", "probe", "task", "prompt", "messages")
 #: per task, the columns its items need; `text` items (free generation, e.g. the empathy
@@ -47,6 +49,22 @@ class PromptConfig:
     revision: str | None
     fingerprint: str | None
     license: str
+    #: the dataset's name and version from its build manifest (None when it has none)
+    name: str | None = None
+    version: str | None = None
+    #: the Hub repo id it was loaded from (None for a local folder)
+    repo_id: str | None = None
+
+    def provenance(self) -> dict[str, Any]:
+        """How a results manifest names its prompts: by name, version, fingerprint and Hub repo, never a local path."""
+        return {
+            "name": self.name or Path(self.path).name,
+            "version": self.version,
+            "config": self.config,
+            "fingerprint": self.fingerprint,
+            "repo_id": self.repo_id,
+            "revision": self.revision,
+        }
 
 
 def _looks_like_path(name: str) -> bool:
@@ -87,22 +105,33 @@ def load_prompt_config(dataset: str, config: str, *, revision: str | None = None
     except datasets.exceptions.DatasetGenerationError as exc:
         cause = exc.__cause__ or exc
         raise ProbeError(f"cannot read config {config!r} of {dataset} (empty or corrupt parquet?): {cause}") from exc
-    fingerprint, license = None, "other"
+    built: dict[str, Any] = {}
+    license = "other"
     if local:
         manifest = folder / "build_manifest.json"
         if manifest.is_file():
-            fingerprint = json.loads(manifest.read_text(encoding="utf-8")).get("fingerprint")
+            built = json.loads(manifest.read_text(encoding="utf-8"))
         license = _front_matter(folder / "README.md").get("license", license)
     else:  # pragma: no cover - needs the network
         try:
             from huggingface_hub import hf_hub_download
 
             path = hf_hub_download(dataset, "build_manifest.json", repo_type="dataset", revision=revision)
-            fingerprint = json.loads(Path(path).read_text(encoding="utf-8")).get("fingerprint")
+            built = json.loads(Path(path).read_text(encoding="utf-8"))
         except Exception:
-            fingerprint = None
+            built = {}
     check_prompt_config(ds, f"{dataset} config {config!r}")
-    return PromptConfig(ds, dataset, config, revision, fingerprint, str(license))
+    return PromptConfig(
+        ds,
+        dataset,
+        config,
+        revision,
+        built.get("fingerprint"),
+        str(license),
+        name=built.get("name") or (folder.resolve().name if local else dataset.split("/")[-1]),
+        version=built.get("version"),
+        repo_id=None if local else dataset,
+    )
 
 
 def check_prompt_config(ds: Any, where: str) -> None:
@@ -135,13 +164,14 @@ def check_scoring_mode(prompts: PromptConfig, settings: ScoringSettings) -> None
         )
 
 
-def local_model_revision(folder: Path) -> str:
-    """A revision for a local model folder: a hash of config.json and its weight files' names and sizes."""
-    h = hashlib.sha256((folder / "config.json").read_bytes())
-    for path in sorted(folder.iterdir()):
-        if path.suffix in (".safetensors", ".bin", ".pt", ".gguf"):
-            h.update(f"\n{path.name}:{path.stat().st_size}".encode())
-    return f"local-{h.hexdigest()[:16]}"
+def key_revision(
+    model: str, *, revision: str | None, gguf_file: str | None = None, resolved_commit: str | None = None
+) -> str:
+    """The model revision of the result key (`runners.model_identity`): content for a folder, commit for the Hub."""
+    folder = Path(model).expanduser()
+    if folder.exists():
+        return model_identity.folder_revision(folder, gguf_file=gguf_file)
+    return model_identity.hub_revision(revision, resolved_commit)  # pragma: no cover - needs the network
 
 
 def load_backend(
@@ -208,8 +238,9 @@ def load_backend(
         raise ProbeError(str(exc)) from exc
     except (OSError, ValueError) as exc:
         raise ProbeError(f"cannot load model {model!r}: {exc}") from exc
-    key_revision = local_model_revision(folder) if local else (revision or scorer.model_revision or "unknown")
-    return scorer, tokenizer, key_revision
+    commit = None if local else getattr(getattr(getattr(scorer, "model", None), "config", None), "_commit_hash", None)
+    revision_key = key_revision(model, revision=revision, gguf_file=gguf_file, resolved_commit=commit)
+    return scorer, tokenizer, revision_key
 
 
 def load_hf(model: str, *, revision: str | None = None, dtype: str = "float32", device: str = "cpu"):
@@ -217,38 +248,38 @@ def load_hf(model: str, *, revision: str | None = None, dtype: str = "float32", 
     return load_backend(model, backend="hf", revision=revision, dtype=dtype, device=device)
 
 
-def key_for(model: str, model_revision: str, settings: ScoringSettings, chat: bool) -> res.ResultKey:
-    scoring = {**json.loads(settings.key()), "chat": chat}
-    return res.ResultKey(model, model_revision, json.dumps(scoring, sort_keys=True, separators=(",", ":")))
+def key_for(
+    model_name: str,
+    model_revision: str,
+    settings: ScoringSettings,
+    chat: bool,
+    *,
+    dtype: str | None,
+    backend: str,
+) -> res.ResultKey:
+    """The result key: model content revision + everything else that changes the numbers, under a portable name."""
+    scoring = {**json.loads(settings.key()), "chat": chat, "dtype": dtype, "backend": backend}
+    return res.ResultKey(model_name, model_revision, json.dumps(scoring, sort_keys=True, separators=(",", ":")))
 
 
-@dataclass
-class RunSummary:
-    config: str
-    key: res.ResultKey
-    key_dir: Path
-    selected: int  # items of this shard (after --limit)
-    skipped: int  # already done under the key
-    items: int  # scored by this run
-    refusals: int  # among the items scored by this run
-    parts: int  # parts written by this run
-    wall_s: float
-    items_per_s: float
-    #: prompt and answer tokens of the scored items (contexts plus options; for number and
-    #: generation items, contexts only)
-    tokens: int = 0
-    tokens_per_s: float = 0.0
+def model_name_for(model: str, model_name: str | None) -> str:
+    """`--model-name`, checked, else the portable default for `model` (`model_identity.default_model_name`)."""
+    if model_name is not None:
+        return model_identity.check_model_name(model_name)
+    return model_identity.default_model_name(model, local=Path(model).expanduser().exists())
 
-    def line(self) -> str:
-        return (
-            f"{self.config}: {self.items} items scored ({self.skipped} already done), "
-            f"{self.refusals} refusals, {self.items_per_s:.2f} items/s, {self.tokens_per_s:.0f} tokens/s, "
-            f"{self.wall_s:.1f} s"
-        )
+
+def loaded_dtype(backend: Any, asked: str | None) -> str | None:
+    """The dtype the model was actually loaded in (hf: the weights' dtype), else what was asked."""
+    model = getattr(backend, "model", None)
+    dtype = getattr(model, "dtype", None)
+    if dtype is not None:
+        return str(dtype).removeprefix("torch.")
+    return getattr(backend, "dtype", None) or asked
 
 
 def _hardware(backend: Any) -> dict[str, Any]:
-    info: dict[str, Any] = {"platform": platform.platform(), "python": platform.python_version()}
+    info: dict[str, Any] = {}
     if callable(getattr(backend, "hardware", None)):
         info.update(backend.hardware())
     model = getattr(backend, "model", None)
@@ -270,6 +301,7 @@ def run_config(
     results: Path,
     *,
     model_revision: str,
+    model_name: str | None = None,
     settings: ScoringSettings | None = None,
     chat: bool | None = None,
     shard: tuple[int, int] = (0, 1),
@@ -282,110 +314,42 @@ def run_config(
 ) -> RunSummary:
     """Score the not-yet-done items of one shard of a prompt config into `results` (see the module docstring).
 
-    `chat=None` uses the chat template when the tokenizer has one. `on_start(total, done)` and
-    `on_advance(n)` report progress.
+    `model_name` names the model in every file written (default: the portable name of
+    `backend.model_id`, see `model_name_for`). `chat=None` uses the chat template when the
+    tokenizer has one. `on_start(total, done)` and `on_advance(n)` report progress.
     """
-    from probes import __version__
-
     started = time.perf_counter()
     settings = settings or ScoringSettings()
-    if batch_size < 1 or flush_every < 1:
-        raise ProbeError("--batch-size and --flush-every must be positive")
-    if limit is not None and limit < 1:
-        raise ProbeError(f"--limit must be positive, got {limit}")
     if chat is None:
         chat = bool(getattr(tokenizer, "chat_template", None))
     check_scoring_mode(prompts, settings)
-    key = key_for(backend.model_id, model_revision, settings, chat)
-    folder = res.key_dir(results, prompts.config, key)
-
-    ids = prompts.dataset["id"]
-    selected = [k for k, item_id in enumerate(ids) if shard[1] == 1 or res.shard_of(item_id, shard[1]) == shard[0]]
-    if limit is not None:
-        selected = selected[:limit]
-    done = res.read_done(folder)
-    todo = [k for k in selected if ids[k] not in done]
+    dtype = loaded_dtype(backend, dtype)
+    name = model_name_for(backend.model_id, model_name)
+    key = key_for(name, model_revision, settings, chat, dtype=dtype, backend=backend.name)
+    session = Session.open(
+        prompts,
+        results,
+        key,
+        chat=chat,
+        shard=shard,
+        limit=limit,
+        batch_size=batch_size,
+        flush_every=flush_every,
+        started=started,
+    )
     if on_start is not None:
-        on_start(len(selected), len(selected) - len(todo))
-
-    pending: list[dict[str, Any]] = []
-    parts = refusals = tokens = 0
-    scoring_started = time.perf_counter()
-
-    def flush() -> None:
-        nonlocal parts, pending
-        if pending:
-            res.write_key_file(folder, key)
-            res.write_part(folder, shard, pending)
-            parts += 1
-            pending = []
-
+        on_start(len(session.selected), len(session.selected) - len(session.todo))
+    todo = session.todo
     for start in range(0, len(todo), batch_size):
         items = prompts.dataset.select(todo[start : start + batch_size]).to_list()
         try:
             rows = run_items(items, backend, tokenizer, chat, settings=settings, batch_items=batch_size)
         except ValueError as exc:
-            flush()
+            session.flush()
             raise ProbeError(f"{prompts.path} config {prompts.config!r}: {exc}") from exc
-        for row in rows:
-            row.update(model_revision=key.model_revision, scoring=key.scoring, chat=chat)
-            refusals += bool(row["refused"])
-            tokens += int(row["context_tokens"] or 0) + sum(row["choice_tokens"] or ())
-        pending.extend(rows)
-        if len(pending) >= flush_every:
-            flush()
+        session.add(rows)
         if on_advance is not None:
             on_advance(len(items))
-    flush()
-    scoring_s = time.perf_counter() - scoring_started
-    wall_s = time.perf_counter() - started
-    summary = RunSummary(
-        config=prompts.config,
-        key=key,
-        key_dir=folder,
-        selected=len(selected),
-        skipped=len(selected) - len(todo),
-        items=len(todo),
-        refusals=refusals,
-        parts=parts,
-        wall_s=wall_s,
-        items_per_s=len(todo) / scoring_s if todo and scoring_s > 0 else 0.0,
-        tokens=tokens,
-        tokens_per_s=tokens / scoring_s if todo and scoring_s > 0 else 0.0,
+    return session.finish(
+        backend=backend.name, dtype=dtype, hardware=_hardware(backend), extra={"batch_size": batch_size}
     )
-    entry: Mapping[str, Any] = {
-        "prompt_dataset": {
-            "path": prompts.path,
-            "config": prompts.config,
-            "revision": prompts.revision,
-            "fingerprint": prompts.fingerprint,
-        },
-        "model": key.model,
-        "model_revision": key.model_revision,
-        "key": key.slug,
-        "backend": backend.name,
-        "dtype": dtype or getattr(backend, "dtype", None),
-        "scoring": json.loads(key.scoring),
-        "runner_version": __version__,
-        "shard": f"{shard[0]}/{shard[1]}",
-        "limit": limit,
-        "batch_size": batch_size,
-        "selected": summary.selected,
-        "skipped_done": summary.skipped,
-        "items": summary.items,
-        "refusals": summary.refusals,
-        "wall_s": round(wall_s, 3),
-        "items_per_s": round(summary.items_per_s, 3),
-        "tokens": summary.tokens,
-        "tokens_per_s": round(summary.tokens_per_s, 1),
-        "hardware": _hardware(backend),
-        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    Path(results).mkdir(parents=True, exist_ok=True)
-    run_id = f"{prompts.config}/{key.slug}/shard-{shard[0]}of{shard[1]}"
-    manifest = res.update_manifest(results, run_id, entry)
-    models = sorted({r["model"].rstrip("/").split("/")[-1] for r in manifest["runs"].values()})
-    res.write_card(
-        results, manifest, pretty_name=f"social-bias-probes results: {', '.join(models)}", license=prompts.license
-    )
-    return summary

@@ -51,6 +51,7 @@ from . import loop
 from . import results as res
 from .extras import require_for_scoring
 from .run import ScoringSettings, run_items
+from .session import RunSummary, Session
 
 #: what an actor returns per item: the result row, which replica scored it, and an input error
 ROW_SCHEMA = res.RESULT_SCHEMA.append(pa.field("worker", pa.string())).append(pa.field("error", pa.string()))
@@ -126,19 +127,18 @@ def resolve_model(
         raise ProbeError(f"model folder {model} has no GGUF file {gguf_file}")
     if local and not gguf_file and not (folder / "config.json").is_file():
         raise ProbeError(f"model folder {model} has no config.json (not a transformers model folder)")
-    try:
-        from transformers import AutoConfig, AutoTokenizer
-    except ImportError as exc:
-        raise ProbeError("scoring needs the hf extra: pip install -e .[hf]") from exc
+    require_for_scoring(backend=backend, ray=True, what="probes run")
+    from transformers import AutoConfig, AutoTokenizer
+
     extra = {"gguf_file": gguf_file} if gguf_file else {}
     try:
         tokenizer = AutoTokenizer.from_pretrained(model, revision=revision, **extra)
-        if local:
-            return tokenizer, loop.local_model_revision(folder)
-        commit = getattr(AutoConfig.from_pretrained(model, revision=revision, **extra), "_commit_hash", None)
+        commit = None
+        if not local:  # pragma: no cover - Hub models need the network
+            commit = getattr(AutoConfig.from_pretrained(model, revision=revision, **extra), "_commit_hash", None)
     except (OSError, ValueError) as exc:  # pragma: no cover - Hub models need the network
         raise ProbeError(f"cannot load model {model!r}: {exc}") from exc
-    return tokenizer, revision or commit or "unknown"  # pragma: no cover
+    return tokenizer, loop.key_revision(model, revision=revision, gguf_file=gguf_file, resolved_commit=commit)
 
 
 def _worker_resources(device: str, num_workers: int) -> dict[str, float]:
@@ -162,6 +162,7 @@ def run_config_ray(
     results: Path,
     *,
     model_revision: str | None = None,
+    model_name: str | None = None,
     settings: ScoringSettings | None = None,
     chat: bool | None = None,
     backend: str = "hf",
@@ -175,7 +176,7 @@ def run_config_ray(
     load_options: Mapping[str, Any] | None = None,
     on_start: Callable[[int, int], None] | None = None,
     on_advance: Callable[[int], None] | None = None,
-) -> loop.RunSummary:
+) -> RunSummary:
     """Score the not-yet-done items of one shard of a prompt config on `num_workers` Ray replicas (module docstring).
 
     `model_revision` is the Hub revision to load (`--model-revision`); the key's revision is
@@ -184,52 +185,40 @@ def run_config_ray(
     starts a local one, unless Ray is initialised already. Ray Data's own progress bars are
     off during the run: `on_start(total, done)` and `on_advance(n)` report progress.
     """
-    from probes import __version__
-
     require_for_scoring(backend=backend, ray=True, what="run_config_ray")
     started = time.perf_counter()
     settings = settings or ScoringSettings()
-    if batch_size < 1 or flush_every < 1 or num_workers < 1:
-        raise ProbeError("--batch-size, --flush-every and --ray-workers must be positive")
-    if limit is not None and limit < 1:
-        raise ProbeError(f"--limit must be positive, got {limit}")
+    if num_workers < 1:
+        raise ProbeError("--ray-workers must be positive")
     options = dict(load_options or {})
     tokenizer, key_revision = resolve_model(
         model, revision=model_revision, dtype=dtype, backend=backend, gguf_file=options.get("gguf_file")
     )
     if chat is None:
         chat = bool(getattr(tokenizer, "chat_template", None))
-    key = loop.key_for(model, key_revision, settings, chat)
-    folder = res.key_dir(results, prompts.config, key)
-
+    name = loop.model_name_for(model, model_name)
+    key = loop.key_for(name, key_revision, settings, chat, dtype=dtype, backend=backend)
+    session = Session.open(
+        prompts,
+        results,
+        key,
+        chat=chat,
+        shard=shard,
+        limit=limit,
+        batch_size=batch_size,
+        flush_every=flush_every,
+        started=started,
+    )
     ids = prompts.dataset["id"]
-    selected = [k for k, item_id in enumerate(ids) if shard[1] == 1 or res.shard_of(item_id, shard[1]) == shard[0]]
-    if limit is not None:
-        selected = selected[:limit]
-    done = res.read_done(folder)
-    todo = [k for k in selected if ids[k] not in done]
+    todo = session.todo
     if on_start is not None:
-        on_start(len(selected), len(selected) - len(todo))
-
-    pending: list[dict[str, Any]] = []
-    parts = refusals = tokens = 0
+        on_start(len(session.selected), len(session.selected) - len(todo))
     workers: dict[str, None] = {}  # the replicas' hardware, in order of first appearance
-    scoring_started = time.perf_counter()
-
-    def flush() -> None:
-        nonlocal parts, pending
-        if pending:
-            res.write_key_file(folder, key)
-            res.write_part(folder, shard, pending)
-            parts += 1
-            pending = []
 
     if todo:
-        try:
-            import ray
-            import ray.data
-        except ImportError as exc:
-            raise ProbeError("--ray needs the ray extra: pip install -e .[ray]") from exc
+        import ray
+        import ray.data
+
         if not ray.is_initialized():
             ray.init()
         resources = _worker_resources(device, num_workers)
@@ -271,112 +260,27 @@ def run_config_ray(
                         raise RuntimeError(f"Ray returned item {row['id']!r} twice or unasked")  # a bug, not input
                     seen.add(row["id"])
                     workers.setdefault(row.pop("worker"))
-                    refusals += bool(row["refused"])
-                    tokens += int(row["context_tokens"] or 0) + sum(row["choice_tokens"] or ())
-                pending.extend(rows)
-                if len(pending) >= flush_every:
-                    flush()
+                session.add(rows)
                 if on_advance is not None:
                     on_advance(len(rows))
         finally:
             context.enable_progress_bars = progress_bars
-            flush()  # keep what was scored before a failure: the rerun resumes after it
+            session.flush()  # keep what was scored before a failure: the rerun resumes after it
         if seen != expected:
             raise RuntimeError(f"Ray returned {len(seen)} of {len(expected)} items")  # a bug, not input
-    scoring_s = time.perf_counter() - scoring_started
-    wall_s = time.perf_counter() - started
-    summary = loop.RunSummary(
-        config=prompts.config,
-        key=key,
-        key_dir=folder,
-        selected=len(selected),
-        skipped=len(selected) - len(todo),
-        items=len(todo),
-        refusals=refusals,
-        parts=parts,
-        wall_s=wall_s,
-        # over the scoring, replica start-up (model loading) included
-        items_per_s=len(todo) / scoring_s if todo and scoring_s > 0 else 0.0,
-        tokens=tokens,
-        tokens_per_s=tokens / scoring_s if todo and scoring_s > 0 else 0.0,
-    )
-    _record_run(
-        prompts,
-        results,
-        key,
-        summary,
+    return session.finish(
         backend=backend,
         dtype=dtype,
-        shard=shard,
-        limit=limit,
-        batch_size=batch_size,
-        num_workers=num_workers,
-        workers=list(workers),
-        version=__version__,
+        hardware={"workers": [json.loads(w) for w in workers]},
+        extra={"batch_size": batch_size, "ray": {"version": _ray_version(), "workers": num_workers}},
     )
-    return summary
 
 
-def _record_run(
-    prompts: loop.PromptConfig,
-    results: Path,
-    key: res.ResultKey,
-    summary: loop.RunSummary,
-    *,
-    backend: str,
-    dtype: str,
-    shard: tuple[int, int],
-    limit: int | None,
-    batch_size: int,
-    num_workers: int,
-    workers: list[str],
-    version: str,
-) -> None:
-    """The run's manifest entry (the loop's fields, under the loop's run id) and the refreshed card."""
+def _ray_version() -> str | None:
     from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version as installed
 
     try:
-        ray_version: str | None = installed("ray")
+        return installed("ray")
     except PackageNotFoundError:  # a rerun with nothing left to do needs no Ray
-        ray_version = None
-    entry: dict[str, Any] = {
-        "prompt_dataset": {
-            "path": prompts.path,
-            "config": prompts.config,
-            "revision": prompts.revision,
-            "fingerprint": prompts.fingerprint,
-        },
-        "model": key.model,
-        "model_revision": key.model_revision,
-        "key": key.slug,
-        "backend": backend,
-        "dtype": dtype,
-        "scoring": json.loads(key.scoring),
-        "runner_version": version,
-        "shard": f"{shard[0]}/{shard[1]}",
-        "limit": limit,
-        "batch_size": batch_size,
-        "selected": summary.selected,
-        "skipped_done": summary.skipped,
-        "items": summary.items,
-        "refusals": summary.refusals,
-        "wall_s": round(summary.wall_s, 3),
-        "items_per_s": round(summary.items_per_s, 3),
-        "tokens": summary.tokens,
-        "tokens_per_s": round(summary.tokens_per_s, 1),
-        "hardware": {
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "workers": [json.loads(w) for w in workers],
-        },
-        "ray": {"version": ray_version, "workers": num_workers},
-        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    Path(results).mkdir(parents=True, exist_ok=True)
-    run_id = f"{prompts.config}/{key.slug}/shard-{shard[0]}of{shard[1]}"
-    manifest = res.update_manifest(results, run_id, entry)
-    models = sorted({r["model"].rstrip("/").split("/")[-1] for r in manifest["runs"].values()})
-    res.write_card(
-        results, manifest, pretty_name=f"social-bias-probes results: {', '.join(models)}", license=prompts.license
-    )
+        return None

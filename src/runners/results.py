@@ -5,14 +5,24 @@ Layout::
     <results>/README.md                                   card; `configs:` globs each config's parts
     <results>/results_manifest.json                       provenance of the runs (one entry per config+key)
     <results>/data/<config>/<key-slug>/key.json           the key the folder holds
-    <results>/data/<config>/<key-slug>/part-<shard>-<seq>.parquet
+    <results>/data/<config>/<key-slug>/part-<shard>-<time>-<writer>.parquet
 
-A result is keyed by (item id, model, model revision, scoring settings): the last three make
-a `ResultKey`, whose slug names the folder its rows live in, so a run with other settings
-never sees (or reuses) another key's rows. Every part is written to a hidden temporary file
-and renamed into place, so a killed run leaves only complete parts; the next run with the
-same key reads the ids of all its parts (whichever shard or worker wrote them) and skips
-them. Every part has the same explicit schema, so readers glob all parts of a config.
+A result is keyed by (item id, model revision, scoring): the revision is the model's content
+(`runners.model_identity`), the scoring JSON holds the scoring settings, chat or plain, the
+dtype and the backend. They make a `ResultKey`, whose digest names the folder its rows live in
+(after a readable model name, which is not part of the identity), so a run with anything
+changed never sees (or reuses) another key's rows. Each row also carries `prompt_sha256`, a
+hash of what was scored (prompt, messages, options, range): a resumed item whose prompt
+changed is scored again, never reused.
+
+Every part is written to a hidden temporary file and renamed into place, so a killed run
+leaves only complete parts; its name holds the writing time and a per-process writer tag, so
+concurrent writers never collide. Readers merge on read: when an id appears in several parts
+of a key (two processes on one key, or an item rescored after its prompt changed), the row of
+the newest part wins, deterministically. At the end of a run the key folder is compacted
+under a lock (the merged rows rewritten as one part, the superseded parts removed), so a
+finished folder has one row per id, as `probes publish` requires. The manifest is updated
+under a lock too. Every part has the same explicit schema, so readers glob all parts.
 """
 
 from __future__ import annotations
@@ -22,7 +32,9 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Mapping, Sequence
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,19 +69,25 @@ RESULT_SCHEMA = pa.schema(
         ("parsed_value", pa.int64()),
         ("parse_status", pa.string()),
         ("finish_reason", pa.string()),
+        ("prompt_sha256", pa.string()),
     ]
 )
 
-_PART = re.compile(r"^part-(?P<shard>[0-9]+of[0-9]+)-(?P<seq>[0-9]+)\.parquet$")
+#: `seq` is the writing time in ns (older layouts: a per-shard counter); `writer` tells concurrent writers apart
+_PART = re.compile(r"^part-(?P<shard>[0-9]+of[0-9]+)-(?P<seq>[0-9]+)(?:-(?P<writer>[0-9a-z]+))?\.parquet$")
+#: this process's writer tag: its pid and a random suffix (pids are reused across machines)
+_WRITER = f"{os.getpid():x}{uuid.uuid4().hex[:6]}"
 
 
 @dataclass(frozen=True)
 class ResultKey:
     """What a result depends on besides the item id."""
 
+    #: portable display name (`--model-name`); names the folder, not part of the identity
     model: str
+    #: the model's content revision (`runners.model_identity`)
     model_revision: str
-    #: canonical JSON of everything that changes the scores (scoring settings, chat or plain)
+    #: canonical JSON of everything else that changes the scores: scoring settings, chat, dtype, backend
     scoring: str
 
     def as_dict(self) -> dict[str, str]:
@@ -77,14 +95,28 @@ class ResultKey:
 
     @property
     def digest(self) -> str:
-        payload = json.dumps(self.as_dict(), sort_keys=True, separators=(",", ":"))
+        """sha256 of the identity: the same model and settings under any name give the same digest."""
+        payload = json.dumps(
+            {"model_revision": self.model_revision, "scoring": self.scoring}, sort_keys=True, separators=(",", ":")
+        )
         return hashlib.sha256(payload.encode()).hexdigest()
 
     @property
     def slug(self) -> str:
-        """Folder name: a readable model name and a hash of the whole key."""
+        """Folder name: a readable model name and a hash of the identity."""
         name = re.sub(r"[^A-Za-z0-9._-]+", "_", self.model.rstrip("/").split("/")[-1]).strip("._") or "model"
         return f"{name[:48]}-{self.digest[:16]}"
+
+
+def prompt_sha256(item: Mapping[str, Any]) -> str:
+    """sha256 of what a model is asked in an item: the fields the runners read to score it.
+
+    A rebuilt dataset that keeps an id but changes its prompt, messages, options or range
+    gets another hash, so a resumed run scores that item again.
+    """
+    fields = ("task", "prompt", "messages", "choices", "choice_labels", "number_min", "number_max", "stop")
+    payload = json.dumps({f: item.get(f) for f in fields}, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
 def parse_shard(text: str | None) -> tuple[int, int]:
@@ -106,22 +138,83 @@ def shard_of(item_id: str, n: int) -> int:
 
 
 def key_dir(results: Path, config: str, key: ResultKey) -> Path:
-    return Path(results) / "data" / config / key.slug
+    """The folder of `key`: an existing one with the same digest (under any model name), else its slug."""
+    config_dir = Path(results) / "data" / config
+    if config_dir.is_dir():
+        same = sorted(p for p in config_dir.glob(f"*-{key.digest[:16]}") if p.is_dir())
+        if same:
+            return same[0]
+    return config_dir / key.slug
+
+
+def _part_order(path: Path) -> tuple[int, str, str]:
+    m = _PART.match(path.name)
+    assert m is not None
+    return int(m["seq"]), m["writer"] or "", path.name
 
 
 def part_files(folder: Path) -> list[Path]:
+    """The parts of a key folder, oldest first (the order in which later rows win)."""
     if not folder.is_dir():
         return []
-    return sorted(p for p in folder.iterdir() if _PART.match(p.name))
+    return sorted((p for p in folder.iterdir() if _PART.match(p.name)), key=_part_order)
 
 
-def read_done(folder: Path) -> dict[str, bool]:
-    """{item id: refused} over every part in a key's folder."""
-    done: dict[str, bool] = {}
+def read_part(path: Path, columns: Sequence[str] | None = None) -> pa.Table:
+    """One part, or one line naming the file when it cannot be read (truncated, not parquet).
+
+    Asked columns a part lacks (an older layout) come back as nulls.
+    """
+    try:
+        names = pq.read_schema(path).names
+        present = None if columns is None else [c for c in columns if c in names]
+        table = pq.read_table(path, columns=present)
+    except (OSError, pa.ArrowException) as exc:
+        raise ProbeError(
+            f"{path}: cannot read this result part ({exc}); move it away and rerun to score its items again"
+        ) from exc
+    for name in columns or ():
+        if name not in table.column_names:
+            table = table.append_column(name, pa.nulls(len(table), RESULT_SCHEMA.field(name).type))
+    return table.select(list(columns)) if columns is not None else table
+
+
+def read_key_rows(folder: Path, columns: Sequence[str] | None = None, *, file_column: str | None = None) -> pa.Table:
+    """Every row of a key folder, one per id: where parts repeat an id, the newest part's row wins.
+
+    `file_column` names a column to add with each row's part file (for error messages).
+    """
+    cols = None if columns is None else list(dict.fromkeys(["id", *columns]))
+    tables = []
     for path in part_files(folder):
-        table = pq.read_table(path, columns=["id", "refused"])
-        done.update(zip(table.column("id").to_pylist(), table.column("refused").to_pylist(), strict=True))
-    return done
+        table = read_part(path, cols)
+        if file_column is not None:
+            table = table.append_column(file_column, pa.array([str(path)] * len(table), pa.string()))
+        tables.append(table)
+    if not tables:
+        empty = RESULT_SCHEMA.empty_table().select(cols) if cols else RESULT_SCHEMA.empty_table()
+        return empty.append_column(file_column, pa.array([], pa.string())) if file_column else empty
+    table = pa.concat_tables(tables, promote_options="default")
+    ids = table.column("id").to_pylist()
+    last = {item_id: k for k, item_id in enumerate(ids)}
+    if len(last) == len(ids):
+        return table
+    keep = sorted(last.values())
+    return table.take(pa.array(keep, pa.int64()))
+
+
+def read_done(folder: Path) -> dict[str, tuple[bool, str | None]]:
+    """{item id: (refused, prompt_sha256)} over a key folder, merged as `read_key_rows` merges."""
+    table = read_key_rows(folder, ["refused", "prompt_sha256"])
+    return {
+        i: (bool(r), h)
+        for i, r, h in zip(
+            table.column("id").to_pylist(),
+            table.column("refused").to_pylist(),
+            table.column("prompt_sha256").to_pylist(),
+            strict=True,
+        )
+    }
 
 
 def _umask() -> int:
@@ -159,13 +252,52 @@ def write_key_file(folder: Path, key: ResultKey) -> None:
 
 
 def write_part(folder: Path, shard: tuple[int, int], rows: Sequence[Mapping[str, Any]]) -> Path:
-    """Write rows as the next `part-<i>of<n>-<seq>.parquet` of this shard, atomically."""
+    """Write rows as a new `part-<i>of<n>-<time>-<writer>.parquet`, atomically, never over another part."""
     label = f"{shard[0]:05d}of{shard[1]:05d}"
-    seqs = [int(m.group("seq")) for p in part_files(folder) if (m := _PART.match(p.name)) and m["shard"] == label]
-    path = folder / f"part-{label}-{max(seqs, default=-1) + 1:06d}.parquet"
     table = pa.Table.from_pylist([{name: row.get(name) for name in RESULT_SCHEMA.names} for row in rows], RESULT_SCHEMA)
+    return _write_new_part(folder, label, table)
+
+
+def _write_new_part(folder: Path, label: str, table: pa.Table, seq: int | None = None) -> Path:
+    seq = time.time_ns() if seq is None else seq
+    while True:
+        path = folder / f"part-{label}-{seq:020d}-{_WRITER}.parquet"
+        if not path.exists():
+            break
+        seq += 1
     _atomic_bytes(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
     return path
+
+
+def _lock(path: Path):
+    """An inter-process lock file beside `path` (hidden, so never published)."""
+    from filelock import FileLock
+
+    return FileLock(str(path.parent / f".{path.name}.lock"))
+
+
+def compact_key(folder: Path) -> bool:
+    """Rewrite a key folder whose parts repeat ids as one part of the merged rows (True when it did).
+
+    Runs under the folder's lock. Only the parts read are removed, after the merged part is in
+    place, so a part another process adds meanwhile is kept, and a crash at any point leaves
+    rows that still merge to the same result.
+    """
+    with _lock(folder / "parts"):
+        parts = part_files(folder)
+        if len(parts) < 2:
+            return False
+        tables = [read_part(p) for p in parts]
+        ids = [i for t in tables for i in t.column("id").to_pylist()]
+        if len(set(ids)) == len(ids):
+            return False
+        merged = read_key_rows(folder)
+        newest = _PART.match(parts[-1].name)
+        assert newest is not None
+        _write_new_part(folder, newest["shard"], merged.cast(RESULT_SCHEMA), seq=int(newest["seq"]) + 1)
+        for path in parts:
+            path.unlink(missing_ok=True)
+        return True
 
 
 def summarize(results: Path) -> dict[str, dict[str, dict[str, Any]]]:
@@ -178,7 +310,7 @@ def summarize(results: Path) -> dict[str, dict[str, dict[str, Any]]]:
         for folder in sorted(p for p in config_dir.iterdir() if p.is_dir()):
             if not part_files(folder):
                 continue
-            done = read_done(folder)
+            done = {i: refused for i, (refused, _) in read_done(folder).items()}
             key_file = folder / "key.json"
             key = json.loads(key_file.read_text()) if key_file.is_file() else {}
             out.setdefault(config_dir.name, {})[folder.name] = {
@@ -199,13 +331,32 @@ def read_manifest(results: Path) -> dict[str, Any]:
         raise ProbeError(f"{path}: not valid JSON ({exc}); move it away to start a new manifest") from exc
 
 
-def update_manifest(results: Path, run_id: str, entry: Mapping[str, Any]) -> dict[str, Any]:
-    """Record one run (a config + key + shard) in results_manifest.json, keeping the others."""
-    manifest = read_manifest(results)
-    manifest.setdefault("runs", {})[run_id] = dict(entry)
-    manifest["runs"] = dict(sorted(manifest["runs"].items()))
-    manifest["configs"] = summarize(results)
-    atomic_write_text(Path(results) / MANIFEST_NAME, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+def update_manifest(
+    results: Path,
+    run_id: str,
+    entry: Mapping[str, Any],
+    *,
+    keep_if: Callable[[Mapping[str, Any]], bool] | None = None,
+    after: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Record one run (a config + key + shard) in results_manifest.json, keeping the others.
+
+    Read, update and write happen under the manifest's lock, so concurrent runs and shards
+    finishing together each add their entry and none is lost. An existing entry for `run_id`
+    stays when `keep_if(old)` says so (a rerun that scored nothing keeps the figures of the
+    run that did). `after(manifest)` runs under the same lock (the card, from this manifest).
+    """
+    path = Path(results) / MANIFEST_NAME
+    with _lock(path):
+        manifest = read_manifest(results)
+        runs = manifest.setdefault("runs", {})
+        if not (run_id in runs and keep_if is not None and keep_if(runs[run_id])):
+            runs[run_id] = dict(entry)
+        manifest["runs"] = dict(sorted(runs.items()))
+        manifest["configs"] = summarize(results)
+        atomic_write_text(path, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        if after is not None:
+            after(manifest)
     return manifest
 
 

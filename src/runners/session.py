@@ -1,0 +1,254 @@
+"""One resumable run of one prompt config under one result key: what both drivers share.
+
+`probes run` scores in this process (`runners.loop`) or on a Ray actor pool
+(`runners.ray_run`); either way the same session decides what to score and records it:
+
+1. selection: the shard (a hash of the item id), then `--limit` (the first N of the shard);
+2. resume: an item is skipped only when its id is already under the key AND its stored
+   `prompt_sha256` equals the current item's (`results.prompt_sha256`), so a rebuilt dataset
+   with changed prompts is rescored, never served stale rows;
+3. rows get the key's fields (portable model name, revision, scoring JSON, chat) and their
+   prompt hash, and are flushed as an atomically written part every `flush_every` rows;
+4. at the end the key folder is compacted to one row per id, and the run's manifest entry
+   (provenance, throughput, hardware) and the card are written under the manifest's lock.
+
+Drivers only load models and move items to scorers and rows back.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from promptgen.errors import ProbeError
+
+from . import results as res
+
+#: item columns `results.prompt_sha256` reads (those a config lacks are None)
+_HASHED = ("task", "prompt", "messages", "choices", "choice_labels", "number_min", "number_max", "stop")
+_HASH_BATCH = 4096
+
+
+@dataclass
+class RunSummary:
+    config: str
+    key: res.ResultKey
+    key_dir: Path
+    selected: int  # items of this shard (after --limit)
+    skipped: int  # already done under the key, with the same prompt
+    items: int  # scored by this run
+    refusals: int  # among the items scored by this run
+    parts: int  # parts written by this run
+    wall_s: float
+    items_per_s: float
+    #: prompt and answer tokens of the scored items (contexts plus options; for number and
+    #: generation items, contexts only)
+    tokens: int = 0
+    tokens_per_s: float = 0.0
+    #: items rescored because their prompt changed since they were scored
+    rescored: int = 0
+
+    def line(self) -> str:
+        again = f", {self.rescored} rescored after a prompt change" if self.rescored else ""
+        return (
+            f"{self.config}: {self.items} items scored ({self.skipped} already done{again}), "
+            f"{self.refusals} refusals, {self.items_per_s:.2f} items/s, {self.tokens_per_s:.0f} tokens/s, "
+            f"{self.wall_s:.1f} s"
+        )
+
+
+def prompt_hashes(dataset: Any, rows: list[int]) -> list[str]:
+    """`results.prompt_sha256` of the dataset rows `rows`, read in batches of the hashed columns only."""
+    columns = [c for c in _HASHED if c in dataset.column_names]
+    out: list[str] = []
+    for start in range(0, len(rows), _HASH_BATCH):
+        batch = dataset.select(rows[start : start + _HASH_BATCH]).select_columns(columns).to_list()
+        out.extend(res.prompt_sha256(item) for item in batch)
+    return out
+
+
+@dataclass
+class Session:
+    """The state of one run (module docstring); `open` it, `add` rows, `finish` it."""
+
+    prompts: Any  # loop.PromptConfig
+    results: Path
+    key: res.ResultKey
+    chat: bool
+    shard: tuple[int, int]
+    limit: int | None
+    flush_every: int
+    folder: Path
+    selected: list[int]
+    todo: list[int]
+    rescored: int
+    hashes: dict[str, str]  # id -> prompt hash of the items to score
+    started: float
+    scoring_started: float = 0.0
+    pending: list[dict[str, Any]] = field(default_factory=list)
+    parts: int = 0
+    refusals: int = 0
+    tokens: int = 0
+    scored: int = 0
+
+    @classmethod
+    def open(
+        cls,
+        prompts: Any,
+        results: Path,
+        key: res.ResultKey,
+        *,
+        chat: bool,
+        shard: tuple[int, int] = (0, 1),
+        limit: int | None = None,
+        batch_size: int = 16,
+        flush_every: int = 64,
+        started: float | None = None,
+    ) -> Session:
+        """Check the options, select the shard's items and find those still to score."""
+        if batch_size < 1 or flush_every < 1:
+            raise ProbeError("--batch-size and --flush-every must be positive")
+        if limit is not None and limit < 1:
+            raise ProbeError(f"--limit must be positive, got {limit}")
+        check_out_folder(Path(results))
+        folder = res.key_dir(results, prompts.config, key)
+        ids = prompts.dataset["id"]
+        selected = [k for k, i in enumerate(ids) if shard[1] == 1 or res.shard_of(i, shard[1]) == shard[0]]
+        if limit is not None:
+            selected = selected[:limit]
+        done = res.read_done(folder)
+        current = prompt_hashes(prompts.dataset, selected)
+        todo: list[int] = []
+        hashes: dict[str, str] = {}
+        rescored = 0
+        for k, digest in zip(selected, current, strict=True):
+            before = done.get(ids[k])
+            if before is not None and before[1] == digest:
+                continue
+            rescored += before is not None
+            todo.append(k)
+            hashes[ids[k]] = digest
+        return cls(
+            prompts=prompts,
+            results=Path(results),
+            key=key,
+            chat=chat,
+            shard=shard,
+            limit=limit,
+            flush_every=flush_every,
+            folder=folder,
+            selected=selected,
+            todo=todo,
+            rescored=rescored,
+            hashes=hashes,
+            started=time.perf_counter() if started is None else started,
+            scoring_started=time.perf_counter(),
+        )
+
+    def add(self, rows: Iterable[dict[str, Any]]) -> int:
+        """Stamp scored rows with the key and their prompt hash; flush when enough are pending."""
+        n = 0
+        for row in rows:
+            row.update(
+                model=self.key.model,
+                model_revision=self.key.model_revision,
+                scoring=self.key.scoring,
+                chat=self.chat,
+                prompt_sha256=self.hashes[row["id"]],
+            )
+            self.refusals += bool(row["refused"])
+            self.tokens += int(row["context_tokens"] or 0) + sum(row["choice_tokens"] or ())
+            self.pending.append(row)
+            n += 1
+        self.scored += n
+        if len(self.pending) >= self.flush_every:
+            self.flush()
+        return n
+
+    def flush(self) -> None:
+        """Write the pending rows as one part (a killed run loses at most these)."""
+        if self.pending:
+            res.write_key_file(self.folder, self.key)
+            res.write_part(self.folder, self.shard, self.pending)
+            self.parts += 1
+            self.pending = []
+
+    def finish(
+        self, *, backend: str, dtype: str | None, hardware: Mapping[str, Any], extra: Mapping[str, Any] | None = None
+    ) -> RunSummary:
+        """Flush, compact the key folder, write the manifest entry and the card; the run's summary."""
+        from probes import __version__
+
+        self.flush()
+        res.compact_key(self.folder)
+        scoring_s = time.perf_counter() - self.scoring_started
+        wall_s = time.perf_counter() - self.started
+        rate = (lambda n: n / scoring_s) if self.todo and scoring_s > 0 else (lambda n: 0.0)
+        summary = RunSummary(
+            config=self.prompts.config,
+            key=self.key,
+            key_dir=self.folder,
+            selected=len(self.selected),
+            skipped=len(self.selected) - len(self.todo),
+            items=len(self.todo),
+            refusals=self.refusals,
+            parts=self.parts,
+            wall_s=wall_s,
+            items_per_s=rate(len(self.todo)),
+            tokens=self.tokens,
+            tokens_per_s=rate(self.tokens),
+            rescored=self.rescored,
+        )
+        entry: dict[str, Any] = {
+            "prompt_dataset": self.prompts.provenance(),
+            "model": self.key.model,
+            "model_revision": self.key.model_revision,
+            "key": self.folder.name,
+            "backend": backend,
+            "dtype": dtype,
+            "scoring": json.loads(self.key.scoring),
+            "runner_version": __version__,
+            "shard": f"{self.shard[0]}/{self.shard[1]}",
+            "limit": self.limit,
+            "selected": summary.selected,
+            "skipped_done": summary.skipped,
+            "rescored": summary.rescored,
+            "items": summary.items,
+            "refusals": summary.refusals,
+            "wall_s": round(wall_s, 3),
+            "items_per_s": round(summary.items_per_s, 3),
+            "tokens": summary.tokens,
+            "tokens_per_s": round(summary.tokens_per_s, 1),
+            "hardware": {"platform": platform.platform(), "python": platform.python_version(), **hardware},
+            **(extra or {}),
+            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        self.results.mkdir(parents=True, exist_ok=True)
+        run_id = f"{self.prompts.config}/{self.folder.name}/shard-{self.shard[0]}of{self.shard[1]}"
+        res.update_manifest(self.results, run_id, entry, keep_if=lambda _old: summary.items == 0, after=self._card)
+        return summary
+
+    def _card(self, manifest: Mapping[str, Any]) -> None:
+        models = sorted({str(r.get("model", "")).rstrip("/").split("/")[-1] for r in manifest["runs"].values()})
+        res.write_card(
+            self.results,
+            manifest,
+            pretty_name=f"social-bias-probes results: {', '.join(models)}",
+            license=self.prompts.license,
+        )
+
+
+def check_out_folder(results: Path) -> None:
+    """`--out` is a results folder or new: never a file, never a prompt dataset folder (its card would go)."""
+    if results.exists() and not results.is_dir():
+        raise ProbeError(f"--out {results} exists and is not a folder")
+    if (results / "build_manifest.json").is_file():
+        raise ProbeError(
+            f"--out {results} is a prompt dataset folder (it has build_manifest.json); "
+            "write results to a folder of their own, e.g. results/<model>"
+        )

@@ -1,0 +1,268 @@
+"""Results you can trust (runners.model_identity, runners.session, runners.results).
+
+Every scenario here served stale rows before the result key covered the model's content,
+the dtype, the chat template and each row's prompt: the rerun scored nothing. Each test
+changes one thing and checks that the affected items are scored again, into another key when
+the model or settings changed, and that no key folder ever mixes two models' rows.
+
+The model is a tiny random-weight Llama with SmolLM2's real tokenizer (seconds to load and
+to hash), saved as a safetensors folder like any checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from probes.cli import app
+from promptgen.hubfolder import ConfigData, card_front_matter, write_hub_folder
+from runners import model_identity
+from runners import results as res
+from runners_fixtures import load_folder, require_extra
+from test_runners_loop import FEATURES, ITEMS
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
+
+
+def _tiny_llama(folder: Path, *, seed: int, dtype: str = "float32") -> Path:
+    """A 2-layer random Llama with SmolLM2's tokenizer files, saved in `dtype`."""
+    require_extra("hf")
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    source = load_folder()
+    vocab = json.loads((source / "config.json").read_text())["vocab_size"]
+    config = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config).to(getattr(torch, dtype))
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    for name in TOKENIZER_FILES:
+        if (source / name).is_file():
+            shutil.copy2(source / name, folder / name)
+    return folder
+
+
+def _prompts(root: Path, items: list[dict[str, Any]], name: str = "tiny") -> Path:
+    configs = [ConfigData("items", FEATURES, lambda: iter([{k: [r[k] for r in items] for k in FEATURES}]))]
+
+    def card(manifest: dict, written: list) -> str:
+        front = card_front_matter(pretty_name="t", license="cc0-1.0", tags=[], configs=written, default_config=None)
+        return f"---\n{front}---\n# t\n"
+
+    manifest = {"recipe": {"sha256": "0" * 64}, "parameters": {}, "sources": []}
+    return write_hub_folder(root, name, configs, manifest=manifest, render_card=card, rows_per_shard=100)
+
+
+def _run(prompts: Path, model: Path | str, out: Path, *extra: str) -> str:
+    args = ["run", str(prompts), "--config", "items", "--model", str(model), "--out", str(out), "-q"]
+    result = CliRunner().invoke(app, [*args, "--batch-size", "4", *extra])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def _keys(out: Path) -> dict[str, pa.Table]:
+    """{key folder name: its rows} of config `items`."""
+    return {d.name: res.read_key_rows(d) for d in sorted((out / "data" / "items").iterdir()) if res.part_files(d)}
+
+
+def _one_model_per_key(out: Path) -> None:
+    for name, rows in _keys(out).items():
+        assert len(set(rows.column("model_revision").to_pylist())) == 1, name
+        assert len(set(rows.column("scoring").to_pylist())) == 1, name
+        ids = rows.column("id").to_pylist()
+        assert len(ids) == len(set(ids)), name
+
+
+@pytest.fixture()
+def prompts(tmp_path: Path) -> Path:
+    return _prompts(tmp_path / "prompts", ITEMS)
+
+
+def test_checkpoint_replaced_in_place_is_rescored(tmp_path: Path, prompts: Path) -> None:
+    model = _tiny_llama(tmp_path / "ckpt", seed=1)
+    out = tmp_path / "results"
+    assert "4 items scored (0 already done)" in _run(prompts, model, out, "--limit", "4", "--no-chat")
+    before = (model / "model.safetensors").stat().st_size
+    _tiny_llama(tmp_path / "ckpt", seed=2)  # same config, same sizes, other weights, same path
+    assert (model / "model.safetensors").stat().st_size == before
+    assert "4 items scored (0 already done)" in _run(prompts, model, out, "--limit", "4", "--no-chat")
+    keys = _keys(out)
+    assert len(keys) == 2
+    a, b = (rows.sort_by("id") for rows in keys.values())
+    assert a.column("model_revision")[0] != b.column("model_revision")[0]
+    assert a.column("choice_probs").to_pylist() != b.column("choice_probs").to_pylist()
+    # a later, larger run of checkpoint B adds to B's key only: A's rows never mix in
+    assert "3 items scored (4 already done)" in _run(prompts, model, out, "--no-chat")
+    _one_model_per_key(out)
+
+
+def test_chat_template_changed_is_rescored(tmp_path: Path, prompts: Path) -> None:
+    model = _tiny_llama(tmp_path / "m", seed=1)
+    out = tmp_path / "results"
+    _run(prompts, model, out, "--limit", "3", "--chat")
+    template = model / "chat_template.jinja"
+    template.write_text(template.read_text().replace("<|im_start|>system", "<|im_start|>system\nBe brief."))
+    assert "3 items scored (0 already done)" in _run(prompts, model, out, "--limit", "3", "--chat")
+    assert len(_keys(out)) == 2
+    _one_model_per_key(out)
+
+
+def test_dtype_changed_is_another_key(tmp_path: Path, prompts: Path) -> None:
+    model = _tiny_llama(tmp_path / "m", seed=1)
+    out = tmp_path / "results"
+    _run(prompts, model, out, "--limit", "3", "--no-chat", "--dtype", "float32")
+    assert "3 items scored (0 already done)" in _run(
+        prompts, model, out, "--limit", "3", "--no-chat", "--dtype", "bfloat16"
+    )
+    manifest = json.loads((out / res.MANIFEST_NAME).read_text())
+    by_key = {run["key"]: run["dtype"] for run in manifest["runs"].values()}
+    assert sorted(by_key.values()) == ["bfloat16", "float32"]
+    for name, rows in _keys(out).items():
+        assert json.loads(rows.column("scoring")[0].as_py())["dtype"] == by_key[name]
+    _one_model_per_key(out)
+
+
+def test_changed_prompts_are_rescored_and_merge_to_one_row_per_id(tmp_path: Path) -> None:
+    model = _tiny_llama(tmp_path / "m", seed=1)
+    out = tmp_path / "results"
+    first = _prompts(tmp_path / "v1", ITEMS)
+    _run(first, model, out, "--no-chat")
+    changed = [dict(item) for item in ITEMS]
+    changed[0]["prompt"] = changed[0]["prompt"].replace("passed the exam", "failed the exam")
+    second = _prompts(tmp_path / "v2", changed)  # same ids, one prompt changed
+    output = _run(second, model, out, "--no-chat")
+    assert "1 items scored (6 already done, 1 rescored after a prompt change)" in output
+    (key,) = _keys(out).values()
+    row = {r["id"]: r for r in key.to_pylist()}[ITEMS[0]["id"]]
+    assert row["prompt_sha256"] == res.prompt_sha256(changed[0]) != res.prompt_sha256(ITEMS[0])
+    # compacted at the end of the run: the files themselves hold one row per id
+    (folder,) = (d for d in (out / "data" / "items").iterdir() if d.is_dir())
+    ids = [i for p in res.part_files(folder) for i in pq.read_table(p, columns=["id"]).column("id").to_pylist()]
+    assert sorted(ids) == sorted(item["id"] for item in ITEMS)
+
+
+def test_one_model_reached_by_a_copy_a_relative_path_or_a_slash_is_one_key(
+    tmp_path: Path, prompts: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = _tiny_llama(tmp_path / "m", seed=1)
+    out = tmp_path / "results"
+    _run(prompts, model, out, "--limit", "3", "--no-chat")
+    monkeypatch.chdir(tmp_path)
+    assert "0 items scored (3 already done)" in _run(prompts, "m/", out, "--limit", "3", "--no-chat")
+    copy = shutil.copytree(model, tmp_path / "elsewhere" / "other-name")
+    assert "0 items scored (3 already done)" in _run(prompts, copy, out, "--limit", "3", "--no-chat")
+    assert len(_keys(out)) == 1
+
+
+def test_model_name_is_portable_and_not_the_identity(tmp_path: Path, prompts: Path) -> None:
+    model = _tiny_llama(tmp_path / "m", seed=1)
+    out = tmp_path / "results"
+    _run(prompts, model, out, "--limit", "2", "--no-chat", "--model-name", "org/tiny-llama")
+    (rows,) = _keys(out).values()
+    assert set(rows.column("model").to_pylist()) == {"org/tiny-llama"}
+    assert next((out / "data" / "items").iterdir()).name.startswith("tiny-llama-")
+    assert "0 items scored (2 already done)" in _run(prompts, model, out, "--limit", "2", "--no-chat")
+    result = CliRunner().invoke(app, ["run", str(prompts), "-c", "items", "-m", str(model), "--out", str(out),
+                                      "--model-name", str(tmp_path)])  # fmt: skip
+    assert result.exit_code == 1 and "is a local path" in result.output
+
+
+def test_out_refuses_a_prompt_dataset_folder(prompts: Path, tmp_path: Path) -> None:
+    card = (prompts / "README.md").read_text()
+    result = CliRunner().invoke(
+        app, ["run", str(prompts), "-c", "items", "-m", str(_tiny_llama(tmp_path / "m", seed=1)), "--out", str(prompts)]
+    )
+    assert result.exit_code == 1 and "is a prompt dataset folder" in result.output
+    assert (prompts / "README.md").read_text() == card
+
+
+def test_no_absolute_local_path_in_what_run_writes(tmp_path: Path, prompts: Path) -> None:
+    model = _tiny_llama(tmp_path / "m", seed=1)
+    out = tmp_path / "results"
+    _run(prompts, model, out, "--no-chat")
+    roots = {str(tmp_path), str(tmp_path.resolve()), str(Path.home())}
+    for path in out.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            if path.suffix == ".parquet":  # compressed: look at the values
+                data = json.dumps(pq.read_table(path).to_pylist(), default=str).encode()
+            for root in roots:
+                assert root.encode() not in data, (path, root)
+
+
+def test_file_hashes_are_cached_by_path_size_and_mtime(tmp_path: Path) -> None:
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    weights = folder / "model.safetensors"
+    weights.write_bytes(b"a" * 1000)
+    cache_file = tmp_path / "hashes.json"
+    first = model_identity.FileHashCache(cache_file)
+    rev = model_identity.folder_revision(folder, cache=first)
+    assert first.hashed == 2
+    again = model_identity.FileHashCache(cache_file)
+    assert model_identity.folder_revision(folder, cache=again) == rev and again.hashed == 0
+    weights.write_bytes(b"b" * 1000)  # same size, new mtime and bytes
+    os.utime(weights, ns=(1, 1))
+    third = model_identity.FileHashCache(cache_file)
+    assert model_identity.folder_revision(folder, cache=third) != rev and third.hashed == 1
+    snapshot = tmp_path / "hub" / "models--org--m" / "snapshots" / ("ab" * 20)
+    shutil.copytree(folder, snapshot)
+    assert model_identity.folder_revision(snapshot) == "ab" * 20
+
+
+def _update(args: tuple[str, int]) -> None:
+    results, i = args
+    res.update_manifest(Path(results), f"items/key/run-{i:03d}", {"n": i})
+
+
+def test_concurrent_manifest_updates_lose_nothing(tmp_path: Path) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(8) as pool:
+        pool.map(_update, [(str(tmp_path), i) for i in range(200)], chunksize=1)
+    runs = json.loads((tmp_path / res.MANIFEST_NAME).read_text())["runs"]
+    assert sorted(runs) == [f"items/key/run-{i:03d}" for i in range(200)]
+
+
+def test_two_concurrent_runs_on_one_key_give_every_id_once(tmp_path: Path, prompts: Path) -> None:
+    model = _tiny_llama(tmp_path / "m", seed=1)
+    out = tmp_path / "results"
+    cmd = [sys.executable, "-c", "from probes.cli import app; app()", "run", str(prompts), "-c", "items"]
+    cmd += ["-m", str(model), "--out", str(out), "--no-chat", "--batch-size", "1", "--flush-every", "1", "-q"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    shards = [
+        subprocess.Popen([*cmd, "--shard", f"{i}/2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for i in range(2)
+    ]
+    outputs = [p.communicate(timeout=600) for p in shards]
+    assert [p.returncode for p in shards] == [0, 0], outputs
+    (folder,) = (d for d in (out / "data" / "items").iterdir() if d.is_dir())
+    ids = sorted(res.read_key_rows(folder).column("id").to_pylist())
+    assert ids == sorted(item["id"] for item in ITEMS)
+    on_disk = [i for p in res.part_files(folder) for i in pq.read_table(p, columns=["id"]).column("id").to_pylist()]
+    assert sorted(on_disk) == ids  # compacted: one row per id in the files too
+    runs = json.loads((out / res.MANIFEST_NAME).read_text())["runs"]
+    assert sorted(r.rsplit("/", 1)[1] for r in runs) == ["shard-0of1", "shard-0of2", "shard-1of2"]
