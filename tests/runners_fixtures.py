@@ -25,11 +25,11 @@ def require_extra(extra: str) -> None:
     The modules per extra and the install line come from `runners.extras`, the one list the
     commands check too, so a skipped test says exactly what `probes` would ask for.
     """
-    from runners.extras import INSTALL_HINT, missing_modules
+    from runners.extras import install_hint, missing_modules
 
     missing = missing_modules(extra)
     if missing:
-        reason = f"needs the {extra} extra (missing {', '.join(missing)}): {INSTALL_HINT[extra]}"
+        reason = f"needs the {extra} extra (missing {', '.join(missing)}): {install_hint([extra])}"
         if os.environ.get("CI"):
             pytest.fail(reason)
         pytest.skip(reason)

@@ -76,6 +76,9 @@ def main(
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    from probes.publish import install_log_scrubber
+
+    install_log_scrubber()  # libraries' DEBUG lines may carry the Hub token
 
 
 @app.command()

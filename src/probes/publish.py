@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -377,6 +378,46 @@ def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
         text = text.replace(secret, "***")
     text = _HF_TOKEN_RE.sub("hf_***", text)
     return _BEARER_RE.sub(lambda m: f"{m.group(1)}***", text)
+
+
+#: environment variables huggingface_hub reads a token from; their values are masked in logs
+TOKEN_ENV_VARS: tuple[str, ...] = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+
+
+class ScrubTokens(logging.Filter):
+    """Mask tokens in every log record a handler emits (`-v` turns on libraries' DEBUG lines,
+    which may print request headers or URLs with credentials).
+
+    The record is formatted here, scrubbed, and its args dropped, so no formatter can put the
+    raw values back; a traceback attached to the record is formatted and scrubbed too. The
+    secrets are read from the environment when the filter is made (the CLI makes it at start).
+    """
+
+    def __init__(self, secrets: Iterable[str | None] | None = None) -> None:
+        super().__init__()
+        self.secrets = tuple(s for s in (secrets or (os.environ.get(v) for v in TOKEN_ENV_VARS)) if s)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = scrub(record.getMessage(), self.secrets)
+        record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = scrub(record.exc_text, self.secrets)
+        if record.stack_info:
+            record.stack_info = scrub(record.stack_info, self.secrets)
+        return True
+
+
+def install_log_scrubber(logger: logging.Logger | None = None) -> None:
+    """Add one `ScrubTokens` to every handler of `logger` (the root logger by default).
+
+    On the handlers, not the logger: records propagated from library loggers pass through the
+    root's handlers but never through the root logger's own filters.
+    """
+    for handler in (logger or logging.getLogger()).handlers:
+        if not any(isinstance(f, ScrubTokens) for f in handler.filters):
+            handler.addFilter(ScrubTokens())
 
 
 def _known_tokens(api: Any) -> list[str]:

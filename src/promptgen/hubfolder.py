@@ -89,9 +89,23 @@ class WrittenConfig:
     files: tuple[dict[str, Any], ...]
 
 
-def _validate_name(name: str, what: str) -> None:
-    if not name or name.startswith(".") or "/" in name or "\\" in name:
-        raise OutputError(f"invalid {what} {name!r}")
+def check_path_segment(name: str, what: str) -> None:
+    """Refuse a name that is not one safe path segment, before it is joined to a folder.
+
+    Config and dataset names come from recipes, dataset cards and flags, and name folders:
+    `..`, a separator or a leading dot would write outside `data/` (or into a hidden folder
+    that publishing skips); a control character makes an unportable file name.
+    """
+    if (
+        not isinstance(name, str)
+        or not name
+        or name.startswith(".")
+        or any(sep in name for sep in ("/", "\\"))
+        or any(ord(ch) < 32 or ord(ch) == 127 for ch in name)
+    ):
+        raise OutputError(f"invalid {what} {name!r}: must be one path segment (no /, \\, leading dot or control)")
+
+
 
 
 class _ShardWriter:
@@ -183,7 +197,7 @@ def write_config(
     on_rows: Callable[[str, int], None] | None = None,
 ) -> WrittenConfig:
     """Stream one config into `folder/data/<config>/` and describe the files written."""
-    _validate_name(config.name, "config name")
+    check_path_segment(config.name, "config name")
     target = folder / "data" / config.name
     target.mkdir(parents=True, exist_ok=False)
     schema = config.features.arrow_schema
@@ -254,14 +268,17 @@ def write_hub_folder(
     `manifest` holds everything but the per-config rows/files and the fingerprint, which
     are filled in here. `render_card(manifest, written)` returns the README.md text.
     """
-    _validate_name(name, "dataset name")
+    check_path_segment(name, "dataset name")
     if rows_per_shard < 1:
         raise OutputError(f"rows_per_shard must be positive, got {rows_per_shard}")
     out_dir = Path(out_dir)
     target = out_dir / name
     check_target(target, overwrite=overwrite)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = make_staging_dir(out_dir, name)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        tmp = make_staging_dir(out_dir, name)
+    except OSError as exc:  # read-only or not-a-folder --out: the first write fails here
+        raise OutputError(f"cannot write the dataset into {out_dir}: {exc.strerror or exc}") from exc
     try:
         written = [write_config(tmp, c, rows_per_shard=rows_per_shard, on_rows=on_rows) for c in configs]
         manifest = dict(manifest)
@@ -296,6 +313,22 @@ def read_dataset_manifest(dataset: Path, *, flag: str, expected: str) -> dict[st
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ProbeError(f"{path}: not valid JSON ({exc})") from exc
+
+
+def read_parquet(path: Path, columns: list[str] | None, what: str) -> pa.Table:
+    """One parquet file of a dataset or results folder, its missing columns and damage named.
+
+    A truncated or foreign file raises pyarrow's own errors (ArrowInvalid: "magic bytes not
+    found"), which would otherwise surface as a traceback far from the file that caused it.
+    """
+    try:
+        names = pq.read_schema(path).names
+        missing = [c for c in columns or () if c not in names]
+        if missing:
+            raise ProbeError(f"{path}: {what} has no column(s) {', '.join(missing)}")
+        return pq.read_table(path, columns=columns)
+    except (OSError, pa.ArrowException) as exc:
+        raise ProbeError(f"{path}: cannot read {what} parquet ({exc})") from exc
 
 
 def make_staging_dir(parent: Path, name: str) -> Path:

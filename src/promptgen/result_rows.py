@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pyarrow.parquet as pq
 
 from .errors import ProbeError
+from .hubfolder import read_parquet
 
 
 @dataclass(frozen=True)
@@ -63,10 +63,7 @@ def load_key_rows(results: Path, config: str, columns: Sequence[str], *, key: st
     info = json.loads(key_file.read_text(encoding="utf-8"))
     frames = []
     for path in part_files(folder):
-        missing = [c for c in columns if c not in pq.read_schema(path).names]
-        if missing:
-            raise ProbeError(f"{path}: missing column(s) {missing}")
-        frames.append(pq.read_table(path, columns=list(columns)).to_pandas().assign(file=str(path)))
+        frames.append(read_parquet(path, list(columns), "result part").to_pandas().assign(file=str(path)))
     rows = pd.concat(frames, ignore_index=True)
     dup = rows["id"].duplicated(keep=False)
     if dup.any():
