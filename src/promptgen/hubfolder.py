@@ -106,8 +106,6 @@ def check_path_segment(name: str, what: str) -> None:
         raise OutputError(f"invalid {what} {name!r}: must be one path segment (no /, \\, leading dot or control)")
 
 
-
-
 class _ShardWriter:
     """Writes one config's rows into numbered shards of at most `rows_per_shard` rows."""
 
