@@ -917,8 +917,8 @@ def publish_cmd(
         bool,
         typer.Option(
             "--dry-run",
-            help="List every file (add/update/unchanged/delete) and the commit it would make; only reads from "
-            "the Hub, and works offline (then every file is an add).",
+            help="Show the folder's validation and list every file (add/update/unchanged/delete) and the commit "
+            "it would make; only reads from the Hub, and works offline (then every file is an add).",
         ),
     ] = False,
     message: Annotated[
@@ -932,6 +932,8 @@ def publish_cmd(
     """Upload a Hub-ready folder to a Hugging Face dataset repo: one commit, one tag per version.
 
     Re-publishing identical content makes no commit.
+    The folder is validated first and refused, naming each problem, when it holds a symlink or a file its format
+    does not define, or (result folders) an unreadable part, two rows for one key and id, or a stale manifest.
     Remote files under data/ that the folder no longer has are deleted in the same commit (older tags keep them).
     The token comes from `hf auth login` or HF_TOKEN, never from a flag, and is scrubbed from every error.
     """
