@@ -789,6 +789,14 @@ def analyze_cmd(
     alpha: Annotated[float, typer.Option("--alpha", min=0.0, max=1.0, help="Significance level of the masks.")] = 0.05,
     no_figures: Annotated[bool, typer.Option("--no-figures", help="Tables and report only (faster).")] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace --out if it exists.")] = False,
+    allow_fingerprint_mismatch: Annotated[
+        bool,
+        typer.Option(
+            "--allow-fingerprint-mismatch",
+            help="Analyse results whose manifest records other prompts (another fingerprint) than --prompts, "
+            "with a warning; refused by default, since the same ids may then carry other prompts.",
+        ),
+    ] = False,
 ) -> None:
     """Recompute every paper metric from released prompt and result datasets into tables, figures and report.html.
 
@@ -796,6 +804,10 @@ def analyze_cmd(
     column. Attribution: d, single-actor t-tests, Δd, Δd_pair, Δd1/Δd2 with SMD, shares. Empathy:
     M0, M, δ with the structured permutation test, per-cell tests, summaries. Trust Game: type III
     ANOVA, post hoc gender t-tests with Cohen's d, probing accuracy. Refusal rates for all.
+
+    Refused, naming the file, row id and column: probabilities outside [0, 1], distributions not
+    summing to 1, NaN in the distribution of an item not refused. Results whose manifest records
+    other prompts (fingerprint) than --prompts are refused unless --allow-fingerprint-mismatch.
     """
     from analysis.empathy import SCORES
     from analysis.pipeline import AUTO_SCORE, Options, analyze
@@ -817,6 +829,7 @@ def analyze_cmd(
                 revision=revision,
                 results_revision=results_revision,
                 figures=not no_figures,
+                allow_fingerprint_mismatch=allow_fingerprint_mismatch,
             )
             path = write_report(result, out_dir, overwrite=overwrite)
     except ProbeError as exc:
@@ -827,6 +840,8 @@ def analyze_cmd(
     for name, frame in result.tables.items():
         table.add_row(name, f"{len(frame):,}")
     out.print(table)
+    for warning in result.warnings:
+        err.print(f"warning: {warning}", highlight=False, markup=False, soft_wrap=True)
     for p in result.problems:
         err.print(f"warning: not analysed: {p.get('probe') or p.get('config')}: {p['reason']}", highlight=False)
     out.print(
