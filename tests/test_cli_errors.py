@@ -30,12 +30,16 @@ runner = CliRunner()
 TSV = "crowd-enVent_generation.tsv"
 
 
+#: progress lines of libraries that load data or models (they go to stderr too)
+_PROGRESS = re.compile(r"^(WARNING |Generating test split|Loading weights)")
+
+
 def _one_line_error(result, *names: str) -> str:
     """The command failed cleanly: exit 1, exactly one `error:` line that names every `names`."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", result.output)
     assert result.exit_code == 1, text
     assert "Traceback" not in text, text
-    lines = [line for line in text.splitlines() if line.strip() and not line.startswith("WARNING ")]
+    lines = [line for line in text.splitlines() if line.strip() and not _PROGRESS.match(line.strip())]
     assert len(lines) == 1 and lines[0].startswith("error: "), text
     for name in names:
         assert name in lines[0], (name, lines[0])
@@ -291,3 +295,23 @@ def test_verbose_log_lines_are_scrubbed_of_tokens(tmp_path):
     assert "url https://x/?t=hf_***" in done.stderr and "RuntimeError: bad ***" in done.stderr
     assert env_token not in done.stderr and other_token not in done.stderr
     assert "E" * 20 not in done.stderr
+
+
+def test_corrupt_result_part_on_run_resume_is_one_line(fixture_release, smollm2, tmp_path):
+    """A damaged part in the key being resumed, or junk in another config's folder (read when the
+    manifest is refreshed after scoring), raised ArrowInvalid; now one line naming the part."""
+    sources, recipe = fixture_release
+    dataset = build(str(recipe), out_dir=tmp_path / "ds", sources_dir=sources).path
+    results = tmp_path / "results"
+    args = ["run", str(dataset), "--config", "single_actor", "--model", str(smollm2), "--out", str(results)]
+    args += ["--no-chat", "--quiet"]
+    first = runner.invoke(app, [*args, "--limit", "2"])
+    assert first.exit_code == 0, first.output
+    part = _corrupt_first_part(results)
+    _one_line_error(runner.invoke(app, [*args, "--limit", "3"]), str(part), "unreadable result part")
+
+    part.unlink()
+    junk = results / "data" / "actor_actor" / "other-0123456789abcdef" / "part-00000of00001-000000.parquet"
+    junk.parent.mkdir(parents=True)
+    junk.write_bytes(b"PAR1 junk")
+    _one_line_error(runner.invoke(app, [*args, "--limit", "2"]), str(junk), "unreadable result part")

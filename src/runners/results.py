@@ -115,11 +115,21 @@ def part_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if _PART.match(p.name))
 
 
+def read_part(path: Path, columns: Sequence[str] | None = None) -> pa.Table:
+    """One result part; a damaged one (truncated copy, full disk) is a ProbeError naming it."""
+    try:
+        return pq.read_table(path, columns=list(columns) if columns is not None else None)
+    except (OSError, pa.ArrowException) as exc:
+        raise ProbeError(
+            f"{path}: unreadable result part ({exc}); move it away and rerun to rescore its items"
+        ) from exc
+
+
 def read_done(folder: Path) -> dict[str, bool]:
     """{item id: refused} over every part in a key's folder."""
     done: dict[str, bool] = {}
     for path in part_files(folder):
-        table = pq.read_table(path, columns=["id", "refused"])
+        table = read_part(path, ["id", "refused"])
         done.update(zip(table.column("id").to_pylist(), table.column("refused").to_pylist(), strict=True))
     return done
 
