@@ -183,6 +183,16 @@ def test_read_only_out_for_build_is_one_line(fixture_release, unwritable):
     assert "cannot write" in line
 
 
+def test_read_only_out_for_analyze_is_one_line(empathy_dataset, unwritable, tmp_path):
+    from promptgen.empathy import REWRITE_CONFIG
+
+    results = tmp_path / "results"
+    _rewrite_results(empathy_dataset, results)
+    args = ["analyze", "--prompts", str(empathy_dataset), "--results", str(results), "--config", REWRITE_CONFIG]
+    line = _one_line_error(runner.invoke(app, [*args, "--out", str(unwritable / "report"), "--no-figures"]))
+    assert "cannot write the report into" in line and str(unwritable) in line
+
+
 def test_config_names_must_be_one_path_segment(tmp_path):
     """A crafted config name `..` must not write outside data/."""
     from promptgen.hubfolder import check_path_segment
@@ -255,6 +265,37 @@ def test_corrupt_result_part_in_rewrite_is_one_line(empathy_dataset, tmp_path):
     line = _one_line_error(runner.invoke(app, args), str(part))
     assert "cannot read result part" in line
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_corrupt_result_part_in_curate_pairs_is_one_line(shared_sources, tmp_path):
+    from promptgen.trust_game_curate import RACE_PROBE
+    from release_fixture import load_config
+
+    dataset = build("trust-game", out_dir=tmp_path / "ds", sources_dir=shared_sources).path
+    ids = load_config(dataset, RACE_PROBE).to_pandas()["id"].head(20).tolist()
+    results = tmp_path / "results"
+    scoring = '{"choice_mode":"letter"}'
+    key = res.ResultKey("org/model", "rev", scoring)
+    folder = res.key_dir(results, RACE_PROBE, key)
+    res.write_key_file(folder, key)
+    rows = [{"id": i, **key.as_dict(), "choice_logprobs": [-0.1, -2.0], "refused": False} for i in ids]
+    res.write_part(folder, (0, 1), rows)
+    run = {"prompt_dataset": {"config": RACE_PROBE}, "model": key.model, "key": key.slug, "items": len(ids)}
+    res.update_manifest(results, f"{RACE_PROBE}/{key.slug}/shard-0of1", run)
+    part = _corrupt_first_part(results)
+    out = tmp_path / "out"
+    args = [
+        "curate-pairs",
+        str(results),
+        "--prompts",
+        str(dataset),
+        "--out",
+        str(out),
+        "--sources",
+        str(shared_sources),
+    ]
+    line = _one_line_error(runner.invoke(app, args), str(part))
+    assert "cannot read result part" in line and not out.exists()
 
 
 def test_corrupt_result_part_in_analyze_is_one_line(empathy_dataset, tmp_path):

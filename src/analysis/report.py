@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from promptgen.errors import OutputError
 from promptgen.hubfolder import check_target, make_staging_dir, swap_into_place
 
 from .headlines import RUN_LABEL, run_labels, section_headlines, with_run_label
@@ -149,8 +150,11 @@ def write_report(analysis: Analysis, out_dir: Path, *, overwrite: bool = False) 
     """Write tables/, figures/ and report.html into `out_dir` (atomically replaced as a whole)."""
     out_dir = Path(out_dir)
     check_target(out_dir, overwrite=overwrite)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = make_staging_dir(out_dir.parent, out_dir.name)
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        tmp = make_staging_dir(out_dir.parent, out_dir.name)
+    except OSError as exc:  # a read-only parent: the first write fails here
+        raise OutputError(f"cannot write the report into {out_dir.parent}: {exc.strerror or exc}") from exc
     try:
         (tmp / "tables").mkdir()
         (tmp / "figures").mkdir()
