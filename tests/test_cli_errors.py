@@ -356,3 +356,21 @@ def test_corrupt_result_part_on_run_resume_is_one_line(fixture_release, smollm2,
     junk.parent.mkdir(parents=True)
     junk.write_bytes(b"PAR1 junk")
     _one_line_error(runner.invoke(app, [*args, "--limit", "2"]), str(junk), "unreadable result part")
+
+
+def test_log_scrubber_handles_any_record():
+    """Mismatched args never make logging raise, and secrets in args and tracebacks are masked."""
+    import logging
+
+    from probes.publish import ScrubTokens
+
+    scrubber = ScrubTokens(["s3cret-value"])
+    bad = logging.LogRecord("x", logging.DEBUG, __file__, 1, "token %s and %s", ("s3cret-value",), None)
+    assert scrubber.filter(bad) and "s3cret-value" not in bad.getMessage() and "***" in bad.getMessage()
+    try:
+        raise ValueError("s3cret-value hf_" + "A" * 30)
+    except ValueError:
+        record = logging.LogRecord("x", logging.ERROR, __file__, 1, "failed", None, sys.exc_info())
+    scrubber.filter(record)
+    text = logging.Formatter().format(record)
+    assert "s3cret-value" not in text and "A" * 30 not in text and "ValueError: *** hf_***" in text

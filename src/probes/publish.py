@@ -492,7 +492,11 @@ class ScrubTokens(logging.Filter):
         self.secrets = tuple(s for s in (secrets or (os.environ.get(v) for v in TOKEN_ENV_VARS)) if s)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = scrub(record.getMessage(), self.secrets)
+        try:
+            message = record.getMessage()
+        except Exception:  # args that do not fit the format: scrub the raw parts instead
+            message = f"{record.msg} {record.args}"
+        record.msg = scrub(message, self.secrets)
         record.args = None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
