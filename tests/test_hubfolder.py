@@ -99,3 +99,64 @@ def test_existing_target_needs_overwrite(tmp_path):
     _write(tmp_path, [_config("a", 4, 3)], overwrite=True)
     assert len(load_config(path, "a")) == 4
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has exited (and been reaped)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def _leftover(out, name: str):
+    folder = out / name
+    (folder / "data" / "a").mkdir(parents=True)
+    (folder / "data" / "a" / "shard-00000.parquet.part").write_bytes(b"x" * 100)
+    return folder
+
+
+def test_next_build_removes_staging_folders_of_dead_builds_only(tmp_path):
+    """A SIGKILLed build leaves `.NAME.*.tmp`; the next build removes it, never a live build's."""
+    import os
+    import time
+
+    from promptgen.hubfolder import _host_tag
+
+    out = tmp_path / "out"
+    host = _host_tag()
+    dead = _leftover(out, f".ds.pid{_dead_pid()}@{host}.abcd1234.tmp")
+    dead_other_dataset = _leftover(out, f".other.pid{_dead_pid()}@{host}.efgh5678.tmp")
+    live = _leftover(out, f".ds.pid{os.getpid()}@{host}.live0000.tmp")
+    # another host's folder: its pid cannot be checked here, so only its age can make it stale
+    foreign_recent = _leftover(out, f".ds.pid1@{'0' * 8 if host != '0' * 8 else '1' * 8}.forei000.tmp")
+    foreign_old = _leftover(out, f".ds.pid1@{'0' * 8 if host != '0' * 8 else '1' * 8}.forei111.tmp")
+    legacy_old = _leftover(out, ".ds.k2j4h5g6.tmp")  # written before the pid was recorded
+    legacy_other = _leftover(out, ".mine.k2j4h5g6.tmp")  # not this dataset's: left alone
+    three_days_ago = time.time() - 3 * 24 * 3600
+    for folder in (foreign_old, legacy_old, legacy_other):
+        os.utime(folder, (three_days_ago, three_days_ago))
+    path = _write(out, [_config("a", 10, 5)])
+    assert path.is_dir()
+    assert not dead.exists() and not dead_other_dataset.exists()
+    assert not foreign_old.exists() and not legacy_old.exists()
+    assert live.exists() and foreign_recent.exists() and legacy_other.exists()
+    # and the build's own staging folder is gone too (renamed into place)
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".ds.")) == sorted(
+        [live.name, foreign_recent.name]
+    )
+
+
+def test_staging_folder_names_its_process(tmp_path, monkeypatch):
+    """The name records the pid, so a build killed mid-way is recognisable afterwards."""
+    import os
+
+    from promptgen import hubfolder
+
+    seen = []
+    real = hubfolder.make_staging_dir
+    monkeypatch.setattr(hubfolder, "make_staging_dir", lambda parent, name: seen.append(real(parent, name)) or seen[-1])
+    _write(tmp_path / "out", [_config("a", 3, 3)])
+    assert hubfolder._STAGING_RE.match(seen[0].name)["pid"] == str(os.getpid())

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from datasets import Features, Value
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete
@@ -203,7 +205,7 @@ def results_folder(root: Path, *, parts: int = 2) -> Path:
     folder = res.key_dir(root, "single_actor", key)
     res.write_key_file(folder, key)
     for p in range(parts):
-        rows = [{"id": f"i{p}-{j}", "model": key.model, "refused": False, "valid_mass": 0.9} for j in range(5)]
+        rows = [{"id": f"i{p}-{j}", **key.as_dict(), "refused": False, "valid_mass": 0.9} for j in range(5)]
         res.write_part(folder, (0, 1), rows)
     entry = {
         "prompt_dataset": {"path": "toy-probes", "fingerprint": "f" * 64},
@@ -217,6 +219,14 @@ def results_folder(root: Path, *, parts: int = 2) -> Path:
     manifest = res.update_manifest(root, "single_actor/run", entry)
     res.write_card(root, manifest, pretty_name="toy results", license="cc0-1.0")
     return root
+
+
+def refresh_manifest(folder: Path) -> None:
+    """Recount the parts into results_manifest.json, as the runner does after every run."""
+    from runners import results as res
+
+    run_id, entry = next(iter(res.read_manifest(folder)["runs"].items()))
+    res.update_manifest(folder, run_id, entry)
 
 
 def local_files(folder: Path) -> dict[str, bytes]:
@@ -312,8 +322,9 @@ def test_a_changed_file_makes_one_commit_with_just_that_change(tmp_path):
     assert second.plan.count("update") == 1 and second.plan.count("unchanged") == len(local_files(folder)) - 1
 
     part = next(p for p in sorted(folder.rglob("part-*.parquet")))  # an LFS file: compared by content sha256
-    other = next(p for p in sorted(folder.rglob("part-*.parquet")) if p != part)
-    part.write_bytes(other.read_bytes())
+    table = pq.read_table(part)
+    table = table.set_column(table.column_names.index("valid_mass"), "valid_mass", pa.array([0.5] * len(table)))
+    pq.write_table(table, part)
     publish(folder, "org/toy-results", api=hub)
     ops = hub.commits("org/toy-results")[-1][1]["operations"]
     assert [op.path_in_repo for op in ops] == [part.relative_to(folder).as_posix()]
@@ -329,10 +340,12 @@ def test_stale_data_files_are_deleted_but_files_outside_data_stay(tmp_path):
 
     gone = sorted(folder.rglob("part-*.parquet"))[-1]
     gone.unlink()
+    refresh_manifest(folder)
     result = publish(folder, "org/toy-results", api=hub)
     ops = hub.commits("org/toy-results")[-1][1]["operations"]
-    assert [(type(op).__name__, op.path_in_repo) for op in ops] == [
-        ("CommitOperationDelete", gone.relative_to(folder).as_posix())
+    assert sorted((type(op).__name__, op.path_in_repo) for op in ops) == [
+        ("CommitOperationAdd", "results_manifest.json"),
+        ("CommitOperationDelete", gone.relative_to(folder).as_posix()),
     ]
     assert result.plan.count("delete") == 1
     remote = hub.files("org/toy-results")
@@ -423,16 +436,19 @@ def test_dry_run_lists_files_and_writes_nothing(tmp_path):
     (folder / "README.md").write_text("changed\n")
     gone = sorted(folder.rglob("part-*.parquet"))[-1]
     gone.unlink()
+    refresh_manifest(folder)
     writes = len(hub.writes)
 
     result = publish(folder, "org/r", api=hub, dry_run=True, message="Refresh results")
     assert len(hub.writes) == writes
     actions = {e.path: e.action for e in result.plan.entries}
     assert actions["README.md"] == "update" and actions[gone.relative_to(folder).as_posix()] == "delete"
-    assert actions["results_manifest.json"] == "unchanged"
+    assert actions["results_manifest.json"] == "update" and actions[next(p for p in actions if "key.json" in p)] == (
+        "unchanged"
+    )
     assert result.will_commit and result.title == "Refresh results"
     text = "\n".join(result.lines())
-    assert "would commit" in text and "publish-fingerprint:" in text and "1 update, 1 delete" in text
+    assert "would commit" in text and "publish-fingerprint:" in text and "2 update, 1 delete" in text
 
     new = publish(folder, "org/not-there-yet", api=hub, dry_run=True)
     assert {e.action for e in new.plan.entries} == {"add"} and "org/not-there-yet" not in hub.repos
@@ -593,3 +609,116 @@ def test_help_documents_every_flag():
         line = next(line for line in text.splitlines() if flag in line)
         assert len(line.split(flag, 1)[1].strip()) > 10, f"{flag} has no help text"
     assert "--token" not in text
+
+
+# --------------------------------------------------------------------------- strict folder checks
+
+
+def _dry_run_error(folder: Path) -> str:
+    """The CLI's dry run refuses the folder: exit 1, one line; returns it."""
+    result = runner.invoke(app, ["publish", str(folder), "--repo-id", "org/x", "--dry-run"], terminal_width=200)
+    text = _plain(result.output)
+    assert result.exit_code == 1 and "Traceback" not in text, text
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Nothing was uploaded" in lines[0], text
+    return lines[0]
+
+
+def test_symlinks_are_refused_naming_each(tmp_path):
+    """A symlinked secret used to be planned as `add` (and a symlinked folder followed)."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("hf_not_for_the_hub\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "part-00000of00001-000000.parquet").write_bytes(b"x")
+    for folder in (prompt_folder(tmp_path / "p"), results_folder(tmp_path / "r")):
+        (folder / "notes.txt").symlink_to(secret)
+        config_dir = next(p for p in (folder / "data").iterdir())
+        (config_dir / "linked").symlink_to(outside, target_is_directory=True)
+        line = _dry_run_error(folder)
+        assert f"symlink notes.txt (-> {secret})" in line
+        assert f"symlink data/{config_dir.name}/linked (-> {outside})" in line
+        with pytest.raises(ProbeError, match="symlink"):
+            publish(folder, "org/x", api=FakeHub())
+        (folder / "notes.txt").unlink()
+        (config_dir / "linked").unlink()
+        assert publish(folder, "org/x", api=FakeHub(), dry_run=True).will_commit  # publishable once removed
+
+
+def test_only_the_files_the_format_defines_are_published(tmp_path):
+    prompts = prompt_folder(tmp_path / "p")
+    (prompts / "notes.txt").write_text("mine\n")
+    (prompts / "data" / "main" / "extra.csv").write_text("a,b\n")
+    line = _dry_run_error(prompts)
+    assert (
+        "not part of a prompt folder: data/main/extra.csv" in line and "not part of a prompt folder: notes.txt" in line
+    )
+
+    results = results_folder(tmp_path / "r")
+    key_dir = next(results.rglob("key.json")).parent
+    (key_dir / "part-broken.parquet").write_bytes(b"x")  # not a part name the runner writes
+    (results / "data" / "single_actor" / "loose.parquet").write_bytes(b"x")
+    (results / "report.html").write_text("<html>")
+    line = _dry_run_error(results)
+    rel = key_dir.relative_to(results).as_posix()
+    for name in (f"{rel}/part-broken.parquet", "data/single_actor/loose.parquet", "report.html"):
+        assert f"not part of a results folder: {name}" in line
+    # hidden leftovers of atomic writes are still skipped, not refused
+    (key_dir / "part-broken.parquet").unlink()
+    (results / "data" / "single_actor" / "loose.parquet").unlink()
+    (results / "report.html").unlink()
+    (key_dir / ".part-00000of00001-000009.parquet.abc.tmp").write_bytes(b"x")
+    assert publish(results, "org/x", api=FakeHub(), dry_run=True).will_commit
+
+
+def test_results_are_validated_naming_every_problem(tmp_path):
+    """A truncated part, duplicate ids and a stale manifest are all named in one refusal."""
+    from runners import results as res
+
+    folder = results_folder(tmp_path / "r", parts=3)
+    parts = sorted(folder.rglob("part-*.parquet"))
+    parts[0].write_bytes(parts[0].read_bytes()[:200])  # a copy cut short
+    key = res.ResultKey("toy/other", "def456", '{"choice_mode":"letter"}')
+    other = res.key_dir(folder, "single_actor", key)
+    res.write_key_file(other, key)
+    rows = [{"id": "dup", **key.as_dict(), "refused": False}]
+    res.write_part(other, (0, 2), rows)
+    res.write_part(other, (1, 2), rows)  # two workers scored the same item
+    stray = res.ResultKey("toy/model", "abc123", '{"choice_mode":"sentence"}')
+    res.write_part(other, (0, 2), [{"id": "x", **stray.as_dict(), "refused": False}])  # another key's row
+    hub = FakeHub()
+    with pytest.raises(ProbeError) as info:
+        publish(folder, "org/x", api=hub, dry_run=True)
+    message = str(info.value)
+    first = parts[0].relative_to(folder).as_posix()
+    other_rel = other.relative_to(folder).as_posix()
+    assert f"unreadable part {first}" in message
+    assert f"duplicate ids under {other_rel}: 1 id(s) appear more than once, e.g. 'dup'" in message
+    assert "column 'model' holds ['toy/model'], its key.json says 'toy/other'" in message
+    assert f"results_manifest.json does not list {other_rel}" in message
+    assert hub.writes == []
+    line = _dry_run_error(folder)
+    assert "unreadable part" in line and "duplicate ids" in line
+
+    ok = results_folder(tmp_path / "ok", parts=2)
+    (ok / "results_manifest.json").write_text(
+        (ok / "results_manifest.json").read_text().replace('"rows": 10', '"rows": 12')
+    )
+    with pytest.raises(
+        ProbeError, match=r"results_manifest.json says 12 rows for data/single_actor/\S+, its parts hold 10"
+    ):
+        publish(ok, "org/x", api=hub, dry_run=True)
+
+
+def test_dry_run_shows_the_validation(tmp_path):
+    folder = results_folder(tmp_path / "r", parts=2)
+    result = runner.invoke(app, ["publish", str(folder), "--repo-id", "org/x", "--dry-run"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    text = _plain(result.output)
+    assert "checked: 5 files, all defined by the result folder format, none a symlink" in text
+    assert "checked: 2 parts of 1 keys in 1 configs are readable parquet; 10 rows, one per (key, id)" in text
+    assert "checked: results_manifest.json lists exactly these keys with these row counts" in text
+    prompts = runner.invoke(
+        app, ["publish", str(prompt_folder(tmp_path / "p")), "--repo-id", "org/p", "--dry-run"], terminal_width=200
+    )
+    assert "checked: every data file matches build_manifest.json (sha256)" in _plain(prompts.output)

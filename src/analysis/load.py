@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -132,6 +133,7 @@ def load_results(results: str | Path, config: str, *, revision: str | None = Non
     slugs = {tuple(run): ResultKey(*run).slug for run in runs.itertuples(index=False)}
     frame[RESULT_KEY_COLUMN] = [slugs[run] for run in zip(*(frame[c] for c in RUN_COLUMNS), strict=True)]
     _check_unique_results(frame)
+    check_probabilities(frame)
     return frame
 
 
@@ -140,6 +142,69 @@ def _part_columns(path: Path) -> list[str]:
         return pq.read_schema(path).names
     except (OSError, pa.ArrowException) as exc:
         raise ProbeError(f"{path}: cannot read result part parquet ({exc})") from exc
+
+
+#: result columns that hold probabilities: each value in [0, 1], each distribution summing to 1
+DISTRIBUTION_COLUMNS = ("choice_probs", "number_probs")
+PROBABILITY_COLUMNS = (*DISTRIBUTION_COLUMNS, "valid_mass")
+#: slack for float rounding (a renormalised float64 distribution sums to 1 within ~1e-15)
+PROBABILITY_TOLERANCE = 1e-6
+
+
+def check_probabilities(frame: pd.DataFrame) -> None:
+    """Refuse result rows whose probabilities cannot be probabilities, naming file, row id and column.
+
+    A value outside [0, 1] or a distribution that does not sum to 1 moves every metric built on
+    it (the attribution d by up to 104 in a tampered folder) without any error downstream. NaN is
+    the runners' record of "cannot be computed" (e.g. a distribution with no valid mass, always
+    refused; `valid_mass` in sentence mode) and is accepted there; a NaN in the distribution of
+    an item that is not refused is a value missing where the metrics need one.
+    """
+    refused = frame["refused"].fillna(False).astype(bool).to_numpy() if "refused" in frame.columns else None
+    for column in PROBABILITY_COLUMNS:
+        if column not in frame.columns:
+            continue
+        values = frame[column]
+        present = np.flatnonzero(values.notna().to_numpy())
+        if not len(present):
+            continue
+        if column in DISTRIBUTION_COLUMNS:
+            cells = [np.asarray(values.iloc[i], dtype="float64") for i in present]
+            lengths = np.array([len(c) for c in cells])
+            flat = np.concatenate(cells) if cells else np.empty(0)
+            row_of = np.repeat(present, lengths)
+        else:
+            flat = values.to_numpy(dtype="float64")[present]
+            row_of = present
+        with np.errstate(invalid="ignore"):
+            outside = (flat < -PROBABILITY_TOLERANCE) | (flat > 1 + PROBABILITY_TOLERANCE)
+        if outside.any():
+            k = int(np.flatnonzero(outside)[0])
+            count = f"{int(outside.sum())} such values"
+            _bad_value(frame, int(row_of[k]), column, f"value {float(flat[k])!r} is outside [0, 1]", count)
+        if column not in DISTRIBUTION_COLUMNS:
+            continue
+        nan = np.isnan(flat)
+        if refused is not None:
+            nan &= ~refused[row_of]
+        if nan.any():
+            k = int(np.flatnonzero(nan)[0])
+            problem = "NaN in the distribution of an item that is not refused"
+            _bad_value(frame, int(row_of[k]), column, problem, f"{int(nan.sum())} such values")
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(int)
+        with np.errstate(invalid="ignore"):
+            sums = np.add.reduceat(flat, starts) if len(flat) else np.empty(0)
+        off = (lengths > 0) & ~np.isnan(sums) & (np.abs(sums - 1) > PROBABILITY_TOLERANCE * np.maximum(lengths, 1))
+        if off.any():
+            k = int(np.flatnonzero(off)[0])
+            _bad_value(
+                frame, int(present[k]), column, f"sums to {float(sums[k])!r}, not 1", f"{int(off.sum())} such rows"
+            )
+
+
+def _bad_value(frame: pd.DataFrame, row: int, column: str, problem: str, count: str) -> None:
+    file = frame[RESULT_FILE_COLUMN].iloc[row] if RESULT_FILE_COLUMN in frame.columns else "results"
+    raise ProbeError(f"{file}: row id {frame['id'].iloc[row]!r}, column {column!r}: {problem} ({count} in this config)")
 
 
 def _check_unique_results(frame: pd.DataFrame) -> None:

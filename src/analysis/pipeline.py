@@ -72,6 +72,8 @@ class Collected:
     joined: dict[str, dict[str, pd.DataFrame]] = field(default_factory=dict)  # probe -> config -> rows
     provenance: dict[str, Any] = field(default_factory=dict)
     skipped: list[dict[str, str]] = field(default_factory=list)
+    #: results scored on other prompts than the ones given (only with allow_fingerprint_mismatch)
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -83,6 +85,7 @@ class Analysis:
     provenance: dict[str, Any]
     options: Options
     problems: list[dict[str, str]]
+    warnings: list[str] = field(default_factory=list)
 
 
 # ----------------------------------------------------------------------------- 1. collect
@@ -122,8 +125,13 @@ def collect(
     configs: Sequence[str] | None = None,
     revision: str | None = None,
     results_revision: str | None = None,
+    allow_fingerprint_mismatch: bool = False,
 ) -> Collected:
-    """Load and join every config of every results folder with its prompt rows."""
+    """Load and join every config of every results folder with its prompt rows.
+
+    Results whose manifest records another prompt fingerprint than `prompts` have are refused
+    (see `fingerprint_mismatches`), or with `allow_fingerprint_mismatch` kept with a warning.
+    """
     if not results:
         raise ProbeError("give at least one results folder")
     wanted: dict[str, list[str | Path]] = {}
@@ -155,6 +163,15 @@ def collect(
             for run in manifest.get("runs", {}).values()
         ]
         out.provenance["results"].append({"path": portable_name(r), "revision": results_revision, "runs": runs})
+    mismatches = fingerprint_mismatches(out.provenance, wanted)
+    if mismatches and not allow_fingerprint_mismatch:
+        raise ProbeError(
+            f"{mismatches[0]}{f' (and {len(mismatches) - 1} more)' if len(mismatches) > 1 else ''}; "
+            "give the prompts the results were scored on, rerun the model on these prompts, or pass "
+            "--allow-fingerprint-mismatch to analyse anyway"
+        )
+    out.warnings.extend(mismatches)
+    out.provenance["warnings"] = list(mismatches)
     for config, folders in sorted(wanted.items()):
         frames = [load_results(r, config, revision=results_revision) for r in folders]
         rows = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
@@ -175,6 +192,32 @@ def collect(
         for probe, part in joined.groupby("probe", sort=True):
             out.joined.setdefault(str(probe), {})[config] = part.reset_index(drop=True)
     return out
+
+
+def fingerprint_mismatches(provenance: dict[str, Any], wanted: dict[str, list[str | Path]]) -> list[str]:
+    """One line per run (of an analysed config) scored on prompts with another fingerprint.
+
+    Item ids are derived from an item's factors, not its text, so a rebuilt dataset with edited
+    prompts or another option order keeps its ids and the join succeeds, silently pairing old
+    answers with new prompts (the attribution means moved from -0.46 to -0.31 that way). The
+    fingerprint in the results manifest is the only record of which prompts were scored; when
+    either side has none (Hub prompts, an old manifest), nothing can be compared.
+    """
+    expected = provenance["prompts"].get("fingerprint")
+    if not expected:
+        return []
+    out = []
+    for folder in provenance["results"]:
+        for run in folder["runs"]:
+            got = run.get("prompt_fingerprint")
+            config = run.get("config")
+            if got and got != expected and any(portable_name(r) == folder["path"] for r in wanted.get(config, [])):
+                out.append(
+                    f"{Path(folder['path']) / 'results_manifest.json'}: config {config!r} of {run.get('model')} was "
+                    f"scored on prompts with fingerprint {got[:12]}…, --prompts {provenance['prompts']['path']} has "
+                    f"{expected[:12]}…"
+                )
+    return sorted(set(out))
 
 
 # ----------------------------------------------------------------------------- 2. compute
@@ -409,10 +452,18 @@ def analyze(
     revision: str | None = None,
     results_revision: str | None = None,
     figures: bool = True,
+    allow_fingerprint_mismatch: bool = False,
 ) -> Analysis:
     """collect -> compute -> draw."""
     options = options or Options()
-    collected = collect(prompts, results, configs=configs, revision=revision, results_revision=results_revision)
+    collected = collect(
+        prompts,
+        results,
+        configs=configs,
+        revision=revision,
+        results_revision=results_revision,
+        allow_fingerprint_mismatch=allow_fingerprint_mismatch,
+    )
     tables, problems = compute(collected, options)
     drawn = draw(tables, options) if figures else []
-    return Analysis(tables, drawn, collected.provenance, options, problems)
+    return Analysis(tables, drawn, collected.provenance, options, problems, list(collected.warnings))

@@ -19,8 +19,10 @@ from typing import Any
 import pandas as pd
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from promptgen.errors import OutputError
 from promptgen.hubfolder import check_target, make_staging_dir, swap_into_place
 
+from .headlines import RUN_LABEL, run_labels, section_headlines, with_run_label
 from .pipeline import Analysis
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -92,33 +94,53 @@ def _section(name: str) -> str:
 
 
 def render_html(analysis: Analysis, figure_uris: dict[str, str], generated: str) -> str:
-    """The report page (pure: the figures come as data URIs)."""
+    """The report page (pure: the figures come as data URIs).
+
+    Each probe section opens with its headline numbers (`analysis.headlines`) and the short
+    labels of its runs; in every table shown the run columns (model path, revision, scoring
+    JSON) are one label column, and the labels are resolved once, in the provenance at the end.
+    The CSV/parquet tables keep the full run columns.
+    """
     from probes import __version__
 
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "j2"]))
-    sections: dict[str, dict[str, list]] = {}
+    labels = run_labels(analysis.tables)
+    sections: dict[str, dict[str, Any]] = {}
+
+    def section(name: str) -> dict[str, Any]:
+        return sections.setdefault(name, {"tables": [], "figures": [], "headline": None, "runs": set()})
+
     for name, table in analysis.tables.items():
+        shown = with_run_label(table, labels)
         entry = {
             "name": name,
             "description": DESCRIPTIONS.get(name, ""),
             "rows": len(table),
-            "html": table_html(table),
+            "html": table_html(shown),
             "open": name in HEADLINE,
             "truncated": len(table) > HTML_ROWS,
         }
-        sections.setdefault(_section(name), {"tables": [], "figures": []})["tables"].append(entry)
-    for section, name, _ in analysis.figures:
-        sections.setdefault(section, {"tables": [], "figures": []})["figures"].append(
-            {"name": name, "uri": figure_uris[name]}
-        )
+        section(_section(name))["tables"].append(entry)
+        if RUN_LABEL in shown.columns:
+            section(_section(name))["runs"].update(shown[RUN_LABEL])
+    for name, frame in section_headlines(analysis.tables).items():
+        section(name)["headline"] = table_html(frame)
+    for sec, name, _ in analysis.figures:
+        section(sec)["figures"].append({"name": name, "uri": figure_uris[name]})
+    for entry in sections.values():
+        entry["runs"] = sorted(entry["runs"])
     order = ["Overview", *(s for s, _ in SECTIONS)]
-    models = sorted({str(m) for t in analysis.tables.values() if "model" in t.columns for m in t["model"].dropna()})
+    runs = [
+        {"label": label, "model": model, "model_revision": revision, "scoring": scoring}
+        for (model, revision, scoring), label in labels.items()
+    ]
     return env.get_template("report.html.j2").render(
         sections=[(s, sections[s]) for s in order if s in sections],
         provenance=analysis.provenance,
         options=analysis.options,
         problems=analysis.problems,
-        models=models,
+        warnings=getattr(analysis, "warnings", []),
+        runs=runs,
         version=__version__,
         generated=generated,
     )
@@ -128,8 +150,11 @@ def write_report(analysis: Analysis, out_dir: Path, *, overwrite: bool = False) 
     """Write tables/, figures/ and report.html into `out_dir` (atomically replaced as a whole)."""
     out_dir = Path(out_dir)
     check_target(out_dir, overwrite=overwrite)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = make_staging_dir(out_dir.parent, out_dir.name)
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        tmp = make_staging_dir(out_dir.parent, out_dir.name)
+    except OSError as exc:  # a read-only parent: the first write fails here
+        raise OutputError(f"cannot write the report into {out_dir.parent}: {exc.strerror or exc}") from exc
     try:
         (tmp / "tables").mkdir()
         (tmp / "figures").mkdir()

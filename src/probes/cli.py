@@ -76,6 +76,9 @@ def main(
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    from probes.publish import install_log_scrubber
+
+    install_log_scrubber()  # libraries' DEBUG lines may carry the Hub token
 
 
 @app.command()
@@ -805,6 +808,14 @@ def analyze_cmd(
     alpha: Annotated[float, typer.Option("--alpha", min=0.0, max=1.0, help="Significance level of the masks.")] = 0.05,
     no_figures: Annotated[bool, typer.Option("--no-figures", help="Tables and report only (faster).")] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace --out if it exists.")] = False,
+    allow_fingerprint_mismatch: Annotated[
+        bool,
+        typer.Option(
+            "--allow-fingerprint-mismatch",
+            help="Analyse results whose manifest records other prompts (another fingerprint) than --prompts, "
+            "with a warning; refused by default, since the same ids may then carry other prompts.",
+        ),
+    ] = False,
 ) -> None:
     """Recompute every paper metric from released prompt and result datasets into tables, figures and report.html.
 
@@ -812,6 +823,10 @@ def analyze_cmd(
     column. Attribution: d, single-actor t-tests, Δd, Δd_pair, Δd1/Δd2 with SMD, shares. Empathy:
     M0, M, δ with the structured permutation test, per-cell tests, summaries. Trust Game: type III
     ANOVA, post hoc gender t-tests with Cohen's d, probing accuracy. Refusal rates for all.
+
+    Refused, naming the file, row id and column: probabilities outside [0, 1], distributions not
+    summing to 1, NaN in the distribution of an item not refused. Results whose manifest records
+    other prompts (fingerprint) than --prompts are refused unless --allow-fingerprint-mismatch.
     """
     from analysis.empathy import SCORES
     from analysis.pipeline import AUTO_SCORE, Options, analyze
@@ -833,6 +848,7 @@ def analyze_cmd(
                 revision=revision,
                 results_revision=results_revision,
                 figures=not no_figures,
+                allow_fingerprint_mismatch=allow_fingerprint_mismatch,
             )
             path = write_report(result, out_dir, overwrite=overwrite)
     except ProbeError as exc:
@@ -843,6 +859,8 @@ def analyze_cmd(
     for name, frame in result.tables.items():
         table.add_row(name, f"{len(frame):,}")
     out.print(table)
+    for warning in result.warnings:
+        err.print(f"warning: {warning}", highlight=False, markup=False, soft_wrap=True)
     for p in result.problems:
         err.print(f"warning: not analysed: {p.get('probe') or p.get('config')}: {p['reason']}", highlight=False)
     out.print(
@@ -933,8 +951,8 @@ def publish_cmd(
         bool,
         typer.Option(
             "--dry-run",
-            help="List every file (add/update/unchanged/delete) and the commit it would make; only reads from "
-            "the Hub, and works offline (then every file is an add).",
+            help="Show the folder's validation and list every file (add/update/unchanged/delete) and the commit "
+            "it would make; only reads from the Hub, and works offline (then every file is an add).",
         ),
     ] = False,
     message: Annotated[
@@ -948,6 +966,8 @@ def publish_cmd(
     """Upload a Hub-ready folder to a Hugging Face dataset repo: one commit, one tag per version.
 
     Re-publishing identical content makes no commit.
+    The folder is validated first and refused, naming each problem, when it holds a symlink or a file its format
+    does not define, or (result folders) an unreadable part, two rows for one key and id, or a stale manifest.
     Remote files under data/ that the folder no longer has are deleted in the same commit (older tags keep them).
     The token comes from `hf auth login` or HF_TOKEN, never from a flag, and is scrubbed from every error.
     """

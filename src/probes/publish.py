@@ -44,6 +44,12 @@ Decisions, and why:
   (flags end up in shell history and job logs). Every Hub error is re-raised as a `ProbeError`
   whose text has the token (and anything shaped like an HF token) replaced by `***`, raised
   `from None` so the original text is not printed as the cause either.
+- Strict about the folder: only the files its format defines are published (prompts: README.md,
+  build_manifest.json, data/<config>/test-*.parquet as listed in the manifest; results: README.md,
+  results_manifest.json, data/<config>/<key>/key.json and the runner's part files), anything else
+  and every symlink is refused by name (a link would upload what it points to). A result
+  folder's parts are all read first (`results_check`): readable, one row per key and id, rows
+  matching key.json, manifest counts matching the parts. `--dry-run` prints these checks.
 - `--dry-run` only reads. When the Hub cannot be read (offline, no such repo, no access) it
   says so and plans against an empty repo, i.e. every file is an "add".
 """
@@ -52,6 +58,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -113,6 +120,8 @@ class LocalFolder:
     version: str | None
     build_fingerprint: str | None
     files: tuple[LocalFile, ...]
+    #: what was validated before anything is planned, one line each (shown by `--dry-run`)
+    checks: tuple[str, ...] = ()
 
     @property
     def fingerprint(self) -> str:
@@ -139,21 +148,91 @@ def hash_file(path: Path) -> tuple[int, str, str]:
 
 
 def scan_files(root: Path) -> tuple[LocalFile, ...]:
-    """All regular files under `root`, skipping hidden files and folders.
+    """All regular files under `root`, skipping hidden files and folders; refuses symlinks.
 
     Hidden entries are temporary files of atomic writes (`.name.*.tmp`), caches and VCS
     folders: never part of a dataset, and a leftover from a killed run must not be uploaded.
+    A symlink (to a file or a folder) is refused, naming each: following it would upload
+    whatever it points to, e.g. a secret outside the folder.
     """
-    found: list[LocalFile] = []
+    paths, links, odd = _walk(root)
+    problems = _entry_problems(root, links, odd)
+    if problems:
+        raise ProbeError(_refusal(root, problems, "replace each link by the file itself, or move it out"))
+    found = []
+    for rel in paths:
+        size, sha256, sha1 = hash_file(root / rel)
+        found.append(LocalFile(rel, size, sha256, sha1, root / rel))
+    return tuple(found)
+
+
+def _entry_problems(root: Path, links: Iterable[str], odd: Iterable[str]) -> list[str]:
+    problems = [f"symlink {p} (-> {os.readlink(root / p)})" for p in links]
+    return problems + [f"not a regular file: {p}" for p in odd]
+
+
+def _walk(root: Path) -> tuple[list[str], list[str], list[str]]:
+    """(regular files, symlinks, other entries) under `root` as sorted posix paths, hidden ones left out.
+
+    `os.walk` does not descend into a symlinked folder; it is reported as a symlink instead.
+    """
+    files: list[str] = []
+    links: list[str] = []
+    odd: list[str] = []
     for folder, dirs, names in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(names):
-            path = Path(folder) / name
-            if name.startswith(".") or not path.is_file():
+        here = Path(folder)
+        visible = [d for d in dirs if not d.startswith(".")]
+        links += [(here / d).relative_to(root).as_posix() for d in visible if (here / d).is_symlink()]
+        dirs[:] = sorted(d for d in visible if not (here / d).is_symlink())
+        for name in names:
+            path = here / name
+            if name.startswith("."):
                 continue
-            size, sha256, sha1 = hash_file(path)
-            found.append(LocalFile(path.relative_to(root).as_posix(), size, sha256, sha1, path))
-    return tuple(sorted(found, key=lambda f: f.path))
+            rel = path.relative_to(root).as_posix()
+            if path.is_symlink():
+                links.append(rel)
+            elif path.is_file():
+                files.append(rel)
+            else:
+                odd.append(rel)
+    return sorted(files), sorted(links), sorted(odd)
+
+
+def _refusal(root: Path, problems: list[str], fix: str) -> str:
+    """One line naming every problem (the first 20, then a count)."""
+    shown = "; ".join(problems[:20]) + (f"; and {len(problems) - 20} more" if len(problems) > 20 else "")
+    return f"{root}: not published, {len(problems)} problem(s): {shown}. Nothing was uploaded; {fix}"
+
+
+#: the only files a prompt dataset folder has (`probes build`, DESIGN section 2)
+PROMPT_FILE_RE = re.compile(r"^(README\.md|build_manifest\.json|data/[^/]+/test-[0-9]{5}-of-[0-9]{5}\.parquet)$")
+#: the only files of a result folder outside its key folders (`probes run`)
+RESULTS_TOP_FILES = (CARD, RESULTS_MANIFEST)
+KEY_FILE = "key.json"
+
+
+def _unknown_files(kind: Kind, root: Path, paths: Iterable[str]) -> list[str]:
+    """Files that the folder's format does not define: refused rather than uploaded unasked."""
+    from runners.results import part_files
+
+    unknown = []
+    part_names: dict[str, set[str]] = {}
+    for rel in paths:
+        if kind == "prompt":
+            if not PROMPT_FILE_RE.match(rel):
+                unknown.append(rel)
+            continue
+        parts = rel.split("/")
+        if len(parts) == 1 and rel in RESULTS_TOP_FILES:
+            continue
+        if len(parts) == 4 and parts[0] == "data":
+            key_dir = "/".join(parts[:3])
+            if key_dir not in part_names:
+                part_names[key_dir] = {p.name for p in part_files(root / key_dir)}
+            if parts[3] == KEY_FILE or parts[3] in part_names[key_dir]:
+                continue
+        unknown.append(rel)
+    return [f"not part of a {kind} folder: {rel}" for rel in unknown]
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -209,6 +288,12 @@ def inspect_folder(local_dir: Path | str) -> LocalFolder:
         )
     if not (root / CARD).is_file():
         raise ProbeError(f"{root} has no {CARD} (the dataset card with the `configs:` the Hub loads); not Hub-ready")
+    kind: Kind = "prompt" if has_build else "results"
+    paths, links, odd = _walk(root)
+    problems = _entry_problems(root, links, odd) + _unknown_files(kind, root, paths)
+    if problems:
+        fix = "publish only what the folder's format defines: move other files out, replace links by files"
+        raise ProbeError(_refusal(root, problems, fix))
     files = scan_files(root)
     if not any(f.path.startswith(DATA_PREFIX) for f in files):
         raise ProbeError(f"{root} has no data files under {DATA_PREFIX}")
@@ -219,9 +304,19 @@ def inspect_folder(local_dir: Path | str) -> LocalFolder:
             if not isinstance(manifest.get(key), str) or not manifest[key]:
                 raise ProbeError(f"{path}: missing or empty `{key}`; rebuild the folder with `probes build`")
         _check_prompt_files(path, manifest, files)
-        return LocalFolder(root, "prompt", manifest["name"], manifest["version"], manifest["fingerprint"], files)
-    _read_json(root / RESULTS_MANIFEST)
-    return LocalFolder(root, "results", root.resolve().name, None, None, files)
+        checks = (
+            f"checked: {len(files)} files, all defined by the prompt dataset format, none a symlink",
+            f"checked: every data file matches {BUILD_MANIFEST} (sha256)",
+        )
+        name, version, fingerprint = manifest["name"], manifest["version"], manifest["fingerprint"]
+        return LocalFolder(root, "prompt", name, version, fingerprint, files, checks)
+    from probes.results_check import validate_results
+
+    report = validate_results(root, _read_json(root / RESULTS_MANIFEST))
+    if report.problems:
+        raise ProbeError(_refusal(root, report.problems, "fix or rerun the affected configs with `probes run`"))
+    checks = (f"checked: {len(files)} files, all defined by the result folder format, none a symlink", *report.lines())
+    return LocalFolder(root, "results", root.resolve().name, None, None, files, checks)
 
 
 def resolve_tag(folder: LocalFolder, revision_tag: str | None) -> str | None:
@@ -377,6 +472,50 @@ def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
         text = text.replace(secret, "***")
     text = _HF_TOKEN_RE.sub("hf_***", text)
     return _BEARER_RE.sub(lambda m: f"{m.group(1)}***", text)
+
+
+#: environment variables huggingface_hub reads a token from; their values are masked in logs
+TOKEN_ENV_VARS: tuple[str, ...] = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+
+
+class ScrubTokens(logging.Filter):
+    """Mask tokens in every log record a handler emits (`-v` turns on libraries' DEBUG lines,
+    which may print request headers or URLs with credentials).
+
+    The record is formatted here, scrubbed, and its args dropped, so no formatter can put the
+    raw values back; a traceback attached to the record is formatted and scrubbed too. The
+    secrets are read from the environment when the filter is made (the CLI makes it at start).
+    """
+
+    def __init__(self, secrets: Iterable[str | None] | None = None) -> None:
+        super().__init__()
+        self.secrets = tuple(s for s in (secrets or (os.environ.get(v) for v in TOKEN_ENV_VARS)) if s)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # args that do not fit the format: scrub the raw parts instead
+            message = f"{record.msg} {record.args}"
+        record.msg = scrub(message, self.secrets)
+        record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = scrub(record.exc_text, self.secrets)
+        if record.stack_info:
+            record.stack_info = scrub(record.stack_info, self.secrets)
+        return True
+
+
+def install_log_scrubber(logger: logging.Logger | None = None) -> None:
+    """Add one `ScrubTokens` to every handler of `logger` (the root logger by default).
+
+    On the handlers, not the logger: records propagated from library loggers pass through the
+    root's handlers but never through the root logger's own filters.
+    """
+    for handler in (logger or logging.getLogger()).handlers:
+        if not any(isinstance(f, ScrubTokens) for f in handler.filters):
+            handler.addFilter(ScrubTokens())
 
 
 def _known_tokens(api: Any) -> list[str]:
@@ -541,7 +680,8 @@ class PublishResult:
     def lines(self) -> list[str]:
         """Human summary for the CLI (never contains the token: nothing here comes from it)."""
         would = "would " if self.dry_run else ""
-        out = [f"{self.local.kind} folder {self.local.root} -> dataset repo {self.repo_id}: {self.plan.summary()}"]
+        out = list(self.local.checks) if self.dry_run else []
+        out.append(f"{self.local.kind} folder {self.local.root} -> dataset repo {self.repo_id}: {self.plan.summary()}")
         if self.will_commit:
             done = "" if self.dry_run or not self.commit_id else f" {self.commit_id[:12]}"
             out.append(f"{would}commit{done}: {self.title!r} ({_human(self.plan.upload_bytes)} to upload)")

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import io
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from .errors import SourceFormatError
 
@@ -69,17 +71,25 @@ def load_census(path: Path | str, *, display_name: str | None = None) -> pd.Data
     file = display_name or str(path)
     suffix = path.suffix.lower()
     if suffix == ".parquet":
-        return parse_census(pd.read_parquet(path), file=file, first_line=None)
+        try:
+            raw = pd.read_parquet(path)
+        except (pa.ArrowException, OSError) as exc:  # truncated or not parquet at all
+            raise SourceFormatError(file, "(whole file)", f"not a readable parquet file: {exc}") from exc
+        return parse_census(raw, file=file, first_line=None)
     if suffix == ".csv":
         with open(path, "rb") as fh:
             return parse_census(_read_csv(fh.read(), file), file=file, first_line=2)
     if suffix == ".zip":
-        with zipfile.ZipFile(path) as archive:
-            members = [m for m in archive.namelist() if m.lower().endswith(".csv") and not m.startswith("__MACOSX")]
-            if len(members) != 1:
-                raise SourceFormatError(file, "archive", f"expected exactly one .csv member, found {members}")
-            member = f"{file}:{members[0]}"
-            return parse_census(_read_csv(archive.read(members[0]), member), file=member, first_line=2)
+        try:
+            with zipfile.ZipFile(path) as archive:
+                members = [m for m in archive.namelist() if m.lower().endswith(".csv") and not m.startswith("__MACOSX")]
+                if len(members) != 1:
+                    raise SourceFormatError(file, "archive", f"expected exactly one .csv member, found {members}")
+                member = f"{file}:{members[0]}"
+                data = archive.read(members[0])
+        except (zipfile.BadZipFile, zlib.error, EOFError) as exc:  # not a zip, or a damaged member
+            raise SourceFormatError(file, "(whole file)", f"not a readable zip archive: {exc}") from exc
+        return parse_census(_read_csv(data, member), file=member, first_line=2)
     raise SourceFormatError(file, "file name", f"unknown extension {suffix!r}; expected .csv, .zip or .parquet")
 
 

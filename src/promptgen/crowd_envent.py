@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,6 +72,7 @@ def parse_events(frame: pd.DataFrame, display: str) -> list[Event]:
     allowed = (*EMOTIONS, NO_EMOTION)
     for i, row in enumerate(frame[list(REQUIRED_COLUMNS)].itertuples(index=False)):
         line = i + 2  # header is line 1
+        _check_complete(frame, i, row, display, line)
         text_id, emotion, text, hidden, intensity = (str(v) for v in row)
         where = f"line {line} (text_id {text_id!r})"
         emotion = emotion.strip()
@@ -87,18 +89,38 @@ def parse_events(frame: pd.DataFrame, display: str) -> list[Event]:
         seen[text_id] = line
         if not text.strip():
             raise SourceFormatError(display, f"{where}, column 'generated_text'", "empty narrative")
-        value: int | None = None
-        if intensity.strip():
-            try:
-                value = int(float(intensity))
-            except ValueError as exc:
-                raise SourceFormatError(
-                    display, f"{where}, column 'intensity'", f"{intensity!r} is not a number"
-                ) from exc
+        value = _parse_intensity(intensity, display, f"{where}, column 'intensity'")
         events.append(Event(text_id.strip(), emotion, text, hidden, value, line))
     if not events:
         raise SourceFormatError(display, "(whole file)", "no events after dropping no-emotion rows")
     return events
+
+
+def _check_complete(frame: pd.DataFrame, i: int, row: tuple, display: str, line: int) -> None:
+    """A row shorter than the header: pandas fills the absent cells with NaN, which would
+    otherwise reach the checks below as the text 'nan'; name the first missing field instead."""
+    missing = [c for c, v in zip(REQUIRED_COLUMNS, row, strict=True) if not isinstance(v, str)]
+    if missing:
+        fields = sum(isinstance(v, str) for v in frame.iloc[i])
+        raise SourceFormatError(
+            display,
+            f"line {line}, column {missing[0]!r}",
+            f"field missing: the row has {fields} of the header's {len(frame.columns)} fields",
+        )
+
+
+def _parse_intensity(text: str, display: str, where: str) -> int | None:
+    """The annotated intensity as an integer; empty is None (not annotated). `inf`, `nan` and
+    values beyond float range are errors: they cannot be an intensity and `int()` would raise."""
+    if not text.strip():
+        return None
+    try:
+        number = float(text)
+    except ValueError as exc:
+        raise SourceFormatError(display, where, f"{text!r} is not a number") from exc
+    if not math.isfinite(number):
+        raise SourceFormatError(display, where, f"{text!r} is not a finite number")
+    return int(number)
 
 
 def load_events(path: Path, display: str) -> list[Event]:

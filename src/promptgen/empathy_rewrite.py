@@ -31,11 +31,10 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pyarrow.parquet as pq
 
 from .empathy import REWRITE_CONFIG, rewrite_item_id
 from .errors import ProbeError
-from .hubfolder import check_target, read_built_from
+from .hubfolder import check_target, read_built_from, read_parquet
 from .plan import BuildOptions
 from .result_rows import KeyRows, load_key_rows
 from .rewrite import RULE_METHOD, parse_rewrite
@@ -109,7 +108,7 @@ def read_event_ids(dataset: Path) -> list[str]:
     files = sorted(folder.glob("*.parquet"))
     if not files:
         raise ProbeError(f"DATASET {dataset}: no events config (expected {folder}/*.parquet)")
-    return pd.concat([pq.read_table(p, columns=["text_id"]).to_pandas() for p in files])["text_id"].tolist()
+    return pd.concat([read_parquet(p, ["text_id"], "events config").to_pandas() for p in files])["text_id"].tolist()
 
 
 @dataclass(frozen=True)

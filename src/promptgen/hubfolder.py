@@ -13,17 +13,23 @@ the recipe hash, the effective parameters, the source hashes and the data files'
 
 Atomicity: everything is written into a hidden temporary folder beside the target and
 renamed into place at the end; on any error the temporary folder is removed, so the
-target appears complete or not at all. Memory stays bounded because configs arrive as
-iterators of column batches and are written shard by shard.
+target appears complete or not at all. A build killed outright (SIGKILL) cannot remove it;
+its folder name records the pid and host, and the next build or report into the same parent
+removes the staging folders whose process is gone (`clean_stale_staging`). Memory stays
+bounded because configs arrive as iterators of column batches and are written shard by shard.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
+import re
 import shutil
+import socket
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +41,8 @@ from datasets import Features
 
 from .errors import OutputError, ProbeError
 from .sources import sha256_file
+
+log = logging.getLogger(__name__)
 
 #: rows per parquet row group: small enough for the Hub viewer and streaming, large
 #: enough to compress well.
@@ -89,9 +97,21 @@ class WrittenConfig:
     files: tuple[dict[str, Any], ...]
 
 
-def _validate_name(name: str, what: str) -> None:
-    if not name or name.startswith(".") or "/" in name or "\\" in name:
-        raise OutputError(f"invalid {what} {name!r}")
+def check_path_segment(name: str, what: str) -> None:
+    """Refuse a name that is not one safe path segment, before it is joined to a folder.
+
+    Config and dataset names come from recipes, dataset cards and flags, and name folders:
+    `..`, a separator or a leading dot would write outside `data/` (or into a hidden folder
+    that publishing skips); a control character makes an unportable file name.
+    """
+    if (
+        not isinstance(name, str)
+        or not name
+        or name.startswith(".")
+        or any(sep in name for sep in ("/", "\\"))
+        or any(ord(ch) < 32 or ord(ch) == 127 for ch in name)
+    ):
+        raise OutputError(f"invalid {what} {name!r}: must be one path segment (no /, \\, leading dot or control)")
 
 
 class _ShardWriter:
@@ -183,7 +203,7 @@ def write_config(
     on_rows: Callable[[str, int], None] | None = None,
 ) -> WrittenConfig:
     """Stream one config into `folder/data/<config>/` and describe the files written."""
-    _validate_name(config.name, "config name")
+    check_path_segment(config.name, "config name")
     target = folder / "data" / config.name
     target.mkdir(parents=True, exist_ok=False)
     schema = config.features.arrow_schema
@@ -254,14 +274,17 @@ def write_hub_folder(
     `manifest` holds everything but the per-config rows/files and the fingerprint, which
     are filled in here. `render_card(manifest, written)` returns the README.md text.
     """
-    _validate_name(name, "dataset name")
+    check_path_segment(name, "dataset name")
     if rows_per_shard < 1:
         raise OutputError(f"rows_per_shard must be positive, got {rows_per_shard}")
     out_dir = Path(out_dir)
     target = out_dir / name
     check_target(target, overwrite=overwrite)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = make_staging_dir(out_dir, name)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        tmp = make_staging_dir(out_dir, name)
+    except OSError as exc:  # read-only or not-a-folder --out: the first write fails here
+        raise OutputError(f"cannot write the dataset into {out_dir}: {exc.strerror or exc}") from exc
     try:
         written = [write_config(tmp, c, rows_per_shard=rows_per_shard, on_rows=on_rows) for c in configs]
         manifest = dict(manifest)
@@ -298,13 +321,96 @@ def read_dataset_manifest(dataset: Path, *, flag: str, expected: str) -> dict[st
         raise ProbeError(f"{path}: not valid JSON ({exc})") from exc
 
 
+def read_parquet(path: Path, columns: list[str] | None, what: str) -> pa.Table:
+    """One parquet file of a dataset or results folder, its missing columns and damage named.
+
+    A truncated or foreign file raises pyarrow's own errors (ArrowInvalid: "magic bytes not
+    found"), which would otherwise surface as a traceback far from the file that caused it.
+    """
+    try:
+        names = pq.read_schema(path).names
+        missing = [c for c in columns or () if c not in names]
+        if missing:
+            raise ProbeError(f"{path}: {what} has no column(s) {', '.join(missing)}")
+        return pq.read_table(path, columns=columns)
+    except (OSError, pa.ArrowException) as exc:
+        raise ProbeError(f"{path}: cannot read {what} parquet ({exc})") from exc
+
+
+#: a staging folder: `.<name>.pid<pid>@<host tag>.<random>.tmp`; the pid and a hash of the host
+#: name say which process owns it, so a later build can tell a dead build's leftovers from a live one
+_STAGING_RE = re.compile(r"^\.(?P<name>.+)\.pid(?P<pid>[0-9]+)@(?P<host>[0-9a-f]{8})\.[A-Za-z0-9_]+\.tmp$")
+#: staging folders named before the pid was recorded: `.<name>.<random>.tmp` (tempfile's 8 characters)
+_LEGACY_STAGING_RE = re.compile(r"^\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp$")
+#: a staging folder whose owner cannot be checked (another host, or no pid recorded) is removed
+#: only when untouched for this long: far longer than any build, so a live one is never removed
+STALE_UNCHECKABLE_SECONDS = 48 * 3600
+
+
+def _host_tag() -> str:
+    """8 hex digits naming this machine (a pid only means something on its own host)."""
+    return hashlib.sha256(socket.gethostname().encode("utf-8")).hexdigest()[:8]
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists on this host (signal 0 checks without signalling)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by another user
+        return True
+    except (OverflowError, ValueError):  # not a possible pid
+        return False
+    return True
+
+
+def clean_stale_staging(parent: Path, name: str) -> list[Path]:
+    """Remove the staging folders that killed builds left in `parent`; return what was removed.
+
+    A build killed by SIGKILL (or a lost node) cannot clean up after itself, and its
+    `.<name>.*.tmp` folder (possibly gigabytes) would stay forever. Removed here: staging
+    folders of any dataset whose owning process, recorded in the folder name, no longer exists
+    on this host; and, when the owner cannot be checked (written on another host sharing the
+    folder, or by a version that did not record the pid), only `name`'s own folders untouched
+    for `STALE_UNCHECKABLE_SECONDS`. A concurrent build's folder is never removed: its process
+    is alive. A reused pid only keeps a stale folder longer, never removes a live one.
+    """
+    parent = Path(parent)
+    if not parent.is_dir():
+        return []
+    host, now, removed = _host_tag(), time.time(), []
+    for entry in parent.iterdir():
+        if entry.is_symlink() or not entry.is_dir():
+            continue
+        owned = _STAGING_RE.match(entry.name)
+        legacy = _LEGACY_STAGING_RE.match(entry.name)
+        if owned is not None and owned["host"] == host:
+            stale = not _pid_alive(int(owned["pid"]))
+        elif owned is not None or (legacy is not None and legacy["name"] == name):
+            try:
+                stale = now - entry.stat().st_mtime > STALE_UNCHECKABLE_SECONDS
+            except FileNotFoundError:  # another build removed it meanwhile
+                continue
+        else:
+            continue
+        if stale:
+            log.info("removing stale staging folder %s (its build was interrupted)", entry)
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
+
+
 def make_staging_dir(parent: Path, name: str) -> Path:
     """A hidden temporary folder beside the target, with the permissions of an ordinary new folder.
 
-    `mkdtemp` makes it private (0700), and the folder is renamed into place as the output, which
-    is meant to be shared and published.
+    Its name records this process (see `clean_stale_staging`, called first, which removes what
+    killed builds left behind). `mkdtemp` makes it private (0700), and the folder is renamed
+    into place as the output, which is meant to be shared and published.
     """
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=parent))
+    clean_stale_staging(parent, name)
+    prefix = f".{name}.pid{os.getpid()}@{_host_tag()}."
+    tmp = Path(tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=parent))
     mask = os.umask(0)
     os.umask(mask)
     tmp.chmod(0o777 & ~mask)

@@ -187,6 +187,7 @@ def _extract_member(spec: SourceSpec, archive: Path, dest: Path, *, origin: str)
     The member is hashed before it is renamed into place, so a wrong file never lands.
     """
     import zipfile
+    import zlib
 
     if not spec.member:
         raise SourceError(f"source {spec.id!r} names no archive member to extract from {origin}")
@@ -206,6 +207,9 @@ def _extract_member(spec: SourceSpec, archive: Path, dest: Path, *, origin: str)
             raise SourceError(f"the archive {origin} has no member {spec.member!r}") from exc
         except zipfile.BadZipFile as exc:
             raise SourceError(f"{origin} is not a zip archive: {exc}") from exc
+        except (zlib.error, EOFError) as exc:
+            # a damaged deflate stream raises zlib.error and a truncated one EOFError, mid-read
+            raise SourceError(f"{origin}: member {spec.member!r} is corrupt, cannot be extracted ({exc})") from exc
         return _keep_if_matching(tmp, dest, sha256_file(tmp), spec.sha256, f"{spec.member!r} extracted from {origin}")
     finally:
         tmp.unlink(missing_ok=True)

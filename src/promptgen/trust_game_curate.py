@@ -26,10 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pyarrow.parquet as pq
 
 from .errors import ProbeError
-from .hubfolder import check_target, read_built_from
+from .hubfolder import check_target, read_built_from, read_parquet
 from .result_rows import KeyRows, load_key_rows
 from .trust_game import RACE_PROBE_VARIANTS
 from .trust_game_pairs import (
@@ -72,11 +71,7 @@ def _read_parquet_folder(folder: Path, columns: list[str], what: str) -> pd.Data
         raise ProbeError(f"{folder}: no parquet files; {what}")
     frames = []
     for path in files:
-        schema = pq.read_schema(path)
-        missing = [c for c in columns if c not in schema.names]
-        if missing:
-            raise ProbeError(f"{path}: missing column(s) {missing}")
-        frames.append(pq.read_table(path, columns=columns).to_pandas())
+        frames.append(read_parquet(path, columns, "prompt config").to_pandas())
     return pd.concat(frames, ignore_index=True)
 
 

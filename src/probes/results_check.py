@@ -1,0 +1,141 @@
+"""Validate a result folder before it is published (`probes publish`, `--dry-run` shows the outcome).
+
+A published result folder is cited and re-analysed by others, who cannot see how it was
+made; what they load must be what its manifest and card describe. Checked, per key folder
+`data/<config>/<key>/`:
+
+- every part is a readable parquet file (a truncated part from a full disk or a copy cut
+  short raises only when someone loads the dataset);
+- one row per (key, id): two rows for one item would count it twice in every mean, and which
+  one a reader keeps would depend on file order;
+- `key.json` is a JSON object, and the rows' key columns (model, revision, scoring, ...) hold
+  exactly its values, so no row of another model or setting hides under this key;
+- `results_manifest.json` lists exactly the key folders that hold parts, with their row counts.
+
+Every problem is collected (not just the first) so one dry run names all of them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+@dataclass
+class ResultsReport:
+    """What `validate_results` read and every problem it found (empty when publishable)."""
+
+    configs: int = 0
+    keys: int = 0
+    parts: int = 0
+    rows: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        """The validation as the dry run shows it."""
+        return [
+            f"checked: {self.parts} parts of {self.keys} keys in {self.configs} configs are readable parquet; "
+            f"{self.rows:,} rows, one per (key, id); rows match their key.json",
+            "checked: results_manifest.json lists exactly these keys with these row counts",
+        ]
+
+
+def _read_key(folder: Path, rel: str, problems: list[str]) -> dict[str, Any]:
+    path = folder / "key.json"
+    if not path.is_file():
+        problems.append(f"{rel}/key.json is missing")
+        return {}
+    try:
+        key = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        problems.append(f"{rel}/key.json is not readable JSON ({exc})")
+        return {}
+    if not isinstance(key, dict):
+        problems.append(f"{rel}/key.json is not a JSON object")
+        return {}
+    return key
+
+
+def _check_key_folder(root: Path, folder: Path, report: ResultsReport) -> int | None:
+    """Check one key folder's parts; return its number of distinct ids (None when unreadable)."""
+    from runners.results import part_files
+
+    rel = folder.relative_to(root).as_posix()
+    key = _read_key(folder, rel, report.problems)
+    seen: dict[str, list[str]] = defaultdict(list)
+    readable = True
+    for path in part_files(folder):
+        report.parts += 1
+        part = path.relative_to(root).as_posix()
+        try:
+            table = pq.read_table(path)
+        except (OSError, pa.ArrowException) as exc:
+            report.problems.append(f"unreadable part {part} ({' '.join(str(exc).split())})")
+            readable = False
+            continue
+        if "id" not in table.column_names:
+            report.problems.append(f"part {part} has no `id` column")
+            readable = False
+            continue
+        ids = table.column("id").to_pylist()
+        if any(i is None for i in ids):
+            report.problems.append(f"part {part} has rows without an id")
+        for name, expected in key.items():
+            if name in table.column_names:
+                values = set(table.column(name).to_pylist())
+                if values != {expected}:
+                    other = sorted(map(str, values - {expected}))[:2]
+                    report.problems.append(
+                        f"part {part}: column {name!r} holds {other}, its key.json says {expected!r}"
+                    )
+        report.rows += len(ids)
+        for i in ids:
+            seen[i].append(path.name)
+    dups = {i: files for i, files in seen.items() if len(files) > 1}
+    if dups:
+        first = sorted(dups)[0]
+        report.problems.append(
+            f"duplicate ids under {rel}: {len(dups)} id(s) appear more than once, e.g. {first!r} in "
+            f"{', '.join(sorted(dups[first]))}"
+        )
+    return len(seen) if readable else None
+
+
+def validate_results(root: Path, manifest: Mapping[str, Any]) -> ResultsReport:
+    """Read every part of the result folder `root` and compare with its manifest; never raises for content."""
+    from runners.results import MANIFEST_NAME, part_files
+
+    report = ResultsReport()
+    data = Path(root) / "data"
+    counted: dict[tuple[str, str], int | None] = {}
+    for config_dir in sorted(p for p in data.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        report.configs += 1
+        for folder in sorted(p for p in config_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            if not part_files(folder):
+                continue
+            report.keys += 1
+            counted[(config_dir.name, folder.name)] = _check_key_folder(Path(root), folder, report)
+    listed = manifest.get("configs")
+    if not isinstance(listed, dict):
+        report.problems.append(f"{MANIFEST_NAME} has no `configs` summary of the parts")
+        return report
+    for (config, key), rows in sorted(counted.items()):
+        entry = listed.get(config, {}).get(key) if isinstance(listed.get(config), dict) else None
+        if not isinstance(entry, dict):
+            report.problems.append(f"{MANIFEST_NAME} does not list data/{config}/{key}")
+        elif rows is not None and entry.get("rows") != rows:
+            report.problems.append(
+                f"{MANIFEST_NAME} says {entry.get('rows')} rows for data/{config}/{key}, its parts hold {rows}"
+            )
+    for config, keys in sorted(listed.items()):
+        for key in sorted(keys if isinstance(keys, dict) else {}):
+            if (config, key) not in counted:
+                report.problems.append(f"{MANIFEST_NAME} lists data/{config}/{key}, which has no parts")
+    return report

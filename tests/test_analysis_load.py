@@ -1,0 +1,160 @@
+"""`analysis.load` guards: probabilities that cannot be probabilities, and results scored on other prompts.
+
+Both used to pass silently: probabilities outside [0, 1] moved the attribution d by up to 104,
+and a rebuilt prompt dataset with the same ids moved the means from -0.46 to -0.31 with no
+warning. Each case is checked through the library and through `probes analyze`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import runners.results as res
+from analysis.load import load_results
+from analysis.pipeline import Options, analyze
+from probes.cli import app
+from promptgen.build import build
+from promptgen.errors import ProbeError
+from release_fixture import load_config, write_recipe, write_release
+
+runner = CliRunner()
+SCORING = '{"choice_mode":"sentence"}'
+FAST = Options(n_permutations=50)
+
+
+def write_results(results: Path, config: str, rows: list[dict[str, Any]], *, fingerprint: str | None = None) -> Path:
+    """A result folder as `probes run` writes it: key.json, one part, manifest with the prompt fingerprint."""
+    key = res.ResultKey("org/model", "rev", SCORING)
+    folder = res.key_dir(results, config, key)
+    res.write_key_file(folder, key)
+    part = res.write_part(folder, (0, 1), [{**key.as_dict(), "refused": False, **r} for r in rows])
+    prompt_dataset = {"config": config, **({"fingerprint": fingerprint} if fingerprint else {})}
+    entry = {"prompt_dataset": prompt_dataset, "model": key.model, "key": key.slug, "items": len(rows)}
+    res.update_manifest(results, f"{config}/{key.slug}/shard-0of1", entry)
+    return part
+
+
+def _rows(n: int = 6) -> list[dict[str, Any]]:
+    return [{"id": f"i{k}", "choice_probs": [0.4, 0.3, 0.2, 0.1], "valid_mass": math.nan} for k in range(n)]
+
+
+@pytest.mark.parametrize(
+    ("change", "column", "problem"),
+    [
+        ({"choice_probs": [0.7, 0.5, -0.1, -0.1]}, "choice_probs", "value -0.1 is outside [0, 1]"),
+        ({"choice_probs": [3.0, 0.0, 0.0, 0.0]}, "choice_probs", "value 3.0 is outside [0, 1]"),
+        ({"valid_mass": 1.5}, "valid_mass", "value 1.5 is outside [0, 1]"),
+        ({"number_probs": [0.2, 0.2]}, "number_probs", "sums to 0.4, not 1"),
+        ({"choice_probs": [0.5, math.nan, 0.25, 0.25]}, "choice_probs", "NaN in the distribution of an item"),
+    ],
+)
+def test_impossible_probabilities_are_refused_naming_file_row_and_column(tmp_path, change, column, problem):
+    rows = _rows()
+    rows[3].update(change)
+    part = write_results(tmp_path / "r", "single_actor", rows)
+    with pytest.raises(ProbeError) as info:
+        load_results(tmp_path / "r", "single_actor")
+    assert str(info.value).startswith(f"{part}: row id 'i3', column {column!r}: {problem}")
+
+
+def test_what_the_runners_write_is_accepted(tmp_path):
+    """NaN where nothing can be computed (refused, no valid mass; sentence-mode valid_mass) and float slack."""
+    rows = _rows()
+    rows[1].update(choice_probs=[math.nan] * 4, valid_mass=0.0, refused=True)
+    rows[2].update(choice_probs=[0.5 + 4e-7, 0.5 - 4e-7, 0.0, 0.0])
+    rows[3].update(choice_probs=None, number_probs=list(np.full(101, 1 / 101)), valid_mass=0.93)
+    write_results(tmp_path / "r", "single_actor", rows)
+    frame = load_results(tmp_path / "r", "single_actor")
+    assert len(frame) == 6
+
+
+# ----------------------------------------------------------------------------- prompt fingerprints
+
+
+@pytest.fixture(scope="module")
+def two_builds(tmp_path_factory) -> tuple[Path, Path]:
+    """The same release built twice, options permuted and then in canonical order: same ids, other prompts."""
+    root = tmp_path_factory.mktemp("fp")
+    sources = write_release(root / "sources")
+    first = build(str(write_recipe(root / "a.yaml", sources)), out_dir=root / "a", sources_dir=sources).path
+    recipe = write_recipe(root / "b.yaml", sources, option_order="canonical")
+    second = build(str(recipe), out_dir=root / "b", sources_dir=sources).path
+    return first, second
+
+
+def _fingerprint(dataset: Path) -> str:
+    return json.loads((dataset / "build_manifest.json").read_text())["fingerprint"]
+
+
+def _scored_on(dataset: Path, results: Path) -> None:
+    """A model that always prefers the first option presented, scored on `dataset`'s single-actor items."""
+    items = load_config(dataset, "single_actor").to_pandas().head(80)
+    rows = [{"id": i, "choice_probs": [0.7, 0.1, 0.1, 0.1]} for i in items["id"]]
+    write_results(results, "single_actor", rows, fingerprint=_fingerprint(dataset))
+
+
+def _mean_d(analysis) -> float:
+    table = analysis.tables["attribution_single_actor"]
+    return float(table.loc[table["refused_items"] == "excluded", "mean"].mean())
+
+
+def test_results_scored_on_other_prompts_are_refused_unless_allowed(two_builds, tmp_path):
+    first, second = two_builds
+    assert _fingerprint(first) != _fingerprint(second)
+    ids = load_config(first, "single_actor").to_pandas()["id"]
+    assert set(ids) == set(load_config(second, "single_actor").to_pandas()["id"])  # the join alone cannot tell
+    results = tmp_path / "results"
+    _scored_on(first, results)
+    right = analyze(first, [results], options=FAST, figures=False)
+    assert right.warnings == []
+
+    with pytest.raises(ProbeError) as info:
+        analyze(second, [results], options=FAST, figures=False)
+    message = str(info.value)
+    assert f"{results / 'results_manifest.json'}: config 'single_actor'" in message
+    assert _fingerprint(first)[:12] in message and _fingerprint(second)[:12] in message
+    assert "--allow-fingerprint-mismatch" in message
+
+    wrong = analyze(second, [results], options=FAST, figures=False, allow_fingerprint_mismatch=True)
+    assert len(wrong.warnings) == 1 and _fingerprint(first)[:12] in wrong.warnings[0]
+    # what the check protects against: the same answers read against other prompts give other means
+    assert abs(_mean_d(right) - _mean_d(wrong)) > 0.05
+
+
+def test_analyze_command_refuses_then_warns(two_builds, tmp_path):
+    first, second = two_builds
+    results = tmp_path / "results"
+    _scored_on(first, results)
+    args = ["analyze", "--prompts", str(second), "--results", str(results), "--no-figures", "--permutations", "20"]
+    refused = runner.invoke(app, [*args, "--out", str(tmp_path / "a")], terminal_width=300)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", refused.output)
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert refused.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: "), text
+    assert "fingerprint" in lines[0] and not (tmp_path / "a").exists()
+    allowed = runner.invoke(app, [*args, "--out", str(tmp_path / "b"), "--allow-fingerprint-mismatch"])
+    assert allowed.exit_code == 0, allowed.output
+    assert "warning: " in allowed.output and "scored on prompts with fingerprint" in allowed.output
+
+
+def test_analyze_command_names_an_out_of_range_probability(tmp_path, two_builds):
+    first, _ = two_builds
+    items = load_config(first, "single_actor").to_pandas().head(5)
+    rows = [{"id": i, "choice_probs": [0.25, 0.25, 0.25, 0.25]} for i in items["id"]]
+    rows[2]["choice_probs"] = [1.2, -0.2, 0.0, 0.0]
+    part = write_results(tmp_path / "r", "single_actor", rows, fingerprint=_fingerprint(first))
+    result = runner.invoke(
+        app,
+        ["analyze", "--prompts", str(first), "--results", str(tmp_path / "r"), "--out", str(tmp_path / "o")],
+        terminal_width=400,
+    )
+    text = re.sub(r"\x1b\[[0-9;]*m", "", result.output).strip()
+    assert result.exit_code == 1 and "\n" not in text, text
+    assert text.startswith(f"error: {part}: row id {items['id'].iloc[2]!r}, column 'choice_probs': value 1.2 is")
