@@ -230,7 +230,13 @@ def refresh_manifest(folder: Path) -> None:
 
 
 def local_files(folder: Path) -> dict[str, bytes]:
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    """The files publish considers: hidden ones (the runners' lock files) are never published."""
+    files = (p for p in folder.rglob("*") if p.is_file())
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in files
+        if not any(part.startswith(".") for part in p.relative_to(folder).parts)
+    }
 
 
 @pytest.fixture(autouse=True)

@@ -151,6 +151,13 @@ def _prepare(
     raise ValueError(f"{where}: task must be `choice` or `number`, got {task!r}")
 
 
+def prepare_request(
+    item: Mapping[str, Any], tokenizer: Tokenizer, chat: bool, settings: ScoringSettings, digits: tuple[int, ...]
+) -> ScoreRequest:
+    """The backend request of a choice or number item, tokenised exactly as `run_items` tokenises it."""
+    return _prepare(item, tokenizer, chat, settings, digits).request
+
+
 def _empty_row(context_tokens: int) -> dict[str, Any]:
     return {
         "choice_logprobs": None,

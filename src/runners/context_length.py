@@ -1,0 +1,95 @@
+"""How many positions a run needs: vLLM's `max_model_len` from the items, capped by the model.
+
+vLLM reserves KV-cache room for at least one sequence of `max_model_len` tokens and refuses to
+start when it exceeds the model's position limit. A fixed default is wrong both ways: 4096 does
+not load a 2048-position model (GPT-2, Phi-2, Falcon-7B), and a 128k-context model's own limit
+asks for a KV cache most GPUs cannot hold. The probes' prompts are short, so the default is
+what the items need: the longest context plus its longest continuation (or the generation
+budget), rounded up to a multiple of 256 for headroom, never above the model's limit. An
+explicit `--max-model-len` above the limit, or items longer than it, is an error before the
+engine starts.
+
+The longest items are found by the characters of their prompt (or messages), then tokenised
+exactly as the runners tokenise them; `SAMPLE` of them suffice, since token counts follow
+character counts closely within one config.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from promptgen.errors import ProbeError
+
+#: config.json keys that hold a model's position limit, in the order transformers' configs use them
+POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "max_sequence_length", "n_ctx")
+#: the longest items (by characters) tokenised to find what a run needs
+SAMPLE = 64
+#: what the default rounds up to
+ROUND = 256
+
+
+def position_limit(config: Mapping[str, Any]) -> int | None:
+    """A model's position limit from its config (a nested `text_config` counts too); None if it states none."""
+    for source in (config, config.get("text_config") or {}):
+        for key in POSITION_KEYS:
+            value = source.get(key)
+            if isinstance(value, int) and value > 0:
+                return value
+    return None
+
+
+def local_position_limit(model: str) -> int | None:
+    """`position_limit` of a local model folder's config.json; None for a Hub id or a folder without one."""
+    path = Path(model).expanduser() / "config.json"
+    if not path.is_file():
+        return None
+    try:
+        return position_limit(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _chars(item: Mapping[str, Any]) -> int:
+    messages = item.get("messages") or []
+    return max(len(item.get("prompt") or ""), sum(len(m.get("content") or "") for m in messages))
+
+
+def tokens_needed(dataset: Any, rows: list[int], tokenizer: Any, chat: bool, settings: Any) -> int:
+    """The most positions one of `rows` needs: context + longest continuation, or + the generation budget."""
+    from .run import prepare_request, render_context
+    from .tokenize import digit_start_ids, encode_context
+
+    columns = [c for c in ("prompt", "messages") if c in dataset.column_names]
+    texts = dataset.select(rows).select_columns(columns).to_list()
+    longest = sorted(range(len(rows)), key=lambda k: -_chars(texts[k]))[:SAMPLE]
+    items = dataset.select([rows[k] for k in longest]).to_list()
+    digits = digit_start_ids(tokenizer)
+    need = 1
+    for item in items:
+        if settings.mode == "generate" or item.get("task") == "text":
+            context = encode_context(tokenizer, render_context(tokenizer, item, chat))
+            need = max(need, len(context) + settings.max_new_tokens)
+        else:
+            request = prepare_request(item, tokenizer, chat, settings, digits)
+            need = max(need, len(request.context) + max((len(c) for c in request.continuations), default=0) + 1)
+    return need
+
+
+def choose_max_model_len(asked: int | None, needed: int, limit: int | None, model: str) -> int:
+    """`--max-model-len`: as asked (checked against the limit), else what the items need, rounded up, capped."""
+    if asked is not None:
+        if limit is not None and asked > limit:
+            raise ProbeError(
+                f"--max-model-len {asked} is above the {limit} positions of {model}; "
+                f"leave it out (the items need {needed}) or give at most {limit}"
+            )
+        if asked < needed:
+            raise ProbeError(f"--max-model-len {asked} is below the {needed} positions the longest items need")
+        return asked
+    if limit is not None and needed > limit:
+        raise ProbeError(f"the longest items need {needed} positions, more than the {limit} of {model}")
+    rounded = -(-needed // ROUND) * ROUND
+    return min(rounded, limit) if limit is not None else rounded
