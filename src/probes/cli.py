@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -275,6 +276,7 @@ def _run_local(
     """Load the model (`loop.load_backend(**load)`), run one prompt config into `results`, always close the engine."""
     from runners import loop
 
+    _ENGINE_THREADS["started"] |= load.get("backend") == "vllm"
     backend, tokenizer, key_revision = loop.load_backend(model, **load)
     on_start, on_advance = _progress_hooks(progress, prompts.config)
     try:
@@ -987,5 +989,29 @@ def publish_cmd(
         out.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
+#: set once a vLLM engine has run in this process (see `entry`)
+_ENGINE_THREADS = {"started": False}
+
+
+def entry() -> None:
+    """The `probes` command: `app()`, with an exit status that vLLM's threads cannot change.
+
+    A vLLM engine leaves C++ threads behind that can abort the interpreter at exit (`terminate
+    called without an active exception`, status 134) after the results were written and the
+    engine shut down. Once an engine has run, the process flushes its output and ends with the
+    command's own status, skipping the interpreter teardown those threads break.
+    """
+    try:
+        app()
+        code: Any = 0
+    except SystemExit as exc:
+        code = exc.code
+    if _ENGINE_THREADS["started"]:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code if isinstance(code, int) else (0 if code is None else 1))
+    raise SystemExit(code)
+
+
 if __name__ == "__main__":
-    app()
+    entry()
