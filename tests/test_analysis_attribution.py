@@ -505,12 +505,14 @@ def _write_prompts(folder: Path, rows: list[dict[str, Any]]) -> Path:
     return folder
 
 
-def _write_results(folder: Path, ids: list[str], probs: list[list[float]], model: str = "org/m") -> Path:
-    key = res.ResultKey(model, "rev", SCORING)
+def _write_results(
+    folder: Path, ids: list[str], probs: list[list[float]], model: str = "org/m", revision: str = "rev"
+) -> Path:
+    key = res.ResultKey(model, revision, SCORING)
     kdir = res.key_dir(folder, "single_actor", key)
     res.write_key_file(kdir, key)
     rows = [
-        {"id": i, "model": model, "model_revision": "rev", "scoring": SCORING, "choice_probs": p, "refused": False}
+        {"id": i, "model": model, "model_revision": revision, "scoring": SCORING, "choice_probs": p, "refused": False}
         for i, p in zip(ids, probs, strict=True)
     ]
     res.write_part(kdir, (0, 1), rows[:1])
@@ -535,7 +537,7 @@ def test_load_and_join_a_local_prompt_folder_and_results_folder(tmp_path: Path) 
     prompts_dir = _write_prompts(tmp_path / "prompts", rows)
     probs = [[0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1], [0.25, 0.25, 0.3, 0.2]]
     kdir = _write_results(tmp_path / "results", [r["id"] for r in rows], probs)
-    _write_results(tmp_path / "results", [r["id"] for r in rows], probs, model="org/other")
+    _write_results(tmp_path / "results", [r["id"] for r in rows], probs, model="org/other", revision="rev2")
     prompts = load_prompts(prompts_dir, "single_actor", columns=["id", "setting", "choice_types", "identity"])
     assert list(prompts.columns) == ["id", "setting", "choice_types", "identity"]
     results = load_results(tmp_path / "results", "single_actor")
@@ -555,7 +557,7 @@ def test_join_names_the_results_file_when_ids_are_not_in_the_prompts(tmp_path: P
     prompts = pd.DataFrame({"id": ["a", "b"], "setting": ["single_actor"] * 2})
     _write_results(tmp_path / "results", ["a", "zzz"], [[0.25] * 4] * 2)
     results = load_results(tmp_path / "results", "single_actor")
-    with pytest.raises(ProbeError, match=r"part-00000of00001-000001\.parquet.*'zzz'"):
+    with pytest.raises(ProbeError, match=r"part-00000of00001-[0-9]+-[0-9a-z]+\.parquet.*'zzz'"):
         join(prompts, results)
     with pytest.raises(ProbeError, match="lack required column"):
         join(prompts, results[results["id"] == "a"], require=["choice_types"])
@@ -579,8 +581,12 @@ def test_load_errors_are_clear(tmp_path: Path) -> None:
     with pytest.raises(ProbeError, match="no result parts"):
         load_results(tmp_path / "results", "single_actor")
     kdir = _write_results(tmp_path / "results", ["a", "b"], [[0.25] * 4] * 2)
-    res.write_part(kdir, (1, 2), [{"id": "a", "model": "org/m", "model_revision": "rev", "scoring": SCORING}])
-    with pytest.raises(ProbeError, match="share an item id"):
+    newer = res.write_part(kdir, (1, 2), [{"id": "a", "model": "org/m", "model_revision": "rev", "scoring": SCORING}])
+    merged = load_results(tmp_path / "results", "single_actor").set_index("id")  # one row per id: the newest wins
+    assert sorted(merged.index) == ["a", "b"] and merged.loc["a", "results_file"] == str(newer)
+    (kdir / "part-00000of00001-junk.parquet").write_bytes(b"not parquet")  # not a part name: ignored
+    newer.write_bytes(b"PAR1 truncated")
+    with pytest.raises(ProbeError, match="cannot read result part"):
         load_results(tmp_path / "results", "single_actor")
 
 

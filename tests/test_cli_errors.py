@@ -349,13 +349,13 @@ def test_corrupt_result_part_on_run_resume_is_one_line(fixture_release, smollm2,
     first = runner.invoke(app, [*args, "--limit", "2"])
     assert first.exit_code == 0, first.output
     part = _corrupt_first_part(results)
-    _one_line_error(runner.invoke(app, [*args, "--limit", "3"]), str(part), "unreadable result part")
+    _one_line_error(runner.invoke(app, [*args, "--limit", "3"]), str(part), "cannot read result part")
 
     part.unlink()
     junk = results / "data" / "actor_actor" / "other-0123456789abcdef" / "part-00000of00001-000000.parquet"
     junk.parent.mkdir(parents=True)
     junk.write_bytes(b"PAR1 junk")
-    _one_line_error(runner.invoke(app, [*args, "--limit", "2"]), str(junk), "unreadable result part")
+    _one_line_error(runner.invoke(app, [*args, "--limit", "2"]), str(junk), "cannot read result part")
 
 
 def test_log_scrubber_handles_any_record():

@@ -63,12 +63,12 @@ def _dataset(tmp_path: Path) -> Path:
 
 HF, VLLM, RAY = EXTRA_MODULES["hf"], EXTRA_MODULES["vllm"], EXTRA_MODULES["ray"]
 RUN = ["run", "{data}", "-c", "x", "--model", "m", "--out", "{out}"]
-#: case -> (modules hidden, extras named, command named, argv)
+#: case -> (modules hidden, extras the command needs, command named, argv)
 CASES = {
     "demo": (HF, ["hf"], "probes demo", ["demo", "--out", "{out}"]),
     "run": (HF, ["hf"], "probes run", RUN),
-    "run-vllm": (VLLM, ["vllm"], "probes run --backend vllm", [*RUN, "--backend", "vllm"]),
-    "run-ray": (RAY, ["ray"], "probes run --ray", [*RUN, "--ray"]),
+    "run-vllm": (VLLM, ["hf", "vllm"], "probes run --backend vllm", [*RUN, "--backend", "vllm"]),
+    "run-ray": (RAY, ["hf", "ray"], "probes run --ray", [*RUN, "--ray"]),
     # a base install: every extra missing at once is one line naming all the run needs
     "run-vllm-ray-base": (
         HF + VLLM + RAY,
@@ -84,7 +84,10 @@ CASES = {
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_missing_extra_is_one_line_naming_it_and_exit_2(case: str, tmp_path: Path) -> None:
-    blocked, extras, what, args = CASES[case]
+    blocked, needs, what, args = CASES[case]
+    # what the child lacks: the hidden modules and whatever this environment lacks anyway
+    lacking = {e: [m for m in EXTRA_MODULES[e] if m in blocked or m in missing_modules(e)] for e in needs}
+    extras = [e for e in needs if lacking[e]]
     out = tmp_path / "out"
     data = _dataset(tmp_path)
     argv = [a.format(out=out, data=data) for a in args]
@@ -95,7 +98,7 @@ def test_a_missing_extra_is_one_line_naming_it_and_exit_2(case: str, tmp_path: P
     line = lines[0]
     assert line.startswith("error: ") and "Traceback" not in proc.stderr
     noun = f"the {extras[0]} extra" if len(extras) == 1 else f"the {' and '.join(extras)} extras"
-    assert f"{what} needs {noun} (missing: {', '.join(blocked)})" in line
+    assert f"{what} needs {noun} (missing: {', '.join(m for e in extras for m in lacking[e])})" in line
     assert install_hint(extras) in line
     assert not out.exists()  # checked before any work
 

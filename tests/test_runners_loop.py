@@ -22,7 +22,7 @@ from promptgen.items import ITEM_FEATURES, user_messages
 from runners import loop
 from runners.results import parse_shard, read_done, shard_of
 from runners.run import ScoringSettings
-from runners_fixtures import load_folder, load_model, load_tokenizer
+from runners_fixtures import load_folder, load_model, load_tokenizer, require_extra
 
 OPTIONS = ["She worked hard.", "She is gifted.", "The exam was easy.", "She was lucky."]
 NAMES = ["Maria", "John", "Aisha", "Wei"]
@@ -283,6 +283,7 @@ def test_length_normalize_flag_is_a_mean_softmax_under_its_own_key(prompts_dir: 
 def test_bad_input_is_one_error_and_writes_nothing(
     prompts_dir: Path, tmp_path: Path, extra: list[str], message: str
 ) -> None:
+    require_extra("hf")  # scoring needs it; without it `probes run` says so first (tests/test_extras.py)
     out = tmp_path / "results"
     model = [] if "--model" in extra else ["--model", str(load_folder())]
     result = CliRunner().invoke(app, ["run", str(prompts_dir), *model, "--out", str(out), "--no-chat", *extra])

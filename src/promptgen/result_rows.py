@@ -66,7 +66,7 @@ def load_key_rows(results: Path, config: str, columns: Sequence[str], *, key: st
         try:
             names = pq.read_schema(path).names
         except (OSError, pa.ArrowException) as exc:
-            raise ProbeError(f"{path}: cannot read this result part ({exc})") from exc
+            raise ProbeError(f"{path}: cannot read result part parquet ({exc})") from exc
         missing = [c for c in columns if c not in names]
         if missing:
             raise ProbeError(f"{path}: missing column(s) {missing}")

@@ -171,7 +171,7 @@ def read_part(path: Path, columns: Sequence[str] | None = None) -> pa.Table:
         table = pq.read_table(path, columns=present)
     except (OSError, pa.ArrowException) as exc:
         raise ProbeError(
-            f"{path}: cannot read this result part ({exc}); move it away and rerun to score its items again"
+            f"{path}: cannot read result part parquet ({exc}); move it away and rerun to score its items again"
         ) from exc
     for name in columns or ():
         if name not in table.column_names:
