@@ -28,6 +28,8 @@ from runners_fixtures import load_folder, load_model, load_tokenizer
 from test_runners_loop import FEATURES, IDS, ITEMS  # the loop tests' items: 4 choice, 3 number
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.*")  # inside Ray's DataContext
+#: the key arguments of a float32 hf run (the SmolLM2 test model is stored in float32)
+HF32 = {"backend": "hf", "dtype": "float32"}
 BATCH = 3  # items 0-2 done, then [3, 4, 5] and [6]: the loop and Ray score the very same batches
 
 
@@ -98,7 +100,7 @@ def _assert_same(got: Any, want: Any, where: str) -> None:
 
 def test_ray_resumes_a_loop_run_and_matches_it(prompts: loop.PromptConfig, tmp_path: Path) -> None:
     model = load_folder()
-    key = loop.key_for(str(model), loop.local_model_revision(model), ScoringSettings(), False)
+    key = loop.key_for(str(model), loop.local_model_revision(model), ScoringSettings(), False, **HF32)
     reference, out = tmp_path / "reference", tmp_path / "results"
     for results in (reference, out):  # the first batch, done before: both runs resume after it
         write_key_file(key_dir(results, "items", key), key)
@@ -137,7 +139,9 @@ def test_more_workers_than_the_cluster_holds_is_one_error(prompts: loop.PromptCo
     from runners.ray_run import run_config_ray
 
     out = tmp_path / "results"
-    with pytest.raises(ProbeError, match=r"--ray-workers 3 needs 3 CPU\(s\) in the Ray cluster, it has 2"):
+    with pytest.raises(
+        ProbeError, match=r"--ray-workers 3 needs 3 CPU\(s\) in the Ray cluster \(1 per replica\), it has 2"
+    ):
         run_config_ray(prompts, str(load_folder()), out, chat=False, num_workers=3)
     assert not out.exists()
 
@@ -155,7 +159,9 @@ def test_replica_reports_input_errors_as_rows(prompts: loop.PromptConfig, monkey
     folder, settings = load_folder(), ScoringSettings()
     loaded = (HFBackend(load_model(), model_id=str(folder)), load_tokenizer(), loop.local_model_revision(folder))
     monkeypatch.setattr(loop, "load_backend", lambda model, **options: loaded)
-    replica = _Replica(str(folder), loop.key_for(str(folder), loaded[2], settings, False), settings, False, 2, {})
+    replica = _Replica(
+        str(folder), loop.key_for(str(folder), loaded[2], settings, False, **HF32), settings, False, 2, {}
+    )
     bad = pa.Table.from_pylist([{**ITEMS[-1], "number_max": None}], FEATURES.arrow_schema)
     rejected = replica(bad)
     assert (
@@ -166,6 +172,6 @@ def test_replica_reports_input_errors_as_rows(prompts: loop.PromptConfig, monkey
     assert row["error"] is None and row["scoring"] == replica.key.scoring and len(row["choice_probs"]) == 4
     assert json.loads(row["worker"])["device"] == "cpu"
 
-    stale = loop.key_for(str(folder), "local-0000", settings, False)
+    stale = loop.key_for(str(folder), "local-0000", settings, False, **HF32)
     (row,) = _Replica(str(folder), stale, settings, False, 2, {})(table).to_pylist()
     assert "at revision local-" in row["error"] and "keyed the run by local-0000" in row["error"]
