@@ -226,3 +226,11 @@ def write_prompt_folder(out: Path, items: list[dict[str, Any]], config: str = "i
     data = ConfigData(config, features, lambda: iter([{k: [r.get(k) for r in items] for k in features}]))
     manifest = {"recipe": {"sha256": "0" * 64}, "parameters": {}, "sources": []}
     return write_hub_folder(out, "tiny", [data], manifest=manifest, render_card=card, rows_per_shard=100)
+
+
+def load_llama3_folder() -> Path:
+    """The real Llama-3 tokenizer with a tiny random float32 Llama (`runners.testmodel.ensure_llama3_tiny`)."""
+    _require_hf()
+    from runners.testmodel import ensure_llama3_tiny
+
+    return ensure_llama3_tiny()

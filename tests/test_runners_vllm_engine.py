@@ -236,3 +236,55 @@ def test_300_digit_tokens_never_ask_for_the_whole_vocabulary(smollm2_model: Any,
     for a, b in zip(got, want, strict=True):
         assert len(a["number_probs"]) == 11
         np.testing.assert_allclose(a["number_probs"], b["number_probs"], atol=1e-3)
+
+
+def test_llama3_vocabulary_vllm_equals_hf() -> None:
+    """The real Llama-3 vocabulary (about 1,100 digit-starting tokens): groups of 128, the hf backend's numbers.
+
+    The model is random, so its distributions are flat; the raw candidate log-probabilities
+    (which vary by tenths of a nat between tokens) are compared too, so a group read back in
+    the wrong place could not pass.
+    """
+    _require_vllm()
+    from transformers import AutoTokenizer
+
+    from runners import loop
+    from runners.run import cached_digit_start_ids, run_items
+    from runners.scoring import build_number_trie, number_request
+    from runners.tokenize import number_paths
+    from runners_fixtures import load_llama3_folder
+
+    folder = load_llama3_folder()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    assert len(tokenizer) == 128257
+    digits = cached_digit_start_ids(tokenizer)
+    assert 1000 < len(digits) < 1200  # "1", "12", "123", " 1"... are separate tokens
+    requests = []
+    for item in ITEMS:
+        ctx, paths = number_paths(tokenizer, item["prompt"], 0, 10, ("", " "))
+        requests.append(number_request(ctx, build_number_trie(paths), digits))
+
+    hf, _, _ = loop.load_backend(str(folder), backend="hf", device="cpu")
+    vllm, _, _ = loop.load_backend(str(folder), backend="vllm", device="cpu", enforce_eager=True, max_model_len=512)
+    asked: list[Any] = []
+    generate = vllm.llm.generate
+
+    def spy(prompts: list, params: list, use_tqdm: bool) -> list:
+        asked.extend(params)
+        return generate(prompts, params, use_tqdm=use_tqdm)
+
+    vllm.llm.generate = spy
+    try:
+        got, got_rows = vllm.score(requests), run_items(ITEMS, vllm, tokenizer, chat=False)
+    finally:
+        vllm.close()
+    want, want_rows = hf.score(requests), run_items(ITEMS, hf, tokenizer, chat=False)
+    assert asked and all(p.logprobs != -1 for p in asked)
+    assert max(len(p.logprob_token_ids or ()) for p in asked) == 128
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a.next_logprobs, b.next_logprobs, atol=1e-4)
+        for x, y in zip(a.continuations, b.continuations, strict=True):
+            np.testing.assert_allclose(x.next_logprobs, y.next_logprobs, atol=1e-4)
+    assert np.ptp(want[0].next_logprobs) > 0.05  # the values compared do differ between tokens
+    for a, b in zip(got_rows, want_rows, strict=True):
+        np.testing.assert_allclose(a["number_probs"], b["number_probs"], atol=1e-3)
