@@ -124,3 +124,47 @@ def test_hf_replicas_ask_for_one_gpu_on_cuda_and_a_cpu_otherwise(cluster: dict) 
     cluster.pop("GPU")  # a CPU-only cluster: auto is the CPU, for both backends
     assert _worker_resources("auto", 2, backend="hf") == {"num_cpus": 1.0}
     assert _worker_resources("auto", 2, backend="vllm", tensor_parallel_size=2) == {"num_cpus": 1.0}
+
+
+class _FakeCudaModel:
+    """What `from_pretrained` returns on a GPU machine, as far as HFBackend looks at it."""
+
+    def __init__(self, config: SimpleNamespace, dtype: str) -> None:
+        import torch
+
+        self.config, self.dtype = config, getattr(torch, dtype)
+        self.device = torch.device("cuda", 0)
+        self.hf_device_map = {"model.embed_tokens": 0, "model.layers.0": 0, "model.layers.1": 1, "lm_head": 1}
+
+    def eval(self) -> _FakeCudaModel:
+        return self
+
+
+@pytest.mark.parametrize("device_map", [None, "auto"])
+def test_hf_loads_straight_onto_the_gpu_with_a_budget_from_free_memory(
+    monkeypatch: pytest.MonkeyPatch, device_map: str | None
+) -> None:
+    import torch
+    import transformers
+
+    from runners.hf import HFBackend
+
+    seen: dict = {}
+
+    def from_pretrained(model_id: str, **kwargs) -> _FakeCudaModel:
+        seen.update(kwargs)
+        return _FakeCudaModel(_llama(), "bfloat16")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", from_pretrained)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (40 * 2**30, 80 * 2**30))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: f"NVIDIA H100 80GB HBM3 #{device}")
+    backend = HFBackend.from_pretrained("m", dtype="bfloat16", device="cuda", device_map=device_map)
+    # weights go straight to the GPU (or over all GPUs), never through host memory and .to()
+    assert seen["device_map"] == (device_map or "cuda") and seen["dtype"] == torch.bfloat16
+    assert backend.max_logit_rows == device.MAX_LOGIT_ROWS["cuda"] == 4096
+    assert backend.max_batch_tokens == device.cuda_token_budget(_llama(), "bfloat16", 40 * 2**30, 4096)
+    hardware = backend.hardware()
+    assert hardware["dtype"] == "bfloat16" and hardware["device"] == "cuda:0" and hardware["device_map"] == ["0", "1"]
+    assert hardware["gpu"].startswith("NVIDIA H100") and len(hardware["gpus"]) == 2
+    given = HFBackend.from_pretrained("m", dtype="bfloat16", device="cuda", max_batch_tokens=5000, max_logit_rows=7)
+    assert (given.max_batch_tokens, given.max_logit_rows) == (5000, 7)  # given values are kept

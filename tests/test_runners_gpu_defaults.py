@@ -62,7 +62,8 @@ def test_bf16_and_fp32_runs_get_different_keys_and_record_what_was_loaded(prompt
     default = runner.invoke(app, base)
     assert default.exit_code == 0, default.output
     assert "warning: no GPU is visible" in default.output and "stored in bfloat16" in default.output
-    asked = runner.invoke(app, [*base, "--dtype", "float32", "--device", "cpu"])
+    sizes = ["--max-logit-rows", "64", "--max-batch-tokens", "3000", "--items-per-call", "2"]
+    asked = runner.invoke(app, [*base, "--dtype", "float32", "--device", "cpu", *sizes])
     assert asked.exit_code == 0, asked.output
     assert "warning" not in asked.output  # --device cpu: the user chose the CPU
 
@@ -80,9 +81,13 @@ def test_bf16_and_fp32_runs_get_different_keys_and_record_what_was_loaded(prompt
     manifest = json.loads((out / "results_manifest.json").read_text())
     runs = {run["dtype"]: run for run in manifest["runs"].values()}
     assert set(runs) == {"bfloat16", "float32"}
-    for dtype, run in runs.items():
-        assert run["device"] == "cpu" and run["hardware"]["dtype"] == dtype
-        assert run["hardware"]["max_logit_rows"] == 512 and run["batch_size"] == 16  # the CPU defaults
+    for run in runs.values():
+        assert run["device"] == "cpu" and run["hardware"]["dtype"] == run["dtype"]
+    default_run, asked_run = runs["bfloat16"], runs["float32"]
+    assert default_run["hardware"]["max_logit_rows"] == 512 and default_run["batch_size"] == 16  # the CPU's
+    assert default_run["hardware"]["max_batch_tokens"] == 8192
+    assert (asked_run["hardware"]["max_logit_rows"], asked_run["hardware"]["max_batch_tokens"]) == (64, 3000)
+    assert asked_run["batch_size"] == 2
     # the precisions really differ: bf16 weights round the fp32 computation
     differ = [
         max(abs(a - b) for a, b in zip(x["number_probs"], y["number_probs"], strict=True))
@@ -111,3 +116,21 @@ def test_vllm_loads_the_checkpoint_dtype_by_default_and_fp32_when_asked() -> Non
             assert hardware["gpu_memory_utilization"] == 0.3 and hardware["tensor_parallel_size"] == 1
         finally:
             backend.close()
+
+
+def test_run_help_documents_the_new_flags() -> None:
+    import re
+
+    text = re.sub(r"\x1b\[[0-9;]*m", "", CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "240"}).output)
+    for flag in (
+        "--dtype",
+        "--device",
+        "--device-map",
+        "--tensor-parallel-size",
+        "--gpu-memory-utilization",
+        "--max-logit-rows",
+        "--items-per-call",
+    ):
+        line = next(line for line in text.splitlines() if flag in line)
+        assert len(line.split(flag, 1)[1].strip()) > 20, f"{flag} has no help text"
+    assert "auto" in text and "0.9 on CUDA" in text and "1024" in text
