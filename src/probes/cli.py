@@ -196,8 +196,8 @@ DeviceOpt = Annotated[
     str,
     typer.Option(
         "--device",
-        help="hf backend: torch device: auto (cuda when a GPU is visible, else cpu, with a warning for a "
-        "GPU-sized model), cpu, cuda, cuda:1.",
+        help="Device: auto (cuda when a GPU is visible, else cpu, with a warning for a GPU-sized model), cpu, "
+        "cuda, cuda:1 (hf backend; vllm runs where it is installed for, and takes its memory default from this).",
     ),
 ]
 DeviceMapOpt = Annotated[

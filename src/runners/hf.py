@@ -360,7 +360,8 @@ class HFBackend:
         if eos is None:
             eos = self.tokenizer.eos_token_id
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos
-        pad = pad if isinstance(pad, int) else pad[0]
+        # left padding is masked out, so any id will do when the tokenizer names none
+        pad = 0 if pad is None else pad if isinstance(pad, int) else pad[0]
         groups: dict[tuple, list[int]] = {}
         for i, r in enumerate(requests):
             groups.setdefault(("sampled", i) if r.temperature > 0 else ("greedy", r.max_tokens, r.stop), []).append(i)
