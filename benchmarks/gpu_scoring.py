@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import re
 import sys
 import time
 from pathlib import Path
@@ -73,8 +74,36 @@ TINY: dict[str, Any] = {
     "eos_token_id": 2,
 }
 SHAPES = {"llama-3-8b": ("Llama-3-8B", LLAMA3_8B), "tiny": ("tiny Llama", TINY)}
-#: dense bf16 peak TFLOP/s by device-name fragment (NVIDIA data sheets, SXM parts)
-PEAK_BF16_TFLOPS = {"H200": 989.4, "H100": 989.4, "A100": 312.0, "L40S": 362.05, "L4": 121.0}
+#: dense (no sparsity) bf16 peak TFLOP/s by the words of a `torch.cuda.get_device_name` (NVIDIA
+#: data sheets; the sheets quote sparse figures, twice these). The first entry whose words all
+#: appear in the name wins, so form factors (PCIe, NVL) come before the plain name, which is
+#: the SXM part ("NVIDIA H100 80GB HBM3"). Words match whole: "L40" is not "L4", nor "L40S".
+PEAK_BF16_TFLOPS: tuple[tuple[frozenset[str], float], ...] = tuple(
+    (frozenset(words.split()), peak)
+    for words, peak in (
+        ("GH200", 989.4),
+        ("H200 NVL", 835.5),
+        ("H200", 989.4),
+        ("H100 PCIE", 756.5),
+        ("H100 NVL", 835.5),
+        ("H100", 989.4),
+        ("A100 PCIE", 312.0),
+        ("A100 SXM4", 312.0),
+        ("A100", 312.0),
+        ("L40S", 362.05),
+        ("L40", 181.05),
+        ("L4", 121.0),
+        ("A6000", 154.8),
+        ("A10G", 70.0),
+        ("A10", 125.0),
+    )
+)
+
+
+def peak_bf16_tflops(device_name: str) -> float | None:
+    """The dense bf16 peak of a GPU from its name (`PEAK_BF16_TFLOPS`), or None for a GPU not listed."""
+    words = set(re.split(r"[\s_-]+", device_name.upper()))
+    return next((peak for needed, peak in PEAK_BF16_TFLOPS if needed <= words), None)
 
 
 # ----------------------------------------------------------------------------- prepare (CPU)
@@ -198,7 +227,7 @@ def measure(args: argparse.Namespace) -> None:
     streams = [list(r.context) + [t for c in r.continuations for t in c] for r in requests]
     tokens = sum(len(s) for s in streams)
     device_name = torch.cuda.get_device_name(0) if on_gpu else platform.processor() or platform.machine()
-    peak = args.peak_tflops or next((v for k, v in PEAK_BF16_TFLOPS.items() if on_gpu and k in device_name), None)
+    peak = args.peak_tflops or (peak_bf16_tflops(device_name) if on_gpu else None)
     reachable = matmul_tflops() if on_gpu else None  # an 8192^3 product is minutes on a CPU: not measured there
     print(f"[gpu_scoring] {device_name}: bf16 8192^3 matmul {reachable} TFLOP/s; spec peak {peak}", flush=True)
 

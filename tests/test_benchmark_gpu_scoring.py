@@ -57,3 +57,27 @@ def test_prepare_then_measure_on_the_cpu(built_default: Path, tmp_path: Path) ->
     # the last budget (256 tokens: contexts and options split over many passes) against full forward passes
     assert result["max_abs_logprob_diff_vs_full_forward"] < 1e-4
     assert result["machine"]["device"] == "cpu" and result["model"]["config"]["num_hidden_layers"] == 2
+
+
+def _peak(name: str) -> float | None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_scoring", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.peak_bf16_tflops(name)
+
+
+def test_peak_table_tells_form_factors_apart_and_matches_whole_names() -> None:
+    # names as torch.cuda.get_device_name reports them; dense bf16 figures of the NVIDIA data sheets
+    assert _peak("NVIDIA H100 80GB HBM3") == 989.4  # SXM
+    assert _peak("NVIDIA H100 PCIe") == 756.5
+    assert _peak("NVIDIA H100 NVL") == 835.5
+    assert _peak("NVIDIA H200") == 989.4 and _peak("NVIDIA GH200 480GB") == 989.4
+    assert _peak("NVIDIA A100-SXM4-80GB") == _peak("NVIDIA A100 80GB PCIe") == 312.0
+    assert _peak("NVIDIA L40S") == 362.05
+    assert _peak("NVIDIA L40") == 181.05  # not the L4's figure
+    assert _peak("NVIDIA L4") == 121.0
+    assert _peak("NVIDIA RTX A6000") == 154.8
+    assert _peak("NVIDIA A10G") == 70.0 and _peak("NVIDIA A10") == 125.0  # A10G is not the A10 (nor A100)
+    assert _peak("NVIDIA GeForce RTX 4090") is None and _peak("Tesla T4") is None  # unknown: no MFU claimed

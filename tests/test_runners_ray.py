@@ -26,6 +26,8 @@ from runners_fixtures import load_folder, load_model, load_tokenizer, require_ex
 from test_runners_loop import FEATURES, IDS, ITEMS  # the loop tests' items: 4 choice, 3 number
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.*")  # inside Ray's DataContext
+#: the key arguments of a float32 hf run (the SmolLM2 test model is stored in float32)
+HF32 = {"backend": "hf", "dtype": "float32"}
 BATCH = 3  # items 0-2 done, then [3, 4, 5] and [6]: the loop and Ray score the very same batches
 
 
@@ -155,7 +157,9 @@ def test_more_workers_than_the_cluster_holds_is_one_error(prompts: loop.PromptCo
     from runners.ray_run import run_config_ray
 
     out = tmp_path / "results"
-    with pytest.raises(ProbeError, match=r"--ray-workers 3 needs 3 CPU\(s\) in the Ray cluster, it has 2"):
+    with pytest.raises(
+        ProbeError, match=r"--ray-workers 3 needs 3 CPU\(s\) in the Ray cluster \(1 per replica\), it has 2"
+    ):
         run_config_ray(prompts, str(load_folder()), out, chat=False, num_workers=3)
     assert not out.exists()
 

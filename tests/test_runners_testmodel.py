@@ -66,3 +66,28 @@ def test_cache_location_from_the_environment(monkeypatch: pytest.MonkeyPatch, tm
     assert testmodel.default_cache_dir() == tmp_path
     monkeypatch.delenv("PROBES_TEST_MODEL_CACHE")
     assert testmodel.default_cache_dir() == Path.home() / ".cache" / "social-bias-probes" / "models"
+
+
+def test_llama3_folder_is_built_once_and_keeps_only_the_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+
+    def download(work: Path) -> Path:
+        calls.append("download")
+        path = work / testmodel.LLAMA3_VOCAB_NAME
+        path.write_bytes(b"vocab")
+        return path
+
+    def build(vocab: Path, out: Path) -> None:
+        calls.append("build")
+        assert vocab.read_bytes() == b"vocab"
+        out.mkdir()
+        (out / "config.json").write_text("{}")
+
+    monkeypatch.setattr(testmodel, "_download_llama3_vocab", download)
+    monkeypatch.setattr(testmodel, "_build_tiny_llama3", build)
+    monkeypatch.setattr(testmodel, "version", lambda name: "0.0")
+    folder = testmodel.ensure_llama3_tiny(tmp_path)
+    assert folder == tmp_path / testmodel.llama3_folder_name() / "hf" and (folder / "config.json").is_file()
+    assert testmodel.ensure_llama3_tiny(tmp_path) == folder and calls == ["download", "build"]  # cached
+    assert sorted(p.name for p in folder.parent.iterdir()) == [testmodel.MARKER, "hf"]  # the GGUF file is gone
+    assert [p.name for p in tmp_path.iterdir()] == [folder.parent.name]  # no temporary folder left

@@ -277,7 +277,7 @@ def race_results(tiny: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
     prompts.dataset = ds.select(keep)
     out = tmp_path_factory.mktemp("results")
     backend = HFBackend(load_model(), model_id=str(load_folder()))
-    revision = loop.local_model_revision(load_folder())
+    revision = loop.key_revision(str(load_folder()), revision=None)
     loop.run_config(prompts, backend, load_tokenizer(), out, model_revision=revision, chat=False, batch_size=16)
     return out
 

@@ -188,12 +188,54 @@ ChatOpt = Annotated[
     bool | None,
     typer.Option("--chat/--no-chat", help="Use the chat template (default: when the tokenizer has one)."),
 ]
-BatchSizeOpt = Annotated[int, typer.Option("--batch-size", min=1, help="Items per backend call.")]
+BatchSizeOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--batch-size",
+        "--items-per-call",
+        min=1,
+        help="Items per backend call (default 1024 when the model runs on CUDA, 16 on the CPU).",
+    ),
+]
 FlushEveryOpt = Annotated[
     int, typer.Option("--flush-every", min=1, help="Write a result part every N items (resume granularity).")
 ]
-DtypeOpt = Annotated[str, typer.Option("--dtype", help="Model weights dtype: float32, bfloat16, float16.")]
-DeviceOpt = Annotated[str, typer.Option("--device", help="torch device, e.g. cpu or cuda.")]
+DtypeOpt = Annotated[
+    str,
+    typer.Option(
+        "--dtype",
+        help="Weights dtype: auto (the checkpoint's own, e.g. bfloat16; float32 when it states none), "
+        "float32, bfloat16, float16. Part of the result key.",
+    ),
+]
+DeviceOpt = Annotated[
+    str,
+    typer.Option(
+        "--device",
+        help="Device: auto (cuda when a GPU is visible, else cpu, with a warning for a GPU-sized model), cpu, "
+        "cuda, cuda:1 (hf backend; vllm runs where it is installed for, and takes its memory default from this).",
+    ),
+]
+DeviceMapOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--device-map", help="hf backend: auto spreads the model's layers over all visible GPUs (for large models)."
+    ),
+]
+TensorParallelOpt = Annotated[
+    int,
+    typer.Option(
+        "--tensor-parallel-size", min=1, help="vllm backend: GPUs one model is sharded over (Ray: GPUs per replica)."
+    ),
+]
+MaxLogitRowsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-logit-rows",
+        min=1,
+        help="hf backend: logit rows (rows x positions) per continuation pass (default 4096 on CUDA, 512 on the CPU).",
+    ),
+]
 ModelRevisionOpt = Annotated[str | None, typer.Option("--model-revision", help="Model revision (Hub).")]
 GgufFileOpt = Annotated[
     str | None, typer.Option("--gguf-file", help="hf backend: load this GGUF file of the model folder / repo.")
@@ -205,7 +247,13 @@ EnforceEagerOpt = Annotated[
     bool, typer.Option("--enforce-eager", help="vllm backend: no graph capture/compilation (faster start).")
 ]
 GpuMemoryOpt = Annotated[
-    float, typer.Option("--gpu-memory-utilization", min=0.01, max=1.0, help="vllm backend: memory fraction.")
+    float | None,
+    typer.Option(
+        "--gpu-memory-utilization",
+        min=0.01,
+        max=1.0,
+        help="vllm backend: share of GPU memory for weights + KV cache (default 0.9 on CUDA, 0.3 on the CPU).",
+    ),
 ]
 MaxModelLenOpt = Annotated[
     int, typer.Option("--max-model-len", min=16, help="vllm backend: longest prompt + answer in tokens.")
@@ -268,16 +316,30 @@ def _run_local(
     chat: bool | None,
     shard: tuple[int, int],
     limit: int | None,
-    batch_size: int,
+    batch_size: int | None,
     flush_every: int,
     load: dict[str, Any],
     model_name: str | None = None,
 ) -> Any:
-    """Load the model (`loop.load_backend(**load)`), run one prompt config into `results`, always close the engine."""
+    """Load the model (`loop.load_backend(**load)`), run one prompt config into `results`, always close the engine.
+
+    Warnings of the loading (`RunnerWarning`: a GPU-sized model on the CPU) are printed as one
+    line each on stderr.
+    """
+    import warnings
+
     from runners import loop
+    from runners.device import RunnerWarning
 
     _ENGINE_THREADS["started"] |= load.get("backend") == "vllm"
-    backend, tokenizer, key_revision = loop.load_backend(model, **load)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RunnerWarning)
+        backend, tokenizer, key_revision = loop.load_backend(model, **load)
+    for warning in caught:
+        if issubclass(warning.category, RunnerWarning):
+            err.print(f"warning: {warning.message}", highlight=False, soft_wrap=True)
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
     on_start, on_advance = _progress_hooks(progress, prompts.config)
     try:
         return loop.run_config(
@@ -336,25 +398,28 @@ def run(
         str | None, typer.Option("--shard", help="i/n: score the i-th of n shards (split by a hash of the item id).")
     ] = None,
     chat: ChatOpt = None,
-    batch_size: BatchSizeOpt = 16,
+    batch_size: BatchSizeOpt = None,
     flush_every: FlushEveryOpt = 64,
-    dtype: DtypeOpt = ("float32"),
-    device: DeviceOpt = "cpu",
+    dtype: DtypeOpt = "auto",
+    device: DeviceOpt = "auto",
+    device_map: DeviceMapOpt = None,
+    tensor_parallel_size: TensorParallelOpt = 1,
     revision: Annotated[str | None, typer.Option("--revision", help="Prompt dataset revision (Hub).")] = None,
     model_revision: ModelRevisionOpt = None,
     gguf_file: GgufFileOpt = None,
     prefix_caching: PrefixCachingOpt = True,
     enforce_eager: EnforceEagerOpt = False,
-    gpu_memory_utilization: GpuMemoryOpt = 0.3,
+    gpu_memory_utilization: GpuMemoryOpt = None,
     max_model_len: MaxModelLenOpt = 4096,
     block_size: BlockSizeOpt = None,
+    max_logit_rows: MaxLogitRowsOpt = None,
     max_batch_tokens: Annotated[
         int | None,
         typer.Option(
             "--max-batch-tokens",
             min=1,
-            help="hf backend: tokens per forward pass, cache included (default 8192, sized for CPUs; a GPU "
-            "wants far more: sweep it with benchmarks/gpu_scoring.py). Out of memory, it is halved.",
+            help="hf backend: tokens per forward pass, cache included (default 8192 on the CPU; on CUDA sized "
+            "from the free GPU memory; sweep it with benchmarks/gpu_scoring.py). Out of memory, it is halved.",
         ),
     ] = None,
     temperature: Annotated[
@@ -367,7 +432,12 @@ def run(
         bool, typer.Option("--ray", help="Score on a Ray Data actor pool (RAY_ADDRESS, else a local Ray); same OUT.")
     ] = False,
     ray_workers: Annotated[
-        int, typer.Option("--ray-workers", min=1, help="--ray: model replicas (one GPU each with --device cuda).")
+        int,
+        typer.Option(
+            "--ray-workers",
+            min=1,
+            help="--ray: model replicas (on GPUs: one GPU each for hf, --tensor-parallel-size GPUs for vllm).",
+        ),
     ] = 1,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
@@ -409,6 +479,9 @@ def run(
                 max_model_len=max_model_len,
                 block_size=block_size,
                 max_batch_tokens=max_batch_tokens,
+                max_logit_rows=max_logit_rows,
+                device_map=device_map,
+                tensor_parallel_size=tensor_parallel_size,
             )
             with progress:
                 summary = run_config_ray(
@@ -458,7 +531,10 @@ def run(
                     "gpu_memory_utilization": gpu_memory_utilization,
                     "max_model_len": max_model_len,
                     "max_batch_tokens": max_batch_tokens,
+                    "max_logit_rows": max_logit_rows,
                     "block_size": block_size,
+                    "device_map": device_map,
+                    "tensor_parallel_size": tensor_parallel_size,
                 },
             )
     except ProbeError as exc:
@@ -674,14 +750,14 @@ def rewrite_cmd(
         int,
         typer.Option("--max-new-tokens", min=1, help="Most tokens per rewrite; a rewrite not closed by } is unused."),
     ] = 96,
-    batch_size: BatchSizeOpt = 16,
+    batch_size: BatchSizeOpt = None,
     flush_every: FlushEveryOpt = 64,
-    dtype: DtypeOpt = "float32",
-    device: DeviceOpt = "cpu",
+    dtype: DtypeOpt = "auto",
+    device: DeviceOpt = "auto",
     model_revision: ModelRevisionOpt = None,
     gguf_file: GgufFileOpt = None,
     enforce_eager: EnforceEagerOpt = False,
-    gpu_memory_utilization: GpuMemoryOpt = 0.3,
+    gpu_memory_utilization: GpuMemoryOpt = None,
     max_model_len: MaxModelLenOpt = 4096,
     recipe: Annotated[
         str, typer.Option("--recipe", help="Recipe DATASET was built from (name or YAML path).")

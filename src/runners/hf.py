@@ -23,7 +23,9 @@ How a batch of requests is scored:
    without candidates need no second pass at all.
 
 Out of memory, a batch is retried with half the token budget (down to one request), and
-the smaller budget is kept for later batches.
+the smaller budget is kept for later batches. The retry runs after the failed attempt's
+memory is released (outside the `except` block), and each continuation chunk's cache and
+logits are released before the next chunk's are built, so the peak is one chunk's, not two.
 
 Log-probabilities come without a float64 copy of the logits (`_LogSoftmax`): each position's
 log-sum-exp is the max plus the log of the sum of the float32 `exp(logit - max)` terms,
@@ -42,6 +44,7 @@ option's tokens. Only the scored entries move to the CPU. Everything runs under
 from __future__ import annotations
 
 import copy
+import gc
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -222,21 +225,75 @@ class HFBackend:
         revision: str | None = None,
         dtype: str = "float32",
         device: str = "cpu",
+        device_map: str | None = None,
         gguf_file: str | None = None,
+        max_batch_tokens: int | None = None,
+        max_logit_rows: int | None = None,
         **kwargs: Any,
     ) -> HFBackend:
-        """Load `model_id` (Hub id or local folder; with `gguf_file`, that GGUF file in it) in `dtype` on `device`."""
+        """Load `model_id` (Hub id or local folder; with `gguf_file`, that GGUF file in it) in `dtype` on `device`.
+
+        The weights are loaded straight onto `device` (transformers' `device_map`), never first
+        into host memory and then moved: an 8B bf16 model is 16 GB. `device_map="auto"` spreads
+        the layers over every visible GPU (accelerate's placement), for models one GPU cannot
+        hold. Unset budgets get the device's defaults (`runners.device`): on CUDA the token
+        budget follows the free memory left after loading.
+        """
         import torch
         from transformers import AutoModelForCausalLM
 
-        extra = {"gguf_file": gguf_file} if gguf_file else {}
+        from .device import MAX_LOGIT_ROWS, cuda_token_budget, device_type, free_cuda_memory
+
+        extra: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
+        if device_map is not None:
+            extra["device_map"] = device_map
+        elif device_type(device) != "cpu":
+            extra["device_map"] = device  # on the CPU, where weights are created anyway, no accelerate hooks
         model = AutoModelForCausalLM.from_pretrained(model_id, revision=revision, dtype=getattr(torch, dtype), **extra)
-        model.to(device)
-        return cls(model, model_id=model_id, model_revision=revision, **kwargs)
+        kind = model.device.type
+        rows = max_logit_rows or MAX_LOGIT_ROWS.get(kind, MAX_LOGIT_ROWS["cuda"])
+        if max_batch_tokens is None:
+            max_batch_tokens = DEFAULT_MAX_BATCH_TOKENS
+            if kind == "cuda":
+                max_batch_tokens = cuda_token_budget(model.config, dtype, free_cuda_memory(str(model.device)), rows)
+        return cls(
+            model,
+            model_id=model_id,
+            model_revision=revision,
+            max_batch_tokens=max_batch_tokens,
+            max_logit_rows=rows,
+            **kwargs,
+        )
 
     @property
     def dtype(self) -> str:
+        """The dtype the weights were loaded in (what the numbers depend on)."""
         return str(self.model.dtype).removeprefix("torch.")
+
+    @property
+    def device(self) -> str:
+        """The device of the model's first parameters (inputs go there)."""
+        return str(self.model.device)
+
+    def hardware(self) -> dict[str, Any]:
+        """What the run loaded and with which memory settings (recorded in the manifest)."""
+        import torch
+
+        info: dict[str, Any] = {
+            "dtype": self.dtype,
+            "device": self.device,
+            "max_batch_tokens": self.max_batch_tokens,  # after any out-of-memory halving
+            "max_logit_rows": self.max_logit_rows,
+        }
+        placement = getattr(self.model, "hf_device_map", None)
+        if placement:
+            info["device_map"] = sorted({str(d) for d in placement.values()})
+        if self.model.device.type == "cuda":
+            info["gpu"] = torch.cuda.get_device_name(self.model.device)
+            info["gpus"] = sorted(
+                {torch.cuda.get_device_name(d) for d in (placement or {}).values() if str(d) not in ("cpu", "disk")}
+            ) or [info["gpu"]]
+        return info
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         import torch
@@ -250,74 +307,129 @@ class HFBackend:
         return [r for r in results if r is not None]
 
     def _score_backing_off(self, requests: Sequence[ScoreRequest], batch: list[int]) -> list[tuple[int, ScoreResult]]:
-        """Score `batch`; out of memory, halve the token budget and retry it in smaller chunks."""
+        """Score `batch`; out of memory, halve the token budget and retry it in smaller chunks.
+
+        The retry runs after the `except` block, never inside it: inside, the exception's
+        traceback (and with it every frame of the failed attempt, its KV caches and logits)
+        would stay alive through the retry, so the retry would run beside the memory that just
+        ran out. Out of memory is what `runners.device.is_out_of_memory` says it is: torch's
+        OutOfMemoryError, and cuBLAS or allocator failures that arrive as a plain RuntimeError.
+        """
         import torch
 
-        try:
-            return list(zip(batch, self._score_batch([requests[i] for i in batch]), strict=True))
-        except torch.OutOfMemoryError:
-            if len(batch) == 1 and self.max_batch_tokens <= 1:
-                raise
+        from .device import is_out_of_memory
+
+        done: list[tuple[int, ScoreResult]] = []
+        todo = [batch]
+        while todo:
+            part = todo.pop(0)
+            try:
+                done.extend(zip(part, self._score_batch([requests[i] for i in part]), strict=True))
+                continue
+            except RuntimeError as exc:  # torch.OutOfMemoryError is a RuntimeError
+                if not is_out_of_memory(exc) or (len(part) == 1 and self.max_batch_tokens <= 1):
+                    raise
+            # out of the except block: the failed attempt's frames are gone; collect any cycles among them
+            gc.collect()
             self.max_batch_tokens = max(1, self.max_batch_tokens // 2)
             self.max_logit_rows = max(1, self.max_logit_rows // 2)
             if self.model.device.type == "cuda":
                 torch.cuda.empty_cache()
-            if len(batch) == 1:
-                return self._score_backing_off(requests, batch)
-            chunks = _chunks(batch, lambda i: len(requests[i].context), self.max_batch_tokens)
-            halves = list(chunks) if self.max_batch_tokens > 1 else [[i] for i in batch]
-            if len(halves) == 1:
-                halves = [batch[: len(batch) // 2], batch[len(batch) // 2 :]]
-            return [pair for part in halves for pair in self._score_backing_off(requests, part)]
+            if len(part) == 1:
+                halves = [part]
+            else:
+                chunks = _chunks(part, lambda i: len(requests[i].context), self.max_batch_tokens)
+                halves = list(chunks) if self.max_batch_tokens > 1 else [[i] for i in part]
+                if len(halves) == 1:
+                    halves = [part[: len(part) // 2], part[len(part) // 2 :]]
+            todo[:0] = halves
+        return done
 
     def generate(self, requests: Sequence[GenerateRequest]) -> list[Generation]:
-        """Greedy or sampled generation, one request at a time (a request's text never depends on its batch)."""
+        """Greedy requests in left-padded batches (under the token budget); sampled ones one at a time.
+
+        A batch shares one generation config, so greedy requests are grouped by `max_tokens`
+        and stop strings. Sampling draws from torch's global generator, seeded per request, so
+        a sampled request runs alone: its text then depends on its seed only, not its batch.
+        """
         import torch
-        from transformers import GenerationConfig
 
         if self.tokenizer is None:
             raise ValueError("HFBackend.generate needs the tokenizer (HFBackend(..., tokenizer=...))")
-        out: list[Generation] = []
         eos = self.model.generation_config.eos_token_id
         if eos is None:
             eos = self.tokenizer.eos_token_id
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos
+        # left padding is masked out, so any id will do when the tokenizer names none
+        pad = 0 if pad is None else pad if isinstance(pad, int) else pad[0]
+        groups: dict[tuple, list[int]] = {}
+        for i, r in enumerate(requests):
+            groups.setdefault(("sampled", i) if r.temperature > 0 else ("greedy", r.max_tokens, r.stop), []).append(i)
+        out: list[Generation | None] = [None] * len(requests)
         with torch.inference_mode():
-            for r in requests:
-                sampled = r.temperature > 0
-                # every field that changes the output is stated: None would inherit the model's config
-                config = GenerationConfig(
-                    max_new_tokens=r.max_tokens,
-                    min_new_tokens=0,
-                    do_sample=sampled,
-                    temperature=r.temperature if sampled else 1.0,
-                    top_p=r.top_p if sampled else 1.0,
-                    top_k=0,
-                    min_p=None,
-                    num_beams=1,
-                    repetition_penalty=1.0,
-                    no_repeat_ngram_size=0,
-                    eos_token_id=eos,
-                    pad_token_id=pad,
-                    stop_strings=list(r.stop) or None,
-                )
-                if sampled and r.seed is not None:
-                    torch.manual_seed(r.seed)
-                ids = torch.tensor([r.context], device=self.model.device)
-                new = self.model.generate(
-                    input_ids=ids,
-                    attention_mask=torch.ones_like(ids),
-                    generation_config=config,
-                    tokenizer=self.tokenizer,
-                )[0, len(r.context) :].tolist()
-                eos_ids = {eos} if isinstance(eos, int) else set(eos or ())
-                ended = bool(new) and new[-1] in eos_ids
-                if ended:
-                    new = new[:-1]
-                text, stopped = cut_at_stop(self.tokenizer.decode(new, skip_special_tokens=True), r.stop)
-                reason = "stop" if (ended or stopped) else "length"
-                out.append(Generation(text, tuple(new), reason))
-        return out
+            for members in groups.values():
+                members.sort(key=lambda i: len(requests[i].context))
+                cost = lambda i: len(requests[i].context) + requests[i].max_tokens  # noqa: E731
+                for chunk in _chunks(members, cost, self.max_batch_tokens):
+                    for i, gen in zip(chunk, self._generate_batch([requests[i] for i in chunk], eos, pad), strict=True):
+                        out[i] = gen
+        return [g for g in out if g is not None]
+
+    def _generate_batch(self, requests: list[GenerateRequest], eos: Any, pad: int) -> list[Generation]:
+        """One `model.generate` call over requests that share every sampling setting, left-padded."""
+        import torch
+        from transformers import GenerationConfig
+
+        r = requests[0]
+        sampled = r.temperature > 0
+        # every field that changes the output is stated: None would inherit the model's config
+        config = GenerationConfig(
+            max_new_tokens=r.max_tokens,
+            min_new_tokens=0,
+            do_sample=sampled,
+            temperature=r.temperature if sampled else 1.0,
+            top_p=r.top_p if sampled else 1.0,
+            top_k=0,
+            min_p=None,
+            num_beams=1,
+            repetition_penalty=1.0,
+            no_repeat_ngram_size=0,
+            eos_token_id=eos,
+            pad_token_id=pad,
+            stop_strings=list(r.stop) or None,
+        )
+        if sampled and r.seed is not None:
+            torch.manual_seed(r.seed)
+        width = max(len(q.context) for q in requests)
+        ids = torch.full((len(requests), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(requests), width), dtype=torch.long)
+        for b, q in enumerate(requests):
+            ids[b, width - len(q.context) :] = torch.tensor(q.context)
+            mask[b, width - len(q.context) :] = 1
+        device = self.model.device
+        rows = self.model.generate(
+            input_ids=ids.to(device),
+            attention_mask=mask.to(device),
+            generation_config=config,
+            tokenizer=self.tokenizer,
+        )[:, width:].tolist()
+        del ids, mask
+        eos_ids = {eos} if isinstance(eos, int) else set(eos or ())
+        generations = []
+        for q, new in zip(requests, rows, strict=True):
+            # a row that finished early is filled with `pad` up to the longest row: cut it where it ended
+            end = next((k for k, t in enumerate(new) if t in eos_ids), None)
+            if end is not None:
+                new = new[: end + 1]
+            else:
+                while len(requests) > 1 and new and new[-1] == pad:
+                    new.pop()
+            ended = bool(new) and new[-1] in eos_ids
+            if ended:
+                new = new[:-1]
+            text, stopped = cut_at_stop(self.tokenizer.decode(new, skip_special_tokens=True), q.stop)
+            generations.append(Generation(text, tuple(new), "stop" if (ended or stopped) else "length"))
+        return generations
 
     def _score_batch(self, requests: list[ScoreRequest]) -> list[ScoreResult]:
         import torch
@@ -360,6 +472,7 @@ class HFBackend:
         )
         after_context = _LogSoftmax(out.logits[:, -1, :])
         cache = out.past_key_values
+        del out
         context_len = mask.sum(-1)
 
         # first-token log-probabilities of every continuation: one gather, one transfer
@@ -417,6 +530,9 @@ class HFBackend:
                 row = chunk[k]
                 cont = conts[k]
                 next_lp[row.request][row.continuation] = values[: len(cont)]
+            # this chunk's expanded cache, logits and log-sum-exps go before the next chunk's are built:
+            # otherwise two chunks' worth would be alive at the peak
+            del out, logprobs
 
         results = []
         for b, r in enumerate(requests):

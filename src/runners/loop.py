@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,18 @@ from promptgen.errors import ProbeError
 
 from . import model_identity
 from . import results as res
+from .device import (
+    AUTO,
+    DTYPES,
+    GPU_MEMORY_UTILIZATION,
+    ITEMS_PER_CALL,
+    RunnerWarning,
+    cpu_warning,
+    device_type,
+    is_out_of_memory,
+    resolve_device,
+    resolve_dtype,
+)
 from .extras import require_for_scoring
 from .run import ScoringSettings, run_items
 from .session import RunSummary, Session
@@ -35,7 +48,6 @@ REQUIRED_COLUMNS = ("id", "probe", "task", "prompt", "messages")
 #: per task, the columns its items need; `text` items (free generation, e.g. the empathy
 #: third-person rewrite) may name `stop` strings and are run with --scoring generate only
 TASK_COLUMNS = {"choice": ("choices", "choice_labels"), "number": ("number_min", "number_max"), "text": ()}
-DTYPES = ("float32", "bfloat16", "float16")
 BACKENDS = ("hf", "vllm")
 
 
@@ -179,25 +191,39 @@ def load_backend(
     *,
     backend: str = "hf",
     revision: str | None = None,
-    dtype: str = "float32",
-    device: str = "cpu",
+    dtype: str = AUTO,
+    device: str = AUTO,
+    device_map: str | None = None,
     gguf_file: str | None = None,
     prefix_caching: bool = True,
     enforce_eager: bool = False,
-    gpu_memory_utilization: float = 0.3,
+    gpu_memory_utilization: float | None = None,
     max_model_len: int | None = 4096,
     block_size: int | None = None,
     max_batch_tokens: int | None = None,
+    max_logit_rows: int | None = None,
+    tensor_parallel_size: int = 1,
 ):
     """(backend, tokenizer, revision for the result key) of a model folder or Hub id.
 
     Both backends get the same transformers tokenizer, so they score the same token ids
-    (`runners.tokenize`); vLLM's own tokenizer only detokenises generations.
+    (`runners.tokenize`); vLLM's own tokenizer only detokenises generations. `auto` settings
+    follow the model and the machine (`runners.device`): the checkpoint's dtype, CUDA when
+    torch sees a GPU (with a `RunnerWarning` when a GPU-sized model lands on the CPU), and
+    vLLM's memory fraction 0.9 on CUDA, 0.3 on the CPU.
     """
     if backend not in BACKENDS:
         raise ProbeError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    if dtype not in DTYPES:
-        raise ProbeError(f"--dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    if dtype not in (AUTO, *DTYPES):
+        raise ProbeError(f"--dtype must be one of auto, {', '.join(DTYPES)}, got {dtype!r}")
+    if device_map not in (None, AUTO):
+        raise ProbeError(f"--device-map must be auto (or left out), got {device_map!r}")
+    if device_map is not None and backend != "hf":
+        raise ProbeError("--device-map works with --backend hf; vllm spreads a model with --tensor-parallel-size")
+    if tensor_parallel_size < 1:
+        raise ProbeError(f"--tensor-parallel-size must be positive, got {tensor_parallel_size}")
+    if tensor_parallel_size > 1 and backend != "vllm":
+        raise ProbeError("--tensor-parallel-size works with --backend vllm; for hf use --device-map auto")
     folder = Path(model).expanduser()
     local = folder.exists()
     if not local and _looks_like_path(model):
@@ -209,41 +235,64 @@ def load_backend(
     if backend == "vllm" and gguf_file:
         raise ProbeError("--gguf-file works with --backend hf; for vllm, save the model as a safetensors folder first")
     require_for_scoring(backend=backend)
-    from transformers import AutoTokenizer
+    from transformers import AutoConfig, AutoTokenizer
 
     extra = {"gguf_file": gguf_file} if gguf_file else {}
     try:
         tokenizer = AutoTokenizer.from_pretrained(model, revision=revision, **extra)
+        config = AutoConfig.from_pretrained(model, revision=revision, **extra)
+        # a GGUF file is de-quantised to float32 by transformers: its config's dtype is not what loads
+        weights_dtype = resolve_dtype(dtype, None if gguf_file else config)
+        on = resolve_device(device)
+        if device == AUTO and device_type(on) == "cpu" and (message := cpu_warning(config, model)):
+            warnings.warn(message, RunnerWarning, stacklevel=2)
         if backend == "hf":
             from .hf import HFBackend
 
-            budget = {} if max_batch_tokens is None else {"max_batch_tokens": max_batch_tokens}
             scorer: Any = HFBackend.from_pretrained(
-                model, revision=revision, dtype=dtype, device=device, tokenizer=tokenizer, **extra, **budget
+                model,
+                revision=revision,
+                dtype=weights_dtype,
+                device=on,
+                device_map=device_map,
+                tokenizer=tokenizer,
+                max_batch_tokens=max_batch_tokens,
+                max_logit_rows=max_logit_rows,
+                **extra,
             )
         else:
             from .vllm_backend import VLLMBackend
 
+            if gpu_memory_utilization is None:
+                gpu_memory_utilization = GPU_MEMORY_UTILIZATION.get(device_type(on), GPU_MEMORY_UTILIZATION["cuda"])
             scorer = VLLMBackend.from_pretrained(
                 model,
                 revision=revision,
-                dtype=dtype,
+                dtype=weights_dtype,
                 prefix_caching=prefix_caching,
                 enforce_eager=enforce_eager,
                 gpu_memory_utilization=gpu_memory_utilization,
                 max_model_len=max_model_len,
                 block_size=block_size,
+                tensor_parallel_size=tensor_parallel_size,
             )
     except ImportError as exc:
         raise ProbeError(str(exc)) from exc
     except (OSError, ValueError) as exc:
         raise ProbeError(f"cannot load model {model!r}: {exc}") from exc
-    commit = None if local else getattr(getattr(getattr(scorer, "model", None), "config", None), "_commit_hash", None)
+    except RuntimeError as exc:
+        if not is_out_of_memory(exc):
+            raise
+        raise ProbeError(
+            f"out of memory loading {model!r} in {weights_dtype} on {on}: spread it over the GPUs with "
+            "--device-map auto (hf) or --tensor-parallel-size N (vllm), or pick a smaller --dtype"
+        ) from None
+    commit = None if local else getattr(config, "_commit_hash", None)
     revision_key = key_revision(model, revision=revision, gguf_file=gguf_file, resolved_commit=commit)
     return scorer, tokenizer, revision_key
 
 
-def load_hf(model: str, *, revision: str | None = None, dtype: str = "float32", device: str = "cpu"):
+def load_hf(model: str, *, revision: str | None = None, dtype: str = AUTO, device: str = AUTO):
     """`load_backend(..., backend="hf")`."""
     return load_backend(model, backend="hf", revision=revision, dtype=dtype, device=device)
 
@@ -279,6 +328,7 @@ def loaded_dtype(backend: Any, asked: str | None) -> str | None:
 
 
 def _hardware(backend: Any) -> dict[str, Any]:
+    """Where the run ran: the backend's own record (dtype, device, GPU, memory settings), torch."""
     info: dict[str, Any] = {}
     if callable(getattr(backend, "hardware", None)):
         info.update(backend.hardware())
@@ -286,12 +336,19 @@ def _hardware(backend: Any) -> dict[str, Any]:
     if model is not None:
         import torch
 
-        info.update(torch=torch.__version__, device=str(model.device), threads=torch.get_num_threads())
+        info.update(torch=torch.__version__, threads=torch.get_num_threads())
+        info.setdefault("device", str(model.device))
         if model.device.type == "cuda":
-            info["gpu"] = torch.cuda.get_device_name(model.device)
+            info.setdefault("gpu", torch.cuda.get_device_name(model.device))
     if hasattr(backend, "max_batch_tokens"):  # after any out-of-memory halving
         info["max_batch_tokens"] = backend.max_batch_tokens
     return info
+
+
+def default_batch_size(backend: Any) -> int:
+    """Items per backend call when `--batch-size` is not given: GPU-sized on CUDA, small on the CPU."""
+    kind = device_type(str(getattr(backend, "device", None) or "cpu"))
+    return ITEMS_PER_CALL.get(kind, ITEMS_PER_CALL["cuda"])
 
 
 def run_config(
@@ -306,7 +363,7 @@ def run_config(
     chat: bool | None = None,
     shard: tuple[int, int] = (0, 1),
     limit: int | None = None,
-    batch_size: int = 16,
+    batch_size: int | None = None,
     flush_every: int = 64,
     dtype: str | None = None,
     on_start: Callable[[int, int], None] | None = None,
@@ -316,10 +373,13 @@ def run_config(
 
     `model_name` names the model in every file written (default: the portable name of
     `backend.model_id`, see `model_name_for`). `chat=None` uses the chat template when the
-    tokenizer has one. `on_start(total, done)` and `on_advance(n)` report progress.
+    tokenizer has one; `batch_size=None` is `default_batch_size(backend)`. The key's dtype is
+    the one the backend loaded (`dtype` is only a fallback for backends that do not say).
+    `on_start(total, done)` and `on_advance(n)` report progress.
     """
     started = time.perf_counter()
     settings = settings or ScoringSettings()
+    batch_size = default_batch_size(backend) if batch_size is None else batch_size
     if chat is None:
         chat = bool(getattr(tokenizer, "chat_template", None))
     check_scoring_mode(prompts, settings)
@@ -350,6 +410,5 @@ def run_config(
         session.add(rows)
         if on_advance is not None:
             on_advance(len(items))
-    return session.finish(
-        backend=backend.name, dtype=dtype, hardware=_hardware(backend), extra={"batch_size": batch_size}
-    )
+    extra = {"batch_size": batch_size, "device": getattr(backend, "device", None)}
+    return session.finish(backend=backend.name, dtype=dtype, hardware=_hardware(backend), extra=extra)

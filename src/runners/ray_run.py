@@ -11,7 +11,8 @@ that decides what a run writes is the loop's:
    items, in row order: an actor scores exactly the batches `loop.run_config` would score, so
    (on the same hardware) the rows are the loop's bit for bit, whatever the number of workers.
 3. `map_batches` runs `_Replica`, a callable class: each actor loads the model once
-   (`loop.load_backend`, one GPU per actor with `--device cuda`, one CPU otherwise) and turns
+   (`loop.load_backend`; a GPU actor asks for one GPU with hf, the tensor-parallel size with vLLM
+   (`_worker_resources`), a CPU actor for one CPU) and turns
    batches of items into result rows with `run_items`, in `RESULT_SCHEMA` (declared, so blocks
    whose optional columns are all null still have one schema).
 4. The DRIVER is the only writer: it streams the actors' rows back with `iter_batches` and
@@ -49,6 +50,7 @@ from promptgen.errors import ProbeError
 
 from . import loop
 from . import results as res
+from .device import AUTO, DTYPES, ITEMS_PER_CALL, device_type, resolve_dtype
 from .extras import require_for_scoring
 from .run import ScoringSettings, run_items
 from .session import RunSummary, Session
@@ -87,6 +89,12 @@ class _Replica:
                 f"the worker on {platform.node()} loaded {model} at revision {revision}, the driver keyed the run "
                 f"by {key.model_revision}: is the model the same on every node?"
             )
+        keyed = json.loads(key.scoring).get("dtype")
+        if self.error is None and keyed is not None and getattr(self.backend, "dtype", keyed) != keyed:
+            self.error = (
+                f"the worker on {platform.node()} loaded {model} in {self.backend.dtype}, the driver keyed the run "
+                f"by {keyed}: pass an explicit --dtype this engine supports"
+            )
         self.worker = json.dumps({**loop._hardware(self.backend), "node": platform.node()}, sort_keys=True)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
@@ -108,8 +116,11 @@ class _Replica:
 
 def resolve_model(
     model: str, *, revision: str | None, dtype: str, backend: str, gguf_file: str | None = None
-) -> tuple[Any, str]:
-    """(tokenizer, revision for the result key) of a model, without loading its weights.
+) -> tuple[Any, str, str]:
+    """(tokenizer, revision for the result key, dtype the weights will load in) of a model, without its weights.
+
+    The dtype is `runners.device.resolve_dtype` of the model's config, as `loop.load_backend`
+    resolves it, so the driver can key the run before any actor loads the model.
 
     The checks and the revision rule are `loop.load_backend`'s (a local folder is keyed by a
     hash of its config and weight files; a Hub model by the asked revision, else the commit
@@ -117,8 +128,8 @@ def resolve_model(
     """
     if backend not in loop.BACKENDS:
         raise ProbeError(f"--backend must be one of {', '.join(loop.BACKENDS)}, got {backend!r}")
-    if dtype not in loop.DTYPES:
-        raise ProbeError(f"--dtype must be one of {', '.join(loop.DTYPES)}, got {dtype!r}")
+    if dtype not in (AUTO, *DTYPES):
+        raise ProbeError(f"--dtype must be one of auto, {', '.join(DTYPES)}, got {dtype!r}")
     folder = Path(model).expanduser()
     local = folder.exists()
     if not local and loop._looks_like_path(model):
@@ -133,27 +144,48 @@ def resolve_model(
     extra = {"gguf_file": gguf_file} if gguf_file else {}
     try:
         tokenizer = AutoTokenizer.from_pretrained(model, revision=revision, **extra)
-        commit = None
-        if not local:  # pragma: no cover - Hub models need the network
-            commit = getattr(AutoConfig.from_pretrained(model, revision=revision, **extra), "_commit_hash", None)
+        config = AutoConfig.from_pretrained(model, revision=revision, **extra)
     except (OSError, ValueError) as exc:  # pragma: no cover - Hub models need the network
         raise ProbeError(f"cannot load model {model!r}: {exc}") from exc
-    return tokenizer, loop.key_revision(model, revision=revision, gguf_file=gguf_file, resolved_commit=commit)
+    weights = resolve_dtype(dtype, None if gguf_file else config)
+    commit = None if local else getattr(config, "_commit_hash", None)
+    return tokenizer, loop.key_revision(model, revision=revision, gguf_file=gguf_file, resolved_commit=commit), weights
 
 
-def _worker_resources(device: str, num_workers: int) -> dict[str, float]:
-    """Ray resources of one replica; fails early when the cluster cannot hold `num_workers` of them."""
+def _uses_gpu(device: str, backend: str, cluster: Mapping[str, float]) -> bool:
+    """Whether a replica runs on a GPU: `--device cuda`, or `auto` (vLLM: anything but `cpu`) in a cluster with GPUs.
+
+    vLLM ignores `--device` (a GPU install runs on the GPU), so for it only an explicit `cpu`
+    keeps the replica off the cluster's GPUs.
+    """
+    if device_type(device) == "cuda":
+        return True
+    has_gpus = cluster.get("GPU", 0.0) > 0
+    return has_gpus and (device != "cpu" if backend == "vllm" else device == AUTO)
+
+
+def _worker_resources(
+    device: str, num_workers: int, *, backend: str = "hf", tensor_parallel_size: int = 1
+) -> dict[str, float]:
+    """Ray resources of one replica; fails early when the cluster cannot hold `num_workers` of them.
+
+    A GPU replica asks for its GPUs, so Ray makes exactly those visible to it
+    (CUDA_VISIBLE_DEVICES): `tensor_parallel_size` of them for vLLM (its engine shards the
+    model over them), one for hf. A CPU replica asks for one CPU.
+    """
     import ray
 
-    cuda = device.startswith("cuda")
-    need = {"GPU": 1.0} if cuda else {"CPU": 1.0}
-    (name, amount), have = next(iter(need.items())), ray.cluster_resources()
+    have = ray.cluster_resources()
+    if _uses_gpu(device, backend, have):
+        name, amount = "GPU", float(tensor_parallel_size if backend == "vllm" else 1)
+    else:
+        name, amount = "CPU", 1.0
     if have.get(name, 0.0) < amount * num_workers:
         raise ProbeError(
-            f"--ray-workers {num_workers} needs {amount * num_workers:g} {name}(s) in the Ray cluster, "
-            f"it has {have.get(name, 0.0):g}"
+            f"--ray-workers {num_workers} needs {amount * num_workers:g} {name}(s) in the Ray cluster "
+            f"({amount:g} per replica), it has {have.get(name, 0.0):g}"
         )
-    return {"num_gpus": 1.0} if cuda else {"num_cpus": 1.0}
+    return {"num_gpus": amount} if name == "GPU" else {"num_cpus": amount}
 
 
 def run_config_ray(
@@ -166,12 +198,12 @@ def run_config_ray(
     settings: ScoringSettings | None = None,
     chat: bool | None = None,
     backend: str = "hf",
-    dtype: str = "float32",
-    device: str = "cpu",
+    dtype: str = AUTO,
+    device: str = AUTO,
     num_workers: int = 1,
     shard: tuple[int, int] = (0, 1),
     limit: int | None = None,
-    batch_size: int = 16,
+    batch_size: int | None = None,
     flush_every: int = 64,
     load_options: Mapping[str, Any] | None = None,
     on_start: Callable[[int, int], None] | None = None,
@@ -191,13 +223,13 @@ def run_config_ray(
     if num_workers < 1:
         raise ProbeError("--ray-workers must be positive")
     options = dict(load_options or {})
-    tokenizer, key_revision = resolve_model(
+    tokenizer, key_revision, weights = resolve_model(
         model, revision=model_revision, dtype=dtype, backend=backend, gguf_file=options.get("gguf_file")
     )
     if chat is None:
         chat = bool(getattr(tokenizer, "chat_template", None))
     name = loop.model_name_for(model, model_name)
-    key = loop.key_for(name, key_revision, settings, chat, dtype=dtype, backend=backend)
+    key = loop.key_for(name, key_revision, settings, chat, dtype=weights, backend=backend)
     session = Session.open(
         prompts,
         results,
@@ -221,7 +253,11 @@ def run_config_ray(
 
         if not ray.is_initialized():
             ray.init()
-        resources = _worker_resources(device, num_workers)
+        resources = _worker_resources(
+            device, num_workers, backend=backend, tensor_parallel_size=int(options.get("tensor_parallel_size") or 1)
+        )
+        if batch_size is None:
+            batch_size = ITEMS_PER_CALL["cuda" if "num_gpus" in resources else "cpu"]
         table = prompts.dataset.select(todo).with_format("arrow")[:]
         blocks = [table.slice(start, batch_size) for start in range(0, len(todo), batch_size)]
         expected, seen = {ids[k] for k in todo}, set()
@@ -244,7 +280,7 @@ def run_config_ray(
                         **options,
                         "backend": backend,
                         "revision": model_revision,
-                        "dtype": dtype,
+                        "dtype": weights,
                         "device": device,
                     },
                 },
@@ -270,9 +306,12 @@ def run_config_ray(
             raise RuntimeError(f"Ray returned {len(seen)} of {len(expected)} items")  # a bug, not input
     return session.finish(
         backend=backend,
-        dtype=dtype,
+        dtype=weights,
         hardware={"workers": [json.loads(w) for w in workers]},
-        extra={"batch_size": batch_size, "ray": {"version": _ray_version(), "workers": num_workers}},
+        extra={
+            "batch_size": batch_size or ITEMS_PER_CALL["cpu"],
+            "ray": {"version": _ray_version(), "workers": num_workers},
+        },
     )
 
 

@@ -53,6 +53,9 @@ RESULT_SCHEMA = pa.schema(
         ("model", pa.string()),
         ("model_revision", pa.string()),
         ("backend", pa.string()),
+        #: the dtype and device the weights were actually loaded in (the dtype is also in `scoring`)
+        ("dtype", pa.string()),
+        ("device", pa.string()),
         ("scoring", pa.string()),
         ("chat", pa.bool_()),
         ("choice_logprobs", pa.list_(pa.float64())),

@@ -106,12 +106,12 @@ class Session:
         chat: bool,
         shard: tuple[int, int] = (0, 1),
         limit: int | None = None,
-        batch_size: int = 16,
+        batch_size: int | None = 16,
         flush_every: int = 64,
         started: float | None = None,
     ) -> Session:
-        """Check the options, select the shard's items and find those still to score."""
-        if batch_size < 1 or flush_every < 1:
+        """Check the options, select the shard's items and those still to score (`batch_size` None: the driver's)."""
+        if (batch_size is not None and batch_size < 1) or flush_every < 1:
             raise ProbeError("--batch-size and --flush-every must be positive")
         if limit is not None and limit < 1:
             raise ProbeError(f"--limit must be positive, got {limit}")

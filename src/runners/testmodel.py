@@ -145,3 +145,132 @@ def ensure_smollm2(cache_dir: Path | str | None = None) -> tuple[Path, Path]:
         if work.exists():
             shutil.rmtree(work)
     return final / GGUF_NAME, final / "hf"
+
+
+# ----------------------------------------------------------------------------- Llama-3 vocabulary
+#
+# The Llama-3 tokenizer (128,256 tokens, about 1,100 of them starting with a digit) is what real
+# GPU runs meet; SmolLM2's has ten digit tokens. llama.cpp keeps the real Llama-3 vocabulary as a
+# weightless GGUF file for its tokenizer tests, and the llama-cpp-python sdist on PyPI vendors it,
+# so it can be fetched like the SmolLM2 wheel. It is paired with a tiny random-weight Llama of the
+# same vocabulary size: the scoring tests need the vocabulary, not a meaningful model.
+
+LLAMA_CPP_PACKAGE = "llama-cpp-python"
+LLAMA_CPP_VERSION = "0.3.36"
+LLAMA3_VOCAB_NAME = "ggml-vocab-llama-bpe.gguf"
+LLAMA3_VOCAB_MEMBER = f"llama_cpp_python-{LLAMA_CPP_VERSION}/vendor/llama.cpp/models/{LLAMA3_VOCAB_NAME}"
+#: sha256 of the vocabulary file inside the 0.3.36 sdist
+LLAMA3_VOCAB_SHA256 = "97272e430d53bc7688f52d5e0ad8ea8f163ede9f1bbd1694feaa504797d5d96e"
+LLAMA3_FOLDER_NAME = "llama3-vocab-tiny-random"
+#: the tiny model: vLLM-CPU's attention needs a head size of at least 32 (4 heads of 32)
+LLAMA3_TINY_SHAPE = {
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 2048,
+    "tie_word_embeddings": True,
+}
+
+
+def llama3_folder_name() -> str:
+    """The cache folder's name (with transformers' major version, as `folder_name`)."""
+    return f"{LLAMA3_FOLDER_NAME}-transformers{version('transformers').split('.')[0]}"
+
+
+def _download_llama3_vocab(work: Path) -> Path:
+    """pip-download the llama-cpp-python sdist into `work` and extract only the Llama-3 vocabulary file."""
+    import tarfile
+
+    sdists = work / "sdist"
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--no-deps",
+        "--no-binary",
+        ":all:",
+        f"{LLAMA_CPP_PACKAGE}=={LLAMA_CPP_VERSION}",
+        "-d",
+        str(sdists),
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"`{' '.join(cmd)}` failed ({done.returncode}):\n{done.stderr.strip()}")
+    found = sorted(sdists.glob("*.tar.gz"))
+    if len(found) != 1:
+        raise RuntimeError(f"expected one sdist in {sdists}, found {[p.name for p in found]}")
+    target = work / LLAMA3_VOCAB_NAME
+    with tarfile.open(found[0], "r:gz") as sdist:
+        member = sdist.extractfile(LLAMA3_VOCAB_MEMBER)  # KeyError names a layout change
+        if member is None:
+            raise RuntimeError(f"{LLAMA3_VOCAB_MEMBER} in {found[0].name} is not a file")
+        with member, target.open("wb") as dst:
+            shutil.copyfileobj(member, dst, 1 << 20)
+    shutil.rmtree(sdists)
+    digest = _sha256(target)
+    if digest != LLAMA3_VOCAB_SHA256:
+        raise RuntimeError(f"{target.name}: sha256 {digest} differs from the pinned {LLAMA3_VOCAB_SHA256}")
+    return target
+
+
+def _build_tiny_llama3(vocab: Path, out: Path) -> None:
+    """The Llama-3 tokenizer as a transformers folder, with a random two-layer float32 Llama of its size."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(vocab.parent, gguf_file=vocab.name)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        **LLAMA3_TINY_SHAPE,
+    )
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config).to(torch.float32)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+
+
+def ensure_llama3_tiny(cache_dir: Path | str | None = None) -> Path:
+    """A transformers folder with the real Llama-3 tokenizer and a tiny random Llama, built once and cached.
+
+    The first call downloads the 77 MB sdist from PyPI (only the 8 MB vocabulary file is kept)
+    and builds the folder (under a minute on 2 cores); later calls check the completion marker.
+    Built and published like `ensure_smollm2`'s folder: in a temporary folder beside its final
+    place, the marker written last, then renamed into place.
+    """
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    final = root / llama3_folder_name()
+    if (final / MARKER).is_file():
+        return final / "hf"
+    root.mkdir(parents=True, exist_ok=True)
+    if final.exists():  # no marker: broken by hand
+        shutil.rmtree(final)
+    work = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=root))
+    work.chmod(0o755)
+    try:
+        vocab = _download_llama3_vocab(work)
+        _build_tiny_llama3(vocab, work / "hf")
+        vocab.unlink()  # the tokenizer is in the folder; the GGUF file is not needed again
+        marker = {
+            "package": f"{LLAMA_CPP_PACKAGE}=={LLAMA_CPP_VERSION}",
+            "vocab": LLAMA3_VOCAB_NAME,
+            "vocab_sha256": LLAMA3_VOCAB_SHA256,
+            "model": {"weights": "random, torch.manual_seed(0)", "dtype": "float32", **LLAMA3_TINY_SHAPE},
+            "transformers": version("transformers"),
+            "torch": version("torch"),
+        }
+        (work / MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True) + "\n")
+        try:
+            work.rename(final)
+        except OSError:
+            if not (final / MARKER).is_file():
+                raise
+    finally:
+        if work.exists():
+            shutil.rmtree(work)
+    return final / "hf"

