@@ -256,7 +256,13 @@ GpuMemoryOpt = Annotated[
     ),
 ]
 MaxModelLenOpt = Annotated[
-    int, typer.Option("--max-model-len", min=16, help="vllm backend: longest prompt + answer in tokens.")
+    int | None,
+    typer.Option(
+        "--max-model-len",
+        min=16,
+        help="vllm backend: longest prompt + answer in tokens (default: what the longest items need, rounded up "
+        "to 256, capped by the model's position limit; above the limit it is an error before the engine starts).",
+    ),
 ]
 BlockSizeOpt = Annotated[
     int | None,
@@ -332,6 +338,8 @@ def _run_local(
     from runners.device import RunnerWarning
 
     _ENGINE_THREADS["started"] |= load.get("backend") == "vllm"
+    if load.get("backend") == "vllm":  # its max_model_len follows the items (runners.context_length)
+        load = {**load, "needed_tokens": loop.needs_of(prompts, settings, chat, shard=shard, limit=limit)}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RunnerWarning)
         backend, tokenizer, key_revision = loop.load_backend(model, **load)
@@ -410,7 +418,7 @@ def run(
     prefix_caching: PrefixCachingOpt = True,
     enforce_eager: EnforceEagerOpt = False,
     gpu_memory_utilization: GpuMemoryOpt = None,
-    max_model_len: MaxModelLenOpt = 4096,
+    max_model_len: MaxModelLenOpt = None,
     block_size: BlockSizeOpt = None,
     max_logit_rows: MaxLogitRowsOpt = None,
     max_batch_tokens: Annotated[
@@ -758,7 +766,7 @@ def rewrite_cmd(
     gguf_file: GgufFileOpt = None,
     enforce_eager: EnforceEagerOpt = False,
     gpu_memory_utilization: GpuMemoryOpt = None,
-    max_model_len: MaxModelLenOpt = 4096,
+    max_model_len: MaxModelLenOpt = None,
     recipe: Annotated[
         str, typer.Option("--recipe", help="Recipe DATASET was built from (name or YAML path).")
     ] = "intergroup-empathy",

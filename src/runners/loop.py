@@ -24,7 +24,7 @@ from typing import Any
 
 from promptgen.errors import ProbeError
 
-from . import model_identity
+from . import context_length, model_identity
 from . import results as res
 from .device import (
     AUTO,
@@ -40,7 +40,7 @@ from .device import (
 )
 from .extras import require_for_scoring
 from .run import ScoringSettings, run_items
-from .session import RunSummary, Session
+from .session import RunSummary, Session, select_rows
 
 __all__ = ["BACKENDS", "DTYPES", "PromptConfig", "RunSummary", "key_for", "load_backend", "run_config"]
 
@@ -49,6 +49,8 @@ REQUIRED_COLUMNS = ("id", "probe", "task", "prompt", "messages")
 #: third-person rewrite) may name `stop` strings and are run with --scoring generate only
 TASK_COLUMNS = {"choice": ("choices", "choice_labels"), "number": ("number_min", "number_max"), "text": ()}
 BACKENDS = ("hf", "vllm")
+#: vLLM's max_model_len when neither it nor the items' needs are given
+DEFAULT_MAX_MODEL_LEN = 4096
 
 
 @dataclass
@@ -198,11 +200,12 @@ def load_backend(
     prefix_caching: bool = True,
     enforce_eager: bool = False,
     gpu_memory_utilization: float | None = None,
-    max_model_len: int | None = 4096,
+    max_model_len: int | None = None,
     block_size: int | None = None,
     max_batch_tokens: int | None = None,
     max_logit_rows: int | None = None,
     tensor_parallel_size: int = 1,
+    needed_tokens: int | Callable[[Any], int] | None = None,
 ):
     """(backend, tokenizer, revision for the result key) of a model folder or Hub id.
 
@@ -210,7 +213,10 @@ def load_backend(
     (`runners.tokenize`); vLLM's own tokenizer only detokenises generations. `auto` settings
     follow the model and the machine (`runners.device`): the checkpoint's dtype, CUDA when
     torch sees a GPU (with a `RunnerWarning` when a GPU-sized model lands on the CPU), and
-    vLLM's memory fraction 0.9 on CUDA, 0.3 on the CPU.
+    vLLM's memory fraction 0.9 on CUDA, 0.3 on the CPU. vLLM's `max_model_len` left out is
+    what the items need (`needed_tokens(tokenizer)`, see `needs_of`), capped by the model's
+    position limit (`runners.context_length`); without `needed_tokens`, the smaller of the
+    limit and 4096.
     """
     if backend not in BACKENDS:
         raise ProbeError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
@@ -265,6 +271,12 @@ def load_backend(
 
             if gpu_memory_utilization is None:
                 gpu_memory_utilization = GPU_MEMORY_UTILIZATION.get(device_type(on), GPU_MEMORY_UTILIZATION["cuda"])
+            limit = context_length.position_limit(config.to_dict())
+            if needed_tokens is not None:
+                needed = needed_tokens if isinstance(needed_tokens, int) else needed_tokens(tokenizer)
+                max_model_len = context_length.choose_max_model_len(max_model_len, needed, limit, model)
+            elif max_model_len is None:
+                max_model_len = min(limit or DEFAULT_MAX_MODEL_LEN, DEFAULT_MAX_MODEL_LEN)
             scorer = VLLMBackend.from_pretrained(
                 model,
                 revision=revision,
@@ -295,6 +307,24 @@ def load_backend(
 def load_hf(model: str, *, revision: str | None = None, dtype: str = AUTO, device: str = AUTO):
     """`load_backend(..., backend="hf")`."""
     return load_backend(model, backend="hf", revision=revision, dtype=dtype, device=device)
+
+
+def needs_of(
+    prompts: PromptConfig,
+    settings: ScoringSettings,
+    chat: bool | None,
+    *,
+    shard: tuple[int, int] = (0, 1),
+    limit: int | None = None,
+) -> Callable[[Any], int]:
+    """`needed_tokens` for `load_backend`: the positions the run's longest items need, once the tokenizer is known."""
+
+    def needed(tokenizer: Any) -> int:
+        use_chat = bool(getattr(tokenizer, "chat_template", None)) if chat is None else chat
+        rows = select_rows(prompts.dataset["id"], shard, limit)
+        return context_length.tokens_needed(prompts.dataset, rows, tokenizer, use_chat, settings)
+
+    return needed
 
 
 def key_for(

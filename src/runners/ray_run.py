@@ -228,6 +228,8 @@ def run_config_ray(
     )
     if chat is None:
         chat = bool(getattr(tokenizer, "chat_template", None))
+    if backend == "vllm" and "needed_tokens" not in options:  # the actors' engines fit the items (loop.needs_of)
+        options["needed_tokens"] = loop.needs_of(prompts, settings, chat, shard=shard, limit=limit)(tokenizer)
     name = loop.model_name_for(model, model_name)
     key = loop.key_for(name, key_revision, settings, chat, dtype=weights, backend=backend)
     session = Session.open(

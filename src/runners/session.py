@@ -118,9 +118,7 @@ class Session:
         check_out_folder(Path(results))
         folder = res.key_dir(results, prompts.config, key)
         ids = prompts.dataset["id"]
-        selected = [k for k, i in enumerate(ids) if shard[1] == 1 or res.shard_of(i, shard[1]) == shard[0]]
-        if limit is not None:
-            selected = selected[:limit]
+        selected = select_rows(ids, shard, limit)
         done = res.read_done(folder)
         current = prompt_hashes(prompts.dataset, selected)
         todo: list[int] = []
@@ -241,6 +239,12 @@ class Session:
             pretty_name=f"social-bias-probes results: {', '.join(models)}",
             license=self.prompts.license,
         )
+
+
+def select_rows(ids: list[str], shard: tuple[int, int], limit: int | None) -> list[int]:
+    """The rows of a shard (a hash of the item id, so shards partition a config in any row order), then --limit."""
+    selected = [k for k, i in enumerate(ids) if shard[1] == 1 or res.shard_of(i, shard[1]) == shard[0]]
+    return selected if limit is None else selected[:limit]
 
 
 def check_out_folder(results: Path) -> None:
