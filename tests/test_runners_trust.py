@@ -266,3 +266,43 @@ def test_two_concurrent_runs_on_one_key_give_every_id_once(tmp_path: Path, promp
     assert sorted(on_disk) == ids  # compacted: one row per id in the files too
     runs = json.loads((out / res.MANIFEST_NAME).read_text())["runs"]
     assert sorted(r.rsplit("/", 1)[1] for r in runs) == ["shard-0of1", "shard-0of2", "shard-1of2"]
+
+
+def _unwritable(tmp_path: Path) -> Path:
+    """A folder no write can go into: read-only bits, or (as root, whom bits do not stop) one under /sys."""
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        (folder / "probe").mkdir()
+    except PermissionError:
+        return folder / "out"
+    if not Path("/sys/kernel").is_dir():
+        pytest.skip("running as root without /sys: no folder refuses writes")
+    return Path("/sys/kernel/probes-test-out")
+
+
+def test_unwritable_out_for_run_is_one_line_before_the_model_loads(tmp_path: Path, prompts: Path) -> None:
+    require_extra("hf")  # without it, the missing extra is what `probes run` reports first
+    out = _unwritable(tmp_path)
+    args = ["run", str(prompts), "-c", "items", "-m", str(tmp_path / "no-model-needed"), "--out", str(out)]
+    result = CliRunner().invoke(app, args)
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 1, result.output
+    assert lines[0].startswith("error: --out") and "cannot write" in lines[0] and "Traceback" not in result.output
+
+
+def test_a_killed_writers_temp_files_are_removed_at_the_next_run(tmp_path: Path) -> None:
+    from runners.session import STALE_TEMP_SECONDS, remove_stale_temp_files
+
+    folder = tmp_path / "key"
+    folder.mkdir()
+    old = folder / ".part-00000of00001-1-a.parquet.x1y2.tmp"
+    fresh = folder / ".part-00000of00001-2-b.parquet.z3w4.tmp"  # a live writer's, mid-write
+    part = folder / "part-00000of00001-3-c.parquet"
+    for path in (old, fresh, part):
+        path.write_bytes(b"x")
+    stale = fresh.stat().st_mtime - STALE_TEMP_SECONDS - 1
+    os.utime(old, (stale, stale))
+    assert remove_stale_temp_files(folder) == [old]
+    assert not old.exists() and fresh.exists() and part.exists()

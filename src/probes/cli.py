@@ -458,6 +458,7 @@ def run(
     from runners.extras import require_for_scoring
     from runners.results import parse_shard
     from runners.run import ScoringSettings
+    from runners.session import check_out_folder
 
     progress = _progress(quiet)
     try:
@@ -473,8 +474,7 @@ def run(
             )
         else:
             settings = ScoringSettings(choice_mode=scoring, length_normalize=length_normalize)
-        if results.exists() and not results.is_dir():
-            raise ProbeError(f"--out {results} exists and is not a folder")
+        check_out_folder(results)  # a file, a prompt dataset or unwritable: one line before a model loads
         prompts = loop.load_prompt_config(dataset, config, revision=revision)
         loop.check_scoring_mode(prompts, settings)
         if use_ray:  # one model replica per Ray actor (runners.ray_run); this process loads no model

@@ -18,7 +18,9 @@ Drivers only load models and move items to scorers and rows back.
 from __future__ import annotations
 
 import json
+import os
 import platform
+import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -117,6 +119,7 @@ class Session:
             raise ProbeError(f"--limit must be positive, got {limit}")
         check_out_folder(Path(results))
         folder = res.key_dir(results, prompts.config, key)
+        remove_stale_temp_files(folder)
         ids = prompts.dataset["id"]
         selected = select_rows(ids, shard, limit)
         done = res.read_done(folder)
@@ -248,7 +251,12 @@ def select_rows(ids: list[str], shard: tuple[int, int], limit: int | None) -> li
 
 
 def check_out_folder(results: Path) -> None:
-    """`--out` is a results folder or new: never a file, never a prompt dataset folder (its card would go)."""
+    """`--out` is a results folder or new, and writable: never a file, never a prompt dataset folder.
+
+    Checked before a model loads, so an unwritable folder is one line, not a PermissionError
+    after minutes of loading. The check creates and removes one hidden folder in the nearest
+    existing ancestor (as root, permission bits say nothing: only a write tells).
+    """
     if results.exists() and not results.is_dir():
         raise ProbeError(f"--out {results} exists and is not a folder")
     if (results / "build_manifest.json").is_file():
@@ -256,3 +264,29 @@ def check_out_folder(results: Path) -> None:
             f"--out {results} is a prompt dataset folder (it has build_manifest.json); "
             "write results to a folder of their own, e.g. results/<model>"
         )
+    ancestor = results
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".probes-write-check-", dir=ancestor))
+    except OSError as exc:
+        raise ProbeError(f"--out {results}: cannot write in {ancestor} ({exc.strerror or exc})") from exc
+
+
+#: a part's hidden temporary file older than this was left by a killed writer (a part takes seconds)
+STALE_TEMP_SECONDS = 3600
+
+
+def remove_stale_temp_files(folder: Path, *, now: float | None = None) -> list[Path]:
+    """Remove the hidden `.part-*.tmp` files a killed run left in a key folder (older than an hour)."""
+    now = time.time() if now is None else now
+    removed = []
+    if folder.is_dir():
+        for path in folder.glob(".part-*.tmp"):
+            try:
+                if now - path.stat().st_mtime > STALE_TEMP_SECONDS:
+                    path.unlink()
+                    removed.append(path)
+            except FileNotFoundError:  # another run cleaned it
+                pass
+    return removed
