@@ -33,6 +33,7 @@ from promptgen.trust_game_pairs import (
     select_pairs,
 )
 from release_fixture import REPO
+from runners.testmodel import MODEL_NAME
 
 LO = list(LOGODDS_COLUMNS.values())
 A, B, H, N, W = RACES  # Asian, Black, Hispanic, Native American, White
@@ -278,7 +279,16 @@ def race_results(tiny: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
     out = tmp_path_factory.mktemp("results")
     backend = HFBackend(load_model(), model_id=str(load_folder()))
     revision = loop.key_revision(str(load_folder()), revision=None)
-    loop.run_config(prompts, backend, load_tokenizer(), out, model_revision=revision, chat=False, batch_size=16)
+    loop.run_config(
+        prompts,
+        backend,
+        load_tokenizer(),
+        out,
+        model_revision=revision,
+        model_name=MODEL_NAME,
+        chat=False,
+        batch_size=16,
+    )
     return out
 
 
@@ -336,7 +346,7 @@ def test_end_to_end_pairs_from_smollm2(curated: Path, tiny: dict[str, Path]):
     card = (curated / "README.md").read_text()
     assert "**Pairs curated on a small model are a pipeline check, not a scientific result.**" in card
     assert "A model of 135M parameters" in card and "**Shortfall:** 10 of 10 groups" in card
-    assert "> **Pipeline check, not a scientific result:** hf has about 135M" in card  # from smollm2-135m-.../hf
+    assert "> **Pipeline check, not a scientific result:** SmolLM2-135M-Instruct-Q4_1 has about 135M" in card
     assert "config_name: pairs_smollm2_135m" in card and "config_name: games_smollm2_135m" in card
     assert "The cells are unequal" in card
     assert "| Native American male | 0 | 0 | 0 | 0 | 0 | 0 | 2 | 2 | 0 | 0 |" in card

@@ -13,6 +13,7 @@ microseconds, and a broken install is still reported by the real import later.
 from __future__ import annotations
 
 import importlib.util
+import sys
 from collections.abc import Iterable
 
 from promptgen.errors import ProbeError
@@ -59,6 +60,8 @@ def missing_modules(extra: str) -> list[str]:
 
 def _importable(name: str) -> bool:
     """Whether `name` can be found without importing it (a finder that refuses it counts as missing)."""
+    if sys.modules.get(name) is not None:  # imported already (or put there, as tests stub a module)
+        return True
     try:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):  # a blocked or half-removed module

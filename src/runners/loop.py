@@ -111,8 +111,11 @@ def load_prompt_config(dataset: str, config: str, *, revision: str | None = None
         # datasets 4 keys its cache of a local folder by name, not content: a rebuilt folder
         # would give the old rows, so a local folder is always re-read
         mode = "force_redownload" if local else None
+        # and its split sizes are checked against that cache: a local folder is verified by the
+        # item contract below instead (datasets' NonMatchingSplitsSizesError named no fix)
+        checks = {"verification_mode": "no_checks"} if local else {}
         ds = datasets.load_dataset(
-            str(folder) if local else dataset, config, split="test", revision=revision, download_mode=mode
+            str(folder) if local else dataset, config, split="test", revision=revision, download_mode=mode, **checks
         )
     except (ValueError, FileNotFoundError, datasets.exceptions.DatasetNotFoundError) as exc:
         raise ProbeError(f"cannot load config {config!r} of {dataset}: {exc}") from exc

@@ -75,10 +75,15 @@ class _Replica:
         chat: bool,
         batch_size: int,
         load_options: Mapping[str, Any],
+        cpu_threads: int | None = None,
     ) -> None:
         self.key, self.settings, self.chat, self.batch_size = key, settings, chat, batch_size
         self.error: str | None = None
         self.worker = json.dumps({"node": platform.node(), "pid": os.getpid()})
+        if cpu_threads:  # the CPUs Ray granted, exactly: a float32 matmul's last bits depend on the thread count
+            import torch
+
+            torch.set_num_threads(cpu_threads)
         try:
             self.backend, self.tokenizer, revision = loop.load_backend(model, **load_options)
         except ProbeError as exc:
@@ -278,6 +283,7 @@ def run_config_ray(
                     "settings": settings,
                     "chat": chat,
                     "batch_size": batch_size,
+                    "cpu_threads": int(resources["num_cpus"]) if "num_cpus" in resources else None,
                     "load_options": {
                         **options,
                         "backend": backend,
