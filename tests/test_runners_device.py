@@ -13,6 +13,7 @@ import pytest
 
 from promptgen.errors import ProbeError
 from runners import device
+from runners_fixtures import require_extra
 
 
 def _llama(**overrides) -> SimpleNamespace:
@@ -32,6 +33,7 @@ def _llama(**overrides) -> SimpleNamespace:
 
 @pytest.mark.parametrize("available, want", [(True, "cuda"), (False, "cpu")])
 def test_auto_device_follows_cuda_availability(monkeypatch: pytest.MonkeyPatch, available: bool, want: str) -> None:
+    require_extra("hf")
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: available)
@@ -40,6 +42,7 @@ def test_auto_device_follows_cuda_availability(monkeypatch: pytest.MonkeyPatch, 
 
 
 def test_auto_dtype_is_the_checkpoint_dtype() -> None:
+    require_extra("hf")
     import torch
 
     assert device.resolve_dtype("auto", _llama(dtype=torch.bfloat16)) == "bfloat16"
@@ -89,6 +92,7 @@ def test_out_of_memory_messages(message: str, oom: bool) -> None:
 
 
 def test_torch_out_of_memory_error_is_out_of_memory() -> None:
+    require_extra("hf")
     import torch
 
     assert device.is_out_of_memory(torch.OutOfMemoryError("anything"))
@@ -144,6 +148,7 @@ class _FakeCudaModel:
 def test_hf_loads_straight_onto_the_gpu_with_a_budget_from_free_memory(
     monkeypatch: pytest.MonkeyPatch, device_map: str | None
 ) -> None:
+    require_extra("hf")
     import torch
     import transformers
 

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from probes.cli import app
 from runners import loop
 from runners.device import RunnerWarning
-from runners_fixtures import number_items, tiny_llama_folder, write_prompt_folder
+from runners_fixtures import number_items, require_extra, tiny_llama_folder, write_prompt_folder
 
 ITEMS = number_items(3)
 
@@ -32,6 +32,8 @@ def prompts_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(autouse=True)
 def _no_gpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import datasets
+
+    require_extra("hf")
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as on CI, whatever the machine

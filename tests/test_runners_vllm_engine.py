@@ -27,7 +27,7 @@ from typer.testing import CliRunner
 
 from probes.cli import app
 from runners import vllm_backend
-from runners_fixtures import load_folder, number_items, write_prompt_folder
+from runners_fixtures import load_folder, number_items, require_extra, write_prompt_folder
 
 ITEMS = number_items(3)
 
@@ -119,6 +119,7 @@ def test_memory_fraction_follows_the_device(
     cuda: bool,
     fraction: float,
 ) -> None:
+    require_extra("hf")
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
