@@ -6,7 +6,7 @@ On the same N single-actor attribution items (the first N rows of the `single_ac
 `talent-or-luck`, built from `--sources` or read from `--prompts`), the same weights, float32 on
 the CPU and `--threads` torch threads everywhere, one run times:
 
-- `hf`: this project's transformers backend through `runners.run.run_items` (sentence mode,
+- `hf`: this project's transformers backend through `runners.rows.run_items` (sentence mode,
   tokenisation included), and `vllm` when both vllm and `runners.vllm_backend` import;
 - `cappr`: `cappr.huggingface.classify.predict_proba(prompt, completions=options,
   model_and_tokenizer=..., end_of_prompt="", batch_size=1)` once per item, the release's call;
@@ -221,7 +221,7 @@ def time_project_backend(
     backend: Any, tokenizer: Any, items: list[dict[str, Any]], batch_items: int, warmup: int
 ) -> tuple[float, list[list[float]]]:
     """(seconds, choice probabilities) of `run_items` over all items, after an untimed warm-up."""
-    from runners.run import ScoringSettings, run_items
+    from runners.rows import ScoringSettings, run_items
 
     settings = ScoringSettings()
     run_items(items[:warmup], backend, tokenizer, False, settings=settings, batch_items=batch_items)

@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from promptgen.narratives import EMOTIONS
+from promptgen.empathy.narratives import EMOTIONS
 
 WORDS = (
     "my",

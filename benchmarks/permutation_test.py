@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.empathy import compute_cells, compute_gap, permutation_test
-from promptgen.empathy import identities
+from promptgen.empathy.prompts import identities
 
 
 def race_cells(seed: int) -> pd.DataFrame:

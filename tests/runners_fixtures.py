@@ -196,7 +196,7 @@ def tiny_llama_folder(dtype: str = "bfloat16") -> Path:
 
 def number_items(n: int) -> list[dict[str, Any]]:
     """`n` base-model number items (0..10), in the item contract."""
-    from promptgen.items import user_messages
+    from promptgen.core.contract import user_messages
 
     items = []
     for k in range(n):
@@ -222,8 +222,8 @@ def write_prompt_folder(out: Path, items: list[dict[str, Any]], config: str = "i
     """A Hub-ready prompt folder with one config holding `items`."""
     from datasets import Features
 
-    from promptgen.hubfolder import ConfigData, card_front_matter, write_hub_folder
-    from promptgen.items import ITEM_FEATURES
+    from promptgen.core.contract import ITEM_FEATURES
+    from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
 
     features = Features(dict(ITEM_FEATURES))
 

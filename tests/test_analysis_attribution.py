@@ -21,7 +21,7 @@ from scipy import stats as sps
 
 from analysis import attribution as at
 from analysis.load import join, load_prompts, load_results, load_results_manifest
-from promptgen.errors import ProbeError
+from promptgen.core.errors import ProbeError
 from runners import results as res
 
 CAUSE_LIST = ["effort", "ability", "difficulty", "luck"]

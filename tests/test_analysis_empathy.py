@@ -25,7 +25,7 @@ from analysis.empathy import (
     refusal_rates,
     to_matrix,
 )
-from promptgen.empathy import identities
+from promptgen.empathy.prompts import identities
 
 # A small category: `a person` plus two blocks, used as a race-like category (same = same group).
 TINY = pd.DataFrame(

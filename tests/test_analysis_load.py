@@ -22,7 +22,7 @@ from analysis.load import load_results
 from analysis.pipeline import Options, analyze
 from probes.cli import app
 from promptgen.build import build
-from promptgen.errors import ProbeError
+from promptgen.core.errors import ProbeError
 from release_fixture import load_config, write_recipe, write_release
 
 runner = CliRunner()

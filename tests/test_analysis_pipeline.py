@@ -29,7 +29,7 @@ from analysis.report import write_report
 from envent_fixture import write_recipe, write_sources
 from probes.cli import app
 from promptgen.build import build
-from promptgen.errors import ProbeError
+from promptgen.core.errors import ProbeError
 
 SCORING = '{"choice_mode":"sentence"}'
 FAST = Options(n_permutations=200)

@@ -11,7 +11,7 @@ import pytest
 from analysis import empathy as emp
 from analysis import plots
 from analysis.pipeline import figure_variant
-from promptgen.empathy import identities
+from promptgen.empathy.prompts import identities
 
 
 def religion_joined(rng: np.random.Generator, model: str, n_events: int = 6, refused: bool = False) -> pd.DataFrame:

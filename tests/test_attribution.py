@@ -5,10 +5,10 @@ from collections import Counter
 
 import pytest
 
-from promptgen.attribution import fill, render_prompt, stratified_scenarios
-from promptgen.attribution_release import CAUSES
+from promptgen.attribution.items import fill, render_prompt, stratified_scenarios
+from promptgen.attribution.release import CAUSES
 from promptgen.build import build
-from promptgen.errors import ProbeError, RecipeError, SourceError, SourceFormatError
+from promptgen.core.errors import ProbeError, RecipeError, SourceError, SourceFormatError
 from release_fixture import load_config, release_data, write_recipe, write_release
 
 DESIGN_RENDERING = (

@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from promptgen.census import (
+from promptgen.core.errors import SourceFormatError
+from promptgen.trust_game.census import (
     CENSUS_COLUMNS,
     LIST_COLUMNS,
     PCT_COLUMNS,
@@ -25,7 +26,6 @@ from promptgen.census import (
     seed_list,
     threshold_ranking,
 )
-from promptgen.errors import SourceFormatError
 
 HEADER = ",".join(CENSUS_COLUMNS)
 # columns after count: prop100k, cum_prop100k, pctwhite, pctblack, pctapi, pctaian, pct2prace, pcthispanic

@@ -23,7 +23,7 @@ import runners.results as res
 from envent_fixture import corpus_rows, write_recipe, write_sources
 from probes.cli import app
 from promptgen.build import build
-from promptgen.errors import OutputError
+from promptgen.core.errors import OutputError
 from release_fixture import REPO
 
 runner = CliRunner()
@@ -184,7 +184,7 @@ def test_read_only_out_for_build_is_one_line(fixture_release, unwritable):
 
 
 def test_read_only_out_for_analyze_is_one_line(empathy_dataset, unwritable, tmp_path):
-    from promptgen.empathy import REWRITE_CONFIG
+    from promptgen.empathy.prompts import REWRITE_CONFIG
 
     results = tmp_path / "results"
     _rewrite_results(empathy_dataset, results)
@@ -195,7 +195,7 @@ def test_read_only_out_for_analyze_is_one_line(empathy_dataset, unwritable, tmp_
 
 def test_config_names_must_be_one_path_segment(tmp_path):
     """A crafted config name `..` must not write outside data/."""
-    from promptgen.hubfolder import check_path_segment
+    from promptgen.hub.folder import check_path_segment
 
     for bad in ("..", ".", "../x", "a/b", "a\\b", ".hidden", "", "a\x00b", "a\nb"):
         with pytest.raises(OutputError, match="one path segment"):
@@ -228,7 +228,7 @@ def empathy_dataset(tmp_path_factory) -> Path:
 
 def _rewrite_results(dataset: Path, results: Path) -> None:
     """rewrite_t2 generations as `probes run --scoring generate` writes them (a few hundred rows)."""
-    from promptgen.empathy import REWRITE_CONFIG
+    from promptgen.empathy.prompts import REWRITE_CONFIG
     from release_fixture import load_config
 
     ids = load_config(dataset, REWRITE_CONFIG).to_pandas()["id"].tolist()
@@ -268,7 +268,7 @@ def test_corrupt_result_part_in_rewrite_is_one_line(empathy_dataset, tmp_path):
 
 
 def test_corrupt_result_part_in_curate_pairs_is_one_line(shared_sources, tmp_path):
-    from promptgen.trust_game_curate import RACE_PROBE
+    from probes.derive import RACE_PROBE
     from release_fixture import load_config
 
     dataset = build("trust-game", out_dir=tmp_path / "ds", sources_dir=shared_sources).path
@@ -299,7 +299,7 @@ def test_corrupt_result_part_in_curate_pairs_is_one_line(shared_sources, tmp_pat
 
 
 def test_corrupt_result_part_in_analyze_is_one_line(empathy_dataset, tmp_path):
-    from promptgen.empathy import REWRITE_CONFIG  # any config with result rows will do
+    from promptgen.empathy.prompts import REWRITE_CONFIG  # any config with result rows will do
 
     results = tmp_path / "results"
     _rewrite_results(empathy_dataset, results)

@@ -7,8 +7,8 @@ import pytest
 
 from envent_fixture import EMOTIONS, HEADER, corpus_rows, write_recipe, write_sources
 from promptgen.build import build
-from promptgen.empathy import expand_prompts
-from promptgen.errors import RecipeError, SourceFormatError
+from promptgen.core.errors import RecipeError, SourceFormatError
+from promptgen.empathy.prompts import expand_prompts
 from release_fixture import load_config
 
 # DESIGN section 4, typed out again here so the test does not reuse the module's templates.
@@ -230,7 +230,7 @@ def test_missing_column_and_bad_flags(tmp_path):
 
 
 def test_expected_corpus_counts_add_up():
-    from promptgen.crowd_envent import EXPECTED_PER_EMOTION, EXPECTED_TOTAL, Event, count_deviations
+    from promptgen.empathy.corpus import EXPECTED_PER_EMOTION, EXPECTED_TOTAL, Event, count_deviations
 
     assert sum(EXPECTED_PER_EMOTION.values()) == EXPECTED_TOTAL == 6050
     published = [Event(f"t{e}{i}", e, "x", "x", 1, 0) for e, n in EXPECTED_PER_EMOTION.items() for i in range(n)]

@@ -19,12 +19,13 @@ import pandas as pd
 import pytest
 
 from envent_fixture import write_recipe, write_sources
+from probes.derive import apply_rewrites, compute_rewrites
 from promptgen.build import build
-from promptgen.empathy_rewrite import ModelRewrites, apply_rewrites, compute_rewrites
-from promptgen.errors import ProbeError
-from promptgen.result_rows import KeyRows
+from promptgen.core.errors import ProbeError
+from promptgen.empathy.model_rewrites import ModelRewrites
 from release_fixture import load_config
 from runners.backend import GenerateRequest, Generation
+from runners.results import KeyRows
 
 # DESIGN section 4's rewrite prompt, typed out again so the test does not reuse the module's text
 HEAD = (
@@ -85,7 +86,7 @@ class ScriptedWriter:
 
 def _generate(dataset: Path, results: Path, tokenizer: Any, limit: int | None = None) -> Any:
     from runners import loop
-    from runners.run import ScoringSettings
+    from runners.rows import ScoringSettings
 
     prompts = loop.load_prompt_config(str(dataset), "rewrite_t2")
     settings = ScoringSettings(mode="generate", max_new_tokens=32)
@@ -101,7 +102,7 @@ def _result_rows(results: Path) -> pd.DataFrame:
 
 def test_scoring_text_items_is_refused_before_any_model_runs(built) -> None:
     from runners import loop
-    from runners.run import ScoringSettings
+    from runners.rows import ScoringSettings
 
     prompts = loop.load_prompt_config(str(built[0]), "rewrite_t2")
     with pytest.raises(ProbeError, match="--scoring generate"):

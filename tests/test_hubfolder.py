@@ -4,8 +4,8 @@ import pytest
 import yaml
 from datasets import Features, List, Value
 
-from promptgen.errors import OutputError, ProbeError
-from promptgen.hubfolder import ConfigData, card_front_matter, write_hub_folder
+from promptgen.core.errors import OutputError, ProbeError
+from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
 from release_fixture import load_config
 
 FEATURES = Features({"id": Value("string"), "x": Value("int32"), "tags": List(Value("string"))})
@@ -123,7 +123,7 @@ def test_next_build_removes_staging_folders_of_dead_builds_only(tmp_path):
     import os
     import time
 
-    from promptgen.hubfolder import _host_tag
+    from promptgen.core.files import _host_tag
 
     out = tmp_path / "out"
     host = _host_tag()
@@ -153,10 +153,11 @@ def test_staging_folder_names_its_process(tmp_path, monkeypatch):
     """The name records the pid, so a build killed mid-way is recognisable afterwards."""
     import os
 
-    from promptgen import hubfolder
+    from promptgen.core import files
+    from promptgen.hub import folder as hubfolder
 
     seen = []
     real = hubfolder.make_staging_dir
     monkeypatch.setattr(hubfolder, "make_staging_dir", lambda parent, name: seen.append(real(parent, name)) or seen[-1])
     _write(tmp_path / "out", [_config("a", 3, 3)])
-    assert hubfolder._STAGING_RE.match(seen[0].name)["pid"] == str(os.getpid())
+    assert files._STAGING_RE.match(seen[0].name)["pid"] == str(os.getpid())

@@ -1,6 +1,6 @@
 import pytest
 
-from promptgen.attribution_lint import expected_article, length_ratio, lint_label, pronoun_clashes
+from promptgen.attribution.lint import expected_article, length_ratio, lint_label, pronoun_clashes
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from promptgen.narratives import EMOTION_FORMS, EMOTIONS, build_t0, build_t1
+from promptgen.empathy.narratives import EMOTION_FORMS, EMOTIONS, build_t0, build_t1
 
 # (rule, participant text as typed, label, the T1 sentence)
 T1_CASES = [

@@ -29,8 +29,8 @@ from typer.testing import CliRunner
 from probes import publish as pub
 from probes.cli import app
 from probes.publish import RemoteFile, plan_publish, publish
-from promptgen.errors import ProbeError
-from promptgen.hubfolder import ConfigData, card_front_matter, write_hub_folder
+from promptgen.core.errors import ProbeError
+from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
 
 runner = CliRunner()
 TOKEN = "hf_FAKEtoken0123456789abcdefghijklmn"
@@ -601,12 +601,6 @@ def test_plan_publish_compares_lfs_sha256_and_git_blob_sha1(tmp_path):
     assert plan.summary() == "1 add, 2 update, 1 delete, 2 unchanged"
     assert [e.path for e in plan.entries] == sorted(actions)
     assert not plan_publish(folder, [RemoteFile(p, len(b), _git_sha1(b)) for p, b in files.items()]).changed
-
-
-def test_constants_match_the_writers():
-    from runners.results import MANIFEST_NAME
-
-    assert pub.RESULTS_MANIFEST == MANIFEST_NAME
 
 
 def test_help_documents_every_flag():

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from promptgen.rewrite import parse_rewrite, rewrite_prompt, to_third_person
+from promptgen.empathy.third_person import parse_rewrite, rewrite_prompt, to_third_person
 
 # (phenomenon, first-person input, what a careful human rewriter writes)
 CASES = [

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from promptgen.errors import ProbeError
-from promptgen.items import user_messages
+from promptgen.core.contract import user_messages
+from promptgen.core.errors import ProbeError
 from runners import context_length as cl
 from runners import results as res
-from runners.run import ScoringSettings, prepare_request
+from runners.rows import ScoringSettings, prepare_request
 from runners.tokenize import digit_start_ids
 from runners_fixtures import load_tokenizer, require_extra, tiny_llama_folder
 from test_runners_loop import ITEMS

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from promptgen.errors import ProbeError
+from promptgen.core.errors import ProbeError
 from runners import device
 from runners_fixtures import require_extra
 

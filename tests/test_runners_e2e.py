@@ -26,8 +26,8 @@ import pyarrow.parquet as pq
 import pytest
 from datasets import Features
 
-from promptgen.hubfolder import ConfigData, card_front_matter, write_hub_folder
-from promptgen.items import ITEM_FEATURES
+from promptgen.core.contract import ITEM_FEATURES
+from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
 from runners_fixtures import load_folder, require_extra
 
 FEATURES = Features(dict(ITEM_FEATURES))

@@ -16,12 +16,13 @@ from datasets import Features, Value
 from typer.testing import CliRunner
 
 from probes.cli import app
-from promptgen.errors import ProbeError
-from promptgen.hubfolder import ConfigData, card_front_matter, write_hub_folder
-from promptgen.items import ITEM_FEATURES, user_messages
+from promptgen.core import contract
+from promptgen.core.contract import ITEM_FEATURES, user_messages
+from promptgen.core.errors import ProbeError
+from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
 from runners import loop
 from runners.results import parse_shard, read_done, shard_of
-from runners.run import ScoringSettings
+from runners.rows import ScoringSettings
 from runners_fixtures import load_folder, load_model, load_tokenizer, require_extra
 
 OPTIONS = ["She worked hard.", "She is gifted.", "The exam was easy.", "She was lucky."]
@@ -297,14 +298,14 @@ def test_bad_input_is_one_error_and_writes_nothing(
 def test_contract_checks() -> None:
     from datasets import Dataset
 
-    columns = {c: [] for c in loop.REQUIRED_COLUMNS}
+    columns = {c: [] for c in contract.REQUIRED_COLUMNS}
     with pytest.raises(ProbeError, match="has no rows"):
-        loop.check_prompt_config(Dataset.from_dict(columns), "x")
+        contract.check_prompt_config(Dataset.from_dict(columns), "x")
     rows = {"id": ["a", "a"], "probe": ["p"] * 2, "task": ["number"] * 2, "prompt": ["q"] * 2, "messages": [[]] * 2}
     with pytest.raises(ProbeError, match="no column\\(s\\) number_min, number_max"):
-        loop.check_prompt_config(Dataset.from_dict(rows), "x")
+        contract.check_prompt_config(Dataset.from_dict(rows), "x")
     rows.update(number_min=[0, 0], number_max=[1, 1])
     with pytest.raises(ProbeError, match="not unique"):
-        loop.check_prompt_config(Dataset.from_dict(rows), "x")
+        contract.check_prompt_config(Dataset.from_dict(rows), "x")
     with pytest.raises(ProbeError, match="unknown task"):
-        loop.check_prompt_config(Dataset.from_dict({**rows, "id": ["a", "b"], "task": ["number", "gen"]}), "x")
+        contract.check_prompt_config(Dataset.from_dict({**rows, "id": ["a", "b"], "task": ["number", "gen"]}), "x")

@@ -8,7 +8,7 @@ import pytest
 
 from runners.backend import GenerateRequest, Generation, cut_at_stop
 from runners.parse import parse_choice, parse_number, parse_text
-from runners.run import ScoringSettings, generated_row
+from runners.rows import ScoringSettings, generated_row
 
 
 @pytest.mark.parametrize(

@@ -17,11 +17,12 @@ import pytest
 from typer.testing import CliRunner
 
 from probes.cli import app
-from promptgen.errors import ProbeError
-from promptgen.hubfolder import ConfigData, card_front_matter, write_hub_folder
+from promptgen.core.errors import ProbeError
+from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
 from runners import loop
 from runners.results import RESULT_SCHEMA, key_dir, part_files, prompt_sha256, write_key_file, write_part
-from runners.run import ScoringSettings
+from runners.rows import ScoringSettings
+from runners.session import result_key
 from runners_fixtures import load_folder, load_model, load_tokenizer, require_extra
 from test_runners_loop import FEATURES, IDS, ITEMS  # the loop tests' items: 4 choice, 3 number
 
@@ -107,7 +108,7 @@ def _assert_same(got: Any, want: Any, where: str) -> None:
 
 def test_ray_resumes_a_loop_run_and_matches_it(prompts: loop.PromptConfig, tmp_path: Path) -> None:
     model = load_folder()
-    key = loop.key_for(
+    key = result_key(
         str(model),
         loop.key_revision(str(model), revision=None),
         ScoringSettings(),
@@ -183,7 +184,7 @@ def test_replica_reports_input_errors_as_rows(prompts: loop.PromptConfig, monkey
     monkeypatch.setattr(loop, "load_backend", lambda model, **options: loaded)
     replica = _Replica(
         str(folder),
-        loop.key_for(str(folder), loaded[2], settings, False, dtype="float32", backend="hf"),
+        result_key(str(folder), loaded[2], settings, False, dtype="float32", backend="hf"),
         settings,
         False,
         2,
@@ -199,6 +200,6 @@ def test_replica_reports_input_errors_as_rows(prompts: loop.PromptConfig, monkey
     assert row["error"] is None and row["scoring"] == replica.key.scoring and len(row["choice_probs"]) == 4
     assert json.loads(row["worker"])["device"] == "cpu"
 
-    stale = loop.key_for(str(folder), "local-0000", settings, False, dtype="float32", backend="hf")
+    stale = result_key(str(folder), "local-0000", settings, False, dtype="float32", backend="hf")
     (row,) = _Replica(str(folder), stale, settings, False, 2, {})(table).to_pylist()
     assert "at revision sha256-" in row["error"] and "keyed the run by local-0000" in row["error"]

@@ -1,4 +1,4 @@
-"""Items -> result rows (runners.run) with SmolLM2 and the transformers backend, against full passes."""
+"""Items -> result rows (runners.rows) with SmolLM2 and the transformers backend, against full passes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from runners.run import ScoringSettings, run_items
+from runners.rows import ScoringSettings, run_items
 from runners.tokenize import encode_context, number_paths, render_chat
 from runners_fixtures import reference_number_raw, reference_option_logprobs
 

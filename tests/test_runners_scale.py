@@ -79,7 +79,7 @@ def prompts_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_digit_start_ids_runs_once_per_run(prompts_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import datasets
 
-    from runners import run
+    from runners import rows as run
 
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-datasets")
     calls = []

@@ -26,7 +26,7 @@ import pytest
 from typer.testing import CliRunner
 
 from probes.cli import app
-from promptgen.hubfolder import ConfigData, card_front_matter, write_hub_folder
+from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
 from runners import model_identity
 from runners import results as res
 from runners_fixtures import load_folder, require_extra

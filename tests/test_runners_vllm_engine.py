@@ -201,7 +201,7 @@ class _ManyDigits:
 def test_300_digit_tokens_never_ask_for_the_whole_vocabulary(smollm2_model: Any, smollm2_tokenizer: Any) -> None:
     _require_vllm()
     from runners.hf import HFBackend
-    from runners.run import cached_digit_start_ids, run_items
+    from runners.rows import cached_digit_start_ids, run_items
 
     real = set(cached_digit_start_ids(smollm2_tokenizer))
     extra = {i for i in range(1000, 2000) if i not in real}
@@ -244,7 +244,7 @@ def test_llama3_vocabulary_vllm_equals_hf() -> None:
     from transformers import AutoTokenizer
 
     from runners import loop
-    from runners.run import cached_digit_start_ids, run_items
+    from runners.rows import cached_digit_start_ids, run_items
     from runners.scoring import build_number_trie, number_request
     from runners.tokenize import number_paths
     from runners_fixtures import load_llama3_folder

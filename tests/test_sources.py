@@ -6,7 +6,7 @@ from functools import partial
 
 import pytest
 
-from promptgen.errors import SourceError
+from promptgen.core.errors import SourceError
 from promptgen.recipe import SourceSpec
 from promptgen.sources import resolve_source
 

@@ -11,16 +11,19 @@ import pytest
 import yaml
 
 from promptgen.build import build
-from promptgen.census import RACES, SHARE_COLUMNS, compute_lists, impute_suppressed, load_census, race_given_name
-from promptgen.errors import RecipeError, SourceFormatError
+from promptgen.core.errors import RecipeError, SourceFormatError
 from promptgen.recipe import find_recipe, load_recipe
-from promptgen.trust_game import (
-    RACE_PROBE_FEATURES,
-    RaceProbeParams,
-    parse_paper_pairs,
-    parse_params,
-    race_probe_rows,
+from promptgen.trust_game.census import (
+    RACES,
+    SHARE_COLUMNS,
+    compute_lists,
+    impute_suppressed,
+    load_census,
+    race_given_name,
 )
+from promptgen.trust_game.paper_pairs import parse_paper_pairs
+from promptgen.trust_game.params import parse_params
+from promptgen.trust_game.race_probe import RACE_PROBE_FEATURES, RaceProbeParams, race_probe_rows
 from release_fixture import REPO, load_config
 
 MODELS = ("Llama2-13B", "Mistral-7B", "Phi-2")

@@ -12,10 +12,9 @@ import pytest
 import yaml
 
 from promptgen.build import build
-from promptgen.census import RACES
-from promptgen.errors import RecipeError, SourceFormatError
-from promptgen.trust_game import PaperPair, parse_paper_pairs, parse_params
-from promptgen.trust_game_games import (
+from promptgen.core.errors import RecipeError, SourceFormatError
+from promptgen.trust_game.census import RACES
+from promptgen.trust_game.games import (
     GAME_FEATURES,
     PROBING_FEATURES,
     Amounts,
@@ -30,6 +29,8 @@ from promptgen.trust_game_games import (
     render_probing,
     sample_probing_games,
 )
+from promptgen.trust_game.paper_pairs import PaperPair, parse_paper_pairs
+from promptgen.trust_game.params import parse_params
 from release_fixture import REPO, load_config
 
 MODELS = ("Llama2-13B", "Mistral-7B", "Phi-2")

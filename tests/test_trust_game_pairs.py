@@ -20,9 +20,9 @@ from typer.testing import CliRunner
 
 from probes.cli import app
 from promptgen.build import build
-from promptgen.census import RACES
-from promptgen.errors import ProbeError, SourceFormatError
-from promptgen.trust_game_pairs import (
+from promptgen.core.errors import ProbeError, SourceFormatError
+from promptgen.trust_game.census import RACES
+from promptgen.trust_game.curation import (
     LOGODDS_COLUMNS,
     PAIR_COLUMNS,
     check_pairs_table,
@@ -192,7 +192,7 @@ def test_names_versions_and_sizes():
     assert model_size_from_name("/m/Llama-2-13b-hf") == 13e9 and model_size_from_name("Mistral-7B-v0.1") == 7e9
     assert model_size_from_name("microsoft/phi-2") is None
     assert model_size_from_name("/cache/smollm2-135m-instruct-q4_1/hf") == 135e6
-    from promptgen.trust_game_pairs import CuratedPairs
+    from promptgen.trust_game.curation import CuratedPairs
 
     pairs = select_pairs(pd.DataFrame(SYNTHETIC), per_gender=2).pairs
     one = CuratedPairs("m", pairs, {"per_gender": 2})

@@ -1,4 +1,10 @@
 """Released prompt and result datasets -> the papers' metrics, tables, figures and report.
 
-Filled by the analysis issue; the builders never import it.
+May import `runners` (to read result folders) and `promptgen` (constants of the probes);
+never `probes`. Nothing below it imports it.
+
+`load` reads and joins prompts and results; `stats` holds the shared tests; `refusals` the one
+refusal rule; `attribution`, `empathy` and `trust_game` compute each probe's metrics (pure);
+`plots` draws them; `pipeline` runs collect -> compute -> draw; `headlines` and `report` write
+the tables, figures and report.html.
 """

@@ -37,8 +37,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from promptgen.attribution_release import CAUSES
-from promptgen.errors import ProbeError
+from promptgen.attribution.release import CAUSES
+from promptgen.core.errors import ProbeError
 
 from .load import RESULT_FILE_COLUMN, RUN_COLUMNS
 from .stats import one_sample_t, two_sample_t

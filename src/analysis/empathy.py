@@ -31,12 +31,12 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
-from promptgen.empathy import identity_rows
+from promptgen.empathy.prompts import identity_rows
 
 from .load import RUN_COLUMNS
-from .stats import bonferroni
+from .refusals import refusal_mask
+from .stats import bonferroni, paired_t
 
 Score = Literal["expected_value", "argmax_value", "parsed_value"]
 SCORES: tuple[str, ...] = ("expected_value", "argmax_value", "parsed_value")
@@ -84,13 +84,7 @@ def intensity_frame(
     if missing:
         raise ValueError(f"intensity_frame: the frame lacks columns {missing}")
     value = pd.to_numeric(joined[score], errors="coerce").astype(float)
-    refused = value.isna()
-    if "refused" in joined.columns:
-        refused |= joined["refused"].fillna(False).astype(bool)
-    if min_valid_mass is not None:
-        if "valid_mass" not in joined.columns:
-            raise ValueError("min_valid_mass needs a `valid_mass` column")
-        refused |= pd.to_numeric(joined["valid_mass"], errors="coerce").fillna(0.0) < min_valid_mass
+    refused = refusal_mask(joined, value, min_valid_mass=min_valid_mass)
     keys = group_keys(joined)
     out = joined[[*keys, "perceiver", "experiencer", "text_id"]].copy()
     out["intensity"] = value if keep_refused else value.mask(refused)
@@ -379,43 +373,6 @@ def event_array(g: pd.DataFrame, ids: pd.DataFrame) -> tuple[np.ndarray, np.ndar
     out = np.full(n * n * len(events), np.nan)
     out[flat] = g["intensity"].to_numpy(dtype=float)
     return out.reshape(n, n, len(events)), np.asarray(events)
-
-
-def paired_t(a: np.ndarray, b: np.ndarray) -> dict[str, np.ndarray]:
-    """Paired t-test of a against b along the last axis, over the pairs where both are
-    finite; vectorised over the leading axes (every cell of a matrix in one call).
-
-    Same statistic as scipy.stats.ttest_rel with nan_policy='omit', but NaN (with a reason in
-    `note`) for fewer than 2 pairs or constant differences instead of a warning or an inf.
-    """
-    d = a - b
-    valid = np.isfinite(d)
-    n = valid.sum(axis=-1)
-    d0 = np.where(valid, d, 0.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = d0.sum(axis=-1) / n
-        resid = np.where(valid, d - mean[..., None], 0.0)
-        var = (resid**2).sum(axis=-1) / (n - 1)
-        sd = np.sqrt(var)
-        mean_a = np.where(valid, a, 0.0).sum(axis=-1) / n
-        mean_b = np.where(valid, b, 0.0).sum(axis=-1) / n
-        few = n < 2
-        constant = ~few & (sd <= 1e-12 * np.maximum(1.0, np.abs(mean)))
-        ok = ~few & ~constant
-        t = np.where(ok, mean / (sd / np.sqrt(n)), np.nan)
-    df = np.where(ok, n - 1, np.nan)
-    p = np.where(ok, 2.0 * stats.t.sf(np.abs(t), np.where(ok, df, 1.0)), np.nan)
-    note = np.where(few, "fewer than 2 paired events", np.where(constant, "paired differences are constant", ""))
-    return {
-        "n_pairs": n,
-        "mean_cell": np.where(n > 0, mean_a, np.nan),
-        "mean_reference": np.where(n > 0, mean_b, np.nan),
-        "mean_diff": np.where(n > 0, mean, np.nan),
-        "t": t,
-        "df": df,
-        "p_value": p,
-        "note": note,
-    }
 
 
 def cell_tests(frame: pd.DataFrame, identity_table: pd.DataFrame | None = None, *, alpha: float = 0.05) -> pd.DataFrame:

@@ -22,8 +22,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from promptgen.errors import ProbeError
-from runners.results import MANIFEST_NAME, RESULT_SCHEMA, ResultKey, part_files, read_key_rows
+from promptgen.core.contract import BUILD_MANIFEST
+from promptgen.core.errors import ProbeError
+from runners.results import RESULT_SCHEMA, ResultKey, key_folders, part_files, read_key_rows
+from runners.results import read_manifest as read_results_manifest
 
 #: columns `load_results` adds to the result rows
 RESULT_KEY_COLUMN = "result_key"
@@ -112,10 +114,9 @@ def load_results(results: str | Path, config: str, *, revision: str | None = Non
     else:
         if revision is not None:
             raise ProbeError(f"results {results} is a local folder; --revision applies to Hub repos only")
-        config_dir = folder / "data" / config
-        key_dirs = [d for d in sorted(config_dir.glob("*")) if d.is_dir() and part_files(d)]
+        key_dirs = key_folders(folder, config)
         if not key_dirs:
-            raise ProbeError(f"{config_dir}: no result parts (part-*.parquet) for config {config!r}")
+            raise ProbeError(f"{folder / 'data' / config}: no result parts (part-*.parquet) for config {config!r}")
         for path in (p for d in key_dirs for p in part_files(d)):
             missing = [c for c in CORE_RESULT_COLUMNS if c not in _part_columns(path)]
             if missing:
@@ -220,12 +221,12 @@ def _check_unique_results(frame: pd.DataFrame) -> None:
 
 def load_results_manifest(results: str | Path) -> dict[str, Any]:
     """results_manifest.json of a local results folder (provenance for the report); {} when absent."""
-    return read_manifest(results, MANIFEST_NAME)
+    return read_results_manifest(Path(results).expanduser())
 
 
-def read_manifest(folder: str | Path, name: str) -> dict[str, Any]:
-    """A JSON manifest (`build_manifest.json`, `results_manifest.json`) of a local folder; {} when absent."""
-    path = Path(folder).expanduser() / name
+def load_prompts_manifest(prompts: str | Path) -> dict[str, Any]:
+    """build_manifest.json of a local prompt dataset folder (its fingerprint, for the report); {} when absent."""
+    path = Path(prompts).expanduser() / BUILD_MANIFEST
     if not path.is_file():
         return {}
     try:

@@ -31,7 +31,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from promptgen.errors import ProbeError
+from promptgen.core.errors import ProbeError
+from runners.results import result_configs as stored_configs
 
 from . import attribution as attr
 from . import empathy as emp
@@ -42,9 +43,9 @@ from .load import (
     RUN_COLUMNS,
     join,
     load_prompts,
+    load_prompts_manifest,
     load_results,
     load_results_manifest,
-    read_manifest,
 )
 
 #: prompt columns analysis never needs (large texts); everything else is read
@@ -63,6 +64,10 @@ class Options:
     #: number items: auto | expected_value | argmax_value | parsed_value
     score: str = AUTO_SCORE
     alpha: float = 0.05
+
+    def __post_init__(self) -> None:
+        if self.score not in (AUTO_SCORE, *emp.SCORES):
+            raise ProbeError(f"--score must be one of {', '.join((AUTO_SCORE, *emp.SCORES))}, got {self.score!r}")
 
 
 @dataclass
@@ -105,12 +110,7 @@ def result_configs(results: str | Path) -> list[str]:
     folder = Path(results).expanduser()
     if not folder.is_dir():
         raise ProbeError(f"results folder {results} does not exist (Hub results: pass --config to name the configs)")
-    data = folder / "data"
-    configs = (
-        sorted(p.name for p in data.iterdir() if p.is_dir() and any(p.glob("*/part-*.parquet")))
-        if (data.is_dir())
-        else []
-    )
+    configs = stored_configs(folder)
     if not configs:
         raise ProbeError(
             f"results folder {results} holds no result parts (expected data/<config>/<key>/part-*.parquet)"
@@ -139,7 +139,7 @@ def collect(
         for config in configs or result_configs(r):
             wanted.setdefault(config, []).append(r)
     out = Collected()
-    prompt_manifest = read_manifest(prompts, "build_manifest.json")
+    prompt_manifest = load_prompts_manifest(prompts)
     out.provenance = {
         "prompts": {
             "path": portable_name(prompts),

@@ -13,17 +13,19 @@ import base64
 import io
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from promptgen.errors import OutputError
-from promptgen.hubfolder import check_target, make_staging_dir, swap_into_place
+from promptgen.core.errors import OutputError
+from promptgen.core.files import check_target, make_staging_dir, swap_into_place
+from promptgen.core.version import __version__
 
 from .headlines import RUN_LABEL, run_labels, section_headlines, with_run_label
-from .pipeline import Analysis
+from .pipeline import Analysis, Options, analyze
 
 TEMPLATES = Path(__file__).parent / "templates"
 #: rows of a table shown in the HTML; the CSV next to it has them all
@@ -101,7 +103,6 @@ def render_html(analysis: Analysis, figure_uris: dict[str, str], generated: str)
     JSON) are one label column, and the labels are resolved once, in the provenance at the end.
     The CSV/parquet tables keep the full run columns.
     """
-    from probes import __version__
 
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "j2"]))
     labels = run_labels(analysis.tables)
@@ -172,3 +173,35 @@ def write_report(analysis: Analysis, out_dir: Path, *, overwrite: bool = False) 
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out_dir
+
+
+def analyze_to(
+    prompts: str | Path,
+    results: Sequence[str | Path],
+    out_dir: Path,
+    *,
+    options: Options | None = None,
+    configs: Sequence[str] | None = None,
+    revision: str | None = None,
+    results_revision: str | None = None,
+    figures: bool = True,
+    allow_fingerprint_mismatch: bool = False,
+    overwrite: bool = False,
+) -> tuple[Analysis, Path]:
+    """`probes analyze`: recompute every metric (`pipeline.analyze`) and write the report folder.
+
+    The output folder is checked before the analysis runs, so a folder that may not be
+    replaced costs no computation.
+    """
+    check_target(Path(out_dir), overwrite=overwrite)
+    analysis = analyze(
+        prompts,
+        results,
+        options=options,
+        configs=configs,
+        revision=revision,
+        results_revision=results_revision,
+        figures=figures,
+        allow_fingerprint_mismatch=allow_fingerprint_mismatch,
+    )
+    return analysis, write_report(analysis, Path(out_dir), overwrite=overwrite)

@@ -189,3 +189,40 @@ def bonferroni(p_values: Sequence[float] | np.ndarray, m: int | None = None) -> 
     if ((p[valid] < 0) | (p[valid] > 1)).any():
         raise ValueError("p-values must lie in [0, 1]")
     return np.where(valid, np.minimum(1.0, p * max(m, 1)), np.nan)
+
+
+def paired_t(a: np.ndarray, b: np.ndarray) -> dict[str, np.ndarray]:
+    """Paired t-test of a against b along the last axis, over the pairs where both are
+    finite; vectorised over the leading axes (every cell of a matrix in one call).
+
+    Same statistic as scipy.stats.ttest_rel with nan_policy='omit', but NaN (with a reason in
+    `note`) for fewer than 2 pairs or constant differences instead of a warning or an inf.
+    """
+    d = a - b
+    valid = np.isfinite(d)
+    n = valid.sum(axis=-1)
+    d0 = np.where(valid, d, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = d0.sum(axis=-1) / n
+        resid = np.where(valid, d - mean[..., None], 0.0)
+        var = (resid**2).sum(axis=-1) / (n - 1)
+        sd = np.sqrt(var)
+        mean_a = np.where(valid, a, 0.0).sum(axis=-1) / n
+        mean_b = np.where(valid, b, 0.0).sum(axis=-1) / n
+        few = n < 2
+        constant = ~few & (sd <= 1e-12 * np.maximum(1.0, np.abs(mean)))
+        ok = ~few & ~constant
+        t = np.where(ok, mean / (sd / np.sqrt(n)), np.nan)
+    df = np.where(ok, n - 1, np.nan)
+    p = np.where(ok, 2.0 * stats.t.sf(np.abs(t), np.where(ok, df, 1.0)), np.nan)
+    note = np.where(few, "fewer than 2 paired events", np.where(constant, "paired differences are constant", ""))
+    return {
+        "n_pairs": n,
+        "mean_cell": np.where(n > 0, mean_a, np.nan),
+        "mean_reference": np.where(n > 0, mean_b, np.nan),
+        "mean_diff": np.where(n > 0, mean, np.nan),
+        "t": t,
+        "df": df,
+        "p_value": p,
+        "note": note,
+    }

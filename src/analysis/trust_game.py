@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from .load import RUN_COLUMNS
+from .refusals import refusal_mask
 from .stats import bonferroni, two_sample_t
 
 #: keys that split the games into analysis units, where the frame has them: the run (model,
@@ -84,13 +85,7 @@ def prediction_frame(
     if missing:
         raise ValueError(f"prediction_frame: the frame lacks columns {missing}")
     value = pd.to_numeric(joined[score], errors="coerce").astype(float)
-    refused = value.isna()
-    if "refused" in joined.columns:
-        refused |= joined["refused"].fillna(False).astype(bool)
-    if min_valid_mass is not None:
-        if "valid_mass" not in joined.columns:
-            raise ValueError("min_valid_mass needs a `valid_mass` column")
-        refused |= pd.to_numeric(joined["valid_mass"], errors="coerce").fillna(0.0) < min_valid_mass
+    refused = refusal_mask(joined, value, min_valid_mass=min_valid_mass)
     extra = [c for c in ("id", "investor_race", "investor_gender") if c in joined.columns]
     out = joined[[*unit_keys(joined), *extra, *FACTORS]].copy()
     out["prediction"] = value if keep_refused else value.mask(refused)

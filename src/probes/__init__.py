@@ -1,8 +1,10 @@
-"""social-bias-probes: the `probes` command line and the package version."""
+"""social-bias-probes: the `probes` command line and the Python API (`probes.api`) it calls.
 
-from importlib.metadata import PackageNotFoundError, version
+`probes` is the top layer: it may import `analysis`, `runners` and `promptgen`; nothing imports
+it. `derive` makes dataset versions from results, `publish` uploads folders, `demo` runs the
+whole pipeline; `cli` only parses options, calls one `api` function and prints.
+"""
 
-try:
-    __version__ = version("social-bias-probes")
-except PackageNotFoundError:  # running from a source tree that was not installed
-    __version__ = "0.0.0+unknown"
+from promptgen.core.version import __version__
+
+__all__ = ["__version__"]

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from promptgen.errors import ProbeError
+from promptgen.core.errors import ProbeError
 
 app = typer.Typer(
     name="probes",
@@ -120,7 +120,7 @@ def build(
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from promptgen.build import build as run_build
+    from probes import api
 
     started = time.perf_counter()
     progress = Progress(
@@ -143,7 +143,7 @@ def build(
 
     try:
         with progress:
-            result = run_build(
+            result = api.build(
                 name,
                 out_dir=out_dir,
                 sources_dir=sources,
@@ -312,64 +312,9 @@ def _progress_hooks(progress: Any, label: str) -> tuple[Any, Any]:
     return on_start, on_advance
 
 
-def _run_local(
-    prompts: Any,
-    model: str,
-    results: Path,
-    settings: Any,
-    progress: Any,
-    *,
-    chat: bool | None,
-    shard: tuple[int, int],
-    limit: int | None,
-    batch_size: int | None,
-    flush_every: int,
-    load: dict[str, Any],
-    model_name: str | None = None,
-) -> Any:
-    """Load the model (`loop.load_backend(**load)`), run one prompt config into `results`, always close the engine.
-
-    Warnings of the loading (`RunnerWarning`: a GPU-sized model on the CPU) are printed as one
-    line each on stderr.
-    """
-    import warnings
-
-    from runners import loop
-    from runners.device import RunnerWarning
-
-    _ENGINE_THREADS["started"] |= load.get("backend") == "vllm"
-    if load.get("backend") == "vllm":  # its max_model_len follows the items (runners.context_length)
-        load = {**load, "needed_tokens": loop.needs_of(prompts, settings, chat, shard=shard, limit=limit)}
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", RunnerWarning)
-        backend, tokenizer, key_revision = loop.load_backend(model, **load)
-    for warning in caught:
-        if issubclass(warning.category, RunnerWarning):
-            err.print(f"warning: {warning.message}", highlight=False, soft_wrap=True)
-        else:
-            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
-    on_start, on_advance = _progress_hooks(progress, prompts.config)
-    try:
-        return loop.run_config(
-            prompts,
-            backend,
-            tokenizer,
-            results,
-            model_revision=key_revision,
-            model_name=model_name,
-            settings=settings,
-            chat=chat,
-            shard=shard,
-            limit=limit,
-            batch_size=batch_size,
-            flush_every=flush_every,
-            dtype=load.get("dtype"),
-            on_start=on_start,
-            on_advance=on_advance,
-        )
-    finally:
-        if callable(getattr(backend, "close", None)):
-            backend.close()  # vLLM aborts the process at exit when its engine is left running
+def _warn(message: str) -> None:
+    """A runner's warning (e.g. a GPU-sized model on the CPU): one line on stderr."""
+    err.print(f"warning: {message}", highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -454,96 +399,56 @@ def run(
     Resumable: rerunning the same command skips the items already scored with the same model
     revision and scoring settings. `--shard i/n` workers can fill one OUT folder together.
     """
-    from runners import loop
-    from runners.extras import require_for_scoring
-    from runners.results import parse_shard
-    from runners.run import ScoringSettings
-    from runners.session import check_out_folder
+    from probes import api
 
+    _ENGINE_THREADS["started"] |= backend_name == "vllm"
     progress = _progress(quiet)
+    on_start, on_advance = _progress_hooks(progress, config)
     try:
-        if backend_name not in loop.BACKENDS:
-            raise ProbeError(f"--backend must be one of {', '.join(loop.BACKENDS)}, got {backend_name!r}")
-        require_for_scoring(backend=backend_name, ray=use_ray, what="probes run")
-        if scoring not in ("sentence", "letter", "generate"):
-            raise ProbeError(f"--scoring must be sentence, letter or generate, got {scoring!r}")
-        shard_ix = parse_shard(shard)
-        if scoring == "generate":
-            settings = ScoringSettings(
-                mode="generate", temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed
-            )
-        else:
-            settings = ScoringSettings(choice_mode=scoring, length_normalize=length_normalize)
-        check_out_folder(results)  # a file, a prompt dataset or unwritable: one line before a model loads
-        prompts = loop.load_prompt_config(dataset, config, revision=revision)
-        loop.check_scoring_mode(prompts, settings)
-        if use_ray:  # one model replica per Ray actor (runners.ray_run); this process loads no model
-            from runners.ray_run import run_config_ray
-
-            on_start, on_advance = _progress_hooks(progress, config)
-            load_options = {"gguf_file": gguf_file, "prefix_caching": prefix_caching, "enforce_eager": enforce_eager}
-            load_options.update(
-                gpu_memory_utilization=gpu_memory_utilization,
-                max_model_len=max_model_len,
-                block_size=block_size,
-                max_batch_tokens=max_batch_tokens,
-                max_logit_rows=max_logit_rows,
-                device_map=device_map,
-                tensor_parallel_size=tensor_parallel_size,
-            )
-            with progress:
-                summary = run_config_ray(
-                    prompts,
-                    model,
-                    results,
-                    model_revision=model_revision,
-                    model_name=model_name,
-                    settings=settings,
-                    chat=chat,
-                    backend=backend_name,
-                    dtype=dtype,
-                    device=device,
-                    num_workers=ray_workers,
-                    shard=shard_ix,
-                    limit=limit,
-                    batch_size=batch_size,
-                    flush_every=flush_every,
-                    load_options=load_options,
-                    on_start=on_start,
-                    on_advance=on_advance,
-                )
-            err.print(summary.line(), highlight=False)
-            out.print(f"results: {summary.key_dir}", highlight=False)
-            return
+        settings = api.scoring_settings(
+            scoring,
+            length_normalize=length_normalize,
+            temperature=temperature,
+            top_p=top_p,
+            max_new_tokens=max_new_tokens,
+            seed=seed,
+        )
+        load = api.LoadOptions(
+            backend=backend_name,
+            revision=model_revision,
+            dtype=dtype,
+            device=device,
+            device_map=device_map,
+            gguf_file=gguf_file,
+            prefix_caching=prefix_caching,
+            enforce_eager=enforce_eager,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_model_len=max_model_len,
+            block_size=block_size,
+            max_batch_tokens=max_batch_tokens,
+            max_logit_rows=max_logit_rows,
+            tensor_parallel_size=tensor_parallel_size,
+        )
         with progress:
-            summary = _run_local(
-                prompts,
+            summary = api.run(
+                dataset,
+                config,
                 model,
                 results,
-                settings,
-                progress,
+                settings=settings,
+                load=load,
+                model_name=model_name,
                 chat=chat,
-                shard=shard_ix,
+                shard=shard,
                 limit=limit,
                 batch_size=batch_size,
                 flush_every=flush_every,
-                model_name=model_name,
-                load={
-                    "backend": backend_name,
-                    "revision": model_revision,
-                    "dtype": dtype,
-                    "device": device,
-                    "gguf_file": gguf_file,
-                    "prefix_caching": prefix_caching,
-                    "enforce_eager": enforce_eager,
-                    "gpu_memory_utilization": gpu_memory_utilization,
-                    "max_model_len": max_model_len,
-                    "max_batch_tokens": max_batch_tokens,
-                    "max_logit_rows": max_logit_rows,
-                    "block_size": block_size,
-                    "device_map": device_map,
-                    "tensor_parallel_size": tensor_parallel_size,
-                },
+                revision=revision,
+                ray=use_ray,
+                ray_workers=ray_workers,
+                on_start=on_start,
+                on_advance=on_advance,
+                on_warning=_warn,
             )
     except ProbeError as exc:
         _fail(exc)
@@ -561,18 +466,13 @@ def lint(
     strict: Annotated[bool, typer.Option("--strict", help="Exit with code 2 when there is any warning.")] = False,
 ) -> None:
     """Lint a recipe's sources (labels, pronouns, option balance, applied corrections)."""
-    from promptgen.attribution_dataset import lint_report, read_release
-    from promptgen.recipe import load_recipe
-    from promptgen.sources import resolve_sources
+    from probes import api
 
     try:
-        recipe = load_recipe(name)
-        if recipe.builder != "attribution":
-            raise ProbeError(f"no lint is defined for builder {recipe.builder!r}")
-        resolved = resolve_sources(recipe.sources, sources_dir=sources, cache_dir=cache_dir, offline=offline)
-        report = lint_report(*read_release(recipe, resolved))
+        linted = api.lint(name, sources_dir=sources, cache_dir=cache_dir, offline=offline)
     except ProbeError as exc:
         _fail(exc)
+    recipe, report = linted.recipe, linted.report
     if as_json:
         out.print_json(json.dumps(report))
     else:
@@ -671,10 +571,10 @@ def curate_pairs_cmd(
     rebuilt from its recipe and sources with configs pairs_<S> and games_<S> as a new version
     (<recipe version>+pairs.<hash>). Atomic: on any error nothing is written.
     """
-    from promptgen.trust_game_curate import curate_pairs
+    from probes import api
 
     try:
-        result = curate_pairs(
+        result = api.curate_pairs(
             results,
             prompts,
             out_dir,
@@ -786,66 +686,50 @@ def rewrite_cmd(
     --max-new-tokens, or empty, keep the rule-based T2 (counted in the manifest and card). The
     version is <recipe version>+t2.<hash>. Atomic: on any error the new version is not written.
     """
-    from promptgen.empathy import REWRITE_CONFIG
-    from promptgen.empathy_rewrite import apply_rewrites
-    from runners import loop
-    from runners.extras import require_for_scoring
-    from runners.run import ScoringSettings
+    from probes import api
 
-    results = results or Path(out_dir) / f"{Path(dataset).name}-rewrites"
+    _ENGINE_THREADS["started"] |= model is not None and backend_name == "vllm"
+    progress = _progress(quiet)
+    on_start, on_advance = _progress_hooks(progress, "rewrite_t2")
     try:
-        if model is not None:
-            if backend_name not in loop.BACKENDS:
-                raise ProbeError(f"--backend must be one of {', '.join(loop.BACKENDS)}, got {backend_name!r}")
-            require_for_scoring(backend=backend_name, what="probes rewrite --model")
-            if not (Path(dataset) / "data" / REWRITE_CONFIG).is_dir():
-                raise ProbeError(
-                    f"DATASET {dataset} has no {REWRITE_CONFIG} config; rebuild it with this version of probes build"
-                )
-            prompts = loop.load_prompt_config(str(dataset), REWRITE_CONFIG)
-            settings = ScoringSettings(mode="generate", temperature=0.0, max_new_tokens=max_new_tokens)
-            progress = _progress(quiet)
-            with progress:
-                summary = _run_local(
-                    prompts,
-                    model,
-                    results,
-                    settings,
-                    progress,
-                    chat=chat,
-                    shard=(0, 1),
-                    limit=limit,
-                    batch_size=batch_size,
-                    flush_every=flush_every,
-                    model_name=model_name,
-                    load={
-                        "backend": backend_name,
-                        "revision": model_revision,
-                        "dtype": dtype,
-                        "device": device,
-                        "gguf_file": gguf_file,
-                        "enforce_eager": enforce_eager,
-                        "gpu_memory_utilization": gpu_memory_utilization,
-                        "max_model_len": max_model_len,
-                    },
-                )
-            err.print(summary.line(), highlight=False)
-            key = key or summary.key_dir.name
-        elif limit is not None:
-            raise ProbeError("--limit applies to generation; give --model too")
-        result = apply_rewrites(
-            results,
-            dataset,
-            out_dir,
-            key=key,
-            recipe=recipe,
-            sources_dir=sources,
-            cache_dir=cache_dir,
-            offline=offline,
-            overwrite=overwrite,
+        load = api.LoadOptions(
+            backend=backend_name,
+            revision=model_revision,
+            dtype=dtype,
+            device=device,
+            gguf_file=gguf_file,
+            enforce_eager=enforce_eager,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_model_len=max_model_len,
         )
+        with progress:
+            done = api.rewrite(
+                dataset,
+                out_dir,
+                model=model,
+                results=results,
+                key=key,
+                load=load,
+                model_name=model_name,
+                chat=chat,
+                limit=limit,
+                batch_size=batch_size,
+                flush_every=flush_every,
+                max_new_tokens=max_new_tokens,
+                recipe=recipe,
+                sources_dir=sources,
+                cache_dir=cache_dir,
+                offline=offline,
+                overwrite=overwrite,
+                on_start=on_start,
+                on_advance=on_advance,
+                on_warning=_warn,
+            )
     except ProbeError as exc:
         _fail(exc)
+    if done.generation is not None:
+        err.print(done.generation.line(), highlight=False)
+    result = done.result
     record = result.rewrites.record
     statuses = ", ".join(f"{k} {v}" for k, v in record["statuses"].items())
     out.print(
@@ -914,29 +798,24 @@ def analyze_cmd(
     summing to 1, NaN in the distribution of an item not refused. Results whose manifest records
     other prompts (fingerprint) than --prompts are refused unless --allow-fingerprint-mismatch.
     """
-    from analysis.empathy import SCORES
-    from analysis.pipeline import AUTO_SCORE, Options, analyze
-    from analysis.report import write_report
-    from promptgen.hubfolder import check_target
+    from probes import api
 
     started = time.perf_counter()
     try:
-        if score not in (AUTO_SCORE, *SCORES):
-            raise ProbeError(f"--score must be one of {', '.join((AUTO_SCORE, *SCORES))}, got {score!r}")
-        check_target(out_dir, overwrite=overwrite)
-        options = Options(seed=seed, n_permutations=permutations, score=score, alpha=alpha)
+        options = api.AnalysisOptions(seed=seed, n_permutations=permutations, score=score, alpha=alpha)
         with err.status("analysing ..."):
-            result = analyze(
+            result, path = api.analyze(
                 prompts,
                 results,
+                out_dir,
                 options=options,
                 configs=configs,
                 revision=revision,
                 results_revision=results_revision,
                 figures=not no_figures,
                 allow_fingerprint_mismatch=allow_fingerprint_mismatch,
+                overwrite=overwrite,
             )
-            path = write_report(result, out_dir, overwrite=overwrite)
     except ProbeError as exc:
         _fail(exc)
     table = Table(title=f"analysis -> {path}")
@@ -975,10 +854,10 @@ def demo_cmd(
     Offline by default (sources from --sources or $PROBES_SOURCES); about 5 minutes on 2 CPU
     cores. Rerunning resumes: built datasets and scored items are reused.
     """
-    from probes.demo import run_demo
+    from probes import api
 
     try:
-        result = run_demo(
+        result = api.demo(
             out_dir,
             sources=sources,
             cache_dir=cache_dir,
@@ -1057,11 +936,11 @@ def publish_cmd(
     Remote files under data/ that the folder no longer has are deleted in the same commit (older tags keep them).
     The token comes from `hf auth login` or HF_TOKEN, never from a flag, and is scrubbed from every error.
     """
+    from probes import api
     from probes.publish import plan_table
-    from probes.publish import publish as run_publish
 
     try:
-        result = run_publish(
+        result = api.publish(
             folder, repo_id, revision_tag=revision_tag, private=private, dry_run=dry_run, message=message
         )
     except ProbeError as exc:

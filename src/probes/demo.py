@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from promptgen.errors import ProbeError
-from promptgen.narratives import EMOTIONS
+from promptgen.core.errors import ProbeError
+from promptgen.empathy.narratives import EMOTIONS
 
 SEED = 0
 #: number items are scored as plain text continuations: through its chat template SmolLM2-135M puts
@@ -144,10 +144,10 @@ def run_demo(
     from analysis.pipeline import analyze
     from analysis.report import write_report
     from promptgen.build import build
+    from promptgen.core.files import atomic_write_text
     from promptgen.recipe import load_recipe
     from runners import loop
     from runners.extras import require
-    from runners.results import atomic_write_text
     from runners.testmodel import MODEL_NAME, ensure_smollm2
 
     require("probes demo", ["hf"])  # before any building: scoring with SmolLM2 needs torch + transformers

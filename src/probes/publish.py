@@ -67,10 +67,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
-from promptgen.errors import ProbeError
+from promptgen.core.contract import BUILD_MANIFEST
+from promptgen.core.errors import ProbeError
+from runners.results import MANIFEST_NAME
 
-BUILD_MANIFEST = "build_manifest.json"
-RESULTS_MANIFEST = "results_manifest.json"  # == runners.results.MANIFEST_NAME (checked in the tests)
 CARD = "README.md"
 DATA_PREFIX = "data/"
 REPO_TYPE = "dataset"
@@ -207,7 +207,7 @@ def _refusal(root: Path, problems: list[str], fix: str) -> str:
 #: the only files a prompt dataset folder has (`probes build`, DESIGN section 2)
 PROMPT_FILE_RE = re.compile(r"^(README\.md|build_manifest\.json|data/[^/]+/test-[0-9]{5}-of-[0-9]{5}\.parquet)$")
 #: the only files of a result folder outside its key folders (`probes run`)
-RESULTS_TOP_FILES = (CARD, RESULTS_MANIFEST)
+RESULTS_TOP_FILES = (CARD, MANIFEST_NAME)
 KEY_FILE = "key.json"
 
 
@@ -278,13 +278,13 @@ def inspect_folder(local_dir: Path | str) -> LocalFolder:
     if not root.is_dir():
         raise ProbeError(f"{root} is not a folder")
     has_build = (root / BUILD_MANIFEST).is_file()
-    has_results = (root / RESULTS_MANIFEST).is_file()
+    has_results = (root / MANIFEST_NAME).is_file()
     if has_build and has_results:
-        raise ProbeError(f"{root} has both {BUILD_MANIFEST} and {RESULTS_MANIFEST}; publish prompts and results apart")
+        raise ProbeError(f"{root} has both {BUILD_MANIFEST} and {MANIFEST_NAME}; publish prompts and results apart")
     if not has_build and not has_results:
         raise ProbeError(
             f"{root} is neither a prompt dataset folder (no {BUILD_MANIFEST}; written by `probes build`) "
-            f"nor a result folder (no {RESULTS_MANIFEST}; written by `probes run`)"
+            f"nor a result folder (no {MANIFEST_NAME}; written by `probes run`)"
         )
     if not (root / CARD).is_file():
         raise ProbeError(f"{root} has no {CARD} (the dataset card with the `configs:` the Hub loads); not Hub-ready")
@@ -312,7 +312,7 @@ def inspect_folder(local_dir: Path | str) -> LocalFolder:
         return LocalFolder(root, "prompt", name, version, fingerprint, files, checks)
     from probes.results_check import validate_results
 
-    report = validate_results(root, _read_json(root / RESULTS_MANIFEST))
+    report = validate_results(root, _read_json(root / MANIFEST_NAME))
     if report.problems:
         raise ProbeError(_refusal(root, report.problems, "fix or rerun the affected configs with `probes run`"))
     checks = (f"checked: {len(files)} files, all defined by the result folder format, none a symlink", *report.lines())
@@ -408,7 +408,7 @@ def plan_publish(local_dir: Path | str | LocalFolder, remote_files: Iterable[Any
         rf = RemoteFile.from_entry(entry)
         if rf is not None:
             remote[rf.path] = rf
-    other_manifest = RESULTS_MANIFEST if local.kind == "prompt" else BUILD_MANIFEST
+    other_manifest = MANIFEST_NAME if local.kind == "prompt" else BUILD_MANIFEST
     if other_manifest in remote:
         what = "a result dataset" if local.kind == "prompt" else "a prompt dataset"
         raise ProbeError(

@@ -8,16 +8,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .cards import render_card
-from .errors import RecipeError
-from .hubfolder import check_target, write_hub_folder
-from .plan import BuildOptions, BuildPlan
+from .core.contract import BUILD_MANIFEST
+from .core.errors import RecipeError
+from .core.files import check_target
+from .core.version import __version__
+from .hub.build_plan import BuildOptions, BuildPlan
+from .hub.cards import render_card
+from .hub.folder import write_hub_folder
 from .recipe import Recipe, load_recipe
 from .sources import ResolvedSource, resolve_sources
 
 if TYPE_CHECKING:
-    from .empathy_rewrite import ModelRewrites
-    from .trust_game_pairs import CuratedPairs
+    from .empathy.model_rewrites import ModelRewrites
+    from .trust_game.curation import CuratedPairs
 
 
 def _no_max_events(recipe: Recipe, options: BuildOptions) -> None:
@@ -36,7 +39,7 @@ def _no_rewrites(recipe: Recipe, options: BuildOptions) -> None:
 
 
 def _talent_or_luck(recipe: Recipe, sources: dict[str, ResolvedSource], options: BuildOptions) -> BuildPlan:
-    from .attribution_dataset import plan_talent_or_luck
+    from .attribution.dataset import plan_talent_or_luck
 
     _no_max_events(recipe, options)
     _no_curated_pairs(recipe, options)
@@ -45,7 +48,7 @@ def _talent_or_luck(recipe: Recipe, sources: dict[str, ResolvedSource], options:
 
 
 def _trust_game(recipe: Recipe, sources: dict[str, ResolvedSource], options: BuildOptions) -> BuildPlan:
-    from .trust_game_dataset import plan_trust_game
+    from .trust_game.dataset import plan_trust_game
 
     _no_max_events(recipe, options)
     _no_rewrites(recipe, options)
@@ -53,7 +56,7 @@ def _trust_game(recipe: Recipe, sources: dict[str, ResolvedSource], options: Bui
 
 
 def _intergroup_empathy(recipe: Recipe, sources: dict[str, ResolvedSource], options: BuildOptions) -> BuildPlan:
-    from .empathy_dataset import plan_intergroup_empathy
+    from .empathy.dataset import plan_intergroup_empathy
 
     _no_curated_pairs(recipe, options)
     return plan_intergroup_empathy(recipe, sources, options)
@@ -86,8 +89,6 @@ def plan_build(
 def build_manifest(recipe: Recipe, plan: BuildPlan, sources: dict[str, ResolvedSource]) -> dict[str, Any]:
     """The manifest fields known before writing (rows, files, fingerprint come later)."""
     import pyarrow
-
-    from probes import __version__
 
     return {
         "name": plan.name,
@@ -129,9 +130,9 @@ def build(
 ) -> BuildResult:
     """Build one dataset folder `out_dir/<name>` from its recipe; atomic on failure.
 
-    `curated_pairs` (trust game only) adds per-model pairs and their games; see `trust_game_curate`.
+    `curated_pairs` (trust game only) adds per-model pairs and their games; see `probes.derive.curate_pairs`.
     `rewrites` (intergroup-empathy only) replaces rule-based T2 narratives with a model's; see
-    `empathy_rewrite`.
+    `probes.derive.apply_rewrites`.
     """
     recipe = load_recipe(name_or_path)
     options = BuildOptions(full=full, max_events=max_events, curated_pairs=tuple(curated_pairs), rewrites=rewrites)
@@ -153,4 +154,23 @@ def build(
         overwrite=overwrite,
         on_rows=on_rows,
     )
-    return BuildResult(path, json.loads((path / "build_manifest.json").read_text(encoding="utf-8")))
+    return BuildResult(path, json.loads((path / BUILD_MANIFEST).read_text(encoding="utf-8")))
+
+
+@dataclass(frozen=True)
+class LintResult:
+    recipe: Recipe
+    report: dict[str, Any]
+
+
+def lint(
+    name_or_path: str, *, sources_dir: Path | None = None, cache_dir: Path | None = None, offline: bool = False
+) -> LintResult:
+    """`probes lint`: the findings a reviewer of a recipe's stimuli would check by hand (attribution only)."""
+    recipe = load_recipe(name_or_path)
+    if recipe.builder != "attribution":
+        raise RecipeError(f"no lint is defined for builder {recipe.builder!r}")
+    from .attribution.dataset import lint_report, read_release
+
+    sources = resolve_sources(recipe.sources, sources_dir=sources_dir, cache_dir=cache_dir, offline=offline)
+    return LintResult(recipe, lint_report(*read_release(recipe, sources)))

@@ -17,8 +17,8 @@ from typing import Any
 import yaml
 
 from .assets import builders_dir
-from .errors import RecipeError
-from .validate import take
+from .core.errors import RecipeError
+from .core.validate import take
 
 _SEMVER = re.compile(r"^\d+\.\d+\.\d+$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")

@@ -21,7 +21,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import SourceError
+from .core.errors import SourceError
+from .core.files import sha256_file
 from .recipe import SourceSpec
 
 log = logging.getLogger(__name__)
@@ -49,15 +50,6 @@ def default_cache_dir() -> Path:
         return Path(os.environ["PROBES_CACHE"])
     base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
     return base / "social-bias-probes" / "sources"
-
-
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(_CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _how_to_supply(spec: SourceSpec) -> str:

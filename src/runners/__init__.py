@@ -1,5 +1,13 @@
-"""Prompt datasets + a model -> per-model result datasets (see DESIGN section 6 and 7).
+"""Prompt datasets + a model -> per-model result datasets (DESIGN sections 6 and 7).
 
-The backends and the run loop land with the runners issue; nothing here is imported by
-the prompt-dataset builders.
+May import `promptgen` (the item contract, errors, files); never `analysis` or `probes`.
+
+- text -> token ids: `tokenize`; token ids -> log-probabilities: the backends (`backend` is the
+  protocol; `hf`, `vllm_backend` + `vllm_logprobs`); log-probabilities -> distributions:
+  `scoring`; generated text -> answers: `parse`; items -> result rows: `rows`;
+- one resumable run of a config (selection, resume, key, flush, manifest): `session`, driven in
+  this process (`loop`) or on a Ray actor pool (`ray_run`); `score` picks the driver and loads
+  the model (`probes run` as one call);
+- the result folder, written and read: `results`; what a model is: `model_identity`; where and
+  how it runs: `device`, `context_length`, `extras`; the small test models: `testmodel`.
 """

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from promptgen.errors import ProbeError
+from promptgen.core.errors import ProbeError
 
 #: config.json keys that hold a model's position limit, in the order transformers' configs use them
 POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "max_sequence_length", "n_ctx")
@@ -59,7 +59,7 @@ def _chars(item: Mapping[str, Any]) -> int:
 
 def tokens_needed(dataset: Any, rows: list[int], tokenizer: Any, chat: bool, settings: Any) -> int:
     """The most positions one of `rows` needs: context + longest continuation, or + the generation budget."""
-    from .run import prepare_request, render_context
+    from .rows import prepare_request, render_context
     from .tokenize import digit_start_ids, encode_context
 
     columns = [c for c in ("prompt", "messages") if c in dataset.column_names]

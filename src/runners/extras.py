@@ -16,7 +16,7 @@ import importlib.util
 import sys
 from collections.abc import Iterable
 
-from promptgen.errors import ProbeError
+from promptgen.core.errors import ProbeError
 
 #: extra -> the top-level modules it provides (pyproject.toml [project.optional-dependencies])
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {

@@ -4,7 +4,7 @@
    and checked against the item contract before anything is written.
 2. `runners.session` selects the shard's items and those still to score under the
    `ResultKey` (same id and same prompt hash are done).
-3. The rest is scored `batch_size` items at a time by `runners.run.run_items`; the session
+3. The rest is scored `batch_size` items at a time by `runners.rows.run_items`; the session
    flushes rows as an atomically written part every `flush_every` rows and at the end. A
    killed run loses at most the rows since its last flush; rerunning the same command resumes.
 4. When the config is done, the session compacts the key folder and refreshes
@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from promptgen.errors import ProbeError
+from promptgen.core.contract import BUILD_MANIFEST, check_prompt_config
+from promptgen.core.errors import ProbeError
 
 from . import context_length, model_identity
-from . import results as res
 from .device import (
     AUTO,
     DTYPES,
@@ -39,15 +39,11 @@ from .device import (
     resolve_dtype,
 )
 from .extras import require_for_scoring
-from .run import ScoringSettings, run_items
-from .session import RunSummary, Session, select_rows
+from .rows import ScoringSettings, run_items
+from .session import RunSummary, Session, model_name_for, result_key, select_rows
 
-__all__ = ["BACKENDS", "DTYPES", "PromptConfig", "RunSummary", "key_for", "load_backend", "run_config"]
+__all__ = ["BACKENDS", "DTYPES", "PromptConfig", "RunSummary", "load_backend", "run_config"]
 
-REQUIRED_COLUMNS = ("id", "probe", "task", "prompt", "messages")
-#: per task, the columns its items need; `text` items (free generation, e.g. the empathy
-#: third-person rewrite) may name `stop` strings and are run with --scoring generate only
-TASK_COLUMNS = {"choice": ("choices", "choice_labels"), "number": ("number_min", "number_max"), "text": ()}
 BACKENDS = ("hf", "vllm")
 #: vLLM's max_model_len when neither it nor the items' needs are given
 DEFAULT_MAX_MODEL_LEN = 4096
@@ -125,7 +121,7 @@ def load_prompt_config(dataset: str, config: str, *, revision: str | None = None
     built: dict[str, Any] = {}
     license = "other"
     if local:
-        manifest = folder / "build_manifest.json"
+        manifest = folder / BUILD_MANIFEST
         if manifest.is_file():
             built = json.loads(manifest.read_text(encoding="utf-8"))
         license = _front_matter(folder / "README.md").get("license", license)
@@ -133,7 +129,7 @@ def load_prompt_config(dataset: str, config: str, *, revision: str | None = None
         try:
             from huggingface_hub import hf_hub_download
 
-            path = hf_hub_download(dataset, "build_manifest.json", repo_type="dataset", revision=revision)
+            path = hf_hub_download(dataset, BUILD_MANIFEST, repo_type="dataset", revision=revision)
             built = json.loads(Path(path).read_text(encoding="utf-8"))
         except Exception:
             built = {}
@@ -149,27 +145,6 @@ def load_prompt_config(dataset: str, config: str, *, revision: str | None = None
         version=built.get("version"),
         repo_id=None if local else dataset,
     )
-
-
-def check_prompt_config(ds: Any, where: str) -> None:
-    """The item contract: required columns, per-task columns, unique ids, at least one row."""
-    columns = set(ds.column_names)
-    missing = [c for c in REQUIRED_COLUMNS if c not in columns]
-    if missing:
-        raise ProbeError(f"{where}: not a prompt-item config, missing column(s) {', '.join(missing)}")
-    if len(ds) == 0:
-        raise ProbeError(f"{where}: the config has no rows")
-    tasks = set(ds["task"])
-    unknown = sorted(str(t) for t in tasks - set(TASK_COLUMNS))
-    if unknown:
-        raise ProbeError(f"{where}: unknown task(s) {', '.join(unknown)}; expected choice, number or text")
-    for task in sorted(tasks):
-        lacking = [c for c in TASK_COLUMNS[task] if c not in columns]
-        if lacking:
-            raise ProbeError(f"{where}: has {task} items but no column(s) {', '.join(lacking)}")
-    ids = ds["id"]
-    if len(set(ids)) != len(ids):
-        raise ProbeError(f"{where}: item ids are not unique")
 
 
 def check_scoring_mode(prompts: PromptConfig, settings: ScoringSettings) -> None:
@@ -330,27 +305,6 @@ def needs_of(
     return needed
 
 
-def key_for(
-    model_name: str,
-    model_revision: str,
-    settings: ScoringSettings,
-    chat: bool,
-    *,
-    dtype: str | None,
-    backend: str,
-) -> res.ResultKey:
-    """The result key: model content revision + everything else that changes the numbers, under a portable name."""
-    scoring = {**json.loads(settings.key()), "chat": chat, "dtype": dtype, "backend": backend}
-    return res.ResultKey(model_name, model_revision, json.dumps(scoring, sort_keys=True, separators=(",", ":")))
-
-
-def model_name_for(model: str, model_name: str | None) -> str:
-    """`--model-name`, checked, else the portable default for `model` (`model_identity.default_model_name`)."""
-    if model_name is not None:
-        return model_identity.check_model_name(model_name)
-    return model_identity.default_model_name(model, local=Path(model).expanduser().exists())
-
-
 def loaded_dtype(backend: Any, asked: str | None) -> str | None:
     """The dtype the model was actually loaded in (hf: the weights' dtype), else what was asked."""
     model = getattr(backend, "model", None)
@@ -405,7 +359,7 @@ def run_config(
     """Score the not-yet-done items of one shard of a prompt config into `results` (see the module docstring).
 
     `model_name` names the model in every file written (default: the portable name of
-    `backend.model_id`, see `model_name_for`). `chat=None` uses the chat template when the
+    `backend.model_id`, see `session.model_name_for`). `chat=None` uses the chat template when the
     tokenizer has one; `batch_size=None` is `default_batch_size(backend)`. The key's dtype is
     the one the backend loaded (`dtype` is only a fallback for backends that do not say).
     `on_start(total, done)` and `on_advance(n)` report progress.
@@ -418,7 +372,7 @@ def run_config(
     check_scoring_mode(prompts, settings)
     dtype = loaded_dtype(backend, dtype)
     name = model_name_for(backend.model_id, model_name)
-    key = key_for(name, model_revision, settings, chat, dtype=dtype, backend=backend.name)
+    key = result_key(name, model_revision, settings, chat, dtype=dtype, backend=backend.name)
     session = Session.open(
         prompts,
         results,

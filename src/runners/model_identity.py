@@ -27,11 +27,11 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from promptgen.errors import ProbeError
+from promptgen.core.errors import ProbeError
+from promptgen.core.files import atomic_write_text, sha256_file
 
 #: files of a model folder whose bytes change the numbers (weights are matched by suffix)
 CONTENT_FILES = (
@@ -51,7 +51,6 @@ CONTENT_FILES = (
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 _SNAPSHOT = re.compile(r"(?:^|/)snapshots/(?P<commit>[0-9a-f]{40})(?:/|$)")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
-_CHUNK = 1 << 22
 
 
 def cache_root() -> Path:
@@ -101,24 +100,18 @@ class FileHashCache:
         entry = self.entries.get(str(real))
         if entry and entry.get("size") == stat.st_size and entry.get("mtime_ns") == stat.st_mtime_ns:
             return str(entry["sha256"])
-        h = hashlib.sha256()
-        with real.open("rb") as f:
-            while chunk := f.read(_CHUNK):
-                h.update(chunk)
+        digest = sha256_file(real)
         self.hashed += 1
-        self.entries[str(real)] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": h.hexdigest()}
+        self.entries[str(real)] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest}
         self._dirty = True
-        return h.hexdigest()
+        return digest
 
     def save(self) -> None:
         if not self._dirty:
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(self.entries, f, sort_keys=True)
-            os.replace(tmp, self.path)
+            atomic_write_text(self.path, json.dumps(self.entries, sort_keys=True))
             self._dirty = False
         except OSError:  # a read-only cache costs time on the next run, not correctness
             pass

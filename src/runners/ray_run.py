@@ -4,7 +4,7 @@
 that decides what a run writes is the loop's:
 
 1. Items are selected as in `probes run` (shard by a hash of the id, then `limit`, then the ids
-   already present under the same `ResultKey` are skipped), and the key is `loop.key_for` of
+   already present under the same `ResultKey` are skipped), and the key is `session.result_key` of
    (model, model revision, scoring settings, chat): it never depends on the number of workers,
    so Ray runs, `probes run` runs and `--shard` runs fill and resume the same key folder.
 2. The not-yet-done items become a `ray.data.Dataset` with one block per batch of `batch_size`
@@ -46,14 +46,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from promptgen.errors import ProbeError
+from promptgen.core.errors import ProbeError
 
 from . import loop
 from . import results as res
 from .device import AUTO, DTYPES, ITEMS_PER_CALL, device_type, resolve_dtype
 from .extras import require_for_scoring
-from .run import ScoringSettings, run_items
-from .session import RunSummary, Session
+from .rows import ScoringSettings, run_items
+from .session import RunSummary, Session, model_name_for, result_key
 
 #: what an actor returns per item: the result row, which replica scored it, and an input error
 ROW_SCHEMA = res.RESULT_SCHEMA.append(pa.field("worker", pa.string())).append(pa.field("error", pa.string()))
@@ -235,8 +235,8 @@ def run_config_ray(
         chat = bool(getattr(tokenizer, "chat_template", None))
     if backend == "vllm" and "needed_tokens" not in options:  # the actors' engines fit the items (loop.needs_of)
         options["needed_tokens"] = loop.needs_of(prompts, settings, chat, shard=shard, limit=limit)(tokenizer)
-    name = loop.model_name_for(model, model_name)
-    key = loop.key_for(name, key_revision, settings, chat, dtype=weights, backend=backend)
+    name = model_name_for(model, model_name)
+    key = result_key(name, key_revision, settings, chat, dtype=weights, backend=backend)
     session = Session.open(
         prompts,
         results,

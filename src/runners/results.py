@@ -31,7 +31,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -39,10 +38,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from promptgen.errors import ProbeError
+from promptgen.core.errors import ProbeError
+from promptgen.core.files import atomic_write, atomic_write_text
 
 MANIFEST_NAME = "results_manifest.json"
 CARD_TEMPLATE = "results.md.j2"
@@ -220,33 +221,6 @@ def read_done(folder: Path) -> dict[str, tuple[bool, str | None]]:
     }
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _atomic_bytes(path: Path, write) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        # mkstemp makes the file private (0600); a result folder is meant to be shared and
-        # published, so it gets the permissions any other new file would (0666 less the umask)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    def write(tmp: str) -> None:
-        Path(tmp).write_text(text, encoding="utf-8", newline="\n")
-
-    _atomic_bytes(Path(path), write)
-
-
 def write_key_file(folder: Path, key: ResultKey) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / "key.json"
@@ -268,7 +242,7 @@ def _write_new_part(folder: Path, label: str, table: pa.Table, seq: int | None =
         if not path.exists():
             break
         seq += 1
-    _atomic_bytes(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+    atomic_write(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
     return path
 
 
@@ -303,6 +277,22 @@ def compact_key(folder: Path) -> bool:
         return True
 
 
+def key_folders(results: Path, config: str) -> list[Path]:
+    """The key folders of one config that hold result parts (`data/<config>/<key>/part-*.parquet`), sorted."""
+    config_dir = Path(results) / "data" / config
+    if not config_dir.is_dir():
+        return []
+    return [p for p in sorted(config_dir.iterdir()) if p.is_dir() and part_files(p)]
+
+
+def result_configs(results: Path) -> list[str]:
+    """The configs a local results folder holds (those with at least one key folder of parts)."""
+    data = Path(results) / "data"
+    if not data.is_dir():
+        return []
+    return [p.name for p in sorted(data.iterdir()) if p.is_dir() and key_folders(results, p.name)]
+
+
 def summarize(results: Path) -> dict[str, dict[str, dict[str, Any]]]:
     """{config: {key slug: {key..., rows, refusals}}} for every key folder that has parts."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
@@ -310,9 +300,7 @@ def summarize(results: Path) -> dict[str, dict[str, dict[str, Any]]]:
     if not data.is_dir():
         return out
     for config_dir in sorted(p for p in data.iterdir() if p.is_dir()):
-        for folder in sorted(p for p in config_dir.iterdir() if p.is_dir()):
-            if not part_files(folder):
-                continue
+        for folder in key_folders(results, config_dir.name):
             done = {i: refused for i, (refused, _) in read_done(folder).items()}
             key_file = folder / "key.json"
             key = json.loads(key_file.read_text()) if key_file.is_file() else {}
@@ -365,8 +353,8 @@ def update_manifest(
 
 def render_results_card(manifest: Mapping[str, Any], *, pretty_name: str, license: str) -> str:
     """README.md of a result folder: YAML front matter from data, prose from cards/results.md.j2."""
-    from promptgen.cards import card_environment
-    from promptgen.hubfolder import yaml_dump
+    from promptgen.hub.cards import card_environment
+    from promptgen.hub.folder import yaml_dump
 
     configs = manifest.get("configs", {})
     header = {
@@ -391,3 +379,68 @@ def write_card(results: Path, manifest: Mapping[str, Any], *, pretty_name: str, 
     path = Path(results) / "README.md"
     atomic_write_text(path, render_results_card(manifest, pretty_name=pretty_name, license=license))
     return path
+
+
+# ----------------------------------------------------------------------------- one key, for derived datasets
+# Two dataset versions are made from a model's results: the trust game's curated pairs (from
+# `race_probe` results) and the empathy dataset's LLM third-person rewrites (from `rewrite_t2`
+# results, `probes.derive`). Both read one key folder, check that rows merge to one per id (the
+# newest part wins), and keep the provenance `probes run` recorded.
+
+
+@dataclass(frozen=True)
+class KeyRows:
+    """One result key's rows (the asked columns plus `file`) and what they were produced with."""
+
+    rows: pd.DataFrame
+    key: str
+    model: str
+    model_revision: str
+    scoring: dict[str, Any]
+    runs: list[dict[str, Any]]
+
+
+def load_key_rows(results: Path, config: str, columns: Sequence[str], *, key: str | None, hint: str) -> KeyRows:
+    """The rows of `config` under one result key of `results` (`key` may be left out when there is one).
+
+    `hint` is the command that makes such results, shown when there are none.
+    """
+    results = Path(results)
+    config_dir = results / "data" / config
+    if not config_dir.is_dir():
+        raise ProbeError(
+            f"results folder {results} has no {config} results (expected {config_dir}/<key>/part-*.parquet); "
+            f"make them first: {hint}"
+        )
+    keys = [p.name for p in key_folders(results, config)]
+    if not keys:
+        raise ProbeError(f"{config_dir}: no result parts")
+    if key is None:
+        if len(keys) > 1:
+            raise ProbeError(f"{config_dir} holds several result keys {keys}; choose one with --key")
+        key = keys[0]
+    if key not in keys:
+        raise ProbeError(f"--key {key!r}: no such result key under {config_dir}; found {keys}")
+    folder = config_dir / key
+    key_file = folder / "key.json"
+    if not key_file.is_file():
+        raise ProbeError(f"{folder}: no key.json; not a result folder written by probes run")
+    info = json.loads(key_file.read_text(encoding="utf-8"))
+    for path in part_files(folder):
+        try:
+            names = pq.read_schema(path).names
+        except (OSError, pa.ArrowException) as exc:
+            raise ProbeError(f"{path}: cannot read result part parquet ({exc})") from exc
+        missing = [c for c in columns if c not in names]
+        if missing:
+            raise ProbeError(f"{path}: missing column(s) {missing}")
+    # one row per id: where parts repeat an id (a rescored item), the newest part's row wins
+    rows = read_key_rows(folder, list(columns), file_column="file").to_pandas()
+    runs = [
+        run
+        for run in read_manifest(results).get("runs", {}).values()
+        if run.get("key") == key and run.get("prompt_dataset", {}).get("config") == config
+    ]
+    if not runs:
+        raise ProbeError(f"{results / MANIFEST_NAME}: no run recorded for {config} key {key}")
+    return KeyRows(rows, key, info["model"], info["model_revision"], json.loads(info["scoring"]), runs)

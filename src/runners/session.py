@@ -27,9 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from promptgen.errors import ProbeError
+from promptgen.core.contract import BUILD_MANIFEST
+from promptgen.core.errors import ProbeError
+from promptgen.core.version import __version__
 
+from . import model_identity
 from . import results as res
+from .rows import ScoringSettings
 
 #: item columns `results.prompt_sha256` reads (those a config lacks are None)
 _HASHED = ("task", "prompt", "messages", "choices", "choice_labels", "number_min", "number_max", "stop")
@@ -72,6 +76,27 @@ def prompt_hashes(dataset: Any, rows: list[int]) -> list[str]:
         batch = dataset.select(rows[start : start + _HASH_BATCH]).select_columns(columns).to_list()
         out.extend(res.prompt_sha256(item) for item in batch)
     return out
+
+
+def result_key(
+    model_name: str,
+    model_revision: str,
+    settings: ScoringSettings,
+    chat: bool,
+    *,
+    dtype: str | None,
+    backend: str,
+) -> res.ResultKey:
+    """The result key: model content revision + everything else that changes the numbers, under a portable name."""
+    scoring = {**json.loads(settings.key()), "chat": chat, "dtype": dtype, "backend": backend}
+    return res.ResultKey(model_name, model_revision, json.dumps(scoring, sort_keys=True, separators=(",", ":")))
+
+
+def model_name_for(model: str, model_name: str | None) -> str:
+    """`--model-name`, checked, else the portable default for `model` (`model_identity.default_model_name`)."""
+    if model_name is not None:
+        return model_identity.check_model_name(model_name)
+    return model_identity.default_model_name(model, local=Path(model).expanduser().exists())
 
 
 @dataclass
@@ -183,7 +208,6 @@ class Session:
         self, *, backend: str, dtype: str | None, hardware: Mapping[str, Any], extra: Mapping[str, Any] | None = None
     ) -> RunSummary:
         """Flush, compact the key folder, write the manifest entry and the card; the run's summary."""
-        from probes import __version__
 
         self.flush()
         res.compact_key(self.folder)
@@ -259,7 +283,7 @@ def check_out_folder(results: Path) -> None:
     """
     if results.exists() and not results.is_dir():
         raise ProbeError(f"--out {results} exists and is not a folder")
-    if (results / "build_manifest.json").is_file():
+    if (results / BUILD_MANIFEST).is_file():
         raise ProbeError(
             f"--out {results} is a prompt dataset folder (it has build_manifest.json); "
             "write results to a folder of their own, e.g. results/<model>"

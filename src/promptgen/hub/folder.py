@@ -25,11 +25,7 @@ import hashlib
 import json
 import logging
 import os
-import re
 import shutil
-import socket
-import tempfile
-import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,8 +35,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from datasets import Features
 
-from .errors import OutputError, ProbeError
-from .sources import sha256_file
+from ..core.contract import BUILD_MANIFEST
+from ..core.errors import OutputError, ProbeError
+from ..core.files import check_target, make_staging_dir, sha256_file, swap_into_place, write_text
 
 log = logging.getLogger(__name__)
 
@@ -296,10 +293,8 @@ def write_hub_folder(
             sources=manifest["sources"],
             configs=written,
         )
-        _write_text(
-            tmp / "build_manifest.json", json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-        )
-        _write_text(tmp / "README.md", render_card(manifest, written))
+        write_text(tmp / BUILD_MANIFEST, json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+        write_text(tmp / "README.md", render_card(manifest, written))
         swap_into_place(tmp, target, overwrite=overwrite)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -312,7 +307,7 @@ def read_dataset_manifest(dataset: Path, *, flag: str, expected: str) -> dict[st
 
     `flag` and `expected` word the error for the command that was given the folder.
     """
-    path = Path(dataset) / "build_manifest.json"
+    path = Path(dataset) / BUILD_MANIFEST
     if not path.is_file():
         raise ProbeError(f"{flag} {dataset}: no build_manifest.json; expected {expected} from probes build")
     try:
@@ -337,86 +332,6 @@ def read_parquet(path: Path, columns: list[str] | None, what: str) -> pa.Table:
         raise ProbeError(f"{path}: cannot read {what} parquet ({exc})") from exc
 
 
-#: a staging folder: `.<name>.pid<pid>@<host tag>.<random>.tmp`; the pid and a hash of the host
-#: name say which process owns it, so a later build can tell a dead build's leftovers from a live one
-_STAGING_RE = re.compile(r"^\.(?P<name>.+)\.pid(?P<pid>[0-9]+)@(?P<host>[0-9a-f]{8})\.[A-Za-z0-9_]+\.tmp$")
-#: staging folders named before the pid was recorded: `.<name>.<random>.tmp` (tempfile's 8 characters)
-_LEGACY_STAGING_RE = re.compile(r"^\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp$")
-#: a staging folder whose owner cannot be checked (another host, or no pid recorded) is removed
-#: only when untouched for this long: far longer than any build, so a live one is never removed
-STALE_UNCHECKABLE_SECONDS = 48 * 3600
-
-
-def _host_tag() -> str:
-    """8 hex digits naming this machine (a pid only means something on its own host)."""
-    return hashlib.sha256(socket.gethostname().encode("utf-8")).hexdigest()[:8]
-
-
-def _pid_alive(pid: int) -> bool:
-    """Whether a process with this pid exists on this host (signal 0 checks without signalling)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by another user
-        return True
-    except (OverflowError, ValueError):  # not a possible pid
-        return False
-    return True
-
-
-def clean_stale_staging(parent: Path, name: str) -> list[Path]:
-    """Remove the staging folders that killed builds left in `parent`; return what was removed.
-
-    A build killed by SIGKILL (or a lost node) cannot clean up after itself, and its
-    `.<name>.*.tmp` folder (possibly gigabytes) would stay forever. Removed here: staging
-    folders of any dataset whose owning process, recorded in the folder name, no longer exists
-    on this host; and, when the owner cannot be checked (written on another host sharing the
-    folder, or by a version that did not record the pid), only `name`'s own folders untouched
-    for `STALE_UNCHECKABLE_SECONDS`. A concurrent build's folder is never removed: its process
-    is alive. A reused pid only keeps a stale folder longer, never removes a live one.
-    """
-    parent = Path(parent)
-    if not parent.is_dir():
-        return []
-    host, now, removed = _host_tag(), time.time(), []
-    for entry in parent.iterdir():
-        if entry.is_symlink() or not entry.is_dir():
-            continue
-        owned = _STAGING_RE.match(entry.name)
-        legacy = _LEGACY_STAGING_RE.match(entry.name)
-        if owned is not None and owned["host"] == host:
-            stale = not _pid_alive(int(owned["pid"]))
-        elif owned is not None or (legacy is not None and legacy["name"] == name):
-            try:
-                stale = now - entry.stat().st_mtime > STALE_UNCHECKABLE_SECONDS
-            except FileNotFoundError:  # another build removed it meanwhile
-                continue
-        else:
-            continue
-        if stale:
-            log.info("removing stale staging folder %s (its build was interrupted)", entry)
-            shutil.rmtree(entry, ignore_errors=True)
-            removed.append(entry)
-    return removed
-
-
-def make_staging_dir(parent: Path, name: str) -> Path:
-    """A hidden temporary folder beside the target, with the permissions of an ordinary new folder.
-
-    Its name records this process (see `clean_stale_staging`, called first, which removes what
-    killed builds left behind). `mkdtemp` makes it private (0700), and the folder is renamed
-    into place as the output, which is meant to be shared and published.
-    """
-    clean_stale_staging(parent, name)
-    prefix = f".{name}.pid{os.getpid()}@{_host_tag()}."
-    tmp = Path(tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=parent))
-    mask = os.umask(0)
-    os.umask(mask)
-    tmp.chmod(0o777 & ~mask)
-    return tmp
-
-
 def read_built_from(
     dataset: Path, recipe: str, *, flag: str, expected: str, same_name: bool = False
 ) -> tuple[dict[str, Any], Any]:
@@ -425,7 +340,7 @@ def read_built_from(
     The folder must have been built from `recipe` (its sha256 is compared, and with `same_name`
     the dataset name too), so the rebuilt configs are the ones its results were scored on.
     """
-    from .recipe import load_recipe
+    from ..recipe import load_recipe
 
     manifest = read_dataset_manifest(dataset, flag=flag, expected=expected)
     spec = load_recipe(recipe)
@@ -436,31 +351,3 @@ def read_built_from(
             f"the recipe {spec.path} ({spec.name}, sha256 {spec.sha256[:16]}…); rebuild it or pass --recipe"
         )
     return manifest, spec
-
-
-def check_target(target: Path, *, overwrite: bool) -> None:
-    """Fail early (before any work) if the output folder exists and may not be replaced."""
-    if target.exists() and not overwrite:
-        raise OutputError(f"output folder {target} already exists; pass --overwrite to replace it")
-    if target.exists() and not target.is_dir():
-        raise OutputError(f"output path {target} exists and is not a folder")
-
-
-def _write_text(path: Path, text: str) -> None:
-    path.write_text(text, encoding="utf-8", newline="\n")
-
-
-def swap_into_place(tmp: Path, target: Path, *, overwrite: bool) -> None:
-    if not target.exists():
-        os.rename(tmp, target)
-        return
-    if not overwrite:
-        raise OutputError(f"output folder {target} appeared during the build; nothing was replaced")
-    old = target.with_name(f".{target.name}.old-{os.getpid()}")
-    os.rename(target, old)
-    try:
-        os.rename(tmp, target)
-    except BaseException:
-        os.rename(old, target)
-        raise
-    shutil.rmtree(old, ignore_errors=True)

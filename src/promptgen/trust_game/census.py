@@ -24,8 +24,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from datasets import List, Value
 
-from .errors import SourceFormatError
+from ..core.errors import SourceFormatError
 
 #: the five races of the paper, in the order used everywhere (lists, ties, columns).
 RACES: tuple[str, ...] = ("Asian", "Black", "Hispanic", "Native American", "White")
@@ -387,3 +388,26 @@ def compute_lists(
         exclude=bayesian if threshold_excludes_bayesian else None,
     )
     return bayesian, thresholded, seed_list(bayesian, thresholded)
+
+
+# ----------------------------------------------------------------------------- list configs' features
+
+LIST_FEATURES: dict = {
+    "race": Value("string"),
+    "rank": Value("int32"),
+    "surname": Value("string"),
+    "count": Value("int64"),
+    **{column: Value("float64") for column in SHARE_COLUMNS.values()},
+    "posterior": Value("float64"),
+}
+SEED_FEATURES: dict = {
+    "race": Value("string"),
+    "rank": Value("int32"),
+    "surname": Value("string"),
+    "methods": List(Value("string")),
+    "bayesian_rank": Value("int32"),
+    "threshold_rank": Value("int32"),
+    "count": Value("int64"),
+    **{column: Value("float64") for column in SHARE_COLUMNS.values()},
+    "posterior": Value("float64"),
+}

@@ -18,7 +18,11 @@ from typing import Any
 
 from datasets import List, Value
 
-from .attribution_release import (
+from ..core.contract import CHOICE_LABELS, item_features, slug, user_messages
+from ..core.errors import RecipeError
+from ..core.validate import choose, take
+from ..seeding import hash_choice, hash_int, hash_sample, option_permutation, stratified_sample
+from .release import (
     CAUSES,
     DIMENSIONS,
     GENDERS,
@@ -28,10 +32,6 @@ from .attribution_release import (
     Release,
     TextRule,
 )
-from .errors import RecipeError
-from .items import CHOICE_LABELS, item_features, slug, user_messages
-from .seeding import hash_choice, hash_int, hash_sample, option_permutation, stratified_sample
-from .validate import choose, take
 
 PROMPT_TEMPLATE = (
     "Respond by choosing one of the provided options as the reason to the statement.\n\n"
@@ -659,7 +659,7 @@ IDENTITY_FEATURES = {
 
 
 def template_rows(release: Release) -> Iterator[dict[str, Any]]:
-    from .attribution_lint import length_ratio
+    from .lint import length_ratio
 
     for t in release.single:
         yield {

@@ -10,10 +10,10 @@ from typing import Any
 
 import jinja2
 
-from .assets import cards_dir
-from .hubfolder import WrittenConfig, card_front_matter
-from .plan import BuildPlan
-from .recipe import Recipe
+from ..assets import cards_dir
+from ..recipe import Recipe
+from .build_plan import BuildPlan
+from .folder import WrittenConfig, card_front_matter
 
 
 def card_environment() -> jinja2.Environment:

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from promptgen.core.errors import ProbeError
 from promptgen.seeding import hash_int
 
 from .backend import Backend, GenerateRequest, GeneratingBackend, Generation, ScoreRequest, ScoreResult
@@ -103,6 +104,29 @@ class ScoringSettings:
             for name in ("length_normalize", "label_prefixes", "number_prefixes", "refusal_threshold", "choice_mode"):
                 values.pop(name)
         return json.dumps(values, sort_keys=True, separators=(",", ":"))
+
+
+#: the `--scoring` names: two ways of reading probabilities, and generation
+SCORING_NAMES = ("sentence", "letter", "generate")
+
+
+def scoring_settings(
+    scoring: str = "sentence",
+    *,
+    length_normalize: bool = False,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    max_new_tokens: int = 16,
+    seed: int = 0,
+) -> ScoringSettings:
+    """The settings of `probes run --scoring NAME`: `sentence`, `letter` read probabilities; `generate` generates."""
+    if scoring not in SCORING_NAMES:
+        raise ProbeError(f"--scoring must be sentence, letter or generate, got {scoring!r}")
+    if scoring == "generate":
+        return ScoringSettings(
+            mode="generate", temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed
+        )
+    return ScoringSettings(choice_mode=scoring, length_normalize=length_normalize)
 
 
 @dataclass

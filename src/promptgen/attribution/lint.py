@@ -1,7 +1,7 @@
 """Lint the Talent-or-Luck release: what a reviewer of the stimuli would check by hand.
 
 Structural breakage (missing placeholders, wrong option keys, empty name lists) is
-already an error in `attribution_release`; here are the softer findings that the build
+already an error in `release`; here are the softer findings that the build
 reports in the card instead of failing: article agreement of identity labels,
 lowercase proper adjectives, pronouns that contradict the template's gender, duplicate
 names, and how unbalanced the four option texts are in length (a length-biased option
@@ -14,7 +14,7 @@ import re
 import statistics
 from dataclasses import asdict, dataclass
 
-from .attribution_release import CAUSES, GENDERS, Release
+from .release import CAUSES, GENDERS, Release
 
 _PRONOUNS = {
     "female": re.compile(r"\b(he|him|his|himself)\b", re.IGNORECASE),

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .errors import SourceFormatError
+from ..core.errors import SourceFormatError
 from .narratives import EMOTIONS
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("text_id", "emotion", "generated_text", "hidden_emo_text", "intensity")

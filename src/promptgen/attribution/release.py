@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import SourceFormatError
+from ..core.errors import SourceFormatError
 
 GENDERS = ("female", "male")
 OUTCOMES = ("success", "failure")

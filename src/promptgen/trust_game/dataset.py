@@ -1,7 +1,7 @@
 """The `trust-game-names` dataset: recipe + census + paper pairs -> configs, report and card context.
 
 The I/O edge of the Trust Game builder: it reads the two source files, runs the pure
-steps of `census`, `trust_game` and `trust_game_games`, and hands lazily generated configs
+steps of `census`, `paper_pairs`, `race_probe` and `games`, and hands lazily generated configs
 to the writer.
 """
 
@@ -14,9 +14,17 @@ from typing import Any
 
 import pandas as pd
 
+from ..core.contract import Features
+from ..core.errors import RecipeError, SourceFormatError
+from ..hub.build_plan import BuildPlan
+from ..hub.folder import BATCH_ROWS, Batch, ConfigData, row_batches
+from ..recipe import Recipe
+from ..sources import ResolvedSource
 from .census import (
+    LIST_FEATURES,
     PCT_COLUMNS,
     RACES,
+    SEED_FEATURES,
     THRESHOLD_BASES,
     bayesian_ranking,
     compute_lists,
@@ -25,28 +33,17 @@ from .census import (
     race_given_name,
     threshold_ranking,
 )
-from .errors import RecipeError, SourceFormatError
-from .hubfolder import BATCH_ROWS, Batch, ConfigData, row_batches
-from .items import Features
-from .plan import BuildPlan
-from .recipe import Recipe
-from .sources import ResolvedSource
-from .trust_game import (
-    LIST_FEATURES,
-    PAIR_FEATURES,
-    RACE_PROBE_FEATURES,
-    RACE_PROBE_VARIANTS,
-    SEED_FEATURES,
-    PaperPair,
-    TrustGameParams,
-    pair_rows,
-    parse_paper_pairs,
-    parse_params,
-    race_probe_count,
-    race_probe_rows,
-    render_race_probe,
+from .curation import (
+    CURATED_PAIR_FEATURES,
+    PAIR_COLUMNS,
+    CuratedPairs,
+    as_paper_pairs,
+    curated_games_config_name,
+    curated_version,
+    model_size_from_name,
+    pairs_config_name,
 )
-from .trust_game_games import (
+from .games import (
     GAME_FEATURES,
     PROBING_FEATURES,
     TRUSTEE_GROUPS,
@@ -65,16 +62,9 @@ from .trust_game_games import (
     render_probing,
     sample_probing_games,
 )
-from .trust_game_pairs import (
-    CURATED_PAIR_FEATURES,
-    PAIR_COLUMNS,
-    CuratedPairs,
-    as_paper_pairs,
-    curated_games_config_name,
-    curated_version,
-    model_size_from_name,
-    pairs_config_name,
-)
+from .paper_pairs import PAIR_FEATURES, PaperPair, pair_rows, parse_paper_pairs
+from .params import TrustGameParams, parse_params
+from .race_probe import RACE_PROBE_FEATURES, RACE_PROBE_VARIANTS, race_probe_count, race_probe_rows, render_race_probe
 
 CENSUS_SOURCE = "census"
 PAIRS_SOURCE = "paper_pairs"
@@ -401,7 +391,7 @@ def plan_trust_game(
 ) -> BuildPlan:
     """Everything needed to write `trust-game-names`; item rows are generated lazily by the writer.
 
-    `curated`: per-model pairs (`trust_game_curate`); each adds `pairs_<slug>` and
+    `curated`: per-model pairs (`probes.derive.curate_pairs`); each adds `pairs_<slug>` and
     `games_<slug>`, its record joins the parameters, and the version gets a `+pairs.<hash>` suffix.
     """
     if full:

@@ -19,8 +19,8 @@ log-probabilities and would give a different ratio).
 
 A group with fewer than `per_gender` candidates keeps what it has: the shortfall is recorded
 per group (never padded with non-candidates), and the games built on such pairs have
-unequal cells (see `trust_game_dataset`). Everything here is pure; reading the result folder
-and writing the dataset is `trust_game_curate`.
+unequal cells (see `dataset`). Everything here is pure; reading the result folder
+and writing the dataset is `probes.derive`.
 """
 
 from __future__ import annotations
@@ -37,11 +37,11 @@ import numpy as np
 import pandas as pd
 from datasets import Value
 
+from ..core.contract import slug
+from ..core.errors import ProbeError, SourceFormatError
 from .census import RACES
-from .errors import ProbeError, SourceFormatError
-from .items import slug
-from .trust_game import GENDER_TITLES, TITLES, PaperPair
-from .trust_game_games import GENDERS
+from .games import GENDERS
+from .paper_pairs import GENDER_TITLES, TITLES, PaperPair
 
 #: race -> log-odds column of the pairs table.
 LOGODDS_COLUMNS: dict[str, str] = {race: "logodds_" + slug(race) for race in RACES}
@@ -320,7 +320,7 @@ def check_pairs_table(frame: pd.DataFrame, *, file: str, per_gender: int) -> pd.
 
 
 def as_paper_pairs(curated: CuratedPairs) -> list[PaperPair]:
-    """The pairs in the form `trust_game_games.group_players` takes; `index` is the rank."""
+    """The pairs in the form `games.group_players` takes; `index` is the rank."""
     return [
         PaperPair(curated.slug, r.race, r.race, r.gender, r.title, r.surname, int(r.rank))
         for r in curated.pairs.itertuples()

@@ -1,7 +1,7 @@
 """Trust Game games and probing questions (DESIGN section 5): pairs -> `number` items.
 
 Pure functions: the pairs come from `trust_game.parse_paper_pairs` (or any later per-model
-selection with the same fields), the writer wiring is in `trust_game_dataset`.
+selection with the same fields), the writer wiring is in `dataset`.
 
 Games. An investor group (the paper's White male and Asian female) plays against each of
 the ten trustee groups (2 genders x 5 races). Each group holds the pairs source's 17
@@ -47,18 +47,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from datasets import Value
 
+from ..core.contract import item_features, slug
+from ..core.errors import RecipeError, SourceFormatError
+from ..core.validate import choose, positive, take
+from ..seeding import hash_sample
 from .census import RACES
-from .errors import RecipeError, SourceFormatError
-from .items import item_features, slug
-from .seeding import hash_sample
-from .validate import choose, positive, take
-
-if TYPE_CHECKING:
-    from .trust_game import PaperPair
+from .paper_pairs import PaperPair
 
 GENDERS: tuple[str, ...] = ("male", "female")
 #: title -> (gender, possessive pronoun, subject pronoun).

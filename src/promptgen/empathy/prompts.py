@@ -19,10 +19,10 @@ from typing import Any
 import pyarrow as pa
 from datasets import Features, List, Value
 
-from .crowd_envent import Event
-from .items import item_features, user_messages
+from ..core.contract import item_features, user_messages
+from .corpus import Event
 from .narratives import build_t0, build_t1
-from .rewrite import REWRITE_STOP, RULE_METHOD, rewrite_prompt, to_third_person
+from .third_person import REWRITE_STOP, RULE_METHOD, rewrite_prompt, to_third_person
 
 CATEGORIES: tuple[str, ...] = ("race", "nationality", "religion")
 UNSPECIFIED = "a person"

@@ -1,0 +1,11 @@
+"""The intergroup-empathy probe (DESIGN section 4): crowd-enVent -> the `intergroup-empathy` dataset.
+
+`corpus` reads the crowd-enVent TSV, `narratives` makes the T0/T1 forms, `third_person` the
+rule-based T2 rewrite, `model_rewrites` carries a model's T2 rewrites into a build, `prompts`
+expands perceiver x experiencer x event x setting (pure), `dataset` wires them to the writer.
+May import `promptgen.core`, `seeding`, `recipe`, `sources` and `hub`; never another probe.
+"""
+
+from .prompts import expand_prompts
+
+__all__ = ["expand_prompts"]

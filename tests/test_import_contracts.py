@@ -1,0 +1,65 @@
+"""The import graph runs one way (pyproject `[tool.importlinter]`, README "Layout").
+
+`lint-imports` checks the contracts on the real tree, and on a copy of it with one forbidden
+import added, to show the contracts can fail: an upward import inside a function (the kind a
+lazy import hides), and one probe's builder importing another's.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+pytest.importorskip("importlinter", reason='needs import-linter (the dev extra): pip install -e ".[dev]"')
+
+
+def _lint_imports(src: Path) -> subprocess.CompletedProcess:
+    """`lint-imports` over the packages under `src`, with the repository's contracts."""
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    code = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
+    return subprocess.run(
+        [sys.executable, "-c", code, "--config", str(REPO / "pyproject.toml"), "--no-cache"],
+        cwd=src.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def _copy_src(tmp_path: Path) -> Path:
+    src = tmp_path / "src"
+    shutil.copytree(REPO / "src", src, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    return src
+
+
+def test_the_tree_keeps_every_import_contract():
+    done = _lint_imports(REPO / "src")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 broken" in done.stdout
+
+
+def test_an_upward_import_inside_a_function_breaks_the_stage_contract(tmp_path):
+    src = _copy_src(tmp_path)
+    module = src / "promptgen" / "core" / "errors.py"
+    module.write_text(module.read_text() + "\n\ndef _upward():\n    from runners import results  # noqa: F401\n")
+    done = _lint_imports(src)
+    assert done.returncode != 0
+    assert "Stages import one way" in done.stdout and "BROKEN" in done.stdout
+    assert "promptgen.core.errors -> runners.results" in done.stdout
+
+
+def test_one_probe_importing_another_breaks_their_independence(tmp_path):
+    src = _copy_src(tmp_path)
+    module = src / "promptgen" / "attribution" / "items.py"
+    module.write_text(module.read_text() + "\n\nfrom promptgen.empathy.prompts import identity_rows  # noqa: E402,F401\n")
+    done = _lint_imports(src)
+    assert done.returncode != 0
+    assert "never import each other BROKEN" in done.stdout.replace("\n", " ")
