@@ -462,3 +462,13 @@ def _fails_existing(tiny: dict[str, Path], results: Path, out: Path) -> str:
     result = _curate(tiny, results, tiny["dataset"], out)
     assert result.exit_code == 1 and not any((out / "trust-game-names").iterdir())
     return result.output
+
+
+def test_spreads_of_no_pairs_is_empty_not_an_index_error():
+    """A model for which no surname qualifies keeps no pairs; the pairs table is then empty (was an IndexError)."""
+    from promptgen.trust_game.curation import LOGODDS_COLUMNS, spreads
+
+    empty = pd.DataFrame({"seed_race": pd.Series([], dtype=object), **{c: [] for c in LOGODDS_COLUMNS.values()}})
+    assert spreads(empty).empty
+    one = pd.DataFrame({"seed_race": [RACES[0]], **{c: [float(i)] for i, c in enumerate(LOGODDS_COLUMNS.values())}})
+    assert spreads(one).iloc[0] == pytest.approx(0.0 - (len(RACES) - 1))

@@ -22,8 +22,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from promptgen.core.contract import BUILD_MANIFEST
 from promptgen.core.errors import ProbeError
+from promptgen.core.layout import BUILD_MANIFEST
 from runners.results import RESULT_SCHEMA, ResultKey, key_folders, part_files, read_key_rows
 from runners.results import read_manifest as read_results_manifest
 

@@ -64,9 +64,9 @@ from typing import Any
 import pandas as pd
 
 from promptgen.build import build
-from promptgen.core.contract import BUILD_MANIFEST
 from promptgen.core.errors import ProbeError
 from promptgen.core.files import check_target
+from promptgen.core.layout import BUILD_MANIFEST
 from promptgen.empathy.model_rewrites import ModelRewrites
 from promptgen.empathy.prompts import REWRITE_CONFIG, rewrite_item_id
 from promptgen.empathy.third_person import RULE_METHOD, parse_rewrite

@@ -67,8 +67,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
-from promptgen.core.contract import BUILD_MANIFEST
 from promptgen.core.errors import ProbeError
+from promptgen.core.layout import BUILD_MANIFEST
 from runners.results import MANIFEST_NAME
 
 CARD = "README.md"

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .core.contract import BUILD_MANIFEST
 from .core.errors import RecipeError
 from .core.files import check_target
+from .core.layout import BUILD_MANIFEST
 from .core.version import __version__
 from .hub.build_plan import BuildOptions, BuildPlan
 from .hub.cards import render_card

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from promptgen.core.contract import BUILD_MANIFEST, check_prompt_config
+from promptgen.core.contract import check_prompt_config
 from promptgen.core.errors import ProbeError
+from promptgen.core.layout import BUILD_MANIFEST
 
 from . import context_length, model_identity
 from .device import (

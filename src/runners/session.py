@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from promptgen.core.contract import BUILD_MANIFEST
 from promptgen.core.errors import ProbeError
+from promptgen.core.layout import BUILD_MANIFEST
 from promptgen.core.version import __version__
 
 from . import model_identity

@@ -15,9 +15,6 @@ from datasets import Features, List, Value
 
 from .errors import ProbeError
 
-#: the file every built prompt dataset folder carries at its root (DESIGN section 2)
-BUILD_MANIFEST = "build_manifest.json"
-
 ITEM_FEATURES: dict = {
     "id": Value("string"),
     "probe": Value("string"),

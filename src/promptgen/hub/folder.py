@@ -35,9 +35,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from datasets import Features
 
-from ..core.contract import BUILD_MANIFEST
 from ..core.errors import OutputError, ProbeError
 from ..core.files import check_target, make_staging_dir, sha256_file, swap_into_place, write_text
+from ..core.layout import BUILD_MANIFEST
 
 log = logging.getLogger(__name__)
 

@@ -204,10 +204,12 @@ class Selection:
 def spreads(table: pd.DataFrame) -> pd.Series:
     """Seed race's log-odds minus the largest other race's: > 0 exactly when the seed race is the strict maximum."""
     matrix = table[list(LOGODDS_COLUMNS.values())].to_numpy(dtype="float64")
-    seed = table["seed_race"].map(RACES.index).to_numpy()
+    seed = table["seed_race"].map(RACES.index).to_numpy(dtype="int64")  # int also when empty (no pairs kept)
     rows = np.arange(len(table))
     others = matrix.copy()
     others[rows, seed] = -np.inf
+    if not len(table):
+        return pd.Series([], index=table.index, dtype="float64")
     return pd.Series(matrix[rows, seed] - others.max(axis=1), index=table.index, dtype="float64")
 
 

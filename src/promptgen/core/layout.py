@@ -1,0 +1,8 @@
+"""Names of the files a built prompt dataset folder carries (DESIGN section 2), for every reader.
+
+Kept apart from the item contract (which needs `datasets`) so that a reader that only looks
+for a folder's manifest (publish, the runners' out-folder check) imports nothing heavy.
+"""
+
+#: the manifest every built prompt dataset folder carries at its root
+BUILD_MANIFEST = "build_manifest.json"
