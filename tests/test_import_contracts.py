@@ -59,7 +59,8 @@ def test_an_upward_import_inside_a_function_breaks_the_stage_contract(tmp_path):
 def test_one_probe_importing_another_breaks_their_independence(tmp_path):
     src = _copy_src(tmp_path)
     module = src / "promptgen" / "attribution" / "items.py"
-    module.write_text(module.read_text() + "\n\nfrom promptgen.empathy.prompts import identity_rows  # noqa: E402,F401\n")
+    upward = "\n\nfrom promptgen.empathy.prompts import identity_rows  # noqa: E402,F401\n"
+    module.write_text(module.read_text() + upward)
     done = _lint_imports(src)
     assert done.returncode != 0
     assert "never import each other BROKEN" in done.stdout.replace("\n", " ")

@@ -62,9 +62,10 @@ def test_the_readme_python_block_runs_and_matches_the_cli(shared_sources, tmp_pa
     assert (curated / "data" / "pairs_smollm2").is_dir()
 
     # the same run through the command line gives the same rows, to the bit
+    from typer.testing import CliRunner
+
     from probes.cli import app
     from runners.testmodel import ensure_smollm2
-    from typer.testing import CliRunner
 
     args = ["run", str(out / "datasets" / "talent-or-luck"), "--config", "single_actor", "--model"]
     args += [str(ensure_smollm2()[1]), "--model-name", "HuggingFaceTB/SmolLM2-135M-Instruct", "--limit", "8"]

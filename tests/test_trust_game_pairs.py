@@ -472,3 +472,20 @@ def test_spreads_of_no_pairs_is_empty_not_an_index_error():
     assert spreads(empty).empty
     one = pd.DataFrame({"seed_race": [RACES[0]], **{c: [float(i)] for i, c in enumerate(LOGODDS_COLUMNS.values())}})
     assert spreads(one).iloc[0] == pytest.approx(0.0 - (len(RACES) - 1))
+
+
+def test_no_qualifying_surname_is_one_clear_error(curated: Path, tiny: dict[str, Path], race_results, tmp_path):
+    """When the model never gives a surname's seed race the largest log-odds, no pairs are kept: one clear error."""
+    results = tmp_path / "results"
+    shutil.copytree(race_results, results)
+    for part in results.rglob("part-*.parquet"):
+        table = pq.read_table(part)
+        ids = table.column("id").to_pylist()
+        lp = table.column("choice_logprobs").to_pylist()
+        # P(True) tiny exactly when the asked race is the seed race (id: race_probe/variant/title/seed/surname/race)
+        lp = [[-50.0, -1e-9] if i.split("/")[3] == i.split("/")[5] else row for i, row in zip(ids, lp, strict=True)]
+        table = table.set_column(table.schema.get_field_index("choice_logprobs"), "choice_logprobs", pa.array(lp))
+        pq.write_table(table, part)
+    message = _fails(tiny, results, tiny["dataset"], tmp_path / "out")
+    assert "no surname qualifies for any race" in message and "score more race_probe items" in message
+    assert not (tmp_path / "out" / "trust-game-names").exists()

@@ -200,6 +200,12 @@ def compute_curated(
             "groups": selection.groups,
         },
     }
+    if selection.pairs.empty:
+        raise ProbeError(
+            f"{results.rows['file'].iloc[0] if len(results.rows) else model_slug}: no surname qualifies for any race "
+            f"({len(logodds.table)} scored (title, surname) pairs, {logodds.incomplete} incomplete): the model never "
+            "gave its seed race the largest log-odds; score more race_probe items (all races of each surname)"
+        )
     table = check_pairs_table(selection.pairs, file=pairs_config_name(model_slug), per_gender=per_gender)
     return CuratedPairs(model_slug, table, record)
 
