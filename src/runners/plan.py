@@ -171,7 +171,11 @@ def config_files(dataset: Path, config: str) -> list[Path]:
 
 
 def item_configs(dataset: Path) -> list[str]:
-    """The configs whose rows are scorable items (a `task` column), in name order."""
+    """The configs whose rows are scored items (`task` choice or number in the first row group), in name order.
+
+    Tables (events, identities) have no `task`; free-text items (`task` text, e.g. the empathy
+    rewrite prompts) can only be generated, which `probes plan` does not price.
+    """
     import pyarrow.parquet as pq
 
     if not (dataset / "data").is_dir():
@@ -180,7 +184,9 @@ def item_configs(dataset: Path) -> list[str]:
     for folder in sorted(p for p in (dataset / "data").iterdir() if p.is_dir()):
         files = sorted(folder.glob("*.parquet"))
         if files and "task" in pq.read_schema(files[0]).names:
-            out.append(folder.name)
+            tasks = set(pq.ParquetFile(files[0]).read_row_group(0, columns=["task"]).column("task").to_pylist())
+            if tasks & {"choice", "number"}:
+                out.append(folder.name)
     return out
 
 
