@@ -242,3 +242,11 @@ def load_llama3_folder() -> Path:
     from runners.testmodel import ensure_llama3_tiny
 
     return ensure_llama3_tiny()
+
+
+def load_vocab_folder(family: str) -> Path:
+    """A real tokenizer family (`runners.testmodel.VOCAB_FAMILIES`) with a tiny random float32 Llama."""
+    _require_hf()
+    from runners.testmodel import ensure_vocab_tiny
+
+    return ensure_vocab_tiny(family)

@@ -5,7 +5,7 @@ checked by watching the tensors a real forward pass makes (SmolLM2) through weak
 
 - after an out-of-memory error, nothing from the failed attempt is alive when the retry runs
   (the retry happens outside the `except` block, whose traceback would hold every frame);
-- no earlier continuation chunk's cache or logits are alive when the next chunk's cache is built.
+- no earlier pass's cache or logits are alive when the next pass's cache is built from the pool.
 
 Out-of-memory errors are simulated: torch's own `OutOfMemoryError`, and the cuBLAS / allocator
 failures that arrive as a plain `RuntimeError`.
@@ -135,17 +135,17 @@ def test_no_earlier_chunk_is_alive_when_the_next_is_built(
     from runners import hf
 
     spy = _Spy(smollm2_model)
-    built: list[int] = []  # per continuation-chunk cache built: tensors of earlier chunks still alive
-    select = hf._select_cache
+    built: list[int] = []  # per pass cache built from the pool: tensors of earlier passes still alive
+    cache = hf._Pool.cache
 
-    def watched_select(cache: Any, index: Any) -> Any:
-        # calls 0.. are the context pass (index 0) and one call per chunk; a chunk's own cache is
-        # what the model returned for it, with its appended keys and values, and its logits
-        earlier = [r for refs in spy.watched[1:] for r in refs]
+    def watched_cache(self: Any, index: Any) -> Any:
+        # every pass builds its cache from the pool; what earlier passes returned (their caches with
+        # the appended keys and values, their logits) must be gone by then: the pool holds copies
+        earlier = [r for refs in spy.watched for r in refs]
         built.append(sum(r() is not None for r in earlier))
-        return select(cache, index)
+        return cache(self, index)
 
-    monkeypatch.setattr(hf, "_select_cache", watched_select)
+    monkeypatch.setattr(hf._Pool, "cache", watched_cache)
     backend = hf.HFBackend(spy, model_id="m", max_logit_rows=12)  # a few rows per chunk: many chunks
     results = backend.score(requests_)
     assert len(built) >= 4, built  # the requests took several chunks

@@ -68,26 +68,40 @@ def test_cache_location_from_the_environment(monkeypatch: pytest.MonkeyPatch, tm
     assert testmodel.default_cache_dir() == Path.home() / ".cache" / "social-bias-probes" / "models"
 
 
-def test_llama3_folder_is_built_once_and_keeps_only_the_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_vocab_folders_share_one_download_and_keep_only_the_folders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sdist is fetched once for all four families; each family's folder is built once, from its own file."""
     calls: list[str] = []
 
-    def download(work: Path) -> Path:
+    def download(work: Path) -> None:
         calls.append("download")
-        path = work / testmodel.LLAMA3_VOCAB_NAME
-        path.write_bytes(b"vocab")
-        return path
+        for family in testmodel.VOCAB_FAMILIES.values():
+            (work / family.gguf).write_bytes(family.gguf.encode())
 
-    def build(vocab: Path, out: Path) -> None:
-        calls.append("build")
-        assert vocab.read_bytes() == b"vocab"
+    def build(vocab: Path, out: Path, add_bos: bool) -> None:
+        calls.append(f"build {vocab.read_text()} bos={add_bos}")
         out.mkdir()
         (out / "config.json").write_text("{}")
 
-    monkeypatch.setattr(testmodel, "_download_llama3_vocab", download)
-    monkeypatch.setattr(testmodel, "_build_tiny_llama3", build)
+    monkeypatch.setattr(testmodel, "_download_vocab_files", download)
+    monkeypatch.setattr(testmodel, "_build_tiny", build)
     monkeypatch.setattr(testmodel, "version", lambda name: "0.0")
-    folder = testmodel.ensure_llama3_tiny(tmp_path)
-    assert folder == tmp_path / testmodel.llama3_folder_name() / "hf" and (folder / "config.json").is_file()
-    assert testmodel.ensure_llama3_tiny(tmp_path) == folder and calls == ["download", "build"]  # cached
-    assert sorted(p.name for p in folder.parent.iterdir()) == [testmodel.MARKER, "hf"]  # the GGUF file is gone
-    assert [p.name for p in tmp_path.iterdir()] == [folder.parent.name]  # no temporary folder left
+    folders = {f: testmodel.ensure_vocab_tiny(f, tmp_path) for f in testmodel.VOCAB_FAMILIES}
+    assert testmodel.ensure_llama3_tiny(tmp_path) == folders["llama-bpe"]  # cached, under its first name
+    assert calls == [
+        "download",
+        "build ggml-vocab-llama-bpe.gguf bos=True",
+        "build ggml-vocab-llama-spm.gguf bos=True",
+        "build ggml-vocab-qwen2.gguf bos=False",
+        "build ggml-vocab-gpt-2.gguf bos=False",
+    ]
+    for family, folder in folders.items():
+        assert folder == tmp_path / testmodel.vocab_tiny_folder_name(family) / "hf"
+        assert (folder / "config.json").is_file()
+        assert sorted(p.name for p in folder.parent.iterdir()) == [testmodel.MARKER, "hf"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(  # no temporary folder left
+        [testmodel.VOCAB_FOLDER_NAME, *(f.parent.name for f in folders.values())]
+    )
+    with pytest.raises(ValueError, match="unknown vocabulary family 'bert'"):
+        testmodel.ensure_vocab_tiny("bert", tmp_path)

@@ -66,6 +66,10 @@ class ScoreResult:
     #: candidate log-probabilities for the token right after the context (length n_candidates)
     next_logprobs: np.ndarray
     context_tokens: int
+    #: token positions the backend computed for this request (its share of shared context
+    #: prefixes plus its continuation positions, `runners.token_accounting`); None when the
+    #: backend does not say
+    computed_tokens: int | None = None
 
 
 @dataclass(frozen=True)

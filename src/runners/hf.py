@@ -43,7 +43,6 @@ option's tokens. Only the scored entries move to the CPU. Everything runs under
 
 from __future__ import annotations
 
-import copy
 import gc
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -52,11 +51,15 @@ from typing import Any
 import numpy as np
 
 from .backend import ContinuationScore, GenerateRequest, Generation, ScoreRequest, ScoreResult, cut_at_stop
+from .token_accounting import (
+    DEFAULT_MAX_BATCH_TOKENS,
+    MIN_SHARED_PREFIX,
+    context_radix,
+    continuation_nodes,
+    hf_batches,
+    radix_attribution,
+)
 
-#: default budget of tokens (rows x padded length, cache included) in one forward pass
-DEFAULT_MAX_BATCH_TOKENS = 8192
-#: a batch's contexts share a prefix at least this long before it runs once for all of them
-MIN_SHARED_PREFIX = 8
 #: default cap on logit rows (rows x fed positions) of one continuation pass: bounds the
 #: (rows, positions, vocabulary) logits tensor and the log-sum-exp pass over it
 DEFAULT_MAX_LOGIT_ROWS = 512
@@ -122,13 +125,6 @@ class _LogSoftmax:
         return picked - lse
 
 
-@dataclass
-class _Row:
-    request: int  # index into the context batch
-    continuation: int
-    feed: tuple[int, ...]  # tokens fed in the continuation pass
-
-
 def _chunks(items: list, cost, budget: int) -> Iterator[list]:
     """Consecutive groups whose cost (rows x the group's largest per-row cost) stays within budget."""
     group: list = []
@@ -182,13 +178,80 @@ def _candidate_logprobs(
     return out
 
 
-def _select_cache(cache: Any, index: Any) -> Any:
-    """A new cache holding the rows `index` of `cache` (rows may repeat); `cache` is left intact."""
-    new = copy.copy(cache)
-    new.layers = [copy.copy(layer) for layer in cache.layers]
-    for layer in new.layers:
-        layer.batch_select_indices(index)
-    return new
+@dataclass
+class _TreeRow:
+    """One row of a tree pass: tokens fed over a past taken from the pool (`HFBackend._tree_pass`)."""
+
+    #: pool slots of the tokens before this row's (seen in full by every token of the row)
+    past: Sequence[int]
+    #: the token ids fed
+    tokens: Sequence[int]
+    #: per token, the index of its parent among this row's tokens; -1: it follows the past directly
+    parents: Sequence[int]
+    #: per token, its position id
+    positions: Sequence[int]
+    #: pool slots where the tokens' keys and values are kept (context passes), else None
+    slots: Sequence[int] | None = None
+
+
+def _ancestry(parents: Sequence[int]) -> np.ndarray:
+    """(n, n) booleans: token q sees token k when k is q or one of its ancestors (parents come first)."""
+    n = len(parents)
+    if list(parents) == list(range(-1, n - 1)):  # a chain: causal
+        return np.tril(np.ones((n, n), dtype=bool))
+    seen = np.zeros((n, n), dtype=bool)
+    for q, p in enumerate(parents):
+        if p >= q:
+            raise ValueError(f"token {q}'s parent {p} does not come before it")
+        if p >= 0:
+            seen[q] = seen[p]
+        seen[q, q] = True
+    return seen
+
+
+class _Pool:
+    """The keys and values of a batch's context tokens, by slot (one slot per radix-tree token).
+
+    A pass's past is gathered from here into one row per request, so each context token is
+    computed once however many contexts and continuations read it. Zero-filled, so a padding
+    slot under the mask never holds NaN (0 x NaN would still reach the output).
+    """
+
+    def __init__(self, size: int, config: Any) -> None:
+        self.size = size
+        self.config = config
+        self.keys: list[Any] = []
+        self.values: list[Any] = []
+
+    def cache(self, index: Any) -> Any:
+        """A DynamicCache holding the slots `index` (rows, positions) per row; an empty one for None."""
+        from transformers import DynamicCache
+
+        cache = DynamicCache(config=self.config)
+        if index is None:
+            return cache
+        for layer, keys, values in zip(cache.layers, self.keys, self.values, strict=True):
+            k = keys[index].permute(0, 2, 1, 3)  # (rows, positions, heads, dim) -> (rows, heads, positions, dim)
+            v = values[index].permute(0, 2, 1, 3)
+            layer.lazy_initialization(k, v)
+            layer.keys, layer.values = k, v
+        return cache
+
+    def store(self, cache: Any, past_len: int, slots: Any) -> None:
+        """Keep the new tokens' keys and values (after `past_len` cached positions) at `slots` (-1: padding)."""
+        import torch
+
+        keep = slots >= 0
+        where = slots[keep]
+        for n, layer in enumerate(cache.layers):
+            new_k = layer.keys[:, :, past_len:].permute(0, 2, 1, 3)[keep]
+            new_v = layer.values[:, :, past_len:].permute(0, 2, 1, 3)[keep]
+            if len(self.keys) <= n:
+                shape = (self.size, *new_k.shape[1:])
+                self.keys.append(torch.zeros(shape, dtype=new_k.dtype, device=new_k.device))
+                self.values.append(torch.zeros(shape, dtype=new_v.dtype, device=new_v.device))
+            self.keys[n][where] = new_k
+            self.values[n][where] = new_v
 
 
 class HFBackend:
@@ -299,9 +362,8 @@ class HFBackend:
         import torch
 
         results: list[ScoreResult | None] = [None] * len(requests)
-        order = sorted(range(len(requests)), key=lambda i: len(requests[i].context))
         with torch.inference_mode():
-            for batch in list(_chunks(order, lambda i: len(requests[i].context), self.max_batch_tokens)):
+            for batch in hf_batches([r.context for r in requests], self.max_batch_tokens):
                 for i, result in self._score_backing_off(requests, batch):
                     results[i] = result
         return [r for r in results if r is not None]
@@ -432,110 +494,174 @@ class HFBackend:
         return generations
 
     def _score_batch(self, requests: list[ScoreRequest]) -> list[ScoreResult]:
+        """Score one batch: its context radix tree level by level, then one packed continuation row per request."""
+        device = self.model.device
+        contexts = [r.context for r in requests]
+        nodes = context_radix(contexts, self.min_shared_prefix)
+        computed = radix_attribution(nodes, len(requests))
+        # every node's tokens get pool slots; a node's path is its ancestors' slots, then its own
+        paths: list[list[int]] = []
+        used = 0
+        for node in nodes:
+            above = paths[node.parent] if node.parent >= 0 else []
+            paths.append([*above, *range(used, used + len(node.tokens))])
+            used += len(node.tokens)
+        pool = _Pool(used, self.model.config)
+        end_node = {i: k for k, node in enumerate(nodes) for i in node.ends}
+        # the ids each request reads after its context: candidates, then its continuations' first tokens
+        wanted = [tuple(dict.fromkeys((*r.candidates, *(c[0] for c in r.continuations)))) for r in requests]
+        after: list[dict[int, float]] = [{} for _ in requests]
+
+        # 1. the context tree, level by level: each node's tokens run once, over its ancestors' cache
+        levels: dict[int, list[int]] = {}
+        for k, node in enumerate(nodes):
+            levels.setdefault(node.level, []).append(k)
+        for level in sorted(levels):
+            members = sorted(levels[level], key=lambda k: len(paths[k]))
+            for chunk in _chunks(members, lambda k: len(paths[k]), self.max_batch_tokens):
+                rows = [
+                    _TreeRow(
+                        past=paths[k][: nodes[k].start],
+                        tokens=nodes[k].tokens,
+                        parents=range(-1, len(nodes[k].tokens) - 1),
+                        positions=range(nodes[k].start, nodes[k].start + len(nodes[k].tokens)),
+                        slots=paths[k][nodes[k].start :],
+                    )
+                    for k in chunk
+                ]
+                logits = self._tree_pass(pool, rows, all_logits=False)
+                ends = [(b, i) for b, k in enumerate(chunk) for i in nodes[k].ends]
+                if ends:
+                    logprobs = _LogSoftmax(logits[:, -1, :])
+                    spots = [(b, t) for b, i in ends for t in wanted[i]]
+                    values = _gather(logprobs, device, *zip(*spots, strict=True)) if spots else np.zeros(0)
+                    at = 0
+                    for _, i in ends:
+                        after[i] = dict(zip(wanted[i], values[at : at + len(wanted[i])].tolist(), strict=True))
+                        at += len(wanted[i])
+                    del logprobs
+                del logits
+
+        # 2. each request's continuation trie in one packed row over its context's cache
+        token_lp: list[list[np.ndarray]] = []
+        next_lp: list[list[np.ndarray]] = []
+        fed: list[list[tuple[int, ...]]] = []
+        for i, r in enumerate(requests):
+            token_lp.append(
+                [np.array([after[i][c[0]]] + [np.nan] * (len(c) - 1), dtype=np.float64) for c in r.continuations]
+            )
+            next_lp.append([np.full((len(c), len(r.candidates)), np.nan) for c in r.continuations])
+            fed.append(continuation_nodes(r.continuations, bool(r.candidates)) if r.continuations else [])
+        todo = [i for i in range(len(requests)) if fed[i]]
+        cost = lambda i: len(contexts[i]) + len(fed[i])  # noqa: E731
+        for group in _chunks(todo, cost, self.max_batch_tokens):
+            for chunk in _chunks(group, lambda i: len(fed[i]), self.max_logit_rows):
+                self._continuation_pass(pool, requests, chunk, fed, paths, end_node, token_lp, next_lp)
+
+        results = []
+        for i, r in enumerate(requests):
+            conts = tuple(ContinuationScore(token_lp[i][j], next_lp[i][j]) for j in range(len(r.continuations)))
+            cands = np.array([after[i][c] for c in r.candidates], dtype=np.float64)
+            results.append(ScoreResult(conts, cands, len(r.context), computed[i] + len(fed[i])))
+        return results
+
+    def _continuation_pass(
+        self,
+        pool: _Pool,
+        requests: list[ScoreRequest],
+        chunk: list[int],
+        fed: list[list[tuple[int, ...]]],
+        paths: list[list[int]],
+        end_node: dict[int, int],
+        token_lp: list[list[np.ndarray]],
+        next_lp: list[list[np.ndarray]],
+    ) -> None:
+        """One pass over `chunk`'s continuation tries, one row each; fills their token and candidate log-probs."""
+        device = self.model.device
+        rows = []
+        where: list[dict[tuple[int, ...], int]] = []
+        for i in chunk:
+            index = {node: j for j, node in enumerate(fed[i])}
+            where.append(index)
+            n = len(requests[i].context)
+            rows.append(
+                _TreeRow(
+                    past=paths[end_node[i]],
+                    tokens=[node[-1] for node in fed[i]],
+                    parents=[index[node[:-1]] if len(node) > 1 else -1 for node in fed[i]],
+                    positions=[n + len(node) - 1 for node in fed[i]],
+                )
+            )
+        width = max(len(row.tokens) for row in rows)
+        logits = self._tree_pass(pool, rows, all_logits=True)
+        logprobs = _LogSoftmax(logits)
+        # tokens after the first: the one at depth m is read at the node of its first m tokens
+        spots = []
+        for b, i in enumerate(chunk):
+            pad = width - len(fed[i])
+            for cont in requests[i].continuations:
+                spots.extend((b, pad + where[b][cont[:m]], cont[m]) for m in range(1, len(cont)))
+        later = _gather(logprobs, device, *zip(*spots, strict=True)) if spots else np.zeros(0)
+        at = 0
+        for i in chunk:
+            for j, cont in enumerate(requests[i].continuations):
+                token_lp[i][j][1:] = later[at : at + len(cont) - 1]
+                at += len(cont) - 1
+        candidates = _candidate_logprobs(logprobs, device, {b: requests[i].candidates for b, i in enumerate(chunk)})
+        for b, values in candidates.items():
+            i = chunk[b]
+            pad = width - len(fed[i])
+            for j, cont in enumerate(requests[i].continuations):
+                next_lp[i][j] = values[[pad + where[b][cont[: m + 1]] for m in range(len(cont))]]
+        # this chunk's logits and log-sum-exps go before the next chunk's are built
+        del logits, logprobs
+
+    def _tree_pass(self, pool: _Pool, rows: list[_TreeRow], *, all_logits: bool) -> Any:
+        """One forward pass of token trees over pooled caches (see `_TreeRow`); the logits, last or all positions.
+
+        Each row's tokens are LEFT-padded (so the last position is every row's last token) and
+        see, through a 4D float mask, the row's past in full and, among the row's own tokens,
+        their ancestors and themselves only; position ids are explicit. A padding token sees
+        only itself (a query that sees nothing would be NaN). Pasts are gathered from the pool
+        into one row each, padded with slot 0 under the mask. Tokens with slots have their
+        keys and values stored into the pool.
+        """
         import torch
 
         device = self.model.device
-        from transformers import DynamicCache
-
-        # 1. the prefix every context shares, once, its cache expanded to one row per request
-        shared = shared_prefix_length([r.context for r in requests]) if len(requests) > 1 else 0
-        shared = shared if 0 < self.min_shared_prefix <= shared else 0
-        cache = DynamicCache(config=self.model.config)
-        if shared:
-            head = torch.tensor([requests[0].context[:shared]], device=device)
-            cache = self.model(
-                input_ids=head,
-                position_ids=torch.arange(shared, device=device)[None, :],
-                past_key_values=cache,
-                use_cache=True,
-                logits_to_keep=1,
-            ).past_key_values
-            cache = _select_cache(cache, torch.zeros(len(requests), dtype=torch.long, device=device))
-        # 2. the rest of each context, left-padded after the shared prefix
-        width = max(len(r.context) for r in requests) - shared
-        ids = torch.zeros((len(requests), width), dtype=torch.long)
-        rest_mask = torch.zeros((len(requests), width), dtype=torch.long)
-        for b, r in enumerate(requests):
-            ids[b, width - len(r.context) + shared :] = torch.tensor(r.context[shared:])
-            rest_mask[b, width - len(r.context) + shared :] = 1
-        ids, rest_mask = ids.to(device), rest_mask.to(device)
-        positions = shared + (rest_mask.cumsum(-1) - 1).clamp(min=0)
-        mask = torch.cat([torch.ones((len(requests), shared), dtype=torch.long, device=device), rest_mask], dim=-1)
-        width += shared
+        dtype = self.model.dtype
+        n_rows = len(rows)
+        past_len = max(len(r.past) for r in rows)
+        width = max(len(r.tokens) for r in rows)
+        ids = np.zeros((n_rows, width), dtype=np.int64)
+        positions = np.zeros((n_rows, width), dtype=np.int64)
+        past = np.zeros((n_rows, past_len), dtype=np.int64)
+        allowed = np.zeros((n_rows, width, past_len + width), dtype=bool)
+        slots = np.full((n_rows, width), -1, dtype=np.int64)
+        for b, r in enumerate(rows):
+            n = len(r.tokens)
+            pad = width - n
+            ids[b, pad:] = r.tokens
+            positions[b, pad:] = r.positions
+            past[b, : len(r.past)] = r.past
+            allowed[b, pad:, : len(r.past)] = True
+            allowed[b, pad:, past_len + pad :] = _ancestry(r.parents)
+            allowed[b, np.arange(pad), past_len + np.arange(pad)] = True
+            if r.slots is not None:
+                slots[b, pad:] = r.slots
+        mask = torch.zeros((n_rows, 1, width, past_len + width), dtype=dtype, device=device)
+        mask.masked_fill_(~torch.from_numpy(allowed).to(device)[:, None], torch.finfo(dtype).min)
+        cache = pool.cache(torch.from_numpy(past).to(device) if past_len else None)
         out = self.model(
-            input_ids=ids,
+            input_ids=torch.from_numpy(ids).to(device),
             attention_mask=mask,
-            position_ids=positions,
+            position_ids=torch.from_numpy(positions).to(device),
             past_key_values=cache,
             use_cache=True,
-            logits_to_keep=1,
+            logits_to_keep=0 if all_logits else 1,
         )
-        after_context = _LogSoftmax(out.logits[:, -1, :])
-        cache = out.past_key_values
-        del out
-        context_len = mask.sum(-1)
-
-        # first-token log-probabilities of every continuation: one gather, one transfer
-        owners = [(b, c[0]) for b, r in enumerate(requests) for c in r.continuations]
-        firsts = _gather(after_context, device, [b for b, _ in owners], [t for _, t in owners])
-        token_lp: list[list[np.ndarray]] = []
-        next_lp: list[list[np.ndarray]] = []
-        rows: list[_Row] = []
-        used = 0
-        for b, r in enumerate(requests):
-            token_lp.append([firsts[used + j : used + j + 1] for j in range(len(r.continuations))])
-            used += len(r.continuations)
-            # filled by the continuation pass when there are candidates (every continuation then has one)
-            next_lp.append([np.full((len(c), len(r.candidates)), np.nan) for c in r.continuations])
-            for j, cont in enumerate(r.continuations):
-                feed = cont if r.candidates else cont[:-1]
-                if feed:
-                    rows.append(_Row(b, j, feed))
-        after = _candidate_logprobs(after_context, device, {b: r.candidates for b, r in enumerate(requests)})
-
-        # 3. continuations over the selected cache rows, right-padded
-        rows.sort(key=lambda row: len(row.feed))
-        budget_rows = _chunks(rows, lambda row: width + len(row.feed), self.max_batch_tokens)
-        for chunk in (
-            c for group in budget_rows for c in _chunks(group, lambda row: len(row.feed), self.max_logit_rows)
-        ):
-            index = torch.tensor([row.request for row in chunk], device=device)
-            length = max(len(row.feed) for row in chunk)
-            feed = torch.zeros((len(chunk), length), dtype=torch.long)
-            feed_mask = torch.zeros((len(chunk), length), dtype=torch.long)
-            for k, row in enumerate(chunk):
-                feed[k, : len(row.feed)] = torch.tensor(row.feed)
-                feed_mask[k, : len(row.feed)] = 1
-            feed, feed_mask = feed.to(device), feed_mask.to(device)
-            out = self.model(
-                input_ids=feed,
-                attention_mask=torch.cat([mask[index], feed_mask], dim=-1),
-                position_ids=context_len[index, None] + torch.arange(length, device=device)[None, :],
-                past_key_values=_select_cache(cache, index),
-                use_cache=True,
-            )
-            logprobs = _LogSoftmax(out.logits)
-            # later tokens of every continuation in the chunk: position p scores token p + 1
-            conts = [requests[row.request].continuations[row.continuation] for row in chunk]
-            spots = [(k, p, t) for k, cont in enumerate(conts) for p, t in enumerate(cont[1:])]
-            later = _gather(logprobs, device, *zip(*spots, strict=True))
-            used = 0
-            for row, cont in zip(chunk, conts, strict=True):
-                token_lp[row.request][row.continuation] = np.concatenate(
-                    [token_lp[row.request][row.continuation], later[used : used + len(cont) - 1]]
-                )
-                used += len(cont) - 1
-            wanted = {k: requests[row.request].candidates for k, row in enumerate(chunk)}
-            for k, values in _candidate_logprobs(logprobs, device, wanted).items():
-                row = chunk[k]
-                cont = conts[k]
-                next_lp[row.request][row.continuation] = values[: len(cont)]
-            # this chunk's expanded cache, logits and log-sum-exps go before the next chunk's are built:
-            # otherwise two chunks' worth would be alive at the peak
-            del out, logprobs
-
-        results = []
-        for b, r in enumerate(requests):
-            conts_scores = tuple(ContinuationScore(token_lp[b][j], next_lp[b][j]) for j in range(len(r.continuations)))
-            results.append(ScoreResult(conts_scores, after.get(b, np.zeros(0)), len(r.context)))
-        return results
+        if (slots >= 0).any():
+            pool.store(out.past_key_values, past_len, torch.from_numpy(slots).to(device))
+        logits = out.logits
+        del out, cache, mask
+        return logits

