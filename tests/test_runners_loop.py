@@ -278,6 +278,9 @@ def test_length_normalize_flag_is_a_mean_softmax_under_its_own_key(prompts_dir: 
         (["--config", "items", "--dtype", "int3"], "--dtype must be one of"),
         (["--config", "items", "--scoring", "logits"], "--scoring must be sentence, letter or generate"),
         (["--config", "items", "--backend", "tgi"], "--backend must be one of hf, vllm"),
+        (["--config", "items", "--number-mode", "first"], "--number-mode must be one of exact, first-token"),
+        # SmolLM2 spells numbers digit by digit: 0-9 are one token, 10 is not
+        (["--config", "items", "--number-mode", "first-token"], "the number 10 has no one-token form"),
     ],
 )
 def test_bad_input_is_one_error_and_writes_nothing(

@@ -401,6 +401,14 @@ def run(
             "(cappr's default aggregation, which the Talent-or-Luck release used).",
         ),
     ] = False,
+    number_mode: Annotated[
+        str,
+        typer.Option(
+            "--number-mode",
+            help="Number items: exact (the digit trie: every number's full probability) or first-token (the "
+            "next-token distribution after the prompt; only where every number in range is one token).",
+        ),
+    ] = "exact",
     limit: LimitOpt = None,
     shard: Annotated[
         str | None, typer.Option("--shard", help="i/n: score the i-th of n shards (split by a hash of the item id).")
@@ -458,6 +466,7 @@ def run(
     from runners.extras import require_for_scoring
     from runners.results import parse_shard
     from runners.run import ScoringSettings
+    from runners.scoring import NUMBER_MODES
     from runners.session import check_out_folder
 
     progress = _progress(quiet)
@@ -473,7 +482,9 @@ def run(
                 mode="generate", temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed
             )
         else:
-            settings = ScoringSettings(choice_mode=scoring, length_normalize=length_normalize)
+            if number_mode not in NUMBER_MODES:
+                raise ProbeError(f"--number-mode must be one of {', '.join(NUMBER_MODES)}, got {number_mode!r}")
+            settings = ScoringSettings(choice_mode=scoring, length_normalize=length_normalize, number_mode=number_mode)
         check_out_folder(results)  # a file, a prompt dataset or unwritable: one line before a model loads
         prompts = loop.load_prompt_config(dataset, config, revision=revision)
         loop.check_scoring_mode(prompts, settings)
