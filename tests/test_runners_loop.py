@@ -174,6 +174,18 @@ def test_cli_end_to_end(prompts_dir: Path, tmp_path: Path, reference: dict) -> N
     (run,) = manifest["runs"].values()
     assert run["items"] == 7 and run["dtype"] == "float32" and run["backend"] == "hf"
     assert run["hardware"]["max_batch_tokens"] == 64
+    # tokens/s counts computed tokens: exactly what runners.token_accounting plans for these calls
+    from runners.run import cached_digit_start_ids, prepare_request
+    from runners.token_accounting import hf_token_counts
+
+    tok = load_tokenizer()
+    items = loop.load_prompt_config(str(prompts_dir), "items").dataset.to_list()
+    requests = [prepare_request(i, tok, False, ScoringSettings(), cached_digit_start_ids(tok)) for i in items]
+    planned = hf_token_counts(requests, max_batch_tokens=64, items_per_call=4)
+    assert run["tokens_counted"] == "computed" and run["tokens"] == planned.computed_tokens
+    assert run["prompt_tokens"] == sum(
+        len(r.context) + sum(map(len, r.continuations)) * (not r.candidates) for r in requests
+    )
     assert (
         run["prompt_dataset"]["fingerprint"]
         == json.loads((prompts_dir / "build_manifest.json").read_text())["fingerprint"]
