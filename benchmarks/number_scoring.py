@@ -18,7 +18,11 @@ torch threads everywhere, plain prompts (no chat template), one run times:
   `--ceiling-items` items, divided by those positions per item;
 - `lm_eval`: lm-evaluation-harness's `HFLM.loglikelihood`, one request per candidate number
   (`prompt`, ` n`), on the first `--lm-eval-items` items, in its own cached virtual
-  environment (as `benchmarks/choice_scoring.py` runs its peers);
+  environment (as `benchmarks/choice_scoring.py` runs its peers). HFLM's default
+  `logits_cache` shares one pass among candidates that differ only in their last token (about
+  a dozen passes per 0-100 item with a digit-by-digit tokenizer); with
+  `--lm-eval-no-cache-items N` the peer also runs with `logits_cache=False` (one full pass
+  per number) on N items, reported as `lm_eval_no_logits_cache`;
 - `generation`: greedy generation with `max_new_tokens=4`, batched (`HFBackend.generate`),
   then `runners.parse.parse_number`: the empathy paper's method; one answer per item, not a
   distribution;
@@ -155,6 +159,7 @@ def main() -> None:
     parser.add_argument("--ceiling-batch-sizes", default="1,2,4,8", help="batch sizes of the ceiling sweep")
     parser.add_argument("--lm-eval-items", type=int, default=20, help="items scored by the lm-eval peer")
     parser.add_argument("--lm-eval-batch-size", type=int, default=16, help="HFLM batch size")
+    parser.add_argument("--lm-eval-no-cache-items", type=int, default=0, help="items for HFLM(logits_cache=False)")
     parser.add_argument("--bruteforce-items", type=int, default=20, help="items checked by brute force")
     parser.add_argument("--skip-peers", action="store_true", help="do not run the lm-eval peer")
     parser.add_argument("--work", type=Path, default=None, help="keep the build, model copy and peer logs here")
@@ -194,26 +199,41 @@ def main() -> None:
     nodes = [continuation_nodes(r.continuations, True) for r in requests]
     positions_per_item = float(np.mean([len(r.context) + len(n) for r, n in zip(requests, nodes, strict=True)]))
 
-    peer: dict[str, Any] = {"skipped": "--skip-peers"}
-    if not args.skip_peers:
-        subset = items[: args.lm_eval_items]
-        items_file = work / "number_items.json"
+    def peer_items(n: int, name: str) -> Path:
         payload = []
-        for item in subset:
+        for item in items[:n]:
             space = "" if item["prompt"][-1:].isspace() else " "
-            cands = [f"{space}{n}" for n in range(item["number_min"], item["number_max"] + 1)]
+            cands = [f"{space}{v}" for v in range(item["number_min"], item["number_max"] + 1)]
             payload.append({"id": item["id"], "prompt": item["prompt"], "candidates": cands})
-        items_file.write_text(json.dumps({"chat": False, "items": payload}))
+        path = work / f"{name}.items.json"
+        path.write_text(json.dumps({"chat": False, "items": payload}))
+        return path
+
+    peer: dict[str, Any] = {"skipped": "--skip-peers"}
+    peer_no_cache: dict[str, Any] = {"skipped": "--lm-eval-no-cache-items 0"}
+    if not args.skip_peers:
         copy = common.transformers4_copy(model_path, work / "model-transformers4")
-        common.PEERS["lm_eval_numbers"] = ("lm_eval_number_peer.py", common.PEERS["lm_eval"][1])
+        for name in ("lm_eval_numbers", "lm_eval_numbers_no_cache"):
+            common.PEERS[name] = ("lm_eval_number_peer.py", common.PEERS["lm_eval"][1])
         try:
             python = common.ensure_peer_env(common.DEFAULT_VENVS, "lm_eval", common.PEERS["lm_eval"][1])
             extra = ["--warmup", "1", "--batch-size", str(args.lm_eval_batch_size)]
+            file = peer_items(args.lm_eval_items, "lm_eval")
             peer = common._stage(
                 "lm_eval",
-                lambda: common.run_peer("lm_eval_numbers", python, copy, items_file, work, args.threads, extra),
+                lambda: common.run_peer("lm_eval_numbers", python, copy, file, work, args.threads, extra),
                 loads,
             )
+            if args.lm_eval_no_cache_items:
+                file2 = peer_items(args.lm_eval_no_cache_items, "lm_eval_no_cache")
+                extra2 = [*extra, "--no-logits-cache"]
+                peer_no_cache = common._stage(
+                    "lm_eval_no_cache",
+                    lambda: common.run_peer(
+                        "lm_eval_numbers_no_cache", python, copy, file2, work, args.threads, extra2
+                    ),
+                    loads,
+                )
         except RuntimeError as exc:
             peer = {"error": str(exc)}
 
@@ -307,6 +327,8 @@ def main() -> None:
             "method": "plain forward (all logits, use_cache=False) over context + one token per digit-trie node",
         },
         "lm_eval": {k: v for k, v in peer.items() if k != "probs"},
+        "lm_eval_no_logits_cache": {k: v for k, v in peer_no_cache.items() if k != "probs"},
+        "ratio_vs_lm_eval_no_logits_cache": common._ratio(hf_rate, peer_no_cache.get("items_per_s")),
         "generation": {
             "items_per_s": gen_rate,
             "wall_s": gen_seconds,

@@ -7,6 +7,11 @@ softmax over each item's candidates. Every request is a full forward pass of pro
 candidate: nothing is shared between the 101 candidates of an item. `HFLM` is built from
 the model folder (`dtype="float32"`, `device="cpu"`) at `--batch-size`; load time is not
 timed, and one untimed warm-up call runs first.
+
+By default `HFLM` keeps its `logits_cache`: requests whose context + continuation minus its
+last token are the same share one forward pass (for a digit-by-digit tokenizer, ` 50` to
+` 59` share the pass of ` 5`), so the harness runs about a dozen passes per item, not 101.
+`--no-logits-cache` turns that off: one full pass per candidate number.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from _common import Timer, base_parser, environment, load_items, pin_threads, wr
 def main() -> None:
     parser = base_parser(__doc__)
     parser.add_argument("--batch-size", type=int, default=16, help="HFLM batch size")
+    parser.add_argument("--no-logits-cache", action="store_true", help="HFLM(logits_cache=False)")
     args = parser.parse_args()
     pin_threads(args.threads)
     from importlib.metadata import version
@@ -26,7 +32,13 @@ def main() -> None:
     from lm_eval.models.huggingface import HFLM
 
     items = load_items(args.items)
-    lm = HFLM(pretrained=str(args.model), device="cpu", dtype="float32", batch_size=args.batch_size)
+    lm = HFLM(
+        pretrained=str(args.model),
+        device="cpu",
+        dtype="float32",
+        batch_size=args.batch_size,
+        logits_cache=not args.no_logits_cache,
+    )
 
     def run(chunk: list[dict]) -> tuple[float, list[float]]:
         reqs = [
@@ -53,6 +65,7 @@ def main() -> None:
             "items": len(items),
             "requests": len(logprobs),
             "batch_size": args.batch_size,
+            "logits_cache": not args.no_logits_cache,
             "wall_s": seconds,
             "items_per_s": len(items) / seconds,
             "warmup_items": min(args.warmup, len(items)),
