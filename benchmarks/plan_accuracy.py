@@ -53,7 +53,7 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     from runners import plan
-    from runners.run import cached_digit_start_ids
+    from runners.rows import cached_digit_start_ids
     from runners.testmodel import ensure_smollm2
 
     torch.set_num_threads(args.threads)
@@ -137,7 +137,7 @@ def timing(args: argparse.Namespace, model_path: Path, tokenizer: Any, rows: Any
 
     from runners.device import ITEMS_PER_CALL
     from runners.hf import HFBackend
-    from runners.run import run_items
+    from runners.rows import run_items
     from runners.token_accounting import DEFAULT_MAX_BATCH_TOKENS
 
     items = rows.read(0, args.items)

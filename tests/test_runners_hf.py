@@ -175,3 +175,149 @@ def test_a_shared_prefix_runs_once_and_changes_nothing(smollm2_model: Any, smoll
             np.testing.assert_allclose(x.token_logprobs, y.token_logprobs, atol=LOGPROB_ATOL)
             if request.candidates:
                 np.testing.assert_allclose(x.next_logprobs, ref_after, atol=LOGPROB_ATOL)
+
+
+# ----------------------------------------------------------------------------- number items: one packed pass
+
+NUMBER_CONTEXTS = (
+    "Rate how intense the anger was, from 0 (none) to 100 (extreme).\nIntensity:",
+    "Rate how intense the joy was, from 0 (none) to 100 (extreme).\nIntensity:",
+    "On a scale from 0 to 100, how sure are you?\nAnswer:",
+)
+
+
+def _number_item(tok: Any, context: str, lo: int = 0, hi: int = 100) -> tuple[Any, Any, Any]:
+    """(token paths, trie, request) of a number item over lo..hi, tokenised as `run_items` does."""
+    from runners.rows import cached_digit_start_ids
+    from runners.scoring import build_number_trie, number_request
+    from runners.tokenize import number_paths
+
+    ctx, paths = number_paths(tok, context, lo, hi)
+    trie = build_number_trie(paths)
+    return paths, trie, number_request(ctx, trie, cached_digit_start_ids(tok))
+
+
+def _bruteforce_number_raw(model: Any, request: ScoreRequest, paths: dict) -> np.ndarray:
+    """P(n) before renormalising, every surface form from its own full forward pass of context + form."""
+    ctx = list(request.context)
+    forms = [(n, form) for n in sorted(paths) for form in paths[n]]
+    seqs = [ctx + list(form) for _, form in forms]
+    rows = full_forward_logprobs(model, seqs, [[len(ctx) - 1 + k for k in range(len(f) + 1)] for _, f in forms])
+    lo = min(paths)
+    raw = np.zeros(max(paths) - lo + 1)
+    digits = list(request.candidates)
+    for (n, form), row in zip(forms, rows, strict=True):
+        path_lp = sum(row[k, t] for k, t in enumerate(form))
+        raw[n - lo] += np.exp(path_lp) * max(0.0, 1.0 - np.exp(row[len(form), digits]).sum())
+    return raw
+
+
+def test_a_number_trie_runs_in_one_packed_pass_and_equals_brute_force(
+    smollm2_model: Any, smollm2_tokenizer: Any
+) -> None:
+    """Every node of every item's 0-100 trie in one row per item; P(n) as from full passes (fp32: 1e-6)."""
+    from runners.hf import HFBackend
+    from runners.scoring import number_distribution
+    from runners.token_accounting import continuation_nodes
+
+    items = [_number_item(smollm2_tokenizer, c) for c in NUMBER_CONTEXTS]
+    widths: list[tuple[int, int]] = []
+    hook = smollm2_model.register_forward_pre_hook(
+        lambda _m, _a, kw: widths.append(tuple(kw["input_ids"].shape)), with_kwargs=True
+    )
+    try:
+        results = HFBackend(smollm2_model, max_batch_tokens=100_000, max_logit_rows=100_000).score(
+            [r for _, _, r in items]
+        )
+    finally:
+        hook.remove()
+    nodes = [len(continuation_nodes(r.continuations, True)) for _, _, r in items]
+    assert nodes[0] > 150  # both surface forms of 0..100, one token per trie node
+    assert widths[-1] == (len(items), max(nodes))  # one pass, one row per item, all its nodes
+    assert sum(w[1] for w in widths[:-1]) < sum(len(r.context) for _, _, r in items)  # contexts shared a prefix
+    for (paths, trie, request), result in zip(items, results, strict=True):
+        dist = number_distribution(trie, result)
+        want = _bruteforce_number_raw(smollm2_model, request, paths)
+        np.testing.assert_allclose(dist.raw, want, atol=1e-6, rtol=0)  # P(n) itself
+        assert dist.probs.sum() == pytest.approx(1.0, abs=1e-12)
+        # renormalised over the valid mass, P(n)'s round-off is divided by it (and the mass's own added)
+        np.testing.assert_allclose(dist.probs, want / want.sum(), atol=2e-6 / want.sum(), rtol=0)
+
+
+def test_an_item_gets_the_same_numbers_in_any_batch(smollm2_model: Any, smollm2_tokenizer: Any) -> None:
+    """The same number item alone, beside items sharing its prefix, beside unrelated ones, under tight budgets."""
+    from runners.hf import HFBackend
+    from runners.scoring import number_distribution
+
+    tok = smollm2_tokenizer
+    paths, trie, request = _number_item(tok, NUMBER_CONTEXTS[0])
+    _, _, sibling = _number_item(tok, NUMBER_CONTEXTS[1])
+    _, _, other = _number_item(tok, NUMBER_CONTEXTS[2])
+    _, _, short = _number_item(tok, "Pick a number from 0 to 100:")
+    choice = ScoreRequest(*encode_continuations(tok, NUMBER_CONTEXTS[0][:-11], [" yes", " no, never"])[:1], ((5, 6),))
+    batches = [
+        ([request], {}),
+        ([sibling, request, other], {}),
+        ([other, short, request, choice, sibling], {}),
+        ([short, request, sibling], {"max_batch_tokens": 300, "max_logit_rows": 50}),
+        ([request, sibling], {"min_shared_prefix": 0}),
+    ]
+    got = []
+    for batch, options in batches:
+        results = HFBackend(smollm2_model, **options).score(batch)
+        got.append(number_distribution(trie, results[batch.index(request)]))
+    for dist in got[1:]:
+        np.testing.assert_allclose(dist.raw, got[0].raw, atol=1e-6, rtol=0)
+        np.testing.assert_allclose(dist.probs, got[0].probs, atol=2e-6 / got[0].valid_mass, rtol=0)
+    np.testing.assert_allclose(got[0].raw, _bruteforce_number_raw(smollm2_model, request, paths), atol=1e-6, rtol=0)
+
+
+def test_reported_computed_tokens_are_the_token_accounting_counts(
+    smollm2_model: Any, smollm2_tokenizer: Any, requests_: list
+) -> None:
+    """The backend's per-request `computed_tokens` are exactly what `runners.token_accounting` plans."""
+    from runners.hf import HFBackend
+    from runners.token_accounting import hf_token_counts
+
+    numbers = [_number_item(smollm2_tokenizer, c)[2] for c in NUMBER_CONTEXTS]
+    requests = [*numbers, *requests_]
+    for options in ({}, {"max_batch_tokens": 400}, {"min_shared_prefix": 0}, {"min_shared_prefix": 1}):
+        backend = HFBackend(smollm2_model, **options)
+        results = backend.score(requests)
+        counts = hf_token_counts(
+            requests,
+            max_batch_tokens=backend.max_batch_tokens,
+            items_per_call=None,
+            min_shared_prefix=backend.min_shared_prefix,
+        )
+        assert [r.computed_tokens for r in results] == list(counts.per_request)
+        assert sum(r.computed_tokens for r in results) == counts.computed_tokens
+
+
+def test_first_token_mode_reads_the_next_token_distribution(smollm2_model: Any, smollm2_tokenizer: Any) -> None:
+    """0-9 with SmolLM2 (one token per digit): P(n) = the digits' next-token probabilities, renormalised."""
+    from runners.hf import HFBackend
+    from runners.rows import ScoringSettings, run_items
+    from runners.tokenize import number_paths
+
+    prompt = "Question: How many dollars out of 9 will Ana pass?\nAnswer: Ana will pass $"
+    item = {"id": "n", "task": "number", "prompt": prompt, "messages": None, "number_min": 0, "number_max": 9}
+    backend = HFBackend(smollm2_model)
+    (row,) = run_items([item], backend, smollm2_tokenizer, False, settings=ScoringSettings(number_mode="first-token"))
+    ctx, paths = number_paths(smollm2_tokenizer, prompt, 0, 9)
+    (after,) = full_forward_logprobs(smollm2_model, [list(ctx)], [[len(ctx) - 1]])
+    mass = np.array([sum(np.exp(after[0, f[0]]) for f in paths[n] if len(f) == 1) for n in range(10)])
+    np.testing.assert_allclose(row["number_probs"], mass / mass.sum(), atol=1e-6)
+    assert row["valid_mass"] == pytest.approx(mass.sum(), abs=1e-6)
+    assert row["computed_tokens"] == len(ctx)  # nothing fed after the context
+    exact = ScoringSettings()
+    assert ScoringSettings(number_mode="first-token").key() != exact.key()
+    assert "number_mode" not in exact.key()  # keys of exact runs made before the mode existed stay valid
+    with pytest.raises(ValueError, match="the number 10 has no one-token form"):
+        run_items(
+            [{**item, "number_max": 100}],
+            backend,
+            smollm2_tokenizer,
+            False,
+            settings=ScoringSettings(number_mode="first-token"),
+        )

@@ -138,12 +138,12 @@ def test_no_earlier_chunk_is_alive_when_the_next_is_built(
     built: list[int] = []  # per pass cache built from the pool: tensors of earlier passes still alive
     cache = hf._Pool.cache
 
-    def watched_cache(self: Any, index: Any) -> Any:
+    def watched_cache(self: Any, index: Any, new_tokens: int) -> Any:
         # every pass builds its cache from the pool; what earlier passes returned (their caches with
         # the appended keys and values, their logits) must be gone by then: the pool holds copies
         earlier = [r for refs in spy.watched for r in refs]
         built.append(sum(r() is not None for r in earlier))
-        return cache(self, index)
+        return cache(self, index, new_tokens)
 
     monkeypatch.setattr(hf._Pool, "cache", watched_cache)
     backend = hf.HFBackend(spy, model_id="m", max_logit_rows=12)  # a few rows per chunk: many chunks

@@ -175,6 +175,18 @@ def test_cli_end_to_end(prompts_dir: Path, tmp_path: Path, reference: dict) -> N
     (run,) = manifest["runs"].values()
     assert run["items"] == 7 and run["dtype"] == "float32" and run["backend"] == "hf"
     assert run["hardware"]["max_batch_tokens"] == 64
+    # tokens/s counts computed tokens: exactly what runners.token_accounting plans for these calls
+    from runners.rows import cached_digit_start_ids, prepare_request
+    from runners.token_accounting import hf_token_counts
+
+    tok = load_tokenizer()
+    items = loop.load_prompt_config(str(prompts_dir), "items").dataset.to_list()
+    requests = [prepare_request(i, tok, False, ScoringSettings(), cached_digit_start_ids(tok)) for i in items]
+    planned = hf_token_counts(requests, max_batch_tokens=64, items_per_call=4)
+    assert run["tokens_counted"] == "computed" and run["tokens"] == planned.computed_tokens
+    assert run["prompt_tokens"] == sum(
+        len(r.context) + sum(map(len, r.continuations)) * (not r.candidates) for r in requests
+    )
     assert (
         run["prompt_dataset"]["fingerprint"]
         == json.loads((prompts_dir / "build_manifest.json").read_text())["fingerprint"]
@@ -279,6 +291,9 @@ def test_length_normalize_flag_is_a_mean_softmax_under_its_own_key(prompts_dir: 
         (["--config", "items", "--dtype", "int3"], "--dtype must be one of"),
         (["--config", "items", "--scoring", "logits"], "--scoring must be sentence, letter or generate"),
         (["--config", "items", "--backend", "tgi"], "--backend must be one of hf, vllm"),
+        (["--config", "items", "--number-mode", "first"], "--number-mode must be one of exact, first-token"),
+        # SmolLM2 spells numbers digit by digit: 0-9 are one token, 10 is not
+        (["--config", "items", "--number-mode", "first-token"], "the number 10 has no one-token form"),
     ],
 )
 def test_bad_input_is_one_error_and_writes_nothing(

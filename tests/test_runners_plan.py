@@ -130,7 +130,7 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, args: list[str
 
 def _mixed_items(n: int) -> list[dict[str, Any]]:
     """Number items (0..10) and sentence-mode choice items, interleaved as a config might hold them."""
-    from promptgen.items import user_messages
+    from promptgen.core.contract import user_messages
 
     instruction = "You take part in a study of how people decide. Read the question, then answer it.\n"
     items = [{**item, "prompt": instruction + item["prompt"]} for item in number_items(n)]
@@ -160,7 +160,7 @@ def test_plan_counts_equal_the_hf_backends_reported_counts(tmp_path: Path) -> No
 
     from runners.backend import ScoreResult
     from runners.hf import HFBackend
-    from runners.run import ScoringSettings, cached_digit_start_ids, prepare_request
+    from runners.rows import ScoringSettings, cached_digit_start_ids, prepare_request
     from runners_fixtures import tiny_llama_folder
 
     if "computed_tokens" not in {f for f in ScoreResult.__dataclass_fields__}:

@@ -118,3 +118,34 @@ def test_vllm_counts_reuse_whole_blocks_only() -> None:
 def test_count_tokens_names_unknown_backends() -> None:
     with pytest.raises(ValueError, match="backend must be hf or vllm"):
         ta.count_tokens([ScoreRequest((1,), (), (2,))], backend="tgi")
+
+
+def test_radix_sharing_on_religion_comes_within_1_3_of_the_trie_minimum(
+    smollm2_tokenizer, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The must-show figure of issue 19 on the fixture corpus: computed context tokens per prompt vs the minimum.
+
+    Items are sent as the run loop sends them (the CPU's items per call, in dataset order), with
+    the hf backend's default budget; every prompt's context is encoded as `run_items` encodes it.
+    """
+    import pyarrow.parquet as pq
+
+    from envent_fixture import write_recipe, write_sources
+    from promptgen.build import build
+    from runners.rows import ScoringSettings, cached_digit_start_ids, prepare_request
+
+    root = tmp_path_factory.mktemp("envent-accounting")
+    path = build(
+        str(write_recipe(root / "r.yaml")), out_dir=root / "out", sources_dir=write_sources(root / "src"), max_events=24
+    ).path
+    files = sorted(path.glob("data/religion_P0S0T0/*.parquet"))
+    items = [row for f in files for row in pq.read_table(f).to_pylist()]
+    assert len(items) > 64 and all(item["task"] == "number" for item in items)
+    digits = cached_digit_start_ids(smollm2_tokenizer)
+    requests = [prepare_request(i, smollm2_tokenizer, False, ScoringSettings(), digits) for i in items]
+    counts = ta.hf_token_counts(requests)
+    assert counts.prefix_trie_minimum == _distinct_prefixes([r.context for r in requests])
+    ratio = counts.computed_context_tokens / counts.prefix_trie_minimum
+    assert ratio <= 1.3, counts.as_dict()
+    # and far below running every context in full
+    assert counts.computed_context_tokens < 0.7 * counts.context_tokens

@@ -172,7 +172,7 @@ def _brute_force(family: str, item: dict[str, Any]) -> tuple[np.ndarray, float]:
 def test_number_probs_equal_brute_force(family: str) -> None:
     """The hf backend's number distribution equals enumerating every number by full passes, within 1e-6."""
     from runners.hf import HFBackend
-    from runners.run import run_items
+    from runners.rows import run_items
 
     items = [_number_item(k) for k in range(2)]
     rows = run_items(items, HFBackend(_model(family), model_id=family), _tokenizer(family), chat=False)
@@ -190,7 +190,7 @@ def test_vllm_equals_hf(family: str) -> None:
     """vLLM and hf agree within 1e-3 on number (0-100) and choice items; max_model_len comes from the items."""
     require_extra("vllm")
     from runners import loop
-    from runners.run import ScoringSettings, cached_digit_start_ids, prepare_request, run_items
+    from runners.rows import ScoringSettings, cached_digit_start_ids, prepare_request, run_items
 
     folder = load_vocab_folder(family)
     tokenizer = _tokenizer(family)

@@ -17,6 +17,7 @@ For notebooks and scripts that want what the CLI does without a subprocess::
 | `probes curate-pairs` | `curate_pairs` | `CurateResult` |
 | `probes rewrite` | `rewrite` | `RewriteRun` |
 | `probes analyze` | `analyze` | (`Analysis`, report folder) |
+| `probes plan` | `plan(PlanRequest(...))` | the plan (tokens, FLOPs, GPU hours per config) |
 | `probes publish` | `publish` | `PublishResult` |
 | `probes demo` | `demo` | `DemoResult` |
 
@@ -32,6 +33,8 @@ from analysis.report import analyze_to as analyze
 from promptgen.build import BuildResult, LintResult, build, lint
 from promptgen.core.errors import ProbeError
 from runners.extras import MissingExtraError
+from runners.plan import PlanRequest
+from runners.plan import make_plan as plan
 from runners.rows import ScoringSettings, scoring_settings
 from runners.score import LoadOptions
 from runners.score import score as run
@@ -48,6 +51,7 @@ __all__ = [
     "LintResult",
     "LoadOptions",
     "MissingExtraError",
+    "PlanRequest",
     "ProbeError",
     "RewriteRun",
     "RunSummary",
@@ -57,6 +61,7 @@ __all__ = [
     "curate_pairs",
     "demo",
     "lint",
+    "plan",
     "publish",
     "rewrite",
     "run",

@@ -346,6 +346,14 @@ def run(
             "(cappr's default aggregation, which the Talent-or-Luck release used).",
         ),
     ] = False,
+    number_mode: Annotated[
+        str,
+        typer.Option(
+            "--number-mode",
+            help="Number items: exact (the digit trie: every number's full probability) or first-token (the "
+            "next-token distribution after the prompt; only where every number in range is one token).",
+        ),
+    ] = "exact",
     limit: LimitOpt = None,
     shard: Annotated[
         str | None, typer.Option("--shard", help="i/n: score the i-th of n shards (split by a hash of the item id).")
@@ -412,6 +420,7 @@ def run(
             top_p=top_p,
             max_new_tokens=max_new_tokens,
             seed=seed,
+            number_mode=number_mode,
         )
         load = api.LoadOptions(
             backend=backend_name,
@@ -1007,9 +1016,10 @@ def plan_cmd(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
 ) -> None:
     """Price a sweep without running the model: tokens per backend and number mode, FLOPs, GPU hours."""
-    from runners.plan import PlanRequest, make_plan, summary_rows, write_json
+    from probes import api
+    from runners.plan import summary_rows, write_json
 
-    request = PlanRequest(
+    request = api.PlanRequest(
         dataset=dataset,
         model=model,
         configs=tuple(configs or ()),
@@ -1025,7 +1035,7 @@ def plan_cmd(
         tokens_per_s=tokens_per_s,
     )
     try:
-        plan = make_plan(request, progress=None if quiet else lambda line: err.print(line, highlight=False))
+        plan = api.plan(request, progress=None if quiet else lambda line: err.print(line, highlight=False))
     except ProbeError as exc:
         _fail(exc)
     table = Table(title=f"plan: {model} on {gpu} at MFU {mfu}")

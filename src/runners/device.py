@@ -34,10 +34,14 @@ LARGE_MODEL_PARAMETERS = 1_000_000_000
 #: KV cache is sized by VLLM_CPU_KVCACHE_SPACE instead and this value is only a bound
 GPU_MEMORY_UTILIZATION = {"cuda": 0.9, "cpu": 0.3}
 #: items per backend call (`--batch-size`): a GPU needs many sequences in flight to be busy
-#: (benchmarks/gpu_scoring.py's sizes); on the CPU more items per call gain nothing
-ITEMS_PER_CALL = {"cuda": 1024, "cpu": 16}
-#: hf backend: logit rows (rows x fed positions) per continuation pass (see runners.hf)
-MAX_LOGIT_ROWS = {"cuda": 4096, "cpu": 512}
+#: (benchmarks/gpu_scoring.py's sizes); on the CPU 64 items let the hf backend's context radix
+#: tree share the narratives' prefixes and fill its passes (fewer, larger passes: on shared
+#: cores each operator's thread hand-off costs about as much as its arithmetic)
+ITEMS_PER_CALL = {"cuda": 1024, "cpu": 64}
+#: hf backend: logit rows (rows x fed positions) per continuation pass (see runners.hf); on the
+#: CPU 2048 rows hold ten 0-100 digit tries (203 nodes each) in one pass: 400 MB of float32
+#: logits for a 49k vocabulary
+MAX_LOGIT_ROWS = {"cuda": 4096, "cpu": 2048}
 #: share of the free GPU memory the hf backend's token budget may fill: the context pass's KV
 #: cache stays alive while each continuation chunk expands its own copy, so about two budgets
 #: of cache, plus one layer's activations, are alive at the peak

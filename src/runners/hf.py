@@ -3,29 +3,38 @@
 This is the only runners module that imports torch or transformers, and it does so inside
 functions, so `import runners` works without the `hf` extra.
 
-How a batch of requests is scored:
+How a batch of requests is scored (`runners.token_accounting` plans every step, so
+`probes plan` counts exactly the positions computed here):
 
-1. Contexts are sorted by length and grouped under a token budget. When a group's contexts
-   share a prefix (an instruction, a system prompt, a chat template's header) of at least
-   `min_shared_prefix` tokens, that prefix runs once and its KV cache is expanded to one row
-   per context, so those tokens are computed once per group, not once per item.
-2. The rest of each context runs once, LEFT-padded after the shared prefix (padding sits
-   between prefix and rest; the attention mask hides it), with explicit position ids (so
-   padding never shifts positions) and only the last position's logits kept: that row is
-   the next-token distribution after each context. It gives every continuation's
-   first-token log-probability and the candidates after the context.
-3. The KV cache of that pass is then expanded by row selection: one row per continuation
-   that still needs a pass, cut into chunks under the token budget (sorted by length, so
-   little padding). Each chunk feeds its continuations' tokens, RIGHT-padded; the attention
-   mask is the context's mask (left padding) followed by the continuation's. A continuation
-   feeds all its tokens but the last (whose logits score nothing) unless candidates are
-   asked for, when the logits after its last token are needed too. One-token continuations
-   without candidates need no second pass at all.
+1. Requests are sorted by their context token ids (`hf_batches`), so contexts that share a
+   prefix (persona, instruction, narrative, ...) sit together, and cut into batches under the
+   token budget (rows x longest context).
+2. The batch's contexts form a radix tree (`context_radix`): an edge per run of tokens that the
+   same contexts share, cut at every branching point and context end (shared segments shorter
+   than `min_shared_prefix` are run with each branch instead). Edges run level by level, each
+   over its ancestors' keys and values, so every distinct prefix is computed once. The keys
+   and values of every computed context token stay in a pool (one slot per token); a pass
+   gathers its rows' pasts from there. The last logits of an edge where a context ends are that
+   context's next-token distribution: its candidates and the first token of each continuation.
+3. Each request's continuations then run in ONE packed row: every node of their token trie
+   (`continuation_nodes`: for a number item, every node of its digit trie) is one token that
+   sees, through a 4D attention mask, the context and its own ancestors only, at position
+   `len(context) + depth - 1` (explicit position ids). The logits at a node give the next token
+   of every continuation through it and, with candidates, the candidates there (the digits that
+   would continue a number; the rest is its end-of-number mass). Rows of several requests share
+   a pass under the token budget and `max_logit_rows` (rows x fed positions).
+
+Each pass takes its pasts from the pool into a fresh buffer that the pass fills in place
+(`_prefilled_layer_class`), and its logits are released before the next pass is built. A
+request's numbers do not depend on the batch around it beyond float32 round-off (padding
+and batch shapes change the order of sums: ~1e-7 in probabilities). The custom 4D mask
+replaces transformers' own, so models whose layers need more than a causal mask (sliding
+windows) are not supported by this path.
 
 Out of memory, a batch is retried with half the token budget (down to one request), and
 the smaller budget is kept for later batches. The retry runs after the failed attempt's
-memory is released (outside the `except` block), and each continuation chunk's cache and
-logits are released before the next chunk's are built, so the peak is one chunk's, not two.
+memory is released (outside the `except` block), and each pass's cache and logits are
+released before the next pass's are built, so the peak is one pass's, not two.
 
 Log-probabilities come without a float64 copy of the logits (`_LogSoftmax`): each position's
 log-sum-exp is the max plus the log of the sum of the float32 `exp(logit - max)` terms,
@@ -209,6 +218,40 @@ def _ancestry(parents: Sequence[int]) -> np.ndarray:
     return seen
 
 
+_PREFILLED: list[type] = []
+
+
+def _prefilled_layer_class() -> type:
+    """A transformers `DynamicLayer` whose buffer already holds the past: `update` writes the new tokens in place.
+
+    Made on first use (transformers is imported inside functions so `import runners` needs no
+    torch). The pass's keys and values then cost one copy of the past, not two.
+    """
+    if not _PREFILLED:
+        from transformers.cache_utils import DynamicLayer
+
+        class _PrefilledLayer(DynamicLayer):
+            def __init__(self, keys: Any, values: Any, past_len: int) -> None:
+                super().__init__()
+                self.keys, self.values = keys, values
+                self.dtype, self.device = keys.dtype, keys.device
+                self.is_initialized = True
+                self.filled = past_len
+
+            def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+                end = self.filled + key_states.shape[-2]
+                self.keys[:, :, self.filled : end] = key_states
+                self.values[:, :, self.filled : end] = value_states
+                self.filled = end
+                return self.keys[:, :, :end], self.values[:, :, :end]
+
+            def get_seq_length(self) -> int:
+                return self.filled
+
+        _PREFILLED.append(_PrefilledLayer)
+    return _PREFILLED[0]
+
+
 class _Pool:
     """The keys and values of a batch's context tokens, by slot (one slot per radix-tree token).
 
@@ -223,18 +266,27 @@ class _Pool:
         self.keys: list[Any] = []
         self.values: list[Any] = []
 
-    def cache(self, index: Any) -> Any:
-        """A DynamicCache holding the slots `index` (rows, positions) per row; an empty one for None."""
+    def cache(self, index: Any, new_tokens: int) -> Any:
+        """A cache holding the slots `index` (rows, positions) per row, with room for `new_tokens` more.
+
+        The past is copied once into a buffer that the pass then fills in place
+        (`_prefilled_layer`), not concatenated with the new keys and values on every layer:
+        that `torch.cat` copied the gathered (strided) past a second time. None: no past.
+        """
         from transformers import DynamicCache
 
         cache = DynamicCache(config=self.config)
         if index is None:
             return cache
-        for layer, keys, values in zip(cache.layers, self.keys, self.values, strict=True):
-            k = keys[index].permute(0, 2, 1, 3)  # (rows, positions, heads, dim) -> (rows, heads, positions, dim)
-            v = values[index].permute(0, 2, 1, 3)
-            layer.lazy_initialization(k, v)
-            layer.keys, layer.values = k, v
+        layer_class = _prefilled_layer_class()
+        rows, past_len = index.shape
+        for n, (keys, values) in enumerate(zip(self.keys, self.values, strict=True)):
+            shape = (rows, keys.shape[1], past_len + new_tokens, keys.shape[2])
+            k = keys.new_empty(shape)
+            v = values.new_empty(shape)
+            k[:, :, :past_len] = keys[index].permute(0, 2, 1, 3)  # (rows, positions, heads, dim) -> heads first
+            v[:, :, :past_len] = values[index].permute(0, 2, 1, 3)
+            cache.layers[n] = layer_class(k, v, past_len)
         return cache
 
     def store(self, cache: Any, past_len: int, slots: Any) -> None:
@@ -651,7 +703,7 @@ class HFBackend:
                 slots[b, pad:] = r.slots
         mask = torch.zeros((n_rows, 1, width, past_len + width), dtype=dtype, device=device)
         mask.masked_fill_(~torch.from_numpy(allowed).to(device)[:, None], torch.finfo(dtype).min)
-        cache = pool.cache(torch.from_numpy(past).to(device) if past_len else None)
+        cache = pool.cache(torch.from_numpy(past).to(device) if past_len else None, width)
         out = self.model(
             input_ids=torch.from_numpy(ids).to(device),
             attention_mask=mask,

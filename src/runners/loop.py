@@ -157,6 +157,35 @@ def check_scoring_mode(prompts: PromptConfig, settings: ScoringSettings) -> None
         )
 
 
+def check_number_mode(prompts: PromptConfig, settings: ScoringSettings, tokenizer: Any, chat: bool) -> None:
+    """First-token mode needs a one-token form of every number in range: checked on the first number item.
+
+    Run before any result is written, so a digit-by-digit tokenizer over 0-100 is one line
+    (naming the first number without a one-token form), not a traceback mid-run. Exact mode
+    and configs without number items pass.
+    """
+    if settings.mode != "score" or settings.number_mode == "exact":
+        return
+    ds = prompts.dataset
+    if "number" not in set(ds.unique("task")):
+        return
+    tasks = ds.select_columns(["task"])
+    # a config holds millions of rows: read the task column in slices, up to the first number item
+    first = next(
+        start + k
+        for start in range(0, len(ds), 4096)
+        for k, task in enumerate(tasks[start : start + 4096]["task"])
+        if task == "number"
+    )
+    from .rows import prepare_request
+
+    item = ds[first]
+    try:
+        prepare_request(item, tokenizer, chat, settings, ())
+    except ValueError as exc:
+        raise ProbeError(f"{prompts.path} config {prompts.config!r}: {exc}") from None
+
+
 def key_revision(
     model: str, *, revision: str | None, gguf_file: str | None = None, resolved_commit: str | None = None
 ) -> str:
@@ -371,6 +400,7 @@ def run_config(
     if chat is None:
         chat = bool(getattr(tokenizer, "chat_template", None))
     check_scoring_mode(prompts, settings)
+    check_number_mode(prompts, settings, tokenizer, chat)
     dtype = loaded_dtype(backend, dtype)
     name = model_name_for(backend.model_id, model_name)
     key = result_key(name, model_revision, settings, chat, dtype=dtype, backend=backend.name)

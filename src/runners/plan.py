@@ -1,7 +1,7 @@
 """`probes plan`: what a sweep will cost, priced without running the model (issue 19, item 4).
 
 A plan needs only the model's tokenizer and `config.json`. For every config of a prompt
-dataset it builds the backend requests exactly as a run does (`runners.run.prepare_request`),
+dataset it builds the backend requests exactly as a run does (`runners.rows.prepare_request`),
 counts the token positions each backend would compute with the backends' own accounting
 (`runners.token_accounting`: the functions the hf backend plans its passes with, not a copy),
 and turns them into FLOPs and hours:
@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from promptgen.errors import ProbeError
+from promptgen.core.errors import ProbeError
 
 from .backend import ScoreRequest
 
@@ -288,11 +288,11 @@ def _requests(
     digits: tuple[int, ...],
     exact: Mapping[str, ScoreRequest] | None = None,
 ) -> list[ScoreRequest]:
-    """The backend requests of `items` as a run in `mode` builds them (`runners.run.prepare_request`).
+    """The backend requests of `items` as a run in `mode` builds them (`runners.rows.prepare_request`).
 
     A ValueError (e.g. first-token mode on a number without a one-token form) is the run's own error.
     """
-    from .run import ScoringSettings, prepare_request
+    from .rows import ScoringSettings, prepare_request
 
     settings = ScoringSettings()
     if "number_mode" in {f.name for f in dataclasses.fields(ScoringSettings)}:
@@ -335,7 +335,7 @@ def context_request(item: Mapping[str, Any], tokenizer: Any, chat: bool, candida
     (`runners.tokenize.number_paths` shares it with every form), so a backend's context
     accounting for it needs no trie; only its continuation positions do.
     """
-    from .run import render_context
+    from .rows import render_context
     from .tokenize import encode_context
 
     return ScoreRequest(encode_context(tokenizer, render_context(tokenizer, item, chat)), (), candidates)
@@ -406,7 +406,7 @@ def count_config(
     on_call: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Token counts of one config for every (backend, number mode): exact, or estimated from sampled calls."""
-    from .run import cached_digit_start_ids
+    from .rows import cached_digit_start_ids
 
     calls = -(-rows.rows // settings.items_per_call) if rows.rows else 0
     exact = calls <= settings.sample_calls

@@ -55,8 +55,13 @@ from .extras import require_for_scoring
 from .rows import ScoringSettings, run_items
 from .session import RunSummary, Session, model_name_for, result_key
 
-#: what an actor returns per item: the result row, which replica scored it, and an input error
-ROW_SCHEMA = res.RESULT_SCHEMA.append(pa.field("worker", pa.string())).append(pa.field("error", pa.string()))
+#: what an actor returns per item: the result row, which replica scored it, an input error, and
+#: the token positions its backend computed for it (summed by the session, not stored)
+ROW_SCHEMA = (
+    res.RESULT_SCHEMA.append(pa.field("worker", pa.string()))
+    .append(pa.field("error", pa.string()))
+    .append(pa.field("computed_tokens", pa.int64()))
+)
 
 
 class _Replica:
@@ -233,6 +238,7 @@ def run_config_ray(
     )
     if chat is None:
         chat = bool(getattr(tokenizer, "chat_template", None))
+    loop.check_number_mode(prompts, settings, tokenizer, chat)
     if backend == "vllm" and "needed_tokens" not in options:  # the actors' engines fit the items (loop.needs_of)
         options["needed_tokens"] = loop.needs_of(prompts, settings, chat, shard=shard, limit=limit)(tokenizer)
     name = model_name_for(model, model_name)

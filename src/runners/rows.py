@@ -29,8 +29,12 @@ from promptgen.seeding import hash_int
 from .backend import Backend, GenerateRequest, GeneratingBackend, Generation, ScoreRequest, ScoreResult
 from .parse import parse_choice, parse_number, parse_text
 from .scoring import (
+    NUMBER_MODES,
     NumberTrie,
     build_number_trie,
+    first_token_distribution,
+    first_token_ids,
+    first_token_request,
     letter_distribution,
     letter_request,
     number_distribution,
@@ -65,6 +69,9 @@ class ScoringSettings:
     label_prefixes: tuple[str, ...] = ("", " ")
     #: surface forms of a number: `42` and ` 42`
     number_prefixes: tuple[str, ...] = ("", " ")
+    #: number items: "exact" (the digit trie) or "first-token" (the next-token distribution
+    #: after the context, over the numbers' one-token forms; `runners.scoring`)
+    number_mode: str = "exact"
     #: an item is refused when the valid mass (letter and number modes) is below this
     refusal_threshold: float = 0.5
     #: "score" reads probabilities; "generate" generates text and parses the answer from it
@@ -86,6 +93,8 @@ class ScoringSettings:
             raise ValueError(f"choice_mode must be one of {CHOICE_MODES}, got {self.choice_mode!r}")
         if not 0.0 <= self.refusal_threshold <= 1.0:
             raise ValueError(f"refusal_threshold must be in [0, 1], got {self.refusal_threshold}")
+        if self.number_mode not in NUMBER_MODES:
+            raise ValueError(f"number_mode must be one of {', '.join(NUMBER_MODES)}, got {self.number_mode!r}")
         if not self.label_prefixes or not self.number_prefixes:
             raise ValueError("label_prefixes and number_prefixes must not be empty")
 
@@ -97,6 +106,10 @@ class ScoringSettings:
         choice answer is parsed only through the labels and options, and is kept for clarity).
         """
         values = asdict(self)
+        # the number mode is in the key only when it is not the default: keys of exact runs made
+        # before the mode existed stay valid, and a first-token key never equals an exact one
+        if self.number_mode == "exact" or self.mode != "score":
+            values.pop("number_mode")
         if self.mode == "score":
             for name in (*GENERATION_FIELDS, "mode"):
                 values.pop(name)
@@ -118,6 +131,7 @@ def scoring_settings(
     top_p: float = 1.0,
     max_new_tokens: int = 16,
     seed: int = 0,
+    number_mode: str = "exact",
 ) -> ScoringSettings:
     """The settings of `probes run --scoring NAME`: `sentence`, `letter` read probabilities; `generate` generates."""
     if scoring not in SCORING_NAMES:
@@ -126,7 +140,9 @@ def scoring_settings(
         return ScoringSettings(
             mode="generate", temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed
         )
-    return ScoringSettings(choice_mode=scoring, length_normalize=length_normalize)
+    if number_mode not in NUMBER_MODES:
+        raise ProbeError(f"--number-mode must be one of {', '.join(NUMBER_MODES)}, got {number_mode!r}")
+    return ScoringSettings(choice_mode=scoring, length_normalize=length_normalize, number_mode=number_mode)
 
 
 @dataclass
@@ -135,6 +151,8 @@ class _Prepared:
     request: ScoreRequest
     label_ids: list[tuple[int, ...]] | None = None
     trie: NumberTrie | None = None
+    #: first-token number items: {n: its one-token ids}
+    first_ids: dict[int, tuple[int, ...]] | None = None
 
 
 def render_context(tokenizer: Tokenizer, item: Mapping[str, Any], chat: bool) -> str:
@@ -169,6 +187,9 @@ def _prepare(
         if not isinstance(lo, int) or not isinstance(hi, int):
             raise ValueError(f"{where}: a number item needs integer `number_min` and `number_max`")
         ctx, paths = number_paths(tokenizer, context, lo, hi, settings.number_prefixes)
+        if settings.number_mode == "first-token":
+            ids = first_token_ids(paths)
+            return _Prepared(item, first_token_request(ctx, ids), first_ids=ids)
         trie = build_number_trie(paths)
         return _Prepared(item, number_request(ctx, trie, digits), trie=trie)
     if task == "text":
@@ -204,8 +225,11 @@ def _empty_row(context_tokens: int) -> dict[str, Any]:
 
 def _row(prepared: _Prepared, result: ScoreResult, settings: ScoringSettings) -> dict[str, Any]:
     row = _empty_row(result.context_tokens)
-    if prepared.trie is not None:
-        dist = number_distribution(prepared.trie, result)
+    if prepared.trie is not None or prepared.first_ids is not None:
+        if prepared.trie is not None:
+            dist = number_distribution(prepared.trie, result)
+        else:
+            dist = first_token_distribution(prepared.first_ids, result)
         row.update(
             number_probs=dist.probs.tolist(),
             expected_value=dist.expected_value,
@@ -339,5 +363,7 @@ def run_items(
         if len(results) != len(prepared):
             raise RuntimeError(f"backend {backend.name} returned {len(results)} results for {len(prepared)} requests")
         for p, result in zip(prepared, results, strict=True):
-            rows.append({"id": p.item["id"], **provenance, **_row(p, result, settings)})
+            # `computed_tokens` is not a result column: the session sums it for the run's tokens/s
+            row = {"id": p.item["id"], **provenance, **_row(p, result, settings)}
+            rows.append({**row, "computed_tokens": result.computed_tokens})
     return rows

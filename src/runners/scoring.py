@@ -21,6 +21,12 @@ the leaf rows that pass through it: the KV cache of the context is shared by all
 and each trie level's tokens are scored inside one batched pass. The distribution is
 renormalised over the range; its mass before that is the valid mass (the rest went to
 other text, out-of-range numbers, leading zeros or non-canonical tokenisations).
+
+Number, first-token mode (the Trust Game paper's method for $0-$10): P(n) is the
+next-token probability after the context of n's one-token surface forms, summed; nothing
+is fed after the context. It needs a one-token form for every number in range
+(`first_token_ids` says which number lacks one) and equals the exact mode wherever the
+end-of-number mass after those tokens is 1.
 """
 
 from __future__ import annotations
@@ -165,6 +171,58 @@ def number_distribution(trie: NumberTrie, result: ScoreResult) -> NumberDistribu
         p_continue = float(np.exp(row.next_logprobs[k - 1]).sum())
         p_end = max(0.0, 1.0 - p_continue)
         raw[n - trie.lo] += np.exp(path_lp) * p_end
+    mass = float(raw.sum())
+    probs = raw / mass if mass > 0 else np.full(len(values), np.nan)
+    return NumberDistribution(values, probs, mass, raw)
+
+
+#: how number items are read: the exact trie, or the next-token distribution after the context alone
+NUMBER_MODES = ("exact", "first-token")
+
+
+def first_token_ids(paths: Mapping[int, Sequence[Sequence[int]]]) -> dict[int, tuple[int, ...]]:
+    """{n: the token ids of n's one-token surface forms}; an error naming the first number with none.
+
+    First-token mode reads P(n) from one next-token distribution, so a number spelled with
+    two or more tokens in every form (any number above 9 for a digit-by-digit tokenizer)
+    cannot be scored there.
+    """
+    out: dict[int, tuple[int, ...]] = {}
+    for n in sorted(paths):
+        ids = tuple(dict.fromkeys(form[0] for form in paths[n] if len(form) == 1))
+        if not ids:
+            raise ValueError(
+                f"--number-mode first-token: the number {n} has no one-token form for this tokenizer "
+                f"(its forms take {min(len(f) for f in paths[n])} tokens); use --number-mode exact"
+            )
+        out[n] = ids
+    seen: dict[int, int] = {}
+    for n, ids in out.items():
+        for i in ids:
+            if i in seen:
+                raise ValueError(f"--number-mode first-token: numbers {seen[i]} and {n} share the token id {i}")
+            seen[i] = n
+    return out
+
+
+def first_token_request(context: Sequence[int], ids: Mapping[int, Sequence[int]]) -> ScoreRequest:
+    """The backend request of a first-token number item: the numbers' one-token ids as candidates, nothing fed."""
+    return ScoreRequest(tuple(context), (), tuple(i for n in sorted(ids) for i in ids[n]))
+
+
+def first_token_distribution(ids: Mapping[int, Sequence[int]], result: ScoreResult) -> NumberDistribution:
+    """P(n) = the summed next-token probabilities of n's one-token forms, renormalised over the range."""
+    numbers = sorted(ids)
+    flat = [i for n in numbers for i in ids[n]]
+    if len(result.next_logprobs) != len(flat):
+        raise ValueError(f"result has {len(result.next_logprobs)} candidates, the numbers {len(flat)} token ids")
+    lo, hi = numbers[0], numbers[-1]
+    values = np.arange(lo, hi + 1)
+    raw = np.zeros(len(values), dtype=np.float64)
+    at = 0
+    for n in numbers:
+        raw[n - lo] += float(np.exp(np.asarray(result.next_logprobs[at : at + len(ids[n])], dtype=np.float64)).sum())
+        at += len(ids[n])
     mass = float(raw.sum())
     probs = raw / mass if mass > 0 else np.full(len(values), np.nan)
     return NumberDistribution(values, probs, mass, raw)

@@ -52,10 +52,16 @@ class RunSummary:
     parts: int  # parts written by this run
     wall_s: float
     items_per_s: float
-    #: prompt and answer tokens of the scored items (contexts plus options; for number and
-    #: generation items, contexts only)
+    #: token positions computed for the scored items: what the backend reports it ran (the hf
+    #: backend: shared context prefixes once, plus continuation and digit-trie positions;
+    #: `runners.token_accounting`), else their prompt tokens (see `tokens_counted`)
     tokens: int = 0
     tokens_per_s: float = 0.0
+    #: prompt and answer tokens of the scored items (contexts plus options; for number and
+    #: generation items, contexts only), whatever was computed
+    prompt_tokens: int = 0
+    #: "computed" when every scored row came with the backend's computed count, else "prompt"
+    tokens_counted: str = "computed"
     #: items rescored because their prompt changed since they were scored
     rescored: int = 0
 
@@ -63,7 +69,8 @@ class RunSummary:
         again = f", {self.rescored} rescored after a prompt change" if self.rescored else ""
         return (
             f"{self.config}: {self.items} items scored ({self.skipped} already done{again}), "
-            f"{self.refusals} refusals, {self.items_per_s:.2f} items/s, {self.tokens_per_s:.0f} tokens/s, "
+            f"{self.refusals} refusals, {self.items_per_s:.2f} items/s, "
+            f"{self.tokens_per_s:.0f} {self.tokens_counted} tokens/s, "
             f"{self.wall_s:.1f} s"
         )
 
@@ -121,6 +128,9 @@ class Session:
     parts: int = 0
     refusals: int = 0
     tokens: int = 0
+    prompt_tokens: int = 0
+    #: scored rows whose backend did not report computed tokens (their prompt tokens are counted)
+    uncounted: int = 0
     scored: int = 0
 
     @classmethod
@@ -188,7 +198,11 @@ class Session:
                 prompt_sha256=self.hashes[row["id"]],
             )
             self.refusals += bool(row["refused"])
-            self.tokens += int(row["context_tokens"] or 0) + sum(row["choice_tokens"] or ())
+            prompt = int(row["context_tokens"] or 0) + sum(row["choice_tokens"] or ())
+            computed = row.pop("computed_tokens", None)
+            self.prompt_tokens += prompt
+            self.tokens += prompt if computed is None else int(computed)
+            self.uncounted += computed is None
             self.pending.append(row)
             n += 1
         self.scored += n
@@ -228,6 +242,8 @@ class Session:
             tokens=self.tokens,
             tokens_per_s=rate(self.tokens),
             rescored=self.rescored,
+            prompt_tokens=self.prompt_tokens,
+            tokens_counted="prompt" if self.uncounted else "computed",
         )
         entry: dict[str, Any] = {
             "prompt_dataset": self.prompts.provenance(),
@@ -249,6 +265,8 @@ class Session:
             "items_per_s": round(summary.items_per_s, 3),
             "tokens": summary.tokens,
             "tokens_per_s": round(summary.tokens_per_s, 1),
+            "tokens_counted": summary.tokens_counted,
+            "prompt_tokens": summary.prompt_tokens,
             "hardware": {"platform": platform.platform(), "python": platform.python_version(), **hardware},
             **(extra or {}),
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

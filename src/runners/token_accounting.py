@@ -22,7 +22,7 @@ Vocabulary:
   unlimited memory) would run. It is the floor the computed context tokens are compared to.
 
 The number mode (`exact` or `first-token`) is already in the requests
-(`runners.run.prepare_request` builds a trie request or a next-token request), so callers
+(`runners.rows.prepare_request` builds a trie request or a next-token request), so callers
 build requests exactly as a run does and pass them here.
 
 Stable API (used by `probes plan`): `TokenCounts`, `count_tokens`, `hf_token_counts`,
@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .backend import ScoreRequest
+from .device import ITEMS_PER_CALL
 
 __all__ = [
     "DEFAULT_ITEMS_PER_CALL",
@@ -58,8 +59,9 @@ DEFAULT_MAX_BATCH_TOKENS = 8192
 #: a shared context segment shorter than this is not run on its own (an extra pass costs more
 #: than the few tokens it saves): its tokens are run with each branch instead
 MIN_SHARED_PREFIX = 8
-#: requests per backend call when a caller does not say (the run loop's CPU default)
-DEFAULT_ITEMS_PER_CALL = 16
+#: requests per backend call when a caller does not say (the run loop's CPU default; a GPU run
+#: sends `runners.device.ITEMS_PER_CALL["cuda"]`)
+DEFAULT_ITEMS_PER_CALL = ITEMS_PER_CALL["cpu"]
 #: vLLM's prefix-cache block size when not given (its CPU default; GPUs default to 16)
 DEFAULT_VLLM_BLOCK_SIZE = 128
 
