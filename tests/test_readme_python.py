@@ -35,11 +35,10 @@ def test_the_block_uses_the_api_for_every_stage():
         assert call in code
 
 
-def _rows(folder: Path) -> list[dict]:
-    """Result rows of a results folder, by id, without the columns that record when and how fast."""
-    drop = {"scored_at", "seconds", "run_id"}
+def _rows(folder: Path) -> list[str]:
+    """Result rows of a results folder, sorted by id, as `repr` (floats to the bit, NaN equal to NaN)."""
     rows = [r for part in sorted(folder.rglob("part-*.parquet")) for r in pq.read_table(part).to_pylist()]
-    return sorted(({k: v for k, v in r.items() if k not in drop} for r in rows), key=lambda r: r["id"])
+    return [repr(r) for r in sorted(rows, key=lambda r: r["id"])]
 
 
 @pytest.mark.slow
@@ -59,7 +58,11 @@ def test_the_readme_python_block_runs_and_matches_the_cli(shared_sources, tmp_pa
     assert "single_actor: 8 items scored" in done.stdout
     assert any(line.startswith(str(Path("py-demo") / "report" / "report.html")) for line in done.stdout.splitlines())
     curated = out / "curated" / "trust-game-names"
-    assert (curated / "data" / "pairs_smollm2").is_dir()
+    # either the model qualifies surnames (a new version with its pairs) or the one clear error, nothing written
+    if (curated / "data" / "pairs_smollm2").is_dir():
+        assert "+pairs." in done.stdout
+    else:
+        assert "no surname qualifies for any race" in done.stdout and not curated.exists()
 
     # the same run through the command line gives the same rows, to the bit
     from typer.testing import CliRunner

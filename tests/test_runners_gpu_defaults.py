@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 
 from probes.cli import app
 from runners import loop
-from runners.device import RunnerWarning
+from runners.device import ITEMS_PER_CALL, MAX_LOGIT_ROWS, RunnerWarning
+from runners.token_accounting import DEFAULT_MAX_BATCH_TOKENS
 from runners_fixtures import number_items, require_extra, tiny_llama_folder, write_prompt_folder
 
 ITEMS = number_items(3)
@@ -84,8 +85,10 @@ def test_bf16_and_fp32_runs_get_different_keys_and_record_what_was_loaded(prompt
     for run in runs.values():
         assert run["device"] == "cpu" and run["hardware"]["dtype"] == run["dtype"]
     default_run, asked_run = runs["bfloat16"], runs["float32"]
-    assert default_run["hardware"]["max_logit_rows"] == 512 and default_run["batch_size"] == 16  # the CPU's
-    assert default_run["hardware"]["max_batch_tokens"] == 8192
+    # the CPU's defaults (runners.device, runners.token_accounting), recorded as they were used
+    assert default_run["hardware"]["max_logit_rows"] == MAX_LOGIT_ROWS["cpu"]
+    assert default_run["batch_size"] == ITEMS_PER_CALL["cpu"]
+    assert default_run["hardware"]["max_batch_tokens"] == DEFAULT_MAX_BATCH_TOKENS
     assert (asked_run["hardware"]["max_logit_rows"], asked_run["hardware"]["max_batch_tokens"]) == (64, 3000)
     assert asked_run["batch_size"] == 2
     # the precisions really differ: bf16 weights round the fp32 computation
