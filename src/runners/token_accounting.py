@@ -299,6 +299,20 @@ def continuation_nodes(continuations: Sequence[Sequence[int]], with_candidates: 
     return sorted(nodes)
 
 
+def _counts(
+    requests: Sequence[ScoreRequest], computed_context: int, continuation: int, per_request: Sequence[int]
+) -> TokenCounts:
+    """The `TokenCounts` of a backend's tally: the figures both backends report the same way."""
+    return TokenCounts(
+        items=len(requests),
+        context_tokens=sum(len(r.context) for r in requests),
+        computed_context_tokens=computed_context,
+        continuation_positions=continuation,
+        prefix_trie_minimum=prefix_trie_minimum([r.context for r in requests]),
+        per_request=tuple(per_request),
+    )
+
+
 def hf_token_counts(
     requests: Sequence[ScoreRequest],
     *,
@@ -323,14 +337,7 @@ def hf_token_counts(
             fed = len(continuation_nodes(r.continuations, bool(r.candidates))) if r.continuations else 0
             per_request[start + k] += fed
             continuation += fed
-    return TokenCounts(
-        items=len(requests),
-        context_tokens=sum(len(r.context) for r in requests),
-        computed_context_tokens=computed_context,
-        continuation_positions=continuation,
-        prefix_trie_minimum=prefix_trie_minimum([r.context for r in requests]),
-        per_request=tuple(per_request),
-    )
+    return _counts(requests, computed_context, continuation, per_request)
 
 
 def vllm_token_counts(
@@ -399,14 +406,7 @@ def vllm_token_counts(
         share, extra = divmod(wave1 + wave2, max(len(call), 1))
         for k in range(len(call)):
             per_request[start + k] = share + (1 if k < extra else 0)
-    return TokenCounts(
-        items=len(requests),
-        context_tokens=sum(len(r.context) for r in requests),
-        computed_context_tokens=computed_context,
-        continuation_positions=continuation,
-        prefix_trie_minimum=prefix_trie_minimum([r.context for r in requests]),
-        per_request=tuple(per_request),
-    )
+    return _counts(requests, computed_context, continuation, per_request)
 
 
 def count_tokens(
