@@ -133,3 +133,6 @@ def test_run_help_documents_the_new_flags() -> None:
         line = next(line for line in text.splitlines() if flag in line)
         assert len(line.split(flag, 1)[1].strip()) > 20, f"{flag} has no help text"
     assert "auto" in text and "0.9 on CUDA" in text and "1024" in text
+    # the CPU defaults the help states are the ones the runner uses
+    flat = " ".join(text.split())
+    assert f"{ITEMS_PER_CALL['cpu']} on the CPU" in flat and f"{MAX_LOGIT_ROWS['cpu']} on the CPU" in flat

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -214,3 +215,95 @@ def test_vllm_equals_hf(family: str) -> None:
         if key == "choice_probs":
             np.testing.assert_allclose(a["choice_logprobs"], b["choice_logprobs"], rtol=0, atol=1e-3)
     assert np.ptp(want[0]["number_probs"]) > 1e-3
+
+
+def _one_token_answers(
+    model: Any, digit: np.ndarray, pieces: Sequence[int], blocked_first: Sequence[int], goes_on: Sequence[int] = ()
+) -> Any:
+    """`model` whose answers are one-token numbers with nothing after them (end-of-number mass 1).
+
+    Its logits are the random model's, except that after a number piece (a digit-start token,
+    or one of `pieces`: GPT-2's ` 57` starts with its space) no digit-start token may follow,
+    and after any other token no token that only begins a longer form (`blocked_first`, e.g.
+    Llama-3's separate `Ġ`) may follow. Then first-token
+    mode must give exact mode's distribution. After the tokens in `goes_on`, digit-start
+    tokens get a large logit instead: those numbers usually go on, so exact mode differs.
+    """
+    import torch
+
+    digit_ids = torch.from_numpy(np.flatnonzero(digit))
+    piece_ids = torch.tensor(sorted({*digit_ids.tolist(), *pieces}), dtype=torch.long)
+    blocked = torch.tensor(list(blocked_first), dtype=torch.long)
+    going = torch.tensor(list(goes_on), dtype=torch.long)
+
+    class OneTokenAnswers(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = model
+            self.config = model.config
+
+        @property
+        def device(self) -> Any:
+            return self.inner.device
+
+        @property
+        def dtype(self) -> Any:
+            return self.inner.dtype
+
+        def forward(self, input_ids: Any, logits_to_keep: int = 0, **kwargs: Any) -> Any:
+            out = self.inner(input_ids=input_ids, logits_to_keep=logits_to_keep, **kwargs)
+            logits = out.logits.clone()
+            fed = input_ids[:, -logits.shape[1] :]  # the token each row of logits follows
+            for where, value in (
+                (torch.isin(fed, piece_ids) & ~torch.isin(fed, going), -1e4),
+                (torch.isin(fed, going), 12.0),
+            ):
+                rows = logits[where]
+                rows[:, digit_ids] = value
+                logits[where] = rows
+            if len(blocked):
+                where = ~torch.isin(fed, piece_ids)
+                rows = logits[where]
+                rows[:, blocked] = -1e4
+                logits[where] = rows
+            out.logits = logits
+            return out
+
+    return OneTokenAnswers().eval()
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_first_token_equals_exact_where_numbers_are_one_token(family: str) -> None:
+    """first-token = exact within 1e-6 when the end-of-number mass is 1; an error where 0-100 is digit by digit."""
+    from runners.hf import HFBackend
+    from runners.rows import ScoringSettings, run_items
+    from runners.scoring import first_token_ids
+    from runners.tokenize import number_paths
+
+    tokenizer = _tokenizer(family)
+    items = [_number_item(k) for k in range(2)]
+    first = ScoringSettings(number_mode="first-token")
+    _, paths = number_paths(tokenizer, items[0]["prompt"], 0, 100)
+    one_token = {f[0] for forms in paths.values() for f in forms if len(f) == 1}
+    if any(all(len(f) > 1 for f in forms) for forms in paths.values()):  # some number needs two tokens
+        backend = HFBackend(_model(family), model_id=family)
+        with pytest.raises(ValueError, match="has no one-token form for this tokenizer"):
+            run_items(items, backend, tokenizer, chat=False, settings=first)
+        assert family in ("llama-spm", "qwen2")  # the digit-by-digit families
+        return
+    blocked = sorted({f[0] for forms in paths.values() for f in forms if len(f) > 1} - one_token)
+    digit = ~_ends_number_mask(tokenizer)
+    pieces = sorted(one_token)
+    backend = HFBackend(_one_token_answers(_model(family), digit, pieces, blocked), model_id=family)
+    exact = run_items(items, backend, tokenizer, chat=False)
+    fast = run_items(items, backend, tokenizer, chat=False, settings=first)
+    for a, b in zip(exact, fast, strict=True):
+        np.testing.assert_allclose(b["number_probs"], a["number_probs"], rtol=0, atol=1e-6)
+        assert np.ptp(a["number_probs"]) > 1e-4  # a real distribution, not a flat one
+        assert b["computed_tokens"] < a["computed_tokens"]  # first-token feeds nothing after the context
+    # where numbers usually go on after their first token, exact mode differs: the check above can fail
+    evens = [ids[0] for n, ids in first_token_ids(paths).items() if n % 2 == 0]
+    going_on = HFBackend(_one_token_answers(_model(family), digit, pieces, blocked, evens), model_id=family)
+    other = run_items(items[:1], going_on, tokenizer, chat=False)
+    assert np.max(np.abs(np.asarray(other[0]["number_probs"]) - np.asarray(fast[0]["number_probs"]))) > 1e-3
+    assert family in ("llama-bpe", "gpt-2")

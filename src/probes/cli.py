@@ -20,6 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from promptgen.core.errors import ProbeError
+from runners.device import ITEMS_PER_CALL, MAX_LOGIT_ROWS
 
 app = typer.Typer(
     name="probes",
@@ -194,7 +195,8 @@ BatchSizeOpt = Annotated[
         "--batch-size",
         "--items-per-call",
         min=1,
-        help="Items per backend call (default 1024 when the model runs on CUDA, 16 on the CPU).",
+        help=f"Items per backend call (default {ITEMS_PER_CALL['cuda']} when the model runs on CUDA, "
+        f"{ITEMS_PER_CALL['cpu']} on the CPU).",
     ),
 ]
 FlushEveryOpt = Annotated[
@@ -233,7 +235,8 @@ MaxLogitRowsOpt = Annotated[
     typer.Option(
         "--max-logit-rows",
         min=1,
-        help="hf backend: logit rows (rows x positions) per continuation pass (default 4096 on CUDA, 512 on the CPU).",
+        help="hf backend: logit rows (rows x positions) per continuation pass "
+        f"(default {MAX_LOGIT_ROWS['cuda']} on CUDA, {MAX_LOGIT_ROWS['cpu']} on the CPU).",
     ),
 ]
 ModelRevisionOpt = Annotated[str | None, typer.Option("--model-revision", help="Model revision (Hub).")]
