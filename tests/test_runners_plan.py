@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -193,3 +194,46 @@ def test_plan_counts_equal_the_hf_backends_reported_counts(tmp_path: Path) -> No
     assert counted["computed_tokens"] == reported
     assert counted["context_tokens"] == context
     assert counted["computed_context_tokens"] < context  # the calls' shared prefixes ran once
+
+
+def test_sampled_tries_count_vllm_with_each_items_own_context() -> None:
+    """A call counted from 2 tries equals the call counted from all of them, for both backends, when tries agree.
+
+    vLLM's trie cost depends on the context's length (each level prompt recomputes the last
+    partial block), so contexts of many lengths are used: scaling the picked tries' costs
+    (the former estimator) is off here, counting each item with its own context is not.
+    """
+    require_extra("hf")
+    from transformers import AutoTokenizer
+
+    from runners import token_accounting as ta
+    from runners.rows import ScoringSettings, cached_digit_start_ids, prepare_request
+    from runners_fixtures import tiny_llama_folder
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_llama_folder("float32"))
+    digits = cached_digit_start_ids(tokenizer)
+    items = [
+        {**item, "prompt": "Please " + "really " * (k * 5 % 13) + item["prompt"]}
+        for k, item in enumerate(number_items(24))
+    ]
+
+    def prepare(batch: list[dict[str, Any]], mode: str) -> list[Any]:
+        return [prepare_request(i, tokenizer, False, ScoringSettings(), digits) for i in batch]
+
+    def contexts(item: dict[str, Any], candidates: tuple[int, ...]) -> Any:
+        return plan.context_request(item, tokenizer, False, candidates or digits)
+
+    settings = plan.PlanSettings(items_per_call=24, max_batch_tokens=8192, block_size=16, trie_items=None)
+    full = plan.count_call(items, prepare, contexts, "exact", settings)
+    sampled = plan.count_call(items, prepare, contexts, "exact", dataclasses.replace(settings, trie_items=2))
+    requests = prepare(items, "exact")
+    whole = ta.vllm_token_counts(requests, block_size=16, items_per_call=None)
+    assert len({len(r.context) % 16 for r in requests}) > 4  # the partial blocks differ between items
+    for backend in ("hf", "vllm"):
+        assert sampled[backend] == pytest.approx(full[backend], rel=1e-12)
+    assert full["vllm"]["computed_context_tokens"] + full["vllm"]["continuation_positions"] == whole.computed_tokens
+    picked = [requests[0], requests[12]]  # the tries count_call picks; scaling their costs would say:
+    scaled = 12 * sum(
+        ta.vllm_token_counts([r], block_size=16, items_per_call=None).continuation_positions for r in picked
+    )
+    assert scaled != whole.continuation_positions

@@ -27,8 +27,8 @@ request built as the run builds it. A larger one (the full empathy sweep has 1.7
 config) is estimated in two stages: `sample_calls` calls drawn at random (seeded), whose
 context positions are counted exactly (every item's context ids, the backends' accounting of
 the whole call); within each, the continuation positions of number items (their tries: ~200
-tokenisations of the whole prompt each, the costly part) from `trie_items` of them spread over
-the call (`count_call`). Totals are ratio estimates (sampled counts / sampled items x the
+tokenisations of the whole prompt each, the costly part) from the tries of `trie_items` of them
+spread over the call (`count_call`). Totals are ratio estimates (sampled counts / sampled items x the
 config's items), with a standard error from the spread between calls (finite population
 corrected). The error of this estimator against exact counts is measured by
 `benchmarks/plan_accuracy.py`. Only the sampled rows are read (their parquet row groups), so
@@ -357,8 +357,11 @@ def count_call(
     the run would send them, with each number item's trie left out; the positions its trie adds
     do not depend on the other requests of the call (hf: one packed row per request, its trie's
     nodes; vLLM: its level prompts after the context blocks the first wave cached, with no reuse
-    between prompts of one wave), so they are counted exactly on `trie_items` number items spread
-    over the call (`prepare`: the run's own `prepare_request`) and scaled to the call's number items.
+    between prompts of one wave). The tries of `trie_items` number items spread over the call
+    are built (`prepare`: the run's own `prepare_request`). hf's trie positions are their
+    nodes, so the picked ones scale to the call's number items. vLLM's also depend on the
+    context's length (each level prompt recomputes the context's last partial block), so every
+    number item is counted with its own context and the nearest picked item's trie.
     """
     from . import token_accounting as ta
 
@@ -376,20 +379,26 @@ def count_call(
     out: dict[str, dict[str, float]] = {}
     hf = ta.hf_token_counts(requests, max_batch_tokens=settings.max_batch_tokens, items_per_call=None)
     vl = ta.vllm_token_counts(requests, block_size=settings.block_size, items_per_call=None)
-    for name, counts, one in (
-        ("hf", hf, lambda r: ta.hf_token_counts([r], items_per_call=None).continuation_positions),
-        ("vllm", vl, lambda r: ta.vllm_token_counts([r], block_size=settings.block_size, items_per_call=None)),
-    ):
-        if name == "vllm":
-            single = one
-            one = lambda r, single=single: single(r).continuation_positions  # noqa: E731
-        per_trie = [one(full[k]) for k in picked]
-        scale = len(numbers) / len(picked) if picked else 0.0
+    # hf: a trie costs its nodes, whatever its context, so the picked tries scale to the call
+    per_trie = [ta.hf_token_counts([full[k]], items_per_call=None).continuation_positions for k in picked]
+    scale = len(numbers) / len(picked) if picked else 0.0
+    tries = {"hf": scale * sum(per_trie), "vllm": 0.0}
+    # vLLM: every level prompt recomputes its context's last partial block, so a trie's cost
+    # depends on its own context's length; each number item is counted with its own context
+    # and the trie of the nearest picked item before it (scaling the picked items' costs
+    # aliased with the rows' identity cycle: +29% on religion_P0S0T0)
+    for k in numbers:
+        near = full[k] if k in full else full[max((p for p in picked if p <= k), default=picked[0])]
+        own = ScoreRequest(requests[k].context, near.continuations, near.candidates)
+        tries["vllm"] += ta.vllm_token_counts(
+            [own], block_size=settings.block_size, items_per_call=None
+        ).continuation_positions
+    for name, counts in (("hf", hf), ("vllm", vl)):
         out[name] = {
             "items": len(items),
             "context_tokens": counts.context_tokens,
             "computed_context_tokens": counts.computed_context_tokens,
-            "continuation_positions": counts.continuation_positions + scale * sum(per_trie),
+            "continuation_positions": counts.continuation_positions + tries[name],
             "prefix_trie_minimum": counts.prefix_trie_minimum,
         }
     return out
