@@ -20,7 +20,7 @@ from promptgen.core import contract
 from promptgen.core.contract import ITEM_FEATURES, user_messages
 from promptgen.core.errors import ProbeError
 from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
-from runners import loop
+from runners import loop, model_identity
 from runners.results import parse_shard, read_done, shard_of
 from runners.rows import ScoringSettings
 from runners_fixtures import load_folder, load_model, load_tokenizer, require_extra
@@ -113,7 +113,7 @@ def env() -> dict[str, Any]:
     return {
         "backend": backend,
         "tokenizer": load_tokenizer(),
-        "revision": loop.key_revision(str(folder), revision=None),
+        "revision": model_identity.locate(str(folder)).revision,
     }
 
 

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from probes.cli import app
 from promptgen.core.errors import ProbeError
 from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
-from runners import loop
+from runners import loop, model_identity
 from runners.results import RESULT_SCHEMA, key_dir, part_files, prompt_sha256, write_key_file, write_part
 from runners.rows import ScoringSettings
 from runners.session import result_key
@@ -79,7 +79,7 @@ def _loop(prompts: loop.PromptConfig, out: Path, **kw: Any) -> loop.RunSummary:
 
     folder = load_folder()
     backend = HFBackend(load_model(), model_id=str(folder))
-    revision = loop.key_revision(str(folder), revision=None)
+    revision = model_identity.locate(str(folder)).revision
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -110,7 +110,7 @@ def test_ray_resumes_a_loop_run_and_matches_it(prompts: loop.PromptConfig, tmp_p
     model = load_folder()
     key = result_key(
         str(model),
-        loop.key_revision(str(model), revision=None),
+        model_identity.locate(str(model)).revision,
         ScoringSettings(),
         False,
         dtype="float32",
@@ -179,7 +179,7 @@ def test_replica_reports_input_errors_as_rows(prompts: loop.PromptConfig, monkey
     loaded = (
         HFBackend(load_model(), model_id=str(folder)),
         load_tokenizer(),
-        loop.key_revision(str(folder), revision=None),
+        model_identity.locate(str(folder)).revision,
     )
     monkeypatch.setattr(loop, "load_backend", lambda model, **options: loaded)
     replica = _Replica(

@@ -262,7 +262,7 @@ def tiny(shared_sources: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
 @pytest.fixture(scope="module")
 def race_results(tiny: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The subset `SCORED` of race_probe, scored by the project's run loop with the session SmolLM2."""
-    from runners import loop
+    from runners import loop, model_identity
     from runners.hf import HFBackend
     from runners_fixtures import load_folder, load_model, load_tokenizer
 
@@ -278,7 +278,7 @@ def race_results(tiny: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
     prompts.dataset = ds.select(keep)
     out = tmp_path_factory.mktemp("results")
     backend = HFBackend(load_model(), model_id=str(load_folder()))
-    revision = loop.key_revision(str(load_folder()), revision=None)
+    revision = model_identity.locate(str(load_folder())).revision
     loop.run_config(
         prompts,
         backend,

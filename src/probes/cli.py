@@ -239,7 +239,14 @@ MaxLogitRowsOpt = Annotated[
         f"(default {MAX_LOGIT_ROWS['cuda']} on CUDA, {MAX_LOGIT_ROWS['cpu']} on the CPU).",
     ),
 ]
-ModelRevisionOpt = Annotated[str | None, typer.Option("--model-revision", help="Model revision (Hub).")]
+ModelRevisionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model-revision",
+        help="Hub model: branch, tag or commit to load (default main). It is resolved to its commit, which keys the "
+        "results and is what loads; a full 40-hex commit needs no lookup.",
+    ),
+]
 GgufFileOpt = Annotated[
     str | None, typer.Option("--gguf-file", help="hf backend: load this GGUF file of the model folder / repo.")
 ]

@@ -326,7 +326,7 @@ class HFBackend:
         #: needed only by `generate` (decoding and stop strings)
         self.tokenizer = tokenizer
         self.model_id = model_id or str(getattr(model.config, "name_or_path", "") or type(model).__name__)
-        self.model_revision = model_revision or getattr(model.config, "_commit_hash", None)
+        self.model_revision = model_revision
         self.max_batch_tokens = max_batch_tokens
         self.max_logit_rows = max_logit_rows
         #: 0 turns the shared-prefix pass off

@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 import warnings
 from collections.abc import Callable
@@ -78,10 +77,6 @@ class PromptConfig:
         }
 
 
-def _looks_like_path(name: str) -> bool:
-    return name.startswith((".", "/", "~")) or name.count("/") > 1 or (os.sep != "/" and os.sep in name)
-
-
 def _front_matter(readme: Path) -> dict[str, Any]:
     import yaml
 
@@ -100,7 +95,7 @@ def load_prompt_config(dataset: str, config: str, *, revision: str | None = None
 
     folder = Path(dataset).expanduser()
     local = folder.exists()
-    if not local and _looks_like_path(dataset):
+    if not local and model_identity.is_path_like(dataset):
         raise ProbeError(f"prompt dataset folder {dataset} does not exist")
     if local and not folder.is_dir():
         raise ProbeError(f"prompt dataset {dataset} is not a folder")
@@ -186,16 +181,6 @@ def check_number_mode(prompts: PromptConfig, settings: ScoringSettings, tokenize
         raise ProbeError(f"{prompts.path} config {prompts.config!r}: {exc}") from None
 
 
-def key_revision(
-    model: str, *, revision: str | None, gguf_file: str | None = None, resolved_commit: str | None = None
-) -> str:
-    """The model revision of the result key (`runners.model_identity`): content for a folder, commit for the Hub."""
-    folder = Path(model).expanduser()
-    if folder.exists():
-        return model_identity.folder_revision(folder, gguf_file=gguf_file)
-    return model_identity.hub_revision(revision, resolved_commit)  # pragma: no cover - needs the network
-
-
 def load_backend(
     model: str,
     *,
@@ -225,6 +210,9 @@ def load_backend(
     what the items need (`needed_tokens(tokenizer)`, see `needs_of`), capped by the model's
     position limit (`runners.context_length`); without `needed_tokens`, the smaller of the
     limit and 4096.
+
+    The model is located and keyed first (`model_identity.locate`): a Hub id is loaded at the
+    commit its revision resolves to, and a local folder is checked again after loading.
     """
     if backend not in BACKENDS:
         raise ProbeError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
@@ -238,17 +226,12 @@ def load_backend(
         raise ProbeError(f"--tensor-parallel-size must be positive, got {tensor_parallel_size}")
     if tensor_parallel_size > 1 and backend != "vllm":
         raise ProbeError("--tensor-parallel-size works with --backend vllm; for hf use --device-map auto")
-    folder = Path(model).expanduser()
-    local = folder.exists()
-    if not local and _looks_like_path(model):
-        raise ProbeError(f"model folder {model} does not exist")
-    if local and gguf_file and not (folder / gguf_file).is_file():
-        raise ProbeError(f"model folder {model} has no GGUF file {gguf_file}")
-    if local and not gguf_file and not (folder / "config.json").is_file():
-        raise ProbeError(f"model folder {model} has no config.json (not a transformers model folder)")
     if backend == "vllm" and gguf_file:
         raise ProbeError("--gguf-file works with --backend hf; for vllm, save the model as a safetensors folder first")
     require_for_scoring(backend=backend)
+    # checked, resolved (a Hub id to its commit) and keyed before any weights load
+    ref = model_identity.locate(model, revision=revision, gguf_file=gguf_file)
+    revision = ref.load_revision
     from transformers import AutoConfig, AutoTokenizer
 
     extra = {"gguf_file": gguf_file} if gguf_file else {}
@@ -307,9 +290,13 @@ def load_backend(
             f"out of memory loading {model!r} in {weights_dtype} on {on}: spread it over the GPUs with "
             "--device-map auto (hf) or --tensor-parallel-size N (vllm), or pick a smaller --dtype"
         ) from None
-    commit = None if local else getattr(config, "_commit_hash", None)
-    revision_key = key_revision(model, revision=revision, gguf_file=gguf_file, resolved_commit=commit)
-    return scorer, tokenizer, revision_key
+    try:
+        ref.check_unchanged()  # weights swapped while they loaded must not be filed under the old key
+    except ProbeError:
+        if callable(getattr(scorer, "close", None)):
+            scorer.close()
+        raise
+    return scorer, tokenizer, ref.revision
 
 
 def load_hf(model: str, *, revision: str | None = None, dtype: str = AUTO, device: str = AUTO):
@@ -414,6 +401,7 @@ def run_config(
         batch_size=batch_size,
         flush_every=flush_every,
         started=started,
+        name_given=model_name is not None,
     )
     if on_start is not None:
         on_start(len(session.selected), len(session.selected) - len(session.todo))

@@ -1,17 +1,26 @@
 """What a model IS, for the result key, and what it is CALLED, for every file a run writes.
 
 Identity (`model_revision`): results are reused only for the very same model, so the key holds
-a revision that changes whenever anything that changes the numbers changes:
+a revision that changes whenever anything that changes the numbers changes. `locate` is the
+one place every driver (`probes run`, Ray, the demo) turns a model argument into it:
 
-- a local folder: a sha256 over the bytes of every file that shapes the scores (weights,
-  config, generation config, tokenizer files, chat template), so a checkpoint copied over
-  another at the same path, or an edited chat template, is a new key. Hashing 16 GB of an 8B
-  model takes a minute, so each file's digest is cached by (resolved path, size, mtime) in
-  `file-hashes.json` under the cache root: a rerun only stats the files. A file rewritten in
-  place gets a new mtime and is hashed again.
-- a folder inside a Hugging Face cache (`.../snapshots/<commit>/`): that commit sha, which
-  names the content already.
-- a Hub id: the commit sha the loaded config resolved to (never a branch name like `main`).
+- a local folder: a sha256 over the bytes of every file that shapes the scores: the weights,
+  the config, the generation config and every tokenizer and chat-template file transformers
+  may read, `additional_chat_templates/` included (`content_files`). So a checkpoint copied
+  over another at the same path, or an edited chat template, is a new key. Hashing 16 GB of
+  an 8B model takes a minute, so each file's digest is cached by (resolved path, size, mtime,
+  ctime, inode) in `file-hashes.json` under the cache root: a rerun only stats the files, and
+  a file rewritten or swapped in place is hashed again. The folder is hashed before the model
+  loads and checked again after (`ModelRef.check_unchanged`), so weights replaced while a run
+  loads them are an error, never filed under the wrong key.
+- a Hugging Face cache snapshot folder itself (`.../snapshots/<commit>`): that commit, which
+  names the content already. A folder *below* a snapshot (`.../snapshots/<commit>/ckpt-100`)
+  is one of several checkpoints of that commit, so it is hashed like any local folder.
+- a Hub id: the commit huggingface_hub resolves the asked revision (default `main`) to, read
+  from the snapshot the files come from (online or from the cache, `HF_HUB_OFFLINE`), never a
+  branch name. The model is then loaded *at that commit*, so a branch that moves while the run
+  loads cannot change what was keyed. A revision that cannot be resolved is an error, unless
+  `--model-revision` names a full 40-hex commit.
 
 The same folder reached by a copy, a relative path or a trailing `/` has the same bytes, so
 the same revision, so one key.
@@ -28,12 +37,14 @@ import json
 import os
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from promptgen.core.errors import ProbeError
 from promptgen.core.files import atomic_write_text, sha256_file
 
-#: files of a model folder whose bytes change the numbers (weights are matched by suffix)
+#: files of a model folder whose bytes change the numbers, besides the weights (matched by suffix)
+#: and the tokenizer's own vocabulary files (matched by `_TOKENIZER_SUFFIXES`)
 CONTENT_FILES = (
     "config.json",
     "generation_config.json",
@@ -49,7 +60,16 @@ CONTENT_FILES = (
     "preprocessor_config.json",
 )
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
-_SNAPSHOT = re.compile(r"(?:^|/)snapshots/(?P<commit>[0-9a-f]{40})(?:/|$)")
+#: a tokenizer class may read vocabulary files of its own names (`spiece.model`, `vocab.txt`,
+#: `tekken.json`, `*.tiktoken`, ...): every top-level file with one of these suffixes counts
+_TOKENIZER_SUFFIXES = (".json", ".txt", ".model", ".jinja", ".tiktoken")
+#: the folder transformers reads extra named chat templates from (`CHAT_TEMPLATE_DIR`)
+CHAT_TEMPLATE_DIR = "additional_chat_templates"
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+#: the folder IS a snapshot of the HF cache (not a folder below one)
+_SNAPSHOT_DIR = re.compile(r"(?:^|/)snapshots/(?P<commit>[0-9a-f]{40})$")
+#: a file inside a snapshot of the HF cache, as huggingface_hub returns its path
+_SNAPSHOT_FILE = re.compile(r"/snapshots/(?P<commit>[0-9a-f]{40})/")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -63,23 +83,34 @@ def cache_root() -> Path:
 def content_files(folder: Path, *, gguf_file: str | None = None) -> list[Path]:
     """The files of `folder` whose bytes shape the scores, sorted by name.
 
-    With `gguf_file`, that GGUF file is the weights (it carries its own tokenizer and template)
-    and other weight files in the folder do not count.
+    The weights (by suffix), the config and generation config, every file a tokenizer may
+    read (by name or suffix), and every chat template under `additional_chat_templates/`,
+    which transformers loads as named templates beside the default one. With `gguf_file`,
+    that GGUF file is the weights (it carries its own tokenizer and template) and other
+    weight files in the folder do not count. Other subfolders (e.g. checkpoints of a
+    training run) are other models and do not count.
     """
     files = []
     for path in sorted(folder.iterdir()):
         if not path.is_file():
             continue
-        if gguf_file is not None:
-            if path.name == gguf_file or (path.name in CONTENT_FILES and path.suffix != ".gguf"):
+        if path.suffix in WEIGHT_SUFFIXES:
+            if gguf_file is None or path.name == gguf_file:
                 files.append(path)
-        elif path.name in CONTENT_FILES or path.suffix in WEIGHT_SUFFIXES:
+        elif path.name in CONTENT_FILES or path.suffix in _TOKENIZER_SUFFIXES:
             files.append(path)
+    templates = folder / CHAT_TEMPLATE_DIR
+    if templates.is_dir():
+        files.extend(sorted(p for p in templates.rglob("*") if p.is_file()))
     return files
 
 
 class FileHashCache:
-    """sha256 of files, remembered by (resolved path, size, mtime_ns) in one JSON file.
+    """sha256 of files, remembered by (resolved path, size, mtime_ns, ctime_ns, inode) in one JSON file.
+
+    The mtime alone can be carried over by a copy (`cp -p`, `shutil.copy2`, rsync -t); a file
+    swapped in by rename has another inode, and any write changes the ctime, which no user
+    call can set back. So a swapped or rewritten file is always hashed again.
 
     The cache is advisory: a missing or unreadable cache file only means hashing again, and
     it is rewritten atomically (a concurrent writer's entries may be lost, never corrupted).
@@ -97,12 +128,13 @@ class FileHashCache:
     def sha256(self, path: Path) -> str:
         real = Path(path).resolve()
         stat = real.stat()
+        seen = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "ctime_ns": stat.st_ctime_ns, "ino": stat.st_ino}
         entry = self.entries.get(str(real))
-        if entry and entry.get("size") == stat.st_size and entry.get("mtime_ns") == stat.st_mtime_ns:
+        if entry and all(entry.get(k) == v for k, v in seen.items()):
             return str(entry["sha256"])
         digest = sha256_file(real)
         self.hashed += 1
-        self.entries[str(real)] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest}
+        self.entries[str(real)] = {**seen, "sha256": digest}
         self._dirty = True
         return digest
 
@@ -120,7 +152,7 @@ class FileHashCache:
 def folder_revision(folder: Path, *, gguf_file: str | None = None, cache: FileHashCache | None = None) -> str:
     """The content revision of a local model folder (module docstring)."""
     folder = Path(folder).expanduser()
-    snapshot = _SNAPSHOT.search(folder.resolve().as_posix()) or _SNAPSHOT.search(folder.absolute().as_posix())
+    snapshot = _SNAPSHOT_DIR.search(folder.resolve().as_posix()) or _SNAPSHOT_DIR.search(folder.absolute().as_posix())
     if snapshot and gguf_file is None:
         return snapshot["commit"]
     files = content_files(folder, gguf_file=gguf_file)
@@ -129,14 +161,100 @@ def folder_revision(folder: Path, *, gguf_file: str | None = None, cache: FileHa
     cache = cache or FileHashCache()
     h = hashlib.sha256()
     for path in files:
-        h.update(f"{path.name}\0{cache.sha256(path)}\n".encode())
+        h.update(f"{path.relative_to(folder).as_posix()}\0{cache.sha256(path)}\n".encode())
     cache.save()
     return f"sha256-{h.hexdigest()[:32]}"
 
 
-def hub_revision(asked: str | None, resolved_commit: str | None) -> str:
-    """A Hub model's key revision: the commit that was loaded, else what was asked for."""
-    return resolved_commit or asked or "unknown"
+def is_path_like(name: str) -> bool:
+    """Whether a model or dataset argument that does not exist was meant as a local path, not a Hub id.
+
+    A Hub id is `name` or `org/name`; anything starting with `.`, `/` or `~`, or with more
+    than one `/`, can only be a path.
+    """
+    return name.startswith((".", "/", "~")) or name.count("/") > 1 or (os.sep != "/" and os.sep in name)
+
+
+def hub_commit(model: str, revision: str | None, *, filename: str = "config.json") -> str:
+    """The commit a Hub model's `revision` (default `main`) resolves to, by huggingface_hub.
+
+    A full 40-hex commit is taken as it is. Otherwise huggingface_hub fetches (or, offline,
+    finds in the cache) `filename` at that revision; the snapshot folder it comes from is
+    named by the commit. Anything else is an error: a branch name never keys results.
+    """
+    if revision is not None and _COMMIT.match(revision):
+        return revision
+    from huggingface_hub import hf_hub_download
+
+    asked = revision or "main"
+    try:
+        path = hf_hub_download(model, filename, revision=revision)
+    except Exception as exc:  # offline misses, 404s, auth and network errors all end here
+        raise ProbeError(
+            f"cannot resolve Hub model {model!r} at revision {asked!r} to a commit "
+            f"({type(exc).__name__}: {exc}); check the id, or pass --model-revision with a 40-hex commit sha"
+        ) from None
+    found = _SNAPSHOT_FILE.search(Path(path).as_posix())
+    if found is None:
+        raise ProbeError(
+            f"cannot tell which commit of Hub model {model!r} was loaded (huggingface_hub returned a file outside "
+            "a cache snapshot); pass --model-revision with a 40-hex commit sha"
+        )
+    return found["commit"]
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """A model argument resolved to what loads and what keys it (`locate`)."""
+
+    #: the argument as given: a folder or a Hub id (the backends record it as their model id)
+    model: str
+    local: bool
+    #: the result key's revision (module docstring)
+    revision: str
+    #: the `revision=` to load with: the resolved commit for a Hub id, the asked one for a folder
+    load_revision: str | None
+    gguf_file: str | None = None
+
+    def check_unchanged(self, cache: FileHashCache | None = None) -> None:
+        """After loading: a local folder must still hash to the revision it was keyed by.
+
+        The file cache makes this a stat of each file unless one changed, so it costs nothing
+        on a stable folder; a file swapped during the load is hashed again and differs.
+        """
+        if not self.local:
+            return
+        now = folder_revision(Path(self.model), gguf_file=self.gguf_file, cache=cache)
+        if now != self.revision:
+            raise ProbeError(
+                f"model folder {self.model} changed while it was loading (its content went from {self.revision} "
+                f"to {now}); nothing was scored: rerun once the folder is no longer being written"
+            )
+
+
+def locate(
+    model: str, *, revision: str | None = None, gguf_file: str | None = None, cache: FileHashCache | None = None
+) -> ModelRef:
+    """The one rule for a model argument: check it, resolve it, and compute its key revision.
+
+    An existing path is a local folder (it must hold `config.json`, or `gguf_file`); a
+    path-like argument that does not exist is an error; anything else is a Hub id, resolved
+    to a commit by `hub_commit`. Runs before any weights load.
+    """
+    folder = Path(model).expanduser()
+    if folder.exists():
+        if not folder.is_dir():
+            raise ProbeError(f"model {model} is a file, not a model folder (GGUF: give its folder and --gguf-file)")
+        if gguf_file and not (folder / gguf_file).is_file():
+            raise ProbeError(f"model folder {model} has no GGUF file {gguf_file}")
+        if not gguf_file and not (folder / "config.json").is_file():
+            raise ProbeError(f"model folder {model} has no config.json (not a transformers model folder)")
+        key = folder_revision(folder, gguf_file=gguf_file, cache=cache)
+        return ModelRef(model, True, key, revision, gguf_file)
+    if is_path_like(model):
+        raise ProbeError(f"model folder {model} does not exist")
+    commit = hub_commit(model, revision, filename=gguf_file or "config.json")
+    return ModelRef(model, False, commit, commit, gguf_file)
 
 
 def default_model_name(model: str, *, local: bool) -> str:

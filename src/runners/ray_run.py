@@ -48,7 +48,7 @@ import pyarrow as pa
 
 from promptgen.core.errors import ProbeError
 
-from . import loop
+from . import loop, model_identity
 from . import results as res
 from .device import AUTO, DTYPES, ITEMS_PER_CALL, device_type, resolve_dtype
 from .extras import require_for_scoring
@@ -126,40 +126,29 @@ class _Replica:
 
 def resolve_model(
     model: str, *, revision: str | None, dtype: str, backend: str, gguf_file: str | None = None
-) -> tuple[Any, str, str]:
-    """(tokenizer, revision for the result key, dtype the weights will load in) of a model, without its weights.
+) -> tuple[Any, model_identity.ModelRef, str]:
+    """(tokenizer, located model, dtype the weights will load in) of a model, without its weights.
 
     The dtype is `runners.device.resolve_dtype` of the model's config, as `loop.load_backend`
-    resolves it, so the driver can key the run before any actor loads the model.
-
-    The checks and the revision rule are `loop.load_backend`'s (a local folder is keyed by a
-    hash of its config and weight files; a Hub model by the asked revision, else the commit
-    its config resolves to), so a Ray run and `probes run` key the same model alike.
+    resolves it, so the driver can key the run before any actor loads the model. The model is
+    located and keyed by `model_identity.locate`, as `probes run` does, and every actor loads
+    the `load_revision` it names (a Hub id's resolved commit), so all replicas load one commit.
     """
     if backend not in loop.BACKENDS:
         raise ProbeError(f"--backend must be one of {', '.join(loop.BACKENDS)}, got {backend!r}")
     if dtype not in (AUTO, *DTYPES):
         raise ProbeError(f"--dtype must be one of auto, {', '.join(DTYPES)}, got {dtype!r}")
-    folder = Path(model).expanduser()
-    local = folder.exists()
-    if not local and loop._looks_like_path(model):
-        raise ProbeError(f"model folder {model} does not exist")
-    if local and gguf_file and not (folder / gguf_file).is_file():
-        raise ProbeError(f"model folder {model} has no GGUF file {gguf_file}")
-    if local and not gguf_file and not (folder / "config.json").is_file():
-        raise ProbeError(f"model folder {model} has no config.json (not a transformers model folder)")
     require_for_scoring(backend=backend, ray=True, what="probes run")
+    ref = model_identity.locate(model, revision=revision, gguf_file=gguf_file)
     from transformers import AutoConfig, AutoTokenizer
 
     extra = {"gguf_file": gguf_file} if gguf_file else {}
     try:
-        tokenizer = AutoTokenizer.from_pretrained(model, revision=revision, **extra)
-        config = AutoConfig.from_pretrained(model, revision=revision, **extra)
-    except (OSError, ValueError) as exc:  # pragma: no cover - Hub models need the network
+        tokenizer = AutoTokenizer.from_pretrained(model, revision=ref.load_revision, **extra)
+        config = AutoConfig.from_pretrained(model, revision=ref.load_revision, **extra)
+    except (OSError, ValueError) as exc:
         raise ProbeError(f"cannot load model {model!r}: {exc}") from exc
-    weights = resolve_dtype(dtype, None if gguf_file else config)
-    commit = None if local else getattr(config, "_commit_hash", None)
-    return tokenizer, loop.key_revision(model, revision=revision, gguf_file=gguf_file, resolved_commit=commit), weights
+    return tokenizer, ref, resolve_dtype(dtype, None if gguf_file else config)
 
 
 def _uses_gpu(device: str, backend: str, cluster: Mapping[str, float]) -> bool:
@@ -233,7 +222,7 @@ def run_config_ray(
     if num_workers < 1:
         raise ProbeError("--ray-workers must be positive")
     options = dict(load_options or {})
-    tokenizer, key_revision, weights = resolve_model(
+    tokenizer, ref, weights = resolve_model(
         model, revision=model_revision, dtype=dtype, backend=backend, gguf_file=options.get("gguf_file")
     )
     if chat is None:
@@ -242,7 +231,7 @@ def run_config_ray(
     if backend == "vllm" and "needed_tokens" not in options:  # the actors' engines fit the items (loop.needs_of)
         options["needed_tokens"] = loop.needs_of(prompts, settings, chat, shard=shard, limit=limit)(tokenizer)
     name = model_name_for(model, model_name)
-    key = result_key(name, key_revision, settings, chat, dtype=weights, backend=backend)
+    key = result_key(name, ref.revision, settings, chat, dtype=weights, backend=backend)
     session = Session.open(
         prompts,
         results,
@@ -253,7 +242,9 @@ def run_config_ray(
         batch_size=batch_size,
         flush_every=flush_every,
         started=started,
+        name_given=model_name is not None,
     )
+    key = session.key  # under the name the folder already records, when a default name gave way
     ids = prompts.dataset["id"]
     todo = session.todo
     if on_start is not None:
@@ -293,7 +284,7 @@ def run_config_ray(
                     "load_options": {
                         **options,
                         "backend": backend,
-                        "revision": model_revision,
+                        "revision": ref.load_revision,
                         "dtype": weights,
                         "device": device,
                     },

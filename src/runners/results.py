@@ -151,6 +151,26 @@ def key_dir(results: Path, config: str, key: ResultKey) -> Path:
     return config_dir / key.slug
 
 
+def named_elsewhere(results: Path, key: ResultKey) -> tuple[Path, str] | None:
+    """A key folder of the same identity recorded under another model name, in any config, or None.
+
+    The digest leaves the name out, so a run under a new `--model-name` would add rows with a
+    second name to the folder (and another config's folder) of the same model: one model
+    would appear as two, and publishing refuses such a folder.
+    """
+    data = Path(results) / "data"
+    if not data.is_dir():
+        return None
+    for folder in sorted(p for p in data.glob(f"*/*-{key.digest[:16]}") if p.is_dir()):
+        try:
+            name = json.loads((folder / "key.json").read_text(encoding="utf-8")).get("model")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(name, str) and name != key.model:
+            return folder, name
+    return None
+
+
 def _part_order(path: Path) -> tuple[int, str, str]:
     m = _PART.match(path.name)
     assert m is not None

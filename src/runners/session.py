@@ -23,7 +23,7 @@ import platform
 import tempfile
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +106,27 @@ def model_name_for(model: str, model_name: str | None) -> str:
     return model_identity.default_model_name(model, local=Path(model).expanduser().exists())
 
 
+def keep_one_name(results: Path, key: res.ResultKey, *, name_given: bool) -> res.ResultKey:
+    """One model keeps one name in a results folder (`results.named_elsewhere`).
+
+    When this model and settings already have results under another name, a default name
+    (the folder's name, for a copy of the model elsewhere) gives way to the recorded one, and
+    an explicit `--model-name` that differs is refused: adding its rows would show one model
+    as two, and publishing refuses such a folder.
+    """
+    clash = res.named_elsewhere(results, key)
+    if clash is None:
+        return key
+    where, name = clash
+    if not name_given:
+        return replace(key, model=name)
+    raise ProbeError(
+        f"{where}: this model, at these settings, already has results here under the model name {name!r}, "
+        f"not {key.model!r}; rerun with --model-name {name!r} (one model keeps one name in a results folder), "
+        "or write to another --out"
+    )
+
+
 @dataclass
 class Session:
     """The state of one run (module docstring); `open` it, `add` rows, `finish` it."""
@@ -146,13 +167,19 @@ class Session:
         batch_size: int | None = 16,
         flush_every: int = 64,
         started: float | None = None,
+        name_given: bool = True,
     ) -> Session:
-        """Check the options, select the shard's items and those still to score (`batch_size` None: the driver's)."""
+        """Check the options, select the shard's items and those still to score (`batch_size` None: the driver's).
+
+        `name_given`: the key's model name is the user's `--model-name`, not a default
+        (`keep_one_name`).
+        """
         if (batch_size is not None and batch_size < 1) or flush_every < 1:
             raise ProbeError("--batch-size and --flush-every must be positive")
         if limit is not None and limit < 1:
             raise ProbeError(f"--limit must be positive, got {limit}")
         check_out_folder(Path(results))
+        key = keep_one_name(Path(results), key, name_given=name_given)
         folder = res.key_dir(results, prompts.config, key)
         remove_stale_temp_files(folder)
         ids = prompts.dataset["id"]

@@ -1,0 +1,188 @@
+"""One model identity for every way a model is reached (`runners.model_identity.locate`).
+
+Each scenario served another model's rows, or filed rows under the wrong key, before the key
+revision came from one function: a Hub id was keyed `unknown` (transformers 5 no longer sets
+`config._commit_hash`), a folder below an HF-cache snapshot took the snapshot's commit, a
+chat template in `additional_chat_templates/` was not hashed, weights swapped during the load
+were hashed after it, and a second `--model-name` split one key into two "models".
+
+Hub models are placed in a throwaway Hugging Face cache (`models--org--name/snapshots/<sha>`
+with `refs/main`), read with the Hub offline, exactly as huggingface_hub lays a download out.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from typer.testing import CliRunner
+
+from probes.cli import app
+from runners import model_identity
+from runners import results as res
+from test_runners_loop import ITEMS
+from test_runners_trust import _prompts, _tiny_llama
+
+SHA_A = "a" * 40
+SHA_B = "b" * 40
+SHA_A2 = "c" * 40
+
+
+@pytest.fixture()
+def prompts(tmp_path: Path) -> Path:
+    return _prompts(tmp_path / "prompts", ITEMS)
+
+
+@pytest.fixture()
+def hub_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty HF cache that huggingface_hub and transformers read (the Hub is offline in the tests)."""
+    import huggingface_hub.constants
+
+    cache = tmp_path / "hf-cache"
+    cache.mkdir()
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    return cache
+
+
+def _place(cache: Path, repo: str, commit: str, *, seed: int, main: bool = True) -> Path:
+    """A tiny model as the snapshot `commit` of `repo` in the HF cache; `refs/main` points at it if `main`."""
+    root = cache / f"models--{repo.replace('/', '--')}"
+    snapshot = _tiny_llama(root / "snapshots" / commit, seed=seed)
+    if main:
+        (root / "refs").mkdir(parents=True, exist_ok=True)
+        (root / "refs" / "main").write_text(commit)
+    return snapshot
+
+
+def _run(prompts: Path, model: str, out: Path, *extra: str) -> tuple[int, str]:
+    args = ["run", str(prompts), "--config", "items", "--model", model, "--out", str(out), "-q"]
+    result = CliRunner().invoke(app, [*args, "--batch-size", "4", *extra])
+    return result.exit_code, result.output
+
+
+def _ok(prompts: Path, model: str, out: Path, *extra: str) -> str:
+    code, output = _run(prompts, model, out, *extra)
+    assert code == 0, output
+    return output
+
+
+def _keys(out: Path) -> dict[str, pa.Table]:
+    return {d.name: res.read_key_rows(d) for d in sorted((out / "data" / "items").iterdir()) if res.part_files(d)}
+
+
+def _probs(rows: pa.Table) -> dict[str, list[float]]:
+    """{id: the item's probabilities} (option probabilities, or the number distribution)."""
+    table = rows.to_pylist()
+    return {r["id"]: r["choice_probs"] or r["number_probs"] for r in table}
+
+
+def test_two_hub_models_in_one_out_get_two_keys_and_their_own_numbers(
+    tmp_path: Path, prompts: Path, hub_cache: Path
+) -> None:
+    _place(hub_cache, "org/A", SHA_A, seed=1)
+    _place(hub_cache, "org/B", SHA_B, seed=2)
+    out = tmp_path / "results"
+    _ok(prompts, "org/A", out)
+    second = _ok(prompts, "org/B", out)
+    assert f"{len(ITEMS)} items scored (0 already done" in second, second
+    keys = _keys(out)
+    assert len(keys) == 2
+    revisions = {rows.column("model_revision")[0].as_py(): rows for rows in keys.values()}
+    assert set(revisions) == {SHA_A, SHA_B}  # the commits, never "unknown" or a branch name
+    a, b = _probs(revisions[SHA_A]), _probs(revisions[SHA_B])
+    assert max(abs(x - y) for i in a for x, y in zip(a[i], b[i], strict=True)) > 1e-3
+
+
+def test_a_moved_refs_main_is_rescored_under_the_new_commit(tmp_path: Path, prompts: Path, hub_cache: Path) -> None:
+    _place(hub_cache, "org/A", SHA_A, seed=1)
+    out = tmp_path / "results"
+    _ok(prompts, "org/A", out)
+    _place(hub_cache, "org/A", SHA_A2, seed=3)  # main moves to new weights
+    again = _ok(prompts, "org/A", out)
+    assert f"{len(ITEMS)} items scored (0 already done" in again, again
+    revisions = sorted(rows.column("model_revision")[0].as_py() for rows in _keys(out).values())
+    assert revisions == [SHA_A, SHA_A2]
+
+
+def test_a_hub_revision_that_cannot_be_resolved_is_an_error_unless_a_commit_is_named(
+    tmp_path: Path, prompts: Path, hub_cache: Path
+) -> None:
+    _place(hub_cache, "org/A", SHA_A, seed=1, main=False)  # in the cache, but no ref names it
+    out = tmp_path / "results"
+    code, output = _run(prompts, "org/A", out)
+    assert code == 1 and "Traceback" not in output, output
+    assert "cannot resolve Hub model 'org/A' at revision 'main'" in output and "--model-revision" in output
+    assert not out.exists()
+    _ok(prompts, "org/A", out, "--model-revision", SHA_A)
+    assert [rows.column("model_revision")[0].as_py() for rows in _keys(out).values()] == [SHA_A]
+
+
+def test_two_checkpoints_under_one_snapshot_get_two_keys(tmp_path: Path, prompts: Path, hub_cache: Path) -> None:
+    snapshot = hub_cache / "models--org--run" / "snapshots" / SHA_A
+    first = _tiny_llama(snapshot / "ckpt-100", seed=1)
+    second = _tiny_llama(snapshot / "ckpt-200", seed=2)
+    assert model_identity.folder_revision(first) != model_identity.folder_revision(second)
+    assert model_identity.folder_revision(first) != SHA_A
+    out = tmp_path / "results"
+    _ok(prompts, str(first), out)
+    again = _ok(prompts, str(second), out)
+    assert f"{len(ITEMS)} items scored (0 already done" in again, again
+    assert len(_keys(out)) == 2
+    # the snapshot folder itself is still keyed by its commit (it names the content)
+    _tiny_llama(snapshot, seed=1)
+    assert model_identity.folder_revision(snapshot) == SHA_A
+
+
+def test_a_chat_template_in_a_subfolder_changes_the_key(tmp_path: Path, prompts: Path) -> None:
+    model = _tiny_llama(tmp_path / "m", seed=1)
+    before = model_identity.folder_revision(model)
+    out = tmp_path / "results"
+    _ok(prompts, str(model), out)
+    templates = model / "additional_chat_templates"
+    templates.mkdir()
+    (templates / "tool_use.jinja").write_text("{% for m in messages %}{{ m['content'] }}{% endfor %}")
+    assert model_identity.folder_revision(model) != before
+    again = _ok(prompts, str(model), out)
+    assert f"{len(ITEMS)} items scored (0 already done" in again, again
+
+
+def test_weights_swapped_while_the_model_loads_are_detected(
+    tmp_path: Path, prompts: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runners.hf import HFBackend
+
+    model = _tiny_llama(tmp_path / "m", seed=1)
+    other = _tiny_llama(tmp_path / "other", seed=2)
+    load = HFBackend.from_pretrained.__func__
+
+    def swap_during_load(cls, *args, **kwargs):
+        backend = load(cls, *args, **kwargs)
+        shutil.copy2(other / "model.safetensors", model / "model.safetensors")  # the mtime is carried over
+        return backend
+
+    monkeypatch.setattr(HFBackend, "from_pretrained", classmethod(swap_during_load))
+    out = tmp_path / "results"
+    code, output = _run(prompts, str(model), out)
+    assert code == 1 and "Traceback" not in output, output
+    assert "changed while it was loading" in output
+    assert not list(out.rglob("*.parquet"))
+
+
+def test_a_second_model_name_for_one_key_is_refused(tmp_path: Path, prompts: Path) -> None:
+    model = _tiny_llama(tmp_path / "m", seed=1)
+    out = tmp_path / "results"
+    _ok(prompts, str(model), out, "--model-name", "org/first", "--limit", "2")
+    code, output = _run(prompts, str(model), out, "--model-name", "org/second")
+    assert code == 1 and "Traceback" not in output, output
+    assert "'org/first'" in output and "--model-name" in output
+    (folder,) = _keys(out)
+    rows = _keys(out)[folder]
+    assert set(rows.column("model").to_pylist()) == {"org/first"} and rows.num_rows == 2
+    assert json.loads((out / "data" / "items" / folder / "key.json").read_text())["model"] == "org/first"
+    # the same name resumes as before
+    _ok(prompts, str(model), out, "--model-name", "org/first")
+    assert _keys(out)[folder].num_rows == len(ITEMS)
