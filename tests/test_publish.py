@@ -30,6 +30,7 @@ from probes import publish as pub
 from probes.cli import app
 from probes.publish import RemoteFile, plan_publish, publish
 from promptgen.core.errors import ProbeError
+from promptgen.core.secrets import scrub
 from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
 
 runner = CliRunner()
@@ -534,7 +535,7 @@ def test_token_never_appears_in_errors(tmp_path, monkeypatch):
 
 def test_scrub_masks_known_and_token_shaped_secrets():
     text = "token=abcdefgh12345 Bearer zzzzzzzzzz hf_ABCDEFGHIJKL0123 mine-1234 and your token has rights"
-    assert pub.scrub(text, ["mine-1234", None]) == "token=*** Bearer *** hf_*** *** and your token has rights"
+    assert scrub(text, ["mine-1234", None]) == "token=*** Bearer *** hf_*** *** and your token has rights"
 
 
 # --------------------------------------------------------------------------- input errors and planning

@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -69,6 +68,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 from promptgen.core.errors import ProbeError
 from promptgen.core.layout import BUILD_MANIFEST
+from promptgen.core.secrets import known_secrets, scrub
 from runners.results import MANIFEST_NAME
 
 CARD = "README.md"
@@ -462,61 +462,6 @@ def fingerprint_of_commit(commit: Any) -> str | None:
 
 # --------------------------------------------------------------------------- token hygiene
 
-_HF_TOKEN_RE = re.compile(r"\bhf_[A-Za-z0-9]{8,}")
-_BEARER_RE = re.compile(r"(?i)\b(bearer\s+|token\s*[:=]\s*)[A-Za-z0-9._~+/=-]{8,}")
-
-
-def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
-    """`text` with the given secrets and anything shaped like an HF token or bearer credential masked."""
-    for secret in sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True):
-        text = text.replace(secret, "***")
-    text = _HF_TOKEN_RE.sub("hf_***", text)
-    return _BEARER_RE.sub(lambda m: f"{m.group(1)}***", text)
-
-
-#: environment variables huggingface_hub reads a token from; their values are masked in logs
-TOKEN_ENV_VARS: tuple[str, ...] = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
-
-
-class ScrubTokens(logging.Filter):
-    """Mask tokens in every log record a handler emits (`-v` turns on libraries' DEBUG lines,
-    which may print request headers or URLs with credentials).
-
-    The record is formatted here, scrubbed, and its args dropped, so no formatter can put the
-    raw values back; a traceback attached to the record is formatted and scrubbed too. The
-    secrets are read from the environment when the filter is made (the CLI makes it at start).
-    """
-
-    def __init__(self, secrets: Iterable[str | None] | None = None) -> None:
-        super().__init__()
-        self.secrets = tuple(s for s in (secrets or (os.environ.get(v) for v in TOKEN_ENV_VARS)) if s)
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except Exception:  # args that do not fit the format: scrub the raw parts instead
-            message = f"{record.msg} {record.args}"
-        record.msg = scrub(message, self.secrets)
-        record.args = None
-        if record.exc_info and not record.exc_text:
-            record.exc_text = logging.Formatter().formatException(record.exc_info)
-        if record.exc_text:
-            record.exc_text = scrub(record.exc_text, self.secrets)
-        if record.stack_info:
-            record.stack_info = scrub(record.stack_info, self.secrets)
-        return True
-
-
-def install_log_scrubber(logger: logging.Logger | None = None) -> None:
-    """Add one `ScrubTokens` to every handler of `logger` (the root logger by default).
-
-    On the handlers, not the logger: records propagated from library loggers pass through the
-    root's handlers but never through the root logger's own filters.
-    """
-    for handler in (logger or logging.getLogger()).handlers:
-        if not any(isinstance(f, ScrubTokens) for f in handler.filters):
-            handler.addFilter(ScrubTokens())
-
 
 def _known_tokens(api: Any) -> list[str]:
     """Every token huggingface_hub may send: the api's own, then `HF_TOKEN` or the saved login.
@@ -589,7 +534,7 @@ class _Hub:
         except Exception as exc:
             from huggingface_hub.errors import RepositoryNotFoundError
 
-            text = scrub(f"{action} {self.repo_id} failed: {type(exc).__name__}: {exc}", self.tokens)
+            text = scrub(f"{action} {self.repo_id} failed: {type(exc).__name__}: {exc}", [*self.tokens, *known_secrets()])
             cls = RepoNotFound if isinstance(exc, RepositoryNotFoundError) else HubError
             # `from None`: the original exception's text is unscrubbed and must not be printed as the cause
             raise cls(" ".join(text.split()) + _hint(exc)) from None
