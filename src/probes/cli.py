@@ -957,7 +957,9 @@ def publish_cmd(
 
     Re-publishing identical content makes no commit.
     The folder is validated first and refused, naming each problem, when it holds a symlink or a file its format
-    does not define, or (result folders) an unreadable part, two rows for one key and id, or a stale manifest.
+    does not define, a Hugging Face token or a home-folder path in any file (card, JSON value, parquet string),
+    or (result folders) an unreadable part, a part not of the result schema, two rows for one key and id, or a
+    stale manifest.
     Remote files under data/ that the folder no longer has are deleted in the same commit (older tags keep them).
     The token comes from `hf auth login` or HF_TOKEN, never from a flag, and is scrubbed from every error.
     """

@@ -49,7 +49,10 @@ Decisions, and why:
   results_manifest.json, data/<config>/<key>/key.json and the runner's part files), anything else
   and every symlink is refused by name (a link would upload what it points to). A result
   folder's parts are all read first (`results_check`): readable, one row per key and id, rows
-  matching key.json, manifest counts matching the parts. `--dry-run` prints these checks.
+  matching key.json, manifest counts matching the parts, columns exactly the result schema. Then
+  every file's content (`content_check`): a token or a home-folder path anywhere (card, JSON
+  value, any string of any parquet column) is refused, named by file and line, JSON path or row
+  id and column. `--dry-run` prints these checks.
 - `--dry-run` only reads. When the Hub cannot be read (offline, no such repo, no access) it
   says so and plans against an empty repo, i.e. every file is an "add".
 """
@@ -304,9 +307,11 @@ def inspect_folder(local_dir: Path | str) -> LocalFolder:
             if not isinstance(manifest.get(key), str) or not manifest[key]:
                 raise ProbeError(f"{path}: missing or empty `{key}`; rebuild the folder with `probes build`")
         _check_prompt_files(path, manifest, files)
+        _refuse_leaks(root, files)
         checks = (
             f"checked: {len(files)} files, all defined by the prompt dataset format, none a symlink",
             f"checked: every data file matches {BUILD_MANIFEST} (sha256)",
+            LEAK_CHECK_LINE,
         )
         name, version, fingerprint = manifest["name"], manifest["version"], manifest["fingerprint"]
         return LocalFolder(root, "prompt", name, version, fingerprint, files, checks)
@@ -315,8 +320,28 @@ def inspect_folder(local_dir: Path | str) -> LocalFolder:
     report = validate_results(root, _read_json(root / MANIFEST_NAME))
     if report.problems:
         raise ProbeError(_refusal(root, report.problems, "fix or rerun the affected configs with `probes run`"))
-    checks = (f"checked: {len(files)} files, all defined by the result folder format, none a symlink", *report.lines())
+    _refuse_leaks(root, files)
+    checks = (
+        f"checked: {len(files)} files, all defined by the result folder format, none a symlink",
+        *report.lines(),
+        LEAK_CHECK_LINE,
+    )
     return LocalFolder(root, "results", root.resolve().name, None, None, files, checks)
+
+
+LEAK_CHECK_LINE = (
+    "checked: no token or home-folder path in the card, any JSON value or any string of any parquet column"
+)
+
+
+def _refuse_leaks(root: Path, files: Iterable[LocalFile]) -> None:
+    """Refuse content that must not go public (`content_check`): tokens and private paths, named by place."""
+    from probes.content_check import scan_folder
+
+    problems = scan_folder(root, [f.path for f in files])
+    if problems:
+        fix = "remove them from the files (rebuild or rerun without them); a published file stays in the repo's history"
+        raise ProbeError(_refusal(root, problems, fix))
 
 
 def resolve_tag(folder: LocalFolder, revision_tag: str | None) -> str | None:
@@ -534,7 +559,9 @@ class _Hub:
         except Exception as exc:
             from huggingface_hub.errors import RepositoryNotFoundError
 
-            text = scrub(f"{action} {self.repo_id} failed: {type(exc).__name__}: {exc}", [*self.tokens, *known_secrets()])
+            text = scrub(
+                f"{action} {self.repo_id} failed: {type(exc).__name__}: {exc}", [*self.tokens, *known_secrets()]
+            )
             cls = RepoNotFound if isinstance(exc, RepositoryNotFoundError) else HubError
             # `from None`: the original exception's text is unscrubbed and must not be printed as the cause
             raise cls(" ".join(text.split()) + _hint(exc)) from None

@@ -39,6 +39,17 @@ MASK = "***"
 
 #: an HF user access token (real ones are `hf_` + 34 letters and digits; 8+ also catches cut ones)
 HF_TOKEN_RE = re.compile(r"\bhf_[A-Za-z0-9]{8,}")
+#: what must never be published, by kind: written so that Python's `re` and Arrow's RE2
+#: (`pyarrow.compute.match_substring_regex`, no look-around) read them alike. A home path names
+#: a person and a machine; `~/` and the Windows form are the same leak spelled otherwise.
+PUBLISH_LEAK_PATTERNS: dict[str, str] = {
+    "a Hugging Face token": HF_TOKEN_RE.pattern,
+    "a home-folder path": (
+        r"""(?:^|[^A-Za-z0-9_.:/~-])"""  # not inside a URL or a longer path: `https://x.org/home/...` is fine
+        r"""(?:/home/[^/\s"']+|/Users/[^/\s"']+|/root(?:$|[/\s"'])|~/|[A-Za-z]:[\\/]Users[\\/])"""
+    ),
+}
+
 #: the value of an Authorization header, as a raw header line, a dict repr or JSON (`'authorization': '...'`)
 _AUTH_HEADER_RE = re.compile(
     r"""(?i)(\bauthorization\b["']?\s*[:=]\s*["']?(?:(?:bearer|basic|token)\s+)?)[^"'\r\n,;}]+"""
