@@ -362,7 +362,7 @@ def test_log_scrubber_handles_any_record():
     """Mismatched args never make logging raise, and secrets in args and tracebacks are masked."""
     import logging
 
-    from probes.publish import ScrubTokens
+    from promptgen.core.secrets import ScrubTokens
 
     scrubber = ScrubTokens(["s3cret-value"])
     bad = logging.LogRecord("x", logging.DEBUG, __file__, 1, "token %s and %s", ("s3cret-value",), None)

@@ -30,6 +30,7 @@ from probes import publish as pub
 from probes.cli import app
 from probes.publish import RemoteFile, plan_publish, publish
 from promptgen.core.errors import ProbeError
+from promptgen.core.secrets import scrub
 from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
 
 runner = CliRunner()
@@ -534,7 +535,7 @@ def test_token_never_appears_in_errors(tmp_path, monkeypatch):
 
 def test_scrub_masks_known_and_token_shaped_secrets():
     text = "token=abcdefgh12345 Bearer zzzzzzzzzz hf_ABCDEFGHIJKL0123 mine-1234 and your token has rights"
-    assert pub.scrub(text, ["mine-1234", None]) == "token=*** Bearer *** hf_*** *** and your token has rights"
+    assert scrub(text, ["mine-1234", None]) == "token=*** Bearer *** hf_*** *** and your token has rights"
 
 
 # --------------------------------------------------------------------------- input errors and planning
@@ -716,9 +717,109 @@ def test_dry_run_shows_the_validation(tmp_path):
     assert result.exit_code == 0, result.output
     text = _plain(result.output)
     assert "checked: 5 files, all defined by the result folder format, none a symlink" in text
-    assert "checked: 2 parts of 1 keys in 1 configs are readable parquet; 10 rows, one per (key, id)" in text
+    assert (
+        "checked: 2 parts of 1 keys in 1 configs are readable parquet with the result schema; 10 rows, "
+        "one per (key, id)" in text
+    )
+    assert "checked: no token or home-folder path in the card, any JSON value or any string" in text
     assert "checked: results_manifest.json lists exactly these keys with these row counts" in text
     prompts = runner.invoke(
         app, ["publish", str(prompt_folder(tmp_path / "p")), "--repo-id", "org/p", "--dry-run"], terminal_width=200
     )
     assert "checked: every data file matches build_manifest.json (sha256)" in _plain(prompts.output)
+
+
+# --------------------------------------------------------------------------- content: tokens and private paths
+
+
+def prompt_folder_with(out: Path, notes: dict[int, str], contents: dict[int, str]) -> Path:
+    """A prompt folder with probe metadata columns: `note` (string) and `messages` (list of structs)."""
+    features = Features(
+        {
+            "id": Value("string"),
+            "note": Value("string"),
+            "messages": [{"role": Value("string"), "content": Value("string")}],
+        }
+    )
+
+    def batches():
+        ids = range(30)
+        yield {
+            "id": [f"r{i}" for i in ids],
+            "note": [notes.get(i, "plain words about ~ and hf_ and /home") for i in ids],
+            "messages": [[{"role": "user", "content": contents.get(i, "Who gets the 2/3 bonus?")}] for i in ids],
+        }
+
+    def card(manifest, written):
+        front = card_front_matter(pretty_name="toy", license="cc0-1.0", tags=[], configs=written, default_config="main")
+        return f"---\n{front}---\n# toy\n"
+
+    manifest = {
+        "name": "toy-probes",
+        "version": "1.0.0",
+        "recipe": {"sha256": "0" * 64},
+        "parameters": {},
+        "sources": [],
+    }
+    return write_hub_folder(
+        out, "toy-probes", [ConfigData("main", features, batches)], manifest=manifest, render_card=card,
+        rows_per_shard=10,
+    )  # fmt: skip
+
+
+def test_publish_refuses_a_token_or_the_folders_path_in_the_card(tmp_path):
+    folder = prompt_folder(tmp_path)
+    card = folder / "README.md"
+    clean = card.read_text()
+    card.write_text(clean + f"\nload with token {TOKEN}\n")
+    line = _dry_run_error(folder)
+    assert "README.md line " in line and ": a Hugging Face token" in line and TOKEN not in line
+    card.write_text(clean + f"\nbuilt in {folder.resolve()}/data\n")
+    assert "the absolute path of the published folder" in _dry_run_error(folder)
+    card.write_text(clean)
+    assert publish(folder, "org/x", api=FakeHub(), dry_run=True).will_commit  # a clean folder still passes
+
+
+def test_publish_refuses_a_home_path_in_a_manifest_field(tmp_path):
+    prompts = prompt_folder(tmp_path / "p")
+    path = prompts / "build_manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["parameters"] = {"seed": 1, "model": {"paths": ["ok", "/home/alice/models/llama"]}}
+    path.write_text(json.dumps(manifest))
+    assert "build_manifest.json $.parameters.model.paths[1]: a home-folder path" in _dry_run_error(prompts)
+
+    results = results_folder(tmp_path / "r")
+    path = results / "results_manifest.json"
+    path.write_text(path.read_text().replace('"path": "toy-probes"', '"path": "C:\\\\Users\\\\bob\\\\toy-probes"'))
+    line = _dry_run_error(results)
+    assert "results_manifest.json $.runs['single_actor/run'].prompt_dataset.path: a home-folder path" in line
+
+
+def test_publish_refuses_a_token_or_home_path_in_any_parquet_column(tmp_path):
+    """Probe metadata columns are allowed in prompt datasets, but their content is checked, nested ones too."""
+    folder = prompt_folder_with(tmp_path, {7: f"scored with {TOKEN}", 8: TOKEN}, {12: "read C:\\Users\\bob\\notes.txt"})
+    line = _dry_run_error(folder)
+    assert "data/main/test-00000-of-00003.parquet row id 'r7' column 'note': a Hugging Face token (2 rows)" in line
+    assert "data/main/test-00001-of-00003.parquet row id 'r12' column 'messages[].content': a home-folder path" in line
+    assert TOKEN not in line
+
+    clean = prompt_folder_with(tmp_path / "clean", {}, {})
+    assert publish(clean, "org/x", api=FakeHub(), dry_run=True).will_commit
+
+
+def test_result_parts_must_have_the_result_schema(tmp_path):
+    folder = results_folder(tmp_path / "r", parts=2)
+    first, second = sorted(folder.rglob("part-*.parquet"))
+    table = pq.read_table(first)
+    pq.write_table(table.append_column("note", pa.array(["x"] * len(table))), first)
+    table = pq.read_table(second)
+    index = table.schema.get_field_index("chosen_index")
+    pq.write_table(table.set_column(index, "chosen_index", table["chosen_index"].cast(pa.string())), second)
+    line = _dry_run_error(folder)
+    rel = first.relative_to(folder).as_posix()
+    assert f"part {rel}: column 'note' is not in the result schema" in line
+    rel = second.relative_to(folder).as_posix()
+    assert f"part {rel}: column 'chosen_index' is string, the result schema says int64" in line
+    table = pq.read_table(second)
+    pq.write_table(table.drop_columns(["chosen_index"]), second)
+    assert f"part {rel}: no column 'chosen_index'" in _dry_run_error(folder)

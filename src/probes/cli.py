@@ -1,7 +1,8 @@
 """The `probes` command line. Thin: each command parses flags and calls one function.
 
 Errors caused by input (`ProbeError`) are printed as one clear message with exit code 1;
-anything else is a bug and keeps its traceback.
+anything else is a bug and keeps its traceback. Everything printed on stderr, tracebacks
+included, is scrubbed of Hub tokens first (`promptgen.core.secrets`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from promptgen.core.errors import ProbeError
+from promptgen.core.secrets import install_log_scrubber, scrub, scrubbed_traceback
 from runners.device import ITEMS_PER_CALL, MAX_LOGIT_ROWS
 
 app = typer.Typer(
@@ -29,7 +31,20 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-err = Console(stderr=True)
+
+
+class _ScrubbingConsole(Console):
+    """stderr of the CLI: every text it prints (errors, warnings, notes, progress lines) is scrubbed.
+
+    Those texts repeat exception messages and library output, which may echo a Hub request with
+    its `Authorization` header; masking here covers every command, present and future.
+    """
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        super().print(*(scrub(o) if isinstance(o, str) else o for o in objects), **kwargs)
+
+
+err = _ScrubbingConsole(stderr=True)
 out = Console()
 
 SourcesOpt = Annotated[
@@ -78,8 +93,6 @@ def main(
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    from probes.publish import install_log_scrubber
-
     install_log_scrubber()  # libraries' DEBUG lines may carry the Hub token
 
 
@@ -951,7 +964,9 @@ def publish_cmd(
 
     Re-publishing identical content makes no commit.
     The folder is validated first and refused, naming each problem, when it holds a symlink or a file its format
-    does not define, or (result folders) an unreadable part, two rows for one key and id, or a stale manifest.
+    does not define, a Hugging Face token or a home-folder path in any file (card, JSON value, parquet string),
+    or (result folders) an unreadable part, a part not of the result schema, two rows for one key and id, or a
+    stale manifest.
     Remote files under data/ that the folder no longer has are deleted in the same commit (older tags keep them).
     The token comes from `hf auth login` or HF_TOKEN, never from a flag, and is scrubbed from every error.
     """
@@ -976,7 +991,8 @@ _ENGINE_THREADS = {"started": False}
 
 
 def entry() -> None:
-    """The `probes` command: `app()`, with an exit status that vLLM's threads cannot change.
+    """The `probes` command: `app()`, with an exit status that vLLM's threads cannot change,
+    and a bug's traceback printed scrubbed of Hub tokens (`promptgen.core.secrets`).
 
     A vLLM engine leaves C++ threads behind that can abort the interpreter at exit (`terminate
     called without an active exception`, status 134) after the results were written and the
@@ -988,6 +1004,9 @@ def entry() -> None:
         code: Any = 0
     except SystemExit as exc:
         code = exc.code
+    except Exception as exc:  # a bug: keep its traceback, but a library's text in it may echo the Hub token
+        sys.stderr.write(scrubbed_traceback(exc))
+        code = 1
     if _ENGINE_THREADS["started"]:
         sys.stdout.flush()
         sys.stderr.flush()

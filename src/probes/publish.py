@@ -49,7 +49,10 @@ Decisions, and why:
   results_manifest.json, data/<config>/<key>/key.json and the runner's part files), anything else
   and every symlink is refused by name (a link would upload what it points to). A result
   folder's parts are all read first (`results_check`): readable, one row per key and id, rows
-  matching key.json, manifest counts matching the parts. `--dry-run` prints these checks.
+  matching key.json, manifest counts matching the parts, columns exactly the result schema. Then
+  every file's content (`content_check`): a token or a home-folder path anywhere (card, JSON
+  value, any string of any parquet column) is refused, named by file and line, JSON path or row
+  id and column. `--dry-run` prints these checks.
 - `--dry-run` only reads. When the Hub cannot be read (offline, no such repo, no access) it
   says so and plans against an empty repo, i.e. every file is an "add".
 """
@@ -58,7 +61,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -69,6 +71,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 from promptgen.core.errors import ProbeError
 from promptgen.core.layout import BUILD_MANIFEST
+from promptgen.core.secrets import known_secrets, scrub
 from runners.results import MANIFEST_NAME
 
 CARD = "README.md"
@@ -304,9 +307,11 @@ def inspect_folder(local_dir: Path | str) -> LocalFolder:
             if not isinstance(manifest.get(key), str) or not manifest[key]:
                 raise ProbeError(f"{path}: missing or empty `{key}`; rebuild the folder with `probes build`")
         _check_prompt_files(path, manifest, files)
+        _refuse_leaks(root, files)
         checks = (
             f"checked: {len(files)} files, all defined by the prompt dataset format, none a symlink",
             f"checked: every data file matches {BUILD_MANIFEST} (sha256)",
+            LEAK_CHECK_LINE,
         )
         name, version, fingerprint = manifest["name"], manifest["version"], manifest["fingerprint"]
         return LocalFolder(root, "prompt", name, version, fingerprint, files, checks)
@@ -315,8 +320,28 @@ def inspect_folder(local_dir: Path | str) -> LocalFolder:
     report = validate_results(root, _read_json(root / MANIFEST_NAME))
     if report.problems:
         raise ProbeError(_refusal(root, report.problems, "fix or rerun the affected configs with `probes run`"))
-    checks = (f"checked: {len(files)} files, all defined by the result folder format, none a symlink", *report.lines())
+    _refuse_leaks(root, files)
+    checks = (
+        f"checked: {len(files)} files, all defined by the result folder format, none a symlink",
+        *report.lines(),
+        LEAK_CHECK_LINE,
+    )
     return LocalFolder(root, "results", root.resolve().name, None, None, files, checks)
+
+
+LEAK_CHECK_LINE = (
+    "checked: no token or home-folder path in the card, any JSON value or any string of any parquet column"
+)
+
+
+def _refuse_leaks(root: Path, files: Iterable[LocalFile]) -> None:
+    """Refuse content that must not go public (`content_check`): tokens and private paths, named by place."""
+    from probes.content_check import scan_folder
+
+    problems = scan_folder(root, [f.path for f in files])
+    if problems:
+        fix = "remove them from the files (rebuild or rerun without them); a published file stays in the repo's history"
+        raise ProbeError(_refusal(root, problems, fix))
 
 
 def resolve_tag(folder: LocalFolder, revision_tag: str | None) -> str | None:
@@ -462,61 +487,6 @@ def fingerprint_of_commit(commit: Any) -> str | None:
 
 # --------------------------------------------------------------------------- token hygiene
 
-_HF_TOKEN_RE = re.compile(r"\bhf_[A-Za-z0-9]{8,}")
-_BEARER_RE = re.compile(r"(?i)\b(bearer\s+|token\s*[:=]\s*)[A-Za-z0-9._~+/=-]{8,}")
-
-
-def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
-    """`text` with the given secrets and anything shaped like an HF token or bearer credential masked."""
-    for secret in sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True):
-        text = text.replace(secret, "***")
-    text = _HF_TOKEN_RE.sub("hf_***", text)
-    return _BEARER_RE.sub(lambda m: f"{m.group(1)}***", text)
-
-
-#: environment variables huggingface_hub reads a token from; their values are masked in logs
-TOKEN_ENV_VARS: tuple[str, ...] = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
-
-
-class ScrubTokens(logging.Filter):
-    """Mask tokens in every log record a handler emits (`-v` turns on libraries' DEBUG lines,
-    which may print request headers or URLs with credentials).
-
-    The record is formatted here, scrubbed, and its args dropped, so no formatter can put the
-    raw values back; a traceback attached to the record is formatted and scrubbed too. The
-    secrets are read from the environment when the filter is made (the CLI makes it at start).
-    """
-
-    def __init__(self, secrets: Iterable[str | None] | None = None) -> None:
-        super().__init__()
-        self.secrets = tuple(s for s in (secrets or (os.environ.get(v) for v in TOKEN_ENV_VARS)) if s)
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except Exception:  # args that do not fit the format: scrub the raw parts instead
-            message = f"{record.msg} {record.args}"
-        record.msg = scrub(message, self.secrets)
-        record.args = None
-        if record.exc_info and not record.exc_text:
-            record.exc_text = logging.Formatter().formatException(record.exc_info)
-        if record.exc_text:
-            record.exc_text = scrub(record.exc_text, self.secrets)
-        if record.stack_info:
-            record.stack_info = scrub(record.stack_info, self.secrets)
-        return True
-
-
-def install_log_scrubber(logger: logging.Logger | None = None) -> None:
-    """Add one `ScrubTokens` to every handler of `logger` (the root logger by default).
-
-    On the handlers, not the logger: records propagated from library loggers pass through the
-    root's handlers but never through the root logger's own filters.
-    """
-    for handler in (logger or logging.getLogger()).handlers:
-        if not any(isinstance(f, ScrubTokens) for f in handler.filters):
-            handler.addFilter(ScrubTokens())
-
 
 def _known_tokens(api: Any) -> list[str]:
     """Every token huggingface_hub may send: the api's own, then `HF_TOKEN` or the saved login.
@@ -589,7 +559,9 @@ class _Hub:
         except Exception as exc:
             from huggingface_hub.errors import RepositoryNotFoundError
 
-            text = scrub(f"{action} {self.repo_id} failed: {type(exc).__name__}: {exc}", self.tokens)
+            text = scrub(
+                f"{action} {self.repo_id} failed: {type(exc).__name__}: {exc}", [*self.tokens, *known_secrets()]
+            )
             cls = RepoNotFound if isinstance(exc, RepositoryNotFoundError) else HubError
             # `from None`: the original exception's text is unscrubbed and must not be printed as the cause
             raise cls(" ".join(text.split()) + _hint(exc)) from None

@@ -6,6 +6,7 @@ made; what they load must be what its manifest and card describe. Checked, per k
 
 - every part is a readable parquet file (a truncated part from a full disk or a copy cut
   short raises only when someone loads the dataset);
+- every part has exactly the columns and types of `runners.results.RESULT_SCHEMA`;
 - one row per (key, id): two rows for one item would count it twice in every mean, and which
   one a reader keeps would depend on file order;
 - `key.json` is a JSON object, and the rows' key columns (model, revision, scoring, ...) hold
@@ -41,8 +42,8 @@ class ResultsReport:
     def lines(self) -> list[str]:
         """The validation as the dry run shows it."""
         return [
-            f"checked: {self.parts} parts of {self.keys} keys in {self.configs} configs are readable parquet; "
-            f"{self.rows:,} rows, one per (key, id); rows match their key.json",
+            f"checked: {self.parts} parts of {self.keys} keys in {self.configs} configs are readable parquet "
+            f"with the result schema; {self.rows:,} rows, one per (key, id); rows match their key.json",
             "checked: results_manifest.json lists exactly these keys with these row counts",
         ]
 
@@ -63,6 +64,31 @@ def _read_key(folder: Path, rel: str, problems: list[str]) -> dict[str, Any]:
     return key
 
 
+def schema_problems(part: str, schema: pa.Schema) -> list[str]:
+    """How a part's columns differ from `RESULT_SCHEMA`: extra, missing or of another type, by name.
+
+    Readers load the parts with the card's features, and an extra column publishes whatever was
+    put there (a path, a prompt, a note): a part holds the runner's columns, nothing else.
+    """
+    from runners.results import RESULT_SCHEMA
+
+    problems = [
+        f"part {part}: column {name!r} is not in the result schema"
+        for name in schema.names
+        if name not in RESULT_SCHEMA.names
+    ]
+    for expected in RESULT_SCHEMA:
+        index = schema.get_field_index(expected.name)
+        if index < 0:
+            problems.append(f"part {part}: no column {expected.name!r} (the result schema has it)")
+        elif not schema.field(index).type.equals(expected.type):
+            problems.append(
+                f"part {part}: column {expected.name!r} is {schema.field(index).type}, "
+                f"the result schema says {expected.type}"
+            )
+    return problems
+
+
 def _check_key_folder(root: Path, folder: Path, report: ResultsReport) -> int | None:
     """Check one key folder's parts; return its number of distinct ids (None when unreadable)."""
     from runners.results import part_files
@@ -80,6 +106,7 @@ def _check_key_folder(root: Path, folder: Path, report: ResultsReport) -> int | 
             report.problems.append(f"unreadable part {part} ({' '.join(str(exc).split())})")
             readable = False
             continue
+        report.problems += schema_problems(part, table.schema)
         if "id" not in table.column_names:
             report.problems.append(f"part {part} has no `id` column")
             readable = False

@@ -1,0 +1,214 @@
+"""Refuse to publish secrets and private paths hidden in a folder's content (`probes publish`).
+
+The structural checks of `publish` say which files go up; this says what is in them. A token
+pasted into the card, a manifest field that recorded `/home/<user>/models/...`, or a result
+column carrying a path would go public, and stay public in the repo's history. Every file is
+read: text files line by line, JSON files value by value (and key by key, named by JSON path),
+and every string (also nested: lists, structs) of every parquet column, named by row id.
+
+What counts as a leak (`promptgen.core.secrets.PUBLISH_LEAK_PATTERNS` and the literals below):
+a Hugging Face token, a home-folder path (`/home/<user>`, `/Users/<user>`, `/root`, `~/`,
+`C:\\Users\\`), the known token values (HF_TOKEN, the saved login), the current user's home
+folder and the absolute path of the folder being published. Prompt text is plain words, so the
+patterns are anchored on what only credentials and paths look like.
+
+Parquet columns are matched with Arrow compute (RE2, vectorised, batch by batch): a result or
+prompt folder can hold millions of rows. Python only looks at the rows that matched, to name
+the first one and what it holds.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from promptgen.core.secrets import PUBLISH_LEAK_PATTERNS, known_secrets
+
+#: rows read at a time from a parquet file (bounded memory on large result parts)
+BATCH_ROWS = 65_536
+#: a literal shorter than this (e.g. a home folder `/a`) is not searched: it would match ordinary text
+_MIN_LITERAL = 4
+
+
+@dataclass(frozen=True)
+class Needles:
+    """What to look for: named regexes (Python and RE2 alike) and named literal strings."""
+
+    patterns: dict[str, str]
+    literals: dict[str, str]
+
+    @classmethod
+    def for_folder(cls, root: Path) -> Needles:
+        """The leak patterns plus this machine's secrets, home folder and the folder's own path."""
+        literals = {secret: "a known Hugging Face token" for secret in known_secrets()}
+        literals[str(Path.home()).rstrip("/") + "/"] = "the current user's home folder"
+        literals[str(Path(root).resolve())] = "the absolute path of the published folder"
+        literals = {text: kind for text, kind in literals.items() if len(text) >= _MIN_LITERAL}
+        return cls(dict(PUBLISH_LEAK_PATTERNS), literals)
+
+    @cached_property
+    def _compiled(self) -> list[tuple[str, re.Pattern[str]]]:
+        found = [(kind, re.compile(pattern)) for kind, pattern in self.patterns.items()]
+        return found + [(kind, re.compile(_re2_escape(text))) for text, kind in self.literals.items()]
+
+    def find(self, text: str) -> str | None:
+        """The kind of the first leak in `text` (None when clean); used on the few matched values."""
+        for kind, regex in self._compiled:
+            if regex.search(text):
+                return kind
+        return None
+
+    @cached_property
+    def combined(self) -> str:
+        """One RE2 alternation of every pattern and literal: one pass over each column, not one per needle."""
+        parts = [f"(?:{pattern})" for pattern in self.patterns.values()]
+        return "|".join(parts + [_re2_escape(text) for text in self.literals])
+
+    def mask(self, values: pa.Array) -> pa.Array:
+        """Boolean array: which strings of `values` hold a leak (vectorised, no Python per row)."""
+        return pc.fill_null(pc.match_substring_regex(values, self.combined), False)
+
+
+def _re2_escape(text: str) -> str:
+    """`text` as a literal regex that RE2 and Python both accept (`re.escape` writes escapes RE2 refuses)."""
+    return "".join(f"\\{ch}" if ch in _REGEX_SPECIAL else ch for ch in text)
+
+
+_REGEX_SPECIAL = frozenset("\\.^$|?*+()[]{}-")
+
+
+def scan_folder(root: Path, paths: Iterable[str], *, needles: Needles | None = None) -> list[str]:
+    """Every leak in the files `paths` (posix, relative to `root`), one problem line each."""
+    needles = needles or Needles.for_folder(root)
+    problems: list[str] = []
+    for rel in paths:
+        path = root / rel
+        if rel.endswith(".parquet"):
+            problems += scan_parquet(path, rel, needles)
+        elif rel.endswith(".json"):
+            problems += scan_json(path, rel, needles)
+        else:
+            problems += scan_text(path, rel, needles)
+    return problems
+
+
+def scan_text(path: Path, rel: str, needles: Needles) -> list[str]:
+    """A text file (the dataset card), named by line number."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    problems = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        kind = needles.find(line)
+        if kind:
+            problems.append(f"{rel} line {number}: {kind}")
+    return problems
+
+
+def scan_json(path: Path, rel: str, needles: Needles) -> list[str]:
+    """A JSON file (manifests, key.json): every string value and key, named by JSON path."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return scan_text(path, rel, needles)  # not JSON after all: still not published unread
+    problems = []
+    for where, text in _json_strings(data, "$"):
+        kind = needles.find(text)
+        if kind:
+            problems.append(f"{rel} {where}: {kind}")
+    return problems
+
+
+def _json_strings(value: Any, where: str) -> Iterator[tuple[str, str]]:
+    """(JSON path, string) for every string in `value`, keys included (a key can be a path too)."""
+    if isinstance(value, str):
+        yield where, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            inner = f"{where}.{key}" if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(key)) else f"{where}[{key!r}]"
+            yield f"{where} (key {key!r})", str(key)
+            yield from _json_strings(item, inner)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _json_strings(item, f"{where}[{i}]")
+
+
+def scan_parquet(path: Path, rel: str, needles: Needles, *, id_column: str = "id") -> list[str]:
+    """Every string of every column, batch by batch; one problem per column: its first row id and a count."""
+    try:
+        parquet = pq.ParquetFile(path)
+    except (OSError, pa.ArrowException) as exc:
+        return [f"{rel}: cannot be read as parquet to check its content ({' '.join(str(exc).split())})"]
+    schema = parquet.schema_arrow
+    columns = [f.name for f in schema if _has_strings(f.type)]
+    if not columns:
+        return []
+    read = columns + ([id_column] if id_column in schema.names and id_column not in columns else [])
+    first: dict[str, tuple[Any, str]] = {}
+    counts: dict[str, int] = {}
+    for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=read):
+        ids = batch.column(id_column) if id_column in batch.schema.names else None
+        for name in columns:
+            for field, values, rows in _string_leaves(batch.column(name), name):
+                hit = pc.indices_nonzero(needles.mask(values)).to_numpy()
+                if not len(hit):
+                    continue
+                row_numbers = np.unique(hit if rows is None else rows[hit])
+                counts[field] = counts.get(field, 0) + len(row_numbers)
+                if field not in first:
+                    row = int(row_numbers[0])
+                    value = values[int(hit[0])].as_py()
+                    first[field] = (
+                        ids[row].as_py() if ids is not None else f"#{row}",
+                        needles.find(value) or "a token or a home-folder path",
+                    )
+    return [
+        f"{rel} row id {row_id!r} column {field!r}: {kind}"
+        + (f" ({counts[field]:,} rows)" if counts[field] > 1 else "")
+        for field, (row_id, kind) in first.items()
+    ]
+
+
+def _has_strings(kind: pa.DataType) -> bool:
+    """Whether a column type holds strings anywhere (lists and structs included)."""
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return True
+    if pa.types.is_dictionary(kind):
+        return _has_strings(kind.value_type)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        return _has_strings(kind.value_type)
+    if pa.types.is_struct(kind):
+        return any(_has_strings(kind.field(i).type) for i in range(kind.num_fields))
+    return False
+
+
+def _string_leaves(array: pa.Array, name: str) -> Iterator[tuple[str, pa.Array, np.ndarray | None]]:
+    """(column path, string values, row number of each value or None when one per row) of a column.
+
+    Lists are flattened with their parent indices composed, structs split into their fields,
+    so a string nested in `messages[].content` is matched and still traced back to its row.
+    """
+    stack: list[tuple[str, pa.Array, np.ndarray | None]] = [(name, array, None)]
+    while stack:
+        field, values, rows = stack.pop()
+        kind = values.type
+        if pa.types.is_dictionary(kind):
+            stack.append((field, values.dictionary_decode(), rows))
+        elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
+            yield field, values, rows
+        elif pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+            parents = pc.list_parent_indices(values).to_numpy()
+            stack.append((f"{field}[]", pc.list_flatten(values), parents if rows is None else rows[parents]))
+        elif pa.types.is_struct(kind):
+            for i in range(kind.num_fields):
+                if _has_strings(kind.field(i).type):
+                    child = pc.struct_field(values, [i])
+                    stack.append((f"{field}.{kind.field(i).name}", child, rows))

@@ -1,0 +1,178 @@
+"""Hub credentials kept out of everything the tools print and publish: the one home of the scrubber.
+
+A Hugging Face token can reach a printed message in many ways: a mirror or proxy echoes the
+request (headers included) into its error body, and datasets, huggingface_hub or transformers
+repeat that body in the exception text we wrap into a `ProbeError`; a library's DEBUG line logs
+the headers; a bug's traceback carries the same text. Every layer (promptgen, runners,
+analysis, probes) may need to mask such text, so the scrubber lives here, in `promptgen.core`,
+which imports nothing else of the project.
+
+What is masked, and why:
+
+- the known secrets: the values of `HF_TOKEN` / `HUGGING_FACE_HUB_TOKEN` and the tokens
+  huggingface_hub saved at login (`hf auth login`: its token file and its stored named tokens),
+  whatever their shape (a token need not start with `hf_`);
+- anything shaped like an HF token (`hf_` and 8+ letters or digits): a token other than the
+  known ones (e.g. a mirror's own, a collaborator's) is just as secret;
+- the value of an `Authorization` header and the credential after `Bearer` (any shape);
+- `token=`/`token:` followed by a credential-looking value.
+
+The saved tokens are read from huggingface_hub's files, not with `huggingface_hub.get_token()`:
+that call may exchange an OIDC token or refresh an OAuth token over the network, and a
+scrubber runs inside error handling and log filters, where it must never make a request.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import traceback
+from collections.abc import Iterable
+from functools import lru_cache
+from pathlib import Path
+
+#: environment variables huggingface_hub reads a token from
+TOKEN_ENV_VARS: tuple[str, ...] = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+#: what replaces a secret
+MASK = "***"
+
+#: an HF user access token (real ones are `hf_` + 34 letters and digits; 8+ also catches cut ones)
+HF_TOKEN_RE = re.compile(r"\bhf_[A-Za-z0-9]{8,}")
+#: what must never be published, by kind: written so that Python's `re` and Arrow's RE2
+#: (`pyarrow.compute.match_substring_regex`, no look-around) read them alike. A home path names
+#: a person and a machine; `~/` and the Windows form are the same leak spelled otherwise.
+PUBLISH_LEAK_PATTERNS: dict[str, str] = {
+    "a Hugging Face token": HF_TOKEN_RE.pattern,
+    "a home-folder path": (
+        r"""(?:^|[^A-Za-z0-9_.:/~-])"""  # not inside a URL or a longer path: `https://x.org/home/...` is fine
+        r"""(?:/home/[^/\s"']+|/Users/[^/\s"']+|/root(?:$|[/\s"'])|~/|[A-Za-z]:[\\/]Users[\\/])"""
+    ),
+}
+
+#: the value of an Authorization header, as a raw header line, a dict repr or JSON (`'authorization': '...'`)
+_AUTH_HEADER_RE = re.compile(
+    r"""(?i)(\bauthorization\b["']?\s*[:=]\s*["']?(?:(?:bearer|basic|token)\s+)?)[^"'\r\n,;}]+"""
+)
+#: a bearer credential of any shape, and `token=`/`token:` followed by a credential-looking value
+_BEARER_RE = re.compile(r"""(?i)(\bbearer\s+)[^\s"',;}]+""")
+_TOKEN_ASSIGN_RE = re.compile(r"(?i)(\btoken\s*[:=]\s*)[A-Za-z0-9._~+/=-]{8,}")
+#: known secrets shorter than this are not masked (masking "abc" everywhere would garble text)
+_MIN_SECRET_LEN = 4
+
+
+def known_secrets() -> tuple[str, ...]:
+    """The token values this process could send to the Hub: environment first, then the saved login.
+
+    Read on every call (cheaply: the saved files are re-read only when they change), so a token
+    set or saved after start-up is masked too.
+    """
+    found = [os.environ.get(name, "").strip() for name in TOKEN_ENV_VARS]
+    found += _saved_tokens(*_saved_token_stamp())
+    return tuple(dict.fromkeys(s for s in found if len(s) >= _MIN_SECRET_LEN))
+
+
+def _saved_token_paths() -> tuple[Path, Path]:
+    """huggingface_hub's token file (`hf auth login`) and its stored named tokens."""
+    from huggingface_hub import constants
+
+    return Path(constants.HF_TOKEN_PATH), Path(constants.HF_STORED_TOKENS_PATH)
+
+
+def _saved_token_stamp() -> tuple[tuple[str, int], ...]:
+    """(path, mtime) of each saved-token file that exists: the cache key of `_saved_tokens`."""
+    try:
+        paths = _saved_token_paths()
+    except Exception:  # huggingface_hub missing or broken: only the environment is known
+        return ()
+    stamp = []
+    for path in paths:
+        try:
+            stamp.append((str(path), path.stat().st_mtime_ns))
+        except OSError:
+            continue
+    return tuple(stamp)
+
+
+@lru_cache(maxsize=8)
+def _saved_tokens(*stamp: tuple[str, int]) -> tuple[str, ...]:
+    """The tokens in the saved-token files named by `stamp` (re-read when a file's mtime changes).
+
+    The token file holds one token; the stored-tokens file is an INI file with an `hf_token`
+    (and, for OAuth logins, a refresh token) per named token. Parsed leniently rather than
+    with huggingface_hub's private readers: every `*token* = value` counts.
+    """
+    tokens: list[str] = []
+    for path, _mtime in stamp:
+        try:
+            text = Path(path).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for line in map(str.strip, text.splitlines()):
+            key, sep, value = line.partition("=")
+            if not sep and line and not line.startswith(("[", "#", ";")):
+                tokens.append(line)  # the token file: the token alone
+            elif sep and "token" in key.lower():
+                tokens.append(value.strip())
+    return tuple(tokens)
+
+
+def scrub(text: str, secrets: Iterable[str | None] | None = None) -> str:
+    """`text` with every secret masked: the given ones (default: `known_secrets()`) and token-shaped text."""
+    values = known_secrets() if secrets is None else secrets
+    for secret in sorted({s for s in values if s and len(s) >= _MIN_SECRET_LEN}, key=len, reverse=True):
+        text = text.replace(secret, MASK)
+    text = HF_TOKEN_RE.sub(f"hf_{MASK}", text)
+    text = _AUTH_HEADER_RE.sub(lambda m: f"{m.group(1)}{MASK}", text)
+    text = _BEARER_RE.sub(lambda m: f"{m.group(1)}{MASK}", text)
+    return _TOKEN_ASSIGN_RE.sub(lambda m: f"{m.group(1)}{MASK}", text)
+
+
+def scrubbed_traceback(exc: BaseException) -> str:
+    """The full traceback of `exc` (with its causes) as Python prints it, scrubbed.
+
+    For bugs: the traceback is still shown (it is what a bug report needs), only the secrets
+    that an exception's text repeated from a Hub response are masked.
+    """
+    return scrub("".join(traceback.format_exception(exc)))
+
+
+class ScrubTokens(logging.Filter):
+    """Mask secrets in every log record a handler emits (`-v` turns on libraries' DEBUG lines,
+    which may print request headers or URLs with credentials).
+
+    The record is formatted here, scrubbed, and its args dropped, so no formatter can put the
+    raw values back; a traceback attached to the record is formatted and scrubbed too. Without
+    explicit `secrets`, the known ones are read for each record (`known_secrets`).
+    """
+
+    def __init__(self, secrets: Iterable[str | None] | None = None) -> None:
+        super().__init__()
+        self.secrets = None if secrets is None else tuple(s for s in secrets if s)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # args that do not fit the format: scrub the raw parts instead
+            message = f"{record.msg} {record.args}"
+        secrets = known_secrets() if self.secrets is None else self.secrets
+        record.msg = scrub(message, secrets)
+        record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = scrub(record.exc_text, secrets)
+        if record.stack_info:
+            record.stack_info = scrub(record.stack_info, secrets)
+        return True
+
+
+def install_log_scrubber(logger: logging.Logger | None = None) -> None:
+    """Add one `ScrubTokens` to every handler of `logger` (the root logger by default).
+
+    On the handlers, not the logger: records propagated from library loggers pass through the
+    root's handlers but never through the root logger's own filters.
+    """
+    for handler in (logger or logging.getLogger()).handlers:
+        if not any(isinstance(f, ScrubTokens) for f in handler.filters):
+            handler.addFilter(ScrubTokens())

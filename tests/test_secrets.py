@@ -1,0 +1,106 @@
+"""Hub tokens never reach the terminal: every error, warning and traceback the CLI prints is scrubbed.
+
+A mirror or proxy that echoes the request into its error body makes datasets/transformers
+repeat the `Authorization` header in the exception text, which commands wrap into their
+one-line error. The loaders are replaced by ones raising exactly such an error.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import datasets
+import pytest
+from typer.testing import CliRunner
+
+from probes import cli
+from probes.cli import app
+from promptgen.core import secrets
+
+runner = CliRunner()
+ENV_TOKEN = "plain-env-secret-77"  # not hf_-shaped: masked because it is HF_TOKEN's value
+ECHOED = "hf_" + "Z" * 34  # a token-shaped credential the mirror echoes
+SAVED = "saved-login-secret-88"  # what `hf auth login` saved
+
+
+def _echoing_error(cls: type[Exception] = datasets.exceptions.DatasetNotFoundError) -> Exception:
+    """What a mirror that echoes the request produces, as the library raises it."""
+    return cls(
+        "500 Server Error for url https://mirror.local/api/datasets/org/probes: request was "
+        f"{{'authorization': 'Bearer {ECHOED}', 'x-token-copy': '{ENV_TOKEN}'}} "
+        f"Authorization: Bearer {SAVED}"
+    )
+
+
+@pytest.fixture()
+def leaky_hub(monkeypatch, tmp_path):
+    """HF_TOKEN and a saved login are set, and every dataset load fails echoing the request."""
+    monkeypatch.setenv("HF_TOKEN", ENV_TOKEN)
+    token_file = tmp_path / "hf" / "token"
+    token_file.parent.mkdir()
+    token_file.write_text(SAVED)
+    monkeypatch.setattr(secrets, "_saved_token_paths", lambda: (token_file, tmp_path / "hf" / "stored_tokens"))
+
+    def load_dataset(*args, **kwargs):
+        raise _echoing_error()
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+
+
+def _assert_clean(text: str) -> None:
+    for secret in (ENV_TOKEN, ECHOED, SAVED, "Z" * 20):
+        assert secret not in text, text
+    assert "***" in text, text
+
+
+def _error_line(result) -> str:
+    text = re.sub(r"\x1b\[[0-9;]*m", "", result.output)
+    assert result.exit_code == 1 and "Traceback" not in text, text
+    lines = [line for line in text.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1, text
+    return lines[0]
+
+
+def test_run_error_from_a_hub_dataset_is_scrubbed(leaky_hub, tmp_path):
+    args = ["run", "org/probes", "--config", "single_actor", "--model", "org/model", "--out", str(tmp_path / "r")]
+    line = _error_line(runner.invoke(app, [*args, "--quiet"]))
+    assert "org/probes" in line and "500 Server Error" in line
+    _assert_clean(line)
+
+
+def test_analyze_error_from_hub_prompts_is_scrubbed(leaky_hub, tmp_path):
+    args = ["analyze", "--prompts", "org/probes", "--results", "org/results", "--out", str(tmp_path / "rep")]
+    line = _error_line(runner.invoke(app, [*args, "--config", "single_actor", "--no-figures"]))
+    assert "500 Server Error" in line
+    _assert_clean(line)
+    assert not (tmp_path / "rep").exists()
+
+
+def test_warnings_printed_by_the_cli_are_scrubbed(leaky_hub, capsys):
+    cli._warn(f"retrying after: Authorization: Bearer {ECHOED} ({ENV_TOKEN})")
+    _assert_clean(capsys.readouterr().err)
+
+
+def test_a_bugs_traceback_is_scrubbed(leaky_hub, monkeypatch, tmp_path, capsys):
+    """An error no command expects keeps its traceback (a bug report needs it), with the secrets masked."""
+
+    def load_dataset(*args, **kwargs):
+        raise _echoing_error(RuntimeError)
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    args = ["run", "org/probes", "--config", "single_actor", "--model", "org/model", "--out", str(tmp_path / "r")]
+    monkeypatch.setattr(sys, "argv", ["probes", *args, "--quiet"])
+    with pytest.raises(SystemExit) as info:
+        cli.entry()
+    assert info.value.code == 1
+    text = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in text and "RuntimeError: 500 Server Error" in text
+    _assert_clean(text)
+
+
+def test_scrub_masks_header_values_and_saved_tokens(leaky_hub):
+    text = "Authorization: token abc.def\r\nauthorization='Basic dXNlcjpw' " + ENV_TOKEN + " " + SAVED
+    assert secrets.scrub(text) == "Authorization: token ***\r\nauthorization='Basic ***' *** ***"
+    # words are left alone: only credentials after the markers are masked
+    assert secrets.scrub("the token count is 12; hf_x is short") == "the token count is 12; hf_x is short"
