@@ -22,7 +22,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from promptgen.core.errors import ProbeError
+from promptgen.core.errors import ProbeError, dataset_load_errors
 from promptgen.core.layout import BUILD_MANIFEST
 from runners.results import RESULT_SCHEMA, ResultKey, key_folders, part_files, read_key_rows
 from runners.results import read_manifest as read_results_manifest
@@ -55,7 +55,7 @@ def _from_hub(repo: str, config: str, revision: str | None, columns: Sequence[st
 
     try:
         ds = datasets.load_dataset(repo, config, split="test", revision=revision)
-    except (ValueError, FileNotFoundError, datasets.exceptions.DatasetNotFoundError) as exc:
+    except dataset_load_errors() as exc:
         raise ProbeError(f"cannot load config {config!r} of {what} {repo} (revision {revision}): {exc}") from exc
     if columns is not None:
         missing = [c for c in columns if c not in ds.column_names]

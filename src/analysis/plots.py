@@ -16,7 +16,6 @@ What a reader should see:
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -27,6 +26,7 @@ from matplotlib.colors import ListedColormap, TwoSlopeNorm
 from matplotlib.figure import Figure
 
 from .empathy import UNSPECIFIED, group_keys, to_matrix
+from .headlines import run_label
 from .load import RUN_COLUMNS
 
 CAUSE_COLOURS = {"effort": "#1f5fa8", "ability": "#6fa8dc", "difficulty": "#e69138", "luck": "#f6c26b"}
@@ -65,14 +65,27 @@ def _several_models(frame: pd.DataFrame) -> bool:
     return "model" in frame.columns and frame["model"].nunique() > 1
 
 
+def _runs_named(frame: pd.DataFrame, name: str) -> int:
+    """How many runs (model, revision, scoring) in `frame` have the short model name `name`."""
+    columns = [c for c in RUN_COLUMNS if c in frame.columns]
+    if "model" not in columns:
+        return 1
+    runs = frame[columns].drop_duplicates()
+    return int(sum(model_name(m) == name for m in runs["model"]))
+
+
 def _run_label(key: dict[str, Any], frame: pd.DataFrame) -> tuple[str, str]:
-    """(title fragment, file-name fragment) naming the model; the scoring only when one model has several."""
+    """(title fragment, file-name fragment) naming the run in `frame` that `key` selects.
+
+    The model's short name, or, when several runs share it (one model at two scorings, dtypes or
+    revisions; `org-a/m` and `org-b/m`), the tables' run label `<name>·<key digest>`
+    (`headlines.run_label`), so no two runs' figures share a title or a file name.
+    """
     name = model_name(key.get("model", ""))
-    several_scorings = "scoring" in frame.columns and frame.groupby("model")["scoring"].nunique().max() > 1
-    # a digest, not hash(): str hashes change between processes, and file names must not
-    digest = hashlib.sha1(str(key.get("scoring")).encode()).hexdigest()[:6]
-    suffix = f" [s{digest}]" if several_scorings else ""
-    return name + suffix, slug(name, suffix.strip(" []"))
+    if _runs_named(frame, name) <= 1:
+        return name, slug(name)
+    label = run_label(*(str(key.get(c)) for c in RUN_COLUMNS))
+    return label, slug(label.replace("·", "_"))
 
 
 def matrix_heatmap(
@@ -255,16 +268,17 @@ def attribution_domain_heatmap(domain_table: pd.DataFrame) -> list[tuple[str, Fi
 def attribution_shares_bar(shares: pd.DataFrame) -> Figure:
     """Share of items whose most likely cause is effort, ability, difficulty or luck, per model x setting x outcome."""
     table = _included(shares)
-    keys = [k for k in ("model", "setting", "condition", "outcome") if k in table.columns]
-    bars = table.groupby(keys, sort=True, dropna=False)
+    runs = [k for k in RUN_COLUMNS if k in table.columns]
+    bars_by = [k for k in ("setting", "condition", "outcome") if k in table.columns]
+    bars = table.groupby([*runs, *bars_by], sort=True, dropna=False)
     fig = Figure(figsize=(8, max(2.5, 0.45 * bars.ngroups + 1.2)), layout="constrained")
     ax = fig.add_subplot()
     labels = []
     for row, (key, g) in enumerate(bars):
         key = key if isinstance(key, tuple) else (key,)
-        parts = dict(zip(keys, key, strict=True))
-        parts["model"] = model_name(parts.get("model", ""))
-        labels.append(" / ".join(str(v) for v in parts.values() if v == v and v not in (None, "")))
+        parts = dict(zip([*runs, *bars_by], key, strict=True))
+        shown = [_run_label(parts, table)[0], *(parts[k] for k in bars_by)]
+        labels.append(" / ".join(str(v) for v in shown if v == v and v not in (None, "")))
         left = 0.0
         shares_by_cause = g.set_index("cause")["share"]
         for cause, colour in CAUSE_COLOURS.items():

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import io
-import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,7 +20,8 @@ import pandas as pd
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from promptgen.core.errors import OutputError
-from promptgen.core.files import check_target, make_staging_dir, swap_into_place
+from promptgen.core.files import make_staging_dir, removed_on_error, swap_into_place, writing
+from promptgen.core.outputs import Input, Output, check_output, holds_only
 from promptgen.core.version import __version__
 
 from .headlines import RUN_LABEL, run_labels, section_headlines, with_run_label
@@ -147,16 +147,24 @@ def render_html(analysis: Analysis, figure_uris: dict[str, str], generated: str)
     )
 
 
+#: a report folder: what `write_report` writes, and nothing else (its marker: no file is added for it)
+REPORT_OUTPUT = Output("report", owns=holds_only(required=["report.html"], allowed=["tables", "figures"]))
+
+
+def check_report_target(out_dir: str | Path, *, overwrite: bool, inputs: Sequence[Input] = ()) -> Path:
+    """`promptgen.core.outputs.check_output` for a report folder: only an earlier report is ever replaced."""
+    return check_output(out_dir, REPORT_OUTPUT, overwrite=overwrite, inputs=inputs)
+
+
 def write_report(analysis: Analysis, out_dir: Path, *, overwrite: bool = False) -> Path:
     """Write tables/, figures/ and report.html into `out_dir` (atomically replaced as a whole)."""
-    out_dir = Path(out_dir)
-    check_target(out_dir, overwrite=overwrite)
+    out_dir = check_report_target(out_dir, overwrite=overwrite)
     try:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         tmp = make_staging_dir(out_dir.parent, out_dir.name)
     except OSError as exc:  # a read-only parent: the first write fails here
         raise OutputError(f"cannot write the report into {out_dir.parent}: {exc.strerror or exc}") from exc
-    try:
+    with writing("the report", out_dir), removed_on_error(tmp):
         (tmp / "tables").mkdir()
         (tmp / "figures").mkdir()
         for name, table in analysis.tables.items():
@@ -169,9 +177,6 @@ def write_report(analysis: Analysis, out_dir: Path, *, overwrite: bool = False) 
         generated = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         (tmp / "report.html").write_text(render_html(analysis, uris, generated), encoding="utf-8")
         swap_into_place(tmp, out_dir, overwrite=overwrite)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out_dir
 
 
@@ -193,7 +198,8 @@ def analyze_to(
     The output folder is checked before the analysis runs, so a folder that may not be
     replaced costs no computation.
     """
-    check_target(Path(out_dir), overwrite=overwrite)
+    inputs = [("--prompts", prompts), *(("--results", r) for r in results)]
+    out_dir = check_report_target(out_dir, overwrite=overwrite, inputs=inputs)
     analysis = analyze(
         prompts,
         results,
@@ -204,4 +210,4 @@ def analyze_to(
         figures=figures,
         allow_fingerprint_mismatch=allow_fingerprint_mismatch,
     )
-    return analysis, write_report(analysis, Path(out_dir), overwrite=overwrite)
+    return analysis, write_report(analysis, out_dir, overwrite=overwrite)

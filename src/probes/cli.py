@@ -100,8 +100,8 @@ def main(
 def build(
     name: RecipeArg,
     out_dir: Annotated[
-        Path, typer.Option("--out", help="Parent folder; the dataset is written to OUT/<name>/.", file_okay=False)
-    ] = Path("datasets"),
+        str, typer.Option("--out", help="Parent folder; the dataset is written to OUT/<name>/.", metavar="DIR")
+    ] = "datasets",
     sources: SourcesOpt = None,
     cache_dir: CacheOpt = None,
     offline: OfflineOpt = False,
@@ -346,9 +346,12 @@ def run(
     config: Annotated[str, typer.Option("--config", "-c", help="Config of the prompt dataset to score.")],
     model: ModelOpt,
     results: Annotated[
-        Path,
+        str,
         typer.Option(
-            "--out", help="Result dataset folder (created; shared by shards and reruns; never a prompt dataset)."
+            "--out",
+            help="Result dataset folder (created; shared by shards and reruns; never a prompt dataset, "
+            "an input or a folder of other files).",
+            metavar="DIR",
         ),
     ],
     model_name: ModelNameOpt = None,
@@ -407,9 +410,11 @@ def run(
         ),
     ] = None,
     temperature: Annotated[
-        float, typer.Option("--temperature", min=0.0, help="generate: 0 is greedy; above 0 samples.")
+        float, typer.Option("--temperature", help="generate: 0 is greedy; above 0 samples (at least 0).")
     ] = 0.0,
-    top_p: Annotated[float, typer.Option("--top-p", min=0.0, max=1.0, help="generate: nucleus sampling mass.")] = 1.0,
+    top_p: Annotated[
+        float, typer.Option("--top-p", help="generate: nucleus sampling mass, above 0 and at most 1.")
+    ] = 1.0,
     max_new_tokens: MaxNewTokensOpt = 16,
     seed: Annotated[int, typer.Option("--seed", help="generate: base seed (each item's is derived from its id).")] = 0,
     use_ray: Annotated[
@@ -556,10 +561,8 @@ def curate_pairs_cmd(
         ),
     ],
     out_dir: Annotated[
-        Path,
-        typer.Option(
-            "--out", help="Parent folder; the new dataset version is written to OUT/<name>/.", file_okay=False
-        ),
+        str,
+        typer.Option("--out", help="Parent folder; the new dataset version is written to OUT/<name>/.", metavar="DIR"),
     ],
     model_slug: Annotated[
         str | None,
@@ -653,7 +656,8 @@ def rewrite_cmd(
         ),
     ],
     out_dir: Annotated[
-        Path, typer.Option("--out", help="Where the new dataset version is written (as OUT/<dataset name>).")
+        str,
+        typer.Option("--out", help="Where the new dataset version is written (as OUT/<dataset name>).", metavar="DIR"),
     ],
     model: Annotated[
         str | None,
@@ -786,7 +790,14 @@ def analyze_cmd(
             "tables and figures then show them side by side).",
         ),
     ],
-    out_dir: Annotated[Path, typer.Option("--out", help="Report folder: tables/, figures/, report.html.")],
+    out_dir: Annotated[
+        str,
+        typer.Option(
+            "--out",
+            help="Report folder: tables/, figures/, report.html (never an input or a folder of other files).",
+            metavar="DIR",
+        ),
+    ],
     configs: Annotated[
         list[str] | None,
         typer.Option("--config", help="Only these configs (repeatable; needed for Hub results). Default: all found."),
@@ -809,7 +820,9 @@ def analyze_cmd(
     ] = "auto",
     alpha: Annotated[float, typer.Option("--alpha", min=0.0, max=1.0, help="Significance level of the masks.")] = 0.05,
     no_figures: Annotated[bool, typer.Option("--no-figures", help="Tables and report only (faster).")] = False,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace --out if it exists.")] = False,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace --out if it is an earlier report (nothing else is replaced).")
+    ] = False,
     allow_fingerprint_mismatch: Annotated[
         bool,
         typer.Option(
@@ -870,8 +883,8 @@ def analyze_cmd(
 @app.command("demo")
 def demo_cmd(
     out_dir: Annotated[
-        Path, typer.Option("--out", help="Demo folder: datasets/, results/, reports/, report.html.")
-    ] = Path("probes-demo"),
+        str, typer.Option("--out", help="Demo folder: datasets/, results/, reports/, report.html.", metavar="DIR")
+    ] = "probes-demo",
     sources: SourcesOpt = None,
     cache_dir: CacheOpt = None,
     model: Annotated[
@@ -1041,7 +1054,12 @@ def plan_cmd(
     tokens_per_s: Annotated[
         float | None, typer.Option("--tokens-per-s", help="Also give hours at this measured computed-tokens/s.")
     ] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the full plan as JSON here.")] = None,
+    json_out: Annotated[
+        str | None,
+        typer.Option(
+            "--json", help="Write the full plan as JSON to this file (a new file or an earlier plan).", metavar="FILE"
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
 ) -> None:
     """Price a sweep without running the model: tokens per backend and number mode, FLOPs, GPU hours."""
@@ -1062,9 +1080,12 @@ def plan_cmd(
         trie_items=trie_items,
         seed=seed,
         tokens_per_s=tokens_per_s,
+        json_out=json_out,
     )
     try:
         plan = api.plan(request, progress=None if quiet else lambda line: err.print(line, highlight=False))
+        if json_out is not None:
+            write_json(plan, json_out)
     except ProbeError as exc:
         _fail(exc)
     table = Table(title=f"plan: {model} on {gpu} at MFU {mfu}")
@@ -1074,8 +1095,6 @@ def plan_cmd(
     for row in summary_rows(plan):
         table.add_row(*(escape(cell) for cell in row))
     out.print(table)
-    if json_out is not None:
-        write_json(plan, json_out)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from promptgen.core.errors import ProbeError
+from promptgen.core.outputs import Output, check_output, holds_only
 from promptgen.empathy.narratives import EMOTIONS
 
 SEED = 0
@@ -47,6 +48,14 @@ _SYNTHETIC_EVENTS = (
     "when my neighbour helped me carry the groceries",
     "because I failed the exam I had studied for all month",
     "when a stranger shouted at me on the bus",
+)
+
+
+#: a demo folder: the demo adds to it (resuming) only when it holds nothing but what a demo writes
+DEMO_OUTPUT = Output(
+    "demo folder",
+    owns=holds_only(required=[], allowed=["datasets", "results", "reports", "synthetic-sources", "report.html"]),
+    replaces=False,
 )
 
 
@@ -151,7 +160,8 @@ def run_demo(
     from runners.testmodel import MODEL_NAME, ensure_smollm2
 
     require("probes demo", ["hf"])  # before any building: scoring with SmolLM2 needs torch + transformers
-    out = Path(out)
+    inputs = [("--sources", sources), ("--cache-dir", cache_dir), ("--model", model)]
+    out = check_output(out, DEMO_OUTPUT, inputs=inputs)
     index = out / "report.html"
     if index.exists() and not overwrite:
         raise ProbeError(f"{index} exists; pass --overwrite to replace the demo's reports (scored results are kept)")

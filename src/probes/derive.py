@@ -65,13 +65,13 @@ import pandas as pd
 
 from promptgen.build import build
 from promptgen.core.errors import ProbeError
-from promptgen.core.files import check_target
 from promptgen.core.layout import BUILD_MANIFEST
+from promptgen.core.outputs import output_path
 from promptgen.empathy.model_rewrites import ModelRewrites
 from promptgen.empathy.prompts import REWRITE_CONFIG, rewrite_item_id
 from promptgen.empathy.third_person import RULE_METHOD, parse_rewrite
 from promptgen.hub.build_plan import BuildOptions
-from promptgen.hub.folder import read_built_from, read_parquet
+from promptgen.hub.folder import check_dataset_target, read_built_from, read_parquet
 from promptgen.trust_game.curation import (
     DEFAULT_PER_GENDER,
     KEY_COLUMNS,
@@ -233,7 +233,8 @@ def curate_pairs(
     manifest, spec = read_built_from(
         dataset, recipe, flag="--prompts", expected="a trust-game-names folder", same_name=True
     )
-    check_target(Path(out_dir) / spec.name, overwrite=overwrite)
+    inputs = [("RESULTS", results), ("--prompts", dataset), ("--sources", sources_dir), ("--cache-dir", cache_dir)]
+    check_dataset_target(output_path(out_dir, "--out") / spec.name, overwrite=overwrite, inputs=inputs)
     if per_gender < 1:
         raise ProbeError(f"--per-gender must be positive, got {per_gender}")
     found = load_race_probe_results(results, key=key)
@@ -340,10 +341,11 @@ def apply_rewrites(
     # the name differs from the recipe's with --max-events (`intergroup-empathy-events24`)
     manifest, spec = read_built_from(dataset, recipe, flag="DATASET", expected="an intergroup-empathy folder")
     max_events = manifest.get("parameters", {}).get("max_events")
-    target = Path(out_dir) / BuildOptions(max_events=max_events).dataset_name(spec.name)
+    target = output_path(out_dir, "--out") / BuildOptions(max_events=max_events).dataset_name(spec.name)
     if target.resolve() == dataset.resolve():
         raise ProbeError(f"--out {out_dir} would replace DATASET {dataset} itself; write the new version elsewhere")
-    check_target(target, overwrite=overwrite)
+    inputs = [("--results", results), ("DATASET", dataset), ("--sources", sources_dir), ("--cache-dir", cache_dir)]
+    check_dataset_target(target, overwrite=overwrite, inputs=inputs)
     found = load_key_rows(
         results,
         REWRITE_CONFIG,
@@ -405,7 +407,8 @@ def rewrite(
     `results` defaults to `out_dir/<dataset name>-rewrites`; `key` picks the result key when
     `results` holds several (after a generation, the one just written).
     """
-    results = Path(results) if results is not None else Path(out_dir) / f"{Path(dataset).name}-rewrites"
+    out_dir = output_path(out_dir, "--out")  # before any generation: an empty --out is the current folder
+    results = Path(results) if results is not None else out_dir / f"{Path(dataset).name}-rewrites"
     generation = None
     if model is not None:
         load = load or LoadOptions()

@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .core.errors import RecipeError
-from .core.files import check_target
 from .core.layout import BUILD_MANIFEST
+from .core.outputs import output_path
 from .core.version import __version__
 from .hub.build_plan import BuildOptions, BuildPlan
 from .hub.cards import render_card
-from .hub.folder import write_hub_folder
+from .hub.folder import check_dataset_target, write_hub_folder
 from .recipe import Recipe, load_recipe
 from .sources import ResolvedSource, resolve_sources
 
@@ -138,8 +138,10 @@ def build(
     options = BuildOptions(full=full, max_events=max_events, curated_pairs=tuple(curated_pairs), rewrites=rewrites)
     if max_events is not None and max_events < 1:
         raise RecipeError(f"--max-events must be a positive number, got {max_events}")
-    # fail before any work if the target exists
-    check_target(Path(out_dir) / options.dataset_name(recipe.name), overwrite=overwrite)
+    # fail before any work if the target may not be written (exists, foreign, an input, read-only)
+    inputs = [("--sources", sources_dir), ("--cache-dir", cache_dir), ("the recipe", recipe.path)]
+    out_dir = output_path(out_dir, "--out")
+    check_dataset_target(out_dir / options.dataset_name(recipe.name), overwrite=overwrite, inputs=inputs)
     plan, sources = plan_build(recipe, sources_dir=sources_dir, cache_dir=cache_dir, offline=offline, options=options)
     if on_plan is not None:
         on_plan(plan)

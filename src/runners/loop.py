@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from promptgen.core.contract import check_prompt_config
-from promptgen.core.errors import ProbeError
+from promptgen.core.errors import ProbeError, dataset_load_errors
 from promptgen.core.layout import BUILD_MANIFEST
 
 from . import context_length, model_identity
@@ -109,7 +109,7 @@ def load_prompt_config(dataset: str, config: str, *, revision: str | None = None
         ds = datasets.load_dataset(
             str(folder) if local else dataset, config, split="test", revision=revision, download_mode=mode, **checks
         )
-    except (ValueError, FileNotFoundError, datasets.exceptions.DatasetNotFoundError) as exc:
+    except dataset_load_errors() as exc:
         raise ProbeError(f"cannot load config {config!r} of {dataset}: {exc}") from exc
     except datasets.exceptions.DatasetGenerationError as exc:
         cause = exc.__cause__ or exc

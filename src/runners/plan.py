@@ -40,9 +40,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import random
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,6 +48,9 @@ from pathlib import Path
 from typing import Any
 
 from promptgen.core.errors import ProbeError
+from promptgen.core.files import atomic_write_text, writing
+from promptgen.core.outputs import Output, check_output
+from promptgen.hub.folder import parquet_errors
 
 from .backend import ScoreRequest
 
@@ -183,10 +184,14 @@ def item_configs(dataset: Path) -> list[str]:
     out = []
     for folder in sorted(p for p in (dataset / "data").iterdir() if p.is_dir()):
         files = sorted(folder.glob("*.parquet"))
-        if files and "task" in pq.read_schema(files[0]).names:
+        if not files:
+            continue
+        with parquet_errors(files[0], "prompt"):
+            if "task" not in pq.read_schema(files[0]).names:
+                continue
             tasks = set(pq.ParquetFile(files[0]).read_row_group(0, columns=["task"]).column("task").to_pylist())
-            if tasks & {"choice", "number"}:
-                out.append(folder.name)
+        if tasks & {"choice", "number"}:
+            out.append(folder.name)
     return out
 
 
@@ -200,7 +205,11 @@ class ConfigRows:
     def __init__(self, files: Sequence[Path]) -> None:
         import pyarrow.parquet as pq
 
-        self.files = [pq.ParquetFile(f) for f in files]
+        self.paths = list(files)
+        self.files = []
+        for path in self.paths:
+            with parquet_errors(path, "prompt"):
+                self.files.append(pq.ParquetFile(path))
         #: (file index, row group index, first row, rows) of every row group, in row order
         self.groups: list[tuple[int, int, int, int]] = []
         first = 0
@@ -219,7 +228,8 @@ class ConfigRows:
         for k, g, first, n in self.groups:
             if first + n <= start or first >= stop:
                 continue
-            table = self.files[k].read_row_group(g, columns=self.columns)
+            with parquet_errors(self.paths[k], "prompt"):
+                table = self.files[k].read_row_group(g, columns=self.columns)
             lo, hi = max(start, first) - first, min(stop, first + n) - first
             out.extend(table.slice(lo, hi - lo).to_pylist())
         return out
@@ -491,10 +501,28 @@ class PlanRequest:
     seed: int = 0
     tokens_per_s: float | None = None
     modes: tuple[str, ...] = NUMBER_MODES
+    #: where `--json` writes the plan (`write_json`), checked with the rest before any counting
+    json_out: str | Path | None = None
+
+
+def _is_plan(path: Path) -> bool:
+    """Whether `path` is a plan `write_json` wrote (so `--json` may replace it): a JSON object with its keys."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(data, dict) and {"model_shape", "configs", "totals"} <= data.keys()
+
+
+#: the `--json` file: written over only when it is an earlier plan
+PLAN_OUTPUT = Output("plan file", owns=_is_plan, file=True)
 
 
 def check_request(req: PlanRequest) -> None:
     """Every input error as one `ProbeError` line, before anything is loaded or written."""
+    if req.json_out is not None:
+        inputs = [("DATASET", req.dataset), ("--model", req.model)]
+        check_output(req.json_out, PLAN_OUTPUT, flag="--json", inputs=inputs)
     if req.gpu not in GPUS:
         raise ProbeError(f"--gpu must be one of {', '.join(GPUS)}, got {req.gpu!r}")
     if not (isinstance(req.mfu, int | float) and 0 < req.mfu <= 1):
@@ -656,18 +684,12 @@ def make_plan(req: PlanRequest, *, progress: Callable[[str], None] | None = None
     }
 
 
-def write_json(plan: Mapping[str, Any], path: Path) -> None:
-    """Write the plan atomically: a temporary file beside `path`, renamed over it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(plan, handle, indent=2, default=float)
-            handle.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def write_json(plan: Mapping[str, Any], path: str | Path) -> None:
+    """Write the plan atomically (`files.atomic_write_text`: a temporary file beside `path`, renamed over it)."""
+    path = Path(path)
+    with writing("the plan", path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(plan, indent=2, default=float) + "\n")
 
 
 def summary_rows(plan: Mapping[str, Any]) -> Iterator[tuple[str, ...]]:

@@ -44,8 +44,9 @@ import pyarrow.parquet as pq
 
 from promptgen.core.errors import ProbeError
 from promptgen.core.files import atomic_write, atomic_write_text
+from promptgen.core.layout import RESULTS_MANIFEST
 
-MANIFEST_NAME = "results_manifest.json"
+MANIFEST_NAME = RESULTS_MANIFEST
 CARD_TEMPLATE = "results.md.j2"
 
 RESULT_SCHEMA = pa.schema(
@@ -333,13 +334,38 @@ def summarize(results: Path) -> dict[str, dict[str, dict[str, Any]]]:
 
 
 def read_manifest(results: Path) -> dict[str, Any]:
+    """results_manifest.json ({} when absent), its shape checked: every reader (run, analyze) indexes it."""
     path = Path(results) / MANIFEST_NAME
     if not path.is_file():
         return {}
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ProbeError(f"{path}: not valid JSON ({exc}); move it away to start a new manifest") from exc
+    check_manifest_shape(path, manifest)
+    return manifest
+
+
+def check_manifest_shape(path: Path, manifest: Any) -> None:
+    """An object whose `runs` (run id -> entry) and `configs` (config -> key -> summary) are objects of objects.
+
+    A hand-edited or foreign file of another shape would otherwise fail deep inside a reader
+    (`'list' object has no attribute 'get'`), far from the file that caused it.
+    """
+    fix = "move it away to start a new manifest (rerun `probes run` to record the runs)"
+    if not isinstance(manifest, dict):
+        raise ProbeError(f"{path}: expected a JSON object, got {type(manifest).__name__}; {fix}")
+    for field, depth in (("runs", 1), ("configs", 2)):
+        value = manifest.get(field, {})
+        if not isinstance(value, dict):
+            raise ProbeError(f"{path}: `{field}` must be an object, got {type(value).__name__}; {fix}")
+        for name, entry in value.items():
+            nested = depth == 1 or (isinstance(entry, dict) and all(isinstance(v, dict) for v in entry.values()))
+            if not isinstance(entry, dict) or not nested:
+                what = "an object" if depth == 1 else "an object of objects"
+                raise ProbeError(f"{path}: `{field}` entry {name!r} is not {what}; {fix}")
+            if depth == 1 and not isinstance(entry.get("prompt_dataset", {}), dict):
+                raise ProbeError(f"{path}: `runs` entry {name!r}: `prompt_dataset` is not an object; {fix}")
 
 
 def update_manifest(

@@ -123,6 +123,20 @@ class ScoringSettings:
 SCORING_NAMES = ("sentence", "letter", "generate")
 
 
+def check_sampling(*, temperature: float, top_p: float, max_new_tokens: int) -> None:
+    """The sampling flags' ranges as one `ProbeError` line naming the flag, before a model loads.
+
+    `ScoringSettings` refuses the same values with a ValueError, which is a bug's traceback
+    when it comes from a flag; nan passes a `min=0` range check, so finiteness is checked here.
+    """
+    if not (math.isfinite(temperature) and temperature >= 0):
+        raise ProbeError(f"--temperature must be a finite number of at least 0 (0 is greedy), got {temperature}")
+    if not (math.isfinite(top_p) and 0 < top_p <= 1):
+        raise ProbeError(f"--top-p must be above 0 and at most 1 (the nucleus's probability mass), got {top_p}")
+    if max_new_tokens < 1:
+        raise ProbeError(f"--max-new-tokens must be at least 1, got {max_new_tokens}")
+
+
 def scoring_settings(
     scoring: str = "sentence",
     *,
@@ -136,6 +150,7 @@ def scoring_settings(
     """The settings of `probes run --scoring NAME`: `sentence`, `letter` read probabilities; `generate` generates."""
     if scoring not in SCORING_NAMES:
         raise ProbeError(f"--scoring must be sentence, letter or generate, got {scoring!r}")
+    check_sampling(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)
     if scoring == "generate":
         return ScoringSettings(
             mode="generate", temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed

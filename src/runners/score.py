@@ -160,10 +160,10 @@ def score(
     """
     settings = settings or ScoringSettings()
     load = load or LoadOptions()
-    results = Path(results)
     require_for_scoring(backend=load.backend, ray=ray, what="probes run")
     shard_ix = shard if isinstance(shard, tuple) else parse_shard(shard)
-    check_out_folder(results)  # a file, a prompt dataset or unwritable: one line before a model loads
+    # empty, a file, a prompt dataset, an input or unwritable: one line before a model loads
+    results = check_out_folder(results, inputs=[("DATASET", dataset), ("--model", model)])
     prompts = loop.load_prompt_config(str(dataset), config, revision=revision)
     loop.check_scoring_mode(prompts, settings)
     common = dict(

@@ -18,9 +18,7 @@ Drivers only load models and move items to scorers and rows back.
 from __future__ import annotations
 
 import json
-import os
 import platform
-import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -28,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from promptgen.core.errors import ProbeError
-from promptgen.core.layout import BUILD_MANIFEST
+from promptgen.core.outputs import Input, Output, check_output, visible_entries
 from promptgen.core.version import __version__
 
 from . import model_identity
@@ -319,27 +317,28 @@ def select_rows(ids: list[str], shard: tuple[int, int], limit: int | None) -> li
     return selected if limit is None else selected[:limit]
 
 
-def check_out_folder(results: Path) -> None:
-    """`--out` is a results folder or new, and writable: never a file, never a prompt dataset folder.
+#: a results folder: `probes run` writes into it only when it holds nothing but what runs write
+#: (README.md, results_manifest.json, data/), so a prompt dataset, a report or any other folder is refused
+def is_results_folder(folder: Path) -> bool:
+    """Whether `folder` holds only what runs write, and a card only beside its manifest (never a project's README)."""
+    entries = visible_entries(folder)
+    return entries <= {"README.md", res.MANIFEST_NAME, "data"} and (
+        "README.md" not in entries or res.MANIFEST_NAME in entries
+    )
 
-    Checked before a model loads, so an unwritable folder is one line, not a PermissionError
-    after minutes of loading. The check creates and removes one hidden folder in the nearest
-    existing ancestor (as root, permission bits say nothing: only a write tells).
+
+RESULTS_OUTPUT = Output("results folder", owns=is_results_folder, replaces=False)
+
+
+def check_out_folder(results: str | Path, *, inputs: Iterable[Input] = ()) -> Path:
+    """`--out` is a results folder or new, and writable: never empty, a file, a prompt dataset or an input.
+
+    Checked before a model loads (`promptgen.core.outputs.check_output`), so an unwritable folder
+    or a damaged manifest is one line, not a traceback after minutes of loading and scoring.
     """
-    if results.exists() and not results.is_dir():
-        raise ProbeError(f"--out {results} exists and is not a folder")
-    if (results / BUILD_MANIFEST).is_file():
-        raise ProbeError(
-            f"--out {results} is a prompt dataset folder (it has build_manifest.json); "
-            "write results to a folder of their own, e.g. results/<model>"
-        )
-    ancestor = results
-    while not ancestor.exists() and ancestor != ancestor.parent:
-        ancestor = ancestor.parent
-    try:
-        os.rmdir(tempfile.mkdtemp(prefix=".probes-write-check-", dir=ancestor))
-    except OSError as exc:
-        raise ProbeError(f"--out {results}: cannot write in {ancestor} ({exc.strerror or exc})") from exc
+    target = check_output(results, RESULTS_OUTPUT, inputs=inputs)
+    res.read_manifest(target)  # a manifest of the wrong shape: refused now, not after the scoring
+    return target
 
 
 #: a part's hidden temporary file older than this was left by a killed writer (a part takes seconds)

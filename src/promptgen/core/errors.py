@@ -32,3 +32,15 @@ class SourceFormatError(ProbeError):
 
 class OutputError(ProbeError):
     """The output location cannot be written as asked (exists, not a folder, ...)."""
+
+
+def dataset_load_errors() -> tuple[type[BaseException], ...]:
+    """What `datasets.load_dataset` raises for a dataset or config it cannot find or reach.
+
+    OSError covers the Hub's: `ConnectionError` ("Couldn't reach ... (OfflineModeIsEnabled)")
+    with HF_HUB_OFFLINE=1 or no network, HTTP errors, a missing file. Every loader catches
+    these and names the dataset and config in one line.
+    """
+    import datasets
+
+    return (ValueError, OSError, datasets.exceptions.DatasetNotFoundError)

@@ -4,7 +4,9 @@ Every writer in the project goes through here: a dataset folder and a report are
 staging folder beside the target and renamed into place (`make_staging_dir`,
 `swap_into_place`); a single file (a result part, a manifest, a card) is written to a temporary
 file and renamed over the old one (`atomic_write`). So an interrupted process leaves the old
-output or the new one, never a mix, and a reader never sees a partial file.
+output or the new one, never a mix, and a reader never sees a partial file. A write that fails
+(disk full, quota, a read-only folder) becomes one `OutputError` naming what could not be
+written (`writing`); what the target may be is checked before any work (`promptgen.core.outputs`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import OutputError
@@ -42,20 +45,35 @@ def _umask() -> int:
     return mask
 
 
+@contextmanager
+def writing(what: str, target: Path) -> Iterator[None]:
+    """Turn an `OSError` of the writes inside (disk full, quota, read-only, a folder in the way) into one line.
+
+    pyarrow, pandas and matplotlib raise their own OSErrors, often naming a temporary file or
+    nothing at all; the message names the output the user asked for instead. Callers clean up
+    their temporary file or staging folder first, so nothing partial is left.
+    """
+    try:
+        yield
+    except OSError as exc:
+        raise OutputError(f"cannot write {what} {target}: {exc.strerror or exc}") from exc
+
+
 def atomic_write(path: Path, write: Callable[[str], object]) -> None:
     """Call `write(tmp)` on a temporary file beside `path`, then rename it over `path`."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        # mkstemp makes the file private (0600); outputs are meant to be shared and
-        # published, so it gets the permissions any other new file would (0666 less the umask)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with writing("the file", path):
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        try:
+            write(tmp)
+            # mkstemp makes the file private (0600); outputs are meant to be shared and
+            # published, so it gets the permissions any other new file would (0666 less the umask)
+            os.chmod(tmp, 0o666 & ~_umask())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -155,12 +173,14 @@ def make_staging_dir(parent: Path, name: str) -> Path:
     return tmp
 
 
-def check_target(target: Path, *, overwrite: bool) -> None:
-    """Fail early (before any work) if the output folder exists and may not be replaced."""
-    if target.exists() and not overwrite:
-        raise OutputError(f"output folder {target} already exists; pass --overwrite to replace it")
-    if target.exists() and not target.is_dir():
-        raise OutputError(f"output path {target} exists and is not a folder")
+@contextmanager
+def removed_on_error(staging: Path) -> Iterator[None]:
+    """Remove a staging folder when anything fails inside, so no partial output is left."""
+    try:
+        yield
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
 
 
 def swap_into_place(tmp: Path, target: Path, *, overwrite: bool) -> None:

@@ -25,8 +25,8 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,8 +36,9 @@ import pyarrow.parquet as pq
 from datasets import Features
 
 from ..core.errors import OutputError, ProbeError
-from ..core.files import check_target, make_staging_dir, sha256_file, swap_into_place, write_text
+from ..core.files import make_staging_dir, removed_on_error, sha256_file, swap_into_place, write_text, writing
 from ..core.layout import BUILD_MANIFEST
+from ..core.outputs import Input, Output, check_output
 
 log = logging.getLogger(__name__)
 
@@ -275,14 +276,13 @@ def write_hub_folder(
     if rows_per_shard < 1:
         raise OutputError(f"rows_per_shard must be positive, got {rows_per_shard}")
     out_dir = Path(out_dir)
-    target = out_dir / name
-    check_target(target, overwrite=overwrite)
+    target = check_dataset_target(out_dir / name, overwrite=overwrite)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         tmp = make_staging_dir(out_dir, name)
     except OSError as exc:  # read-only or not-a-folder --out: the first write fails here
         raise OutputError(f"cannot write the dataset into {out_dir}: {exc.strerror or exc}") from exc
-    try:
+    with writing("the dataset folder", target), removed_on_error(tmp):
         written = [write_config(tmp, c, rows_per_shard=rows_per_shard, on_rows=on_rows) for c in configs]
         manifest = dict(manifest)
         manifest["configs"] = {w.name: {"rows": w.rows, "files": list(w.files)} for w in written}
@@ -296,10 +296,16 @@ def write_hub_folder(
         write_text(tmp / BUILD_MANIFEST, json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
         write_text(tmp / "README.md", render_card(manifest, written))
         swap_into_place(tmp, target, overwrite=overwrite)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return target
+
+
+#: a prompt dataset folder: `probes build` (and curate-pairs, rewrite) replace one only when it has its manifest
+DATASET_OUTPUT = Output("dataset folder", owns=lambda folder: (folder / BUILD_MANIFEST).is_file())
+
+
+def check_dataset_target(target: Path, *, overwrite: bool, inputs: Iterable[Input] = ()) -> Path:
+    """`promptgen.core.outputs.check_output` for a dataset folder `OUT/<name>` (before any work)."""
+    return check_output(target, DATASET_OUTPUT, overwrite=overwrite, inputs=inputs)
 
 
 def read_dataset_manifest(dataset: Path, *, flag: str, expected: str) -> dict[str, Any]:
@@ -322,12 +328,19 @@ def read_parquet(path: Path, columns: list[str] | None, what: str) -> pa.Table:
     A truncated or foreign file raises pyarrow's own errors (ArrowInvalid: "magic bytes not
     found"), which would otherwise surface as a traceback far from the file that caused it.
     """
-    try:
+    with parquet_errors(path, what):
         names = pq.read_schema(path).names
         missing = [c for c in columns or () if c not in names]
         if missing:
             raise ProbeError(f"{path}: {what} has no column(s) {', '.join(missing)}")
         return pq.read_table(path, columns=columns)
+
+
+@contextmanager
+def parquet_errors(path: Path, what: str) -> Iterator[None]:
+    """pyarrow's errors reading `path` (truncated, foreign, damaged) as one `ProbeError` naming the file."""
+    try:
+        yield
     except (OSError, pa.ArrowException) as exc:
         raise ProbeError(f"{path}: cannot read {what} parquet ({exc})") from exc
 

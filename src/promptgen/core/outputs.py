@@ -1,0 +1,157 @@
+"""Where a command may write: one guard that every command runs on its output target before any work.
+
+`build`, `curate-pairs`, `rewrite`, `run`, `analyze`, `demo` and `plan --json` each describe their
+output (an `Output`: what it is, how to recognise one this command wrote before) and call
+`check_output` first. Refused, as one `OutputError` line naming the flag and the path, and
+before anything is read, computed or written:
+
+- an empty path: `--out ""` means the current folder, where `run` would write its card over
+  ./README.md and `analyze --overwrite` would replace the folder;
+- a file where a folder is meant, a folder where a file is meant;
+- an existing folder (or file) the command did not write: another command's output (a prompt
+  dataset, a results folder) or anything else that is not empty. `--overwrite` only ever
+  replaces the command's own earlier output, never a foreign one;
+- a target that is, holds, or lies inside one of the command's inputs (a report written into
+  the results it reads, a plan written into the prompt dataset);
+- a location where nothing can be created (a read-only folder, a file in the path).
+
+What identifies a command's own output (its marker) is decided by the command's module and
+never changes what the command publishes: a prompt dataset folder has build_manifest.json; a
+results folder holds only README.md, results_manifest.json and data/; a report folder only
+report.html, tables/ and figures/; a demo folder only its datasets/, results/, reports/,
+synthetic-sources/ and report.html; a plan file is a JSON object with the plan's keys.
+
+A write that fails later all the same (the disk fills up) is turned into one line by
+`files.writing`, which every writer goes through.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import OutputError
+from .layout import BUILD_MANIFEST, RESULTS_MANIFEST
+
+#: files by which the guard names another command's output in a refusal
+_KNOWN = ((BUILD_MANIFEST, "a prompt dataset folder"), (RESULTS_MANIFEST, "a results folder"))
+
+#: an input of a command: (its flag or argument name, its path; a Hub id or None is skipped)
+Input = tuple[str, "str | Path | None"]
+
+
+@dataclass(frozen=True)
+class Output:
+    """One kind of command output and how to recognise an existing one the command wrote."""
+
+    #: what it is, in messages: "report", "results folder", "plan file"
+    kind: str
+    #: whether an existing target is this command's own earlier output (its marker)
+    owns: Callable[[Path], bool]
+    #: a single file (`plan --json`), not a folder
+    file: bool = False
+    #: True: replaced as a whole (needs --overwrite); False: written into (`run` adds results)
+    replaces: bool = True
+
+
+def visible_entries(folder: Path) -> set[str]:
+    """The names in `folder` that are not hidden (staging folders, locks and .gitattributes are)."""
+    return {p.name for p in folder.iterdir() if not p.name.startswith(".")}
+
+
+def holds_only(required: Iterable[str], allowed: Iterable[str]) -> Callable[[Path], bool]:
+    """A marker: the folder has every `required` entry and nothing visible beyond `allowed`."""
+    required, allowed = frozenset(required), frozenset(allowed)
+
+    def owns(folder: Path) -> bool:
+        entries = visible_entries(folder)
+        return required <= entries and entries <= (allowed | required)
+
+    return owns
+
+
+def output_path(raw: str | os.PathLike[str] | None, flag: str) -> Path:
+    """`raw` as a path; an empty one is refused (`Path("")` would silently be the current folder)."""
+    if raw is None or not str(raw).strip():
+        raise OutputError(f"{flag} is empty; name the folder or file to write")
+    return Path(raw).expanduser()
+
+
+def check_output(
+    raw: str | os.PathLike[str] | None,
+    output: Output,
+    *,
+    flag: str = "--out",
+    inputs: Iterable[Input] = (),
+    overwrite: bool = False,
+) -> Path:
+    """The target path, after every check of the module docstring; raises `OutputError` otherwise."""
+    target = output_path(raw, flag)
+    if target.exists() or target.is_symlink():
+        _check_existing(target, output, flag, overwrite)
+    _check_inputs(target, output, flag, inputs)
+    _check_writable(target, output, flag)
+    return target
+
+
+def _describe(folder: Path) -> str | None:
+    for name, what in _KNOWN:
+        if (folder / name).is_file():
+            return f"{what} (it has {name})"
+    return None
+
+
+def _check_existing(target: Path, output: Output, flag: str, overwrite: bool) -> None:
+    if output.file:
+        if target.is_dir():
+            raise OutputError(f"{flag} {target} is a folder; name the {output.kind} to write")
+        if not output.owns(target):
+            raise OutputError(f"{flag} {target} exists and is not a {output.kind}; nothing was replaced")
+        return
+    if not target.is_dir():
+        raise OutputError(f"{flag} {target} exists and is not a folder")
+    if visible_entries(target) and not output.owns(target):
+        what = _describe(target) or f"a folder of other files ({', '.join(sorted(visible_entries(target))[:3])})"
+        raise OutputError(
+            f"{flag} {target} is {what}, not a {output.kind} this command wrote; nothing was written: "
+            f"write the {output.kind} to a new or empty folder of its own"
+        )
+    if output.replaces and not overwrite:
+        raise OutputError(f"output folder {target} already exists; pass --overwrite to replace it")
+
+
+def _check_inputs(target: Path, output: Output, flag: str, inputs: Iterable[Input]) -> None:
+    here = target.resolve()
+    for label, path in inputs:
+        if path is None or not Path(path).expanduser().exists():
+            continue  # a Hub id, or an input another check reports
+        source = Path(path).expanduser().resolve()
+        if here == source:
+            relation = "is"
+        elif here.is_relative_to(source):
+            relation = "is inside"
+        elif source.is_relative_to(here):
+            relation = "holds"
+        else:
+            continue
+        raise OutputError(
+            f"{flag} {target} {relation} the input {label} {path}; write the {output.kind} elsewhere "
+            "(nothing was written)"
+        )
+
+
+def _check_writable(target: Path, output: Output, flag: str) -> None:
+    """Create and remove one hidden folder where the first write goes (as root, mode bits say nothing)."""
+    start = target if (target.is_dir() and not output.replaces) else target.parent
+    ancestor = start
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".probes-write-check-", dir=ancestor))
+    except OSError as exc:
+        raise OutputError(
+            f"{flag} {target}: cannot write the {output.kind} into {ancestor} ({exc.strerror or exc})"
+        ) from exc
