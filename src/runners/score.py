@@ -164,7 +164,7 @@ def score(
     require_for_scoring(backend=load.backend, ray=ray, what="probes run")
     shard_ix = shard if isinstance(shard, tuple) else parse_shard(shard)
     check_out_folder(results)  # a file, a prompt dataset or unwritable: one line before a model loads
-    prompts = loop.load_prompt_config(str(dataset), config, revision=revision)
+    prompts = loop.load_prompt_config(str(dataset), config, revision=revision, chat=chat)
     loop.check_scoring_mode(prompts, settings)
     common = dict(
         model_name=model_name,
