@@ -353,15 +353,21 @@ def item_hashes(prompts: pd.DataFrame) -> list[str]:
     pandas holds lists as arrays and nullable integers as floats; `_plain` turns them back into
     the Python values the runners hashed, so the digests are the runners' own.
     """
-    columns = {f: prompts[f].tolist() if f in prompts.columns else [None] * len(prompts) for f in PROMPT_FIELDS}
-    return [
-        prompt_sha256({f: _plain(v) for f, v in zip(PROMPT_FIELDS, values, strict=True)})
-        for values in zip(*columns.values(), strict=True)
-    ]
+    columns = [_column_values(prompts[f]) if f in prompts.columns else [None] * len(prompts) for f in PROMPT_FIELDS]
+    return [prompt_sha256(dict(zip(PROMPT_FIELDS, values, strict=True))) for values in zip(*columns, strict=True)]
+
+
+def _column_values(column: pd.Series) -> list[Any]:
+    """A prompt column's cells as plain Python values, converted per column where its dtype allows."""
+    if column.dtype.kind in "iub":
+        return column.tolist()
+    return [_plain(v) for v in column.tolist()]
 
 
 def _plain(value: Any) -> Any:
     """A pandas cell as the Python value Arrow gave the runners (lists, dicts, ints, None)."""
+    if isinstance(value, str):
+        return value
     if value is None or value is pd.NA:
         return None
     if isinstance(value, np.ndarray | list | tuple):
