@@ -13,6 +13,7 @@ from (`results_file`), so a bad join names the file to look at.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,15 @@ import pyarrow.parquet as pq
 
 from promptgen.core.errors import ProbeError, dataset_load_errors
 from promptgen.core.layout import BUILD_MANIFEST
-from runners.results import RESULT_SCHEMA, ResultKey, key_folders, part_files, read_key_rows
+from runners.results import (
+    PROMPT_FIELDS,
+    RESULT_SCHEMA,
+    ResultKey,
+    key_folders,
+    part_files,
+    prompt_sha256,
+    read_key_rows,
+)
 from runners.results import read_manifest as read_results_manifest
 
 #: columns `load_results` adds to the result rows
@@ -133,6 +142,7 @@ def load_results(results: str | Path, config: str, *, revision: str | None = Non
     runs = frame[list(RUN_COLUMNS)].drop_duplicates()
     slugs = {tuple(run): ResultKey(*run).slug for run in runs.itertuples(index=False)}
     frame[RESULT_KEY_COLUMN] = [slugs[run] for run in zip(*(frame[c] for c in RUN_COLUMNS), strict=True)]
+    _check_ids_present(frame)
     _check_unique_results(frame)
     check_probabilities(frame)
     return frame
@@ -208,6 +218,16 @@ def _bad_value(frame: pd.DataFrame, row: int, column: str, problem: str, count: 
     raise ProbeError(f"{file}: row id {frame['id'].iloc[row]!r}, column {column!r}: {problem} ({count} in this config)")
 
 
+def _check_ids_present(frame: pd.DataFrame) -> None:
+    """A result row without an id belongs to no item: refused, naming its file."""
+    null = frame["id"].isna().to_numpy()
+    if null.any():
+        row = int(np.flatnonzero(null)[0])
+        file = frame[RESULT_FILE_COLUMN].iloc[row] if RESULT_FILE_COLUMN in frame.columns else "results"
+        count = int(null.sum())
+        raise ProbeError(f"{file}: row {row}, column 'id': null ({count} such rows); every row needs its item id")
+
+
 def _check_unique_results(frame: pd.DataFrame) -> None:
     dup = frame.duplicated([RESULT_KEY_COLUMN, "id"], keep=False)
     if dup.any():
@@ -240,8 +260,9 @@ def join(prompts: pd.DataFrame, results: pd.DataFrame, *, require: Sequence[str]
 
     Prompts without results are left out (a partial run is valid). A result id that is not
     in the prompts means the results belong to another config or prompt revision: that is an
-    error naming the results file(s), never a silent drop. `require` lists columns the caller
-    needs in the joined frame.
+    error naming the results file(s), never a silent drop; so is a row scored on another prompt
+    than the one its id has now (`check_prompt_hashes`) and a value outside its item's range
+    (`check_result_values`). `require` lists columns the caller needs in the joined frame.
     """
     where = _files(results)
     for name, frame in (("prompts", prompts), ("results", results)):
@@ -263,7 +284,10 @@ def join(prompts: pd.DataFrame, results: pd.DataFrame, *, require: Sequence[str]
             f"{_files(bad)}: {int(unknown.sum())} result id(s) not in the prompt config (e.g. {examples}); "
             "wrong config or prompt dataset revision?"
         )
-    return prompts.merge(results, on="id", how="inner", validate="one_to_many", sort=False).reset_index(drop=True)
+    check_prompt_hashes(prompts, results)
+    joined = prompts.merge(results, on="id", how="inner", validate="one_to_many", sort=False).reset_index(drop=True)
+    check_result_values(joined)
+    return joined
 
 
 def _files(results: pd.DataFrame) -> str:
@@ -271,3 +295,158 @@ def _files(results: pd.DataFrame) -> str:
         return "results frame"
     files = sorted(set(results[RESULT_FILE_COLUMN].astype(str)))
     return ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+
+
+#: the result column holding the hash of the prompt a row was scored on (`runners.results.prompt_sha256`)
+PROMPT_HASH_COLUMN = "prompt_sha256"
+#: prompt columns the hash reads, by task, that a prompt frame must have to be checked (`stop` is optional)
+HASH_COLUMNS = {"choice": ("choices", "choice_labels"), "number": ("number_min", "number_max"), "text": ()}
+
+
+def check_prompt_hashes(prompts: pd.DataFrame, results: pd.DataFrame) -> None:
+    """Refuse result rows scored on another prompt than `prompts` holds for their id.
+
+    Ids derive from an item's factors, not its text: a rebuilt dataset with its options
+    reordered keeps them, and only each row's `prompt_sha256` tells. Results read from the Hub,
+    or from a folder without results_manifest.json, have no fingerprint to compare, so this
+    check runs always. Only the prompt rows the results name are hashed (about 10 us a row), so a
+    demo-sized run costs milliseconds whatever the config's size. Rows without a hash (hand-made
+    results; `probes run` has written one in every row since results were keyed) cannot be
+    checked and pass.
+    """
+    if PROMPT_HASH_COLUMN not in results.columns:
+        return
+    checked = results[PROMPT_HASH_COLUMN].notna().to_numpy()
+    if not checked.any():
+        return
+    ids = results["id"].to_numpy()[checked]
+    subset = prompts[prompts["id"].isin(pd.unique(ids))]
+    _require_hashed_columns(subset, results)
+    current = dict(zip(subset["id"], item_hashes(subset), strict=True))
+    differ = np.array([current.get(i) for i in ids], dtype=object) != results[PROMPT_HASH_COLUMN].to_numpy()[checked]
+    if differ.any():
+        rows = np.flatnonzero(checked)[differ]
+        _bad_value(
+            results,
+            int(rows[0]),
+            PROMPT_HASH_COLUMN,
+            "scored on another prompt than the prompt config holds for this id (its text, options or range "
+            "changed); analyse it with the prompts it was scored on, or rerun the model on these prompts",
+            f"{len(rows)} such rows",
+        )
+
+
+def _require_hashed_columns(prompts: pd.DataFrame, results: pd.DataFrame) -> None:
+    tasks = set(prompts["task"].dropna()) if "task" in prompts.columns else set()
+    needed = ["task", "prompt", "messages", *(c for t in sorted(tasks) for c in HASH_COLUMNS.get(str(t), ()))]
+    missing = [c for c in needed if c not in prompts.columns]
+    if missing:
+        raise ProbeError(
+            f"cannot check the prompt_sha256 of {_files(results)}: the prompt frame lacks column(s) "
+            f"{', '.join(missing)}; read the prompt config with all its columns"
+        )
+
+
+def item_hashes(prompts: pd.DataFrame) -> list[str]:
+    """`runners.results.prompt_sha256` of each prompt row, from the frame `load_prompts` returns.
+
+    pandas holds lists as arrays and nullable integers as floats; `_plain` turns them back into
+    the Python values the runners hashed, so the digests are the runners' own.
+    """
+    columns = [_column_values(prompts[f]) if f in prompts.columns else [None] * len(prompts) for f in PROMPT_FIELDS]
+    return [prompt_sha256(dict(zip(PROMPT_FIELDS, values, strict=True))) for values in zip(*columns, strict=True)]
+
+
+def _column_values(column: pd.Series) -> list[Any]:
+    """A prompt column's cells as plain Python values, converted per column where its dtype allows."""
+    if column.dtype.kind in "iub":
+        return column.tolist()
+    return [_plain(v) for v in column.tolist()]
+
+
+def _plain(value: Any) -> Any:
+    """A pandas cell as the Python value Arrow gave the runners (lists, dicts, ints, None)."""
+    if isinstance(value, str):
+        return value
+    if value is None or value is pd.NA:
+        return None
+    if isinstance(value, np.ndarray | list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, float | np.floating):
+        if math.isnan(value):
+            return None
+        return int(value) if float(value).is_integer() else float(value)
+    return value
+
+
+#: result columns holding a number answer, each within its item's [number_min, number_max]
+NUMBER_ANSWER_COLUMNS = ("expected_value", "argmax_value", "parsed_value")
+#: result columns holding a choice answer, each an index into its item's options
+CHOICE_ANSWER_COLUMNS = ("chosen_index", "parsed_value")
+
+
+def check_result_values(joined: pd.DataFrame) -> None:
+    """Refuse answers that cannot be answers to their item, naming file, row id and column.
+
+    A number answer outside its item's range (an expected value of 1e6 on a 0-100 item made a
+    cell mean 62,504), a choice index past the options, and a choice item scored (not generated)
+    and not refused whose `choice_probs` is null or has another length than its options: each
+    would move or drop a metric without any error downstream.
+    """
+    task = joined["task"].to_numpy() if "task" in joined.columns else np.full(len(joined), None)
+    if {"number_min", "number_max"} <= set(joined.columns):
+        number = task == "number"
+        low = pd.to_numeric(joined["number_min"], errors="coerce").to_numpy(dtype="float64")
+        high = pd.to_numeric(joined["number_max"], errors="coerce").to_numpy(dtype="float64")
+        for column in NUMBER_ANSWER_COLUMNS:
+            _refuse_outside(joined, column, number, low, high, "of its item (number_min, number_max)")
+    if "choices" not in joined.columns:
+        return
+    choice = task == "choice"
+    n_options = np.array([len(c) if c is not None else 0 for c in joined["choices"]], dtype="float64")
+    for column in CHOICE_ANSWER_COLUMNS:
+        _refuse_outside(joined, column, choice, np.zeros(len(joined)), n_options - 1, "of its item's options")
+    if "choice_probs" not in joined.columns:
+        return
+    refused = joined["refused"].fillna(False).astype(bool).to_numpy()
+    generated = np.array([_generated(s) for s in joined["scoring"]]) if "scoring" in joined.columns else False
+    lengths = np.array([len(p) if p is not None else -1 for p in joined["choice_probs"]], dtype="float64")
+    scored = choice & ~refused & ~generated
+    missing = scored & (lengths < 0)
+    if missing.any():
+        row = int(np.flatnonzero(missing)[0])
+        problem = "null on a choice item that is scored and not refused"
+        _bad_value(joined, row, "choice_probs", problem, f"{int(missing.sum())} such rows")
+    wrong = choice & (lengths >= 0) & (lengths != n_options)
+    if wrong.any():
+        row = int(np.flatnonzero(wrong)[0])
+        problem = f"has {int(lengths[row])} values, its item {int(n_options[row])} options"
+        _bad_value(joined, row, "choice_probs", problem, f"{int(wrong.sum())} such rows")
+
+
+def _refuse_outside(
+    frame: pd.DataFrame, column: str, rows: np.ndarray, low: np.ndarray, high: np.ndarray, what: str
+) -> None:
+    if column not in frame.columns:
+        return
+    values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype="float64")
+    with np.errstate(invalid="ignore"):
+        bad = rows & ~np.isnan(values) & ((values < low) | (values > high) | np.isinf(values))
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        problem = f"value {float(values[row])!r} is outside [{low[row]:g}, {high[row]:g}] {what}"
+        _bad_value(frame, row, column, problem, f"{int(bad.sum())} such rows")
+
+
+def _generated(scoring: Any) -> bool:
+    """Whether a row's scoring settings generated its answer (no distribution to read)."""
+    try:
+        return json.loads(scoring).get("mode") == "generate"
+    except (TypeError, ValueError, AttributeError):
+        return True  # unknown settings: no distribution is required

@@ -48,7 +48,7 @@ from .load import (
     load_results_manifest,
 )
 
-#: prompt columns analysis never needs (large texts); everything else is read
+#: prompt columns analysis never needs past the join (large texts), which checks the rows' prompt hashes
 HEAVY_PROMPT_COLUMNS = ("prompt", "messages")
 #: score used for number items: the expected value of the distribution when the run read one,
 #: else the number parsed from generated text
@@ -184,8 +184,8 @@ def collect(
                     "pass each run once"
                 )
         prompt_rows = load_prompts(prompts, config, revision=revision)
-        prompt_rows = prompt_rows.drop(columns=[c for c in HEAVY_PROMPT_COLUMNS if c in prompt_rows.columns])
-        joined = join(prompt_rows, rows)
+        joined = join(prompt_rows, rows)  # needs the prompt texts: it checks each row's prompt_sha256
+        joined = joined.drop(columns=[c for c in HEAVY_PROMPT_COLUMNS if c in joined.columns])
         if joined.empty:
             out.skipped.append({"config": config, "reason": "no result rows"})
             continue

@@ -433,7 +433,8 @@ def run(
     """Score one config of a prompt dataset with a model into a Hub-ready result folder.
 
     Resumable: rerunning the same command skips the items already scored with the same model
-    revision and scoring settings. `--shard i/n` workers can fill one OUT folder together.
+    revision and scoring settings. `--shard i/n` workers can fill one OUT folder together. The
+    config is checked (item contract, build manifest) before a model loads.
     """
     from probes import api
 
@@ -840,7 +841,8 @@ def analyze_cmd(
     ANOVA, post hoc gender t-tests with Cohen's d, probing accuracy. Refusal rates for all.
 
     Refused, naming the file, row id and column: probabilities outside [0, 1], distributions not
-    summing to 1, NaN in the distribution of an item not refused. Results whose manifest records
+    summing to 1, NaN in the distribution of an item not refused, null ids, answers outside their
+    item's range or options, rows scored on another prompt (prompt_sha256). Results whose manifest records
     other prompts (fingerprint) than --prompts are refused unless --allow-fingerprint-mismatch.
     """
     from probes import api

@@ -72,6 +72,7 @@ from typing import Any, Literal, Protocol, TypeVar
 from promptgen.core.errors import ProbeError
 from promptgen.core.layout import BUILD_MANIFEST
 from promptgen.core.secrets import known_secrets, scrub
+from promptgen.hub.folder import check_data_files
 from runners.results import MANIFEST_NAME
 
 CARD = "README.md"
@@ -249,28 +250,13 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def _check_prompt_files(manifest_path: Path, manifest: Mapping[str, Any], files: Iterable[LocalFile]) -> None:
-    """The data files must be exactly the manifest's, byte for byte.
+    """The data files must be exactly the manifest's, byte for byte (`promptgen.hub.folder.check_data_files`).
 
     Publishing a folder whose parquet files were edited or mixed with another build would put
     rows on the Hub that the fingerprint and the card do not describe.
     """
-    configs = manifest.get("configs")
-    if not isinstance(configs, dict) or not configs:
-        raise ProbeError(f"{manifest_path}: no `configs` with data files; rebuild the folder with `probes build`")
-    expected: dict[str, str] = {}
-    for info in configs.values():
-        for entry in (info or {}).get("files", []):
-            expected[entry["path"]] = entry["sha256"]
-    local = {f.path: f.sha256 for f in files if f.path.startswith(DATA_PREFIX)}
-    problems = [f"missing {p}" for p in sorted(expected.keys() - local.keys())]
-    problems += [f"not listed in the manifest: {p}" for p in sorted(local.keys() - expected.keys())]
-    problems += [f"sha256 differs: {p}" for p in sorted(expected.keys() & local.keys()) if expected[p] != local[p]]
-    if problems:
-        shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
-        raise ProbeError(
-            f"{manifest_path.parent}: the data files do not match {BUILD_MANIFEST} ({shown}); "
-            "rebuild the folder with `probes build --overwrite`"
-        )
+    found = {f.path: (f.size, f.sha256) for f in files if f.path.startswith(DATA_PREFIX)}
+    check_data_files(manifest_path.parent, manifest, found)
 
 
 def inspect_folder(local_dir: Path | str) -> LocalFolder:

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from promptgen.core.contract import check_prompt_config
+from promptgen.core.contract import check_prompt_config, check_prompt_forms
 from promptgen.core.errors import ProbeError, dataset_load_errors
 from promptgen.core.layout import BUILD_MANIFEST
+from promptgen.hub.folder import check_data_files, check_path_segment, config_data_files, read_dataset_manifest
 
 from . import context_length, model_identity
 from .device import (
@@ -89,10 +90,19 @@ def _front_matter(readme: Path) -> dict[str, Any]:
     return {}
 
 
-def load_prompt_config(dataset: str, config: str, *, revision: str | None = None) -> PromptConfig:
-    """Load `config` (split `test`) of a local Hub-ready folder or Hub dataset and check it."""
+def load_prompt_config(
+    dataset: str, config: str, *, revision: str | None = None, chat: bool | None = None
+) -> PromptConfig:
+    """Load `config` (split `test`) of a local Hub-ready folder or Hub dataset and check it.
+
+    Checked before any model loads: the config name is one path segment (it names the result
+    folder `data/<config>/`), a local folder's data files of the config are the ones its
+    build_manifest.json lists (`check_data_files`), and the rows keep the item contract with
+    the prompt form `chat` reads (`check_prompt_config`; None: either form).
+    """
     import datasets
 
+    check_path_segment(config, "config name (--config)")
     folder = Path(dataset).expanduser()
     local = folder.exists()
     if not local and model_identity.is_path_like(dataset):
@@ -119,7 +129,8 @@ def load_prompt_config(dataset: str, config: str, *, revision: str | None = None
     if local:
         manifest = folder / BUILD_MANIFEST
         if manifest.is_file():
-            built = json.loads(manifest.read_text(encoding="utf-8"))
+            built = read_dataset_manifest(folder, flag="prompt dataset", expected="a folder")
+            check_data_files(folder, built, config_data_files(folder, config), config=config)
         license = _front_matter(folder / "README.md").get("license", license)
     else:  # pragma: no cover - needs the network
         try:
@@ -129,7 +140,7 @@ def load_prompt_config(dataset: str, config: str, *, revision: str | None = None
             built = json.loads(Path(path).read_text(encoding="utf-8"))
         except Exception:
             built = {}
-    check_prompt_config(ds, f"{dataset} config {config!r}")
+    check_prompt_config(ds, f"{dataset} config {config!r}", chat=chat)
     return PromptConfig(
         ds,
         dataset,
@@ -150,6 +161,15 @@ def check_scoring_mode(prompts: PromptConfig, settings: ScoringSettings) -> None
             f"{prompts.path} config {prompts.config!r} has free-text items (task `text`): "
             "run it with --scoring generate"
         )
+
+
+def check_chat_form(prompts: PromptConfig, chat: bool) -> None:
+    """Once the tokenizer has decided `chat`, every item must have the form it reads (`check_prompt_forms`).
+
+    `load_prompt_config` checks this already when --chat/--no-chat was given; left to the
+    tokenizer, it is known only here, still before anything is written.
+    """
+    check_prompt_forms(prompts.dataset, f"{prompts.path} config {prompts.config!r}", chat)
 
 
 def check_number_mode(prompts: PromptConfig, settings: ScoringSettings, tokenizer: Any, chat: bool) -> None:
@@ -387,6 +407,7 @@ def run_config(
     if chat is None:
         chat = bool(getattr(tokenizer, "chat_template", None))
     check_scoring_mode(prompts, settings)
+    check_chat_form(prompts, chat)
     check_number_mode(prompts, settings, tokenizer, chat)
     dtype = loaded_dtype(backend, dtype)
     name = model_name_for(backend.model_id, model_name)

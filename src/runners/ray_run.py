@@ -227,6 +227,7 @@ def run_config_ray(
     )
     if chat is None:
         chat = bool(getattr(tokenizer, "chat_template", None))
+    loop.check_chat_form(prompts, chat)
     loop.check_number_mode(prompts, settings, tokenizer, chat)
     if backend == "vllm" and "needed_tokens" not in options:  # the actors' engines fit the items (loop.needs_of)
         options["needed_tokens"] = loop.needs_of(prompts, settings, chat, shard=shard, limit=limit)(tokenizer)

@@ -45,6 +45,7 @@ import pyarrow.parquet as pq
 from promptgen.core.errors import ProbeError
 from promptgen.core.files import atomic_write, atomic_write_text
 from promptgen.core.layout import RESULTS_MANIFEST
+from promptgen.hub.folder import check_path_segment
 
 MANIFEST_NAME = RESULTS_MANIFEST
 CARD_TEMPLATE = "results.md.j2"
@@ -113,14 +114,17 @@ class ResultKey:
         return f"{name[:48]}-{self.digest[:16]}"
 
 
+#: the item fields `prompt_sha256` covers: what the runners read to score an item
+PROMPT_FIELDS = ("task", "prompt", "messages", "choices", "choice_labels", "number_min", "number_max", "stop")
+
+
 def prompt_sha256(item: Mapping[str, Any]) -> str:
     """sha256 of what a model is asked in an item: the fields the runners read to score it.
 
     A rebuilt dataset that keeps an id but changes its prompt, messages, options or range
     gets another hash, so a resumed run scores that item again.
     """
-    fields = ("task", "prompt", "messages", "choices", "choice_labels", "number_min", "number_max", "stop")
-    payload = json.dumps({f: item.get(f) for f in fields}, sort_keys=True, separators=(",", ":"), default=str)
+    payload = json.dumps({f: item.get(f) for f in PROMPT_FIELDS}, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
@@ -143,7 +147,12 @@ def shard_of(item_id: str, n: int) -> int:
 
 
 def key_dir(results: Path, config: str, key: ResultKey) -> Path:
-    """The folder of `key`: an existing one with the same digest (under any model name), else its slug."""
+    """The folder of `key`: an existing one with the same digest (under any model name), else its slug.
+
+    The config name is checked here too (`check_path_segment`), the last line before it names a
+    folder: `""` would put rows in `data/<key>/`, `..` outside `data/`.
+    """
+    check_path_segment(config, "config name")
     config_dir = Path(results) / "data" / config
     if config_dir.is_dir():
         same = sorted(p for p in config_dir.glob(f"*-{key.digest[:16]}") if p.is_dir())

@@ -164,7 +164,7 @@ def score(
     shard_ix = shard if isinstance(shard, tuple) else parse_shard(shard)
     # empty, a file, a prompt dataset, an input or unwritable: one line before a model loads
     results = check_out_folder(results, inputs=[("DATASET", dataset), ("--model", model)])
-    prompts = loop.load_prompt_config(str(dataset), config, revision=revision)
+    prompts = loop.load_prompt_config(str(dataset), config, revision=revision, chat=chat)
     loop.check_scoring_mode(prompts, settings)
     common = dict(
         model_name=model_name,

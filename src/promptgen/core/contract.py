@@ -9,8 +9,11 @@ rather than inferred, so every shard of every config has exactly the same Arrow 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from datasets import Features, List, Value
 
 from .errors import ProbeError
@@ -56,22 +59,163 @@ def user_messages(prompt: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": prompt}]
 
 
-def check_prompt_config(ds: Any, where: str) -> None:
-    """The item contract: required columns, per-task columns, unique ids, at least one row."""
+#: the widest number range an item may ask for: `number_max - number_min`. The exact scorer
+#: builds a digit trie over every value in range, so one item with a range of 2e9 grew to
+#: 19 GB before the OOM killer stopped it; the published probes ask for at most 0-100.
+MAX_NUMBER_SPAN = 10_000
+
+
+def _is_null(t: pa.DataType) -> bool:
+    return pa.types.is_null(t)
+
+
+def _is_string(t: pa.DataType) -> bool:
+    return _is_null(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+def _is_integer(t: pa.DataType) -> bool:
+    return _is_null(t) or pa.types.is_integer(t)
+
+
+def _is_list_of(item: Callable[[pa.DataType], bool]) -> Callable[[pa.DataType], bool]:
+    def check(t: pa.DataType) -> bool:
+        lists = pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+        return _is_null(t) or (lists and item(t.value_type))
+
+    return check
+
+
+def _is_message(t: pa.DataType) -> bool:
+    if _is_null(t):
+        return True
+    if not pa.types.is_struct(t):
+        return False
+    fields = {t.field(k).name: t.field(k).type for k in range(t.num_fields)}
+    return all(name in fields and _is_string(fields[name]) for name in ("role", "content"))
+
+
+#: the Arrow type each contract column must have: (how the error names it, the test). A column
+#: of another type is refused as a whole, before any row is read: `choices` typed string was
+#: scored as 208 one-character options, an integer `id` failed deep inside sharding.
+COLUMN_TYPES: dict[str, tuple[str, Callable[[pa.DataType], bool]]] = {
+    "id": ("string", _is_string),
+    "probe": ("string", _is_string),
+    "task": ("string", _is_string),
+    "prompt": ("string", _is_string),
+    "messages": ("list of {role: string, content: string}", _is_list_of(_is_message)),
+    "choices": ("list of strings", _is_list_of(_is_string)),
+    "choice_labels": ("list of strings", _is_list_of(_is_string)),
+    "choice_types": ("list of strings", _is_list_of(_is_string)),
+    "number_min": ("integer", _is_integer),
+    "number_max": ("integer", _is_integer),
+    "stop": ("list of strings", _is_list_of(_is_string)),
+}
+
+
+def check_prompt_forms(ds: Any, where: str, chat: bool | None) -> None:
+    """Every item has the form of its prompt the run reads: `prompt` without chat, `messages` with it.
+
+    `chat=None` (the tokenizer decides once the model loads) needs at least one of the two per
+    item; the trust game's rows hold one form each (`base`/`inst` a prompt, `chat` messages), so a
+    config that mixes them is refused for a run that reads the other form, before anything loads.
+    """
+    table = arrow_table(ds)
+    if chat is None:
+        neither = pc.and_(pc.is_null(table["prompt"]), pc.is_null(table["messages"]))
+        _refuse_rows(table, neither, where, "prompt", "and `messages` are both null: nothing to ask the model")
+    elif chat:
+        _refuse_rows(table, pc.is_null(table["messages"]), where, "messages", "is null (needed with chat)")
+    else:
+        _refuse_rows(table, pc.is_null(table["prompt"]), where, "prompt", "is null (needed without chat, --no-chat)")
+
+
+def check_prompt_config(ds: Any, where: str, *, chat: bool | None = None) -> None:
+    """The item contract, checked on the whole config before any model loads.
+
+    Column presence and Arrow types (`COLUMN_TYPES`) come first, then vectorised checks of the
+    values each task needs: ids present and unique, the prompt form the run reads (`check_prompt_forms`)
+    present, options and labels present and of one length, number ranges present, ordered and at
+    most `MAX_NUMBER_SPAN` wide. Each refusal names `where`, the first offending id and the field.
+    """
     columns = set(ds.column_names)
     missing = [c for c in REQUIRED_COLUMNS if c not in columns]
     if missing:
         raise ProbeError(f"{where}: not a prompt-item config, missing column(s) {', '.join(missing)}")
     if len(ds) == 0:
         raise ProbeError(f"{where}: the config has no rows")
-    tasks = set(ds["task"])
-    unknown = sorted(str(t) for t in tasks - set(TASK_COLUMNS))
+    table = arrow_table(ds)
+    check_column_types(table.schema, where)
+    ids = table["id"]
+    _refuse_rows(table, pc.is_null(ids), where, "id", "is null: every item needs an id")
+    _refuse_rows(table, pc.is_null(table["task"]), where, "task", "is null")
+    tasks = {str(t) for t in pc.unique(table["task"]).to_pylist()}
+    unknown = sorted(tasks - set(TASK_COLUMNS))
     if unknown:
         raise ProbeError(f"{where}: unknown task(s) {', '.join(unknown)}; expected choice, number or text")
     for task in sorted(tasks):
         lacking = [c for c in TASK_COLUMNS[task] if c not in columns]
         if lacking:
             raise ProbeError(f"{where}: has {task} items but no column(s) {', '.join(lacking)}")
-    ids = ds["id"]
-    if len(set(ids)) != len(ids):
+    if pc.count_distinct(ids).as_py() != len(ids):
         raise ProbeError(f"{where}: item ids are not unique")
+    check_prompt_forms(table, where, chat)
+    if "choice" in tasks:
+        _check_choice_items(table, pc.equal(table["task"], "choice"), where)
+    if "number" in tasks:
+        _check_number_items(table, pc.equal(table["task"], "number"), where)
+
+
+def arrow_table(ds: Any) -> pa.Table:
+    """The Arrow table of a `datasets.Dataset` (or a table), its rows in the dataset's order."""
+    if isinstance(ds, pa.Table):
+        return ds
+    if getattr(ds, "_indices", None) is None:
+        return ds.data.table
+    return ds.with_format("arrow")[:]
+
+
+def check_column_types(schema: pa.Schema, where: str) -> None:
+    """Refuse a contract column whose Arrow type is not the contract's (`COLUMN_TYPES`), naming it."""
+    for name, (wanted, ok) in COLUMN_TYPES.items():
+        if name in schema.names and not ok(schema.field(name).type):
+            raise ProbeError(
+                f"{where}: column {name!r} has type {schema.field(name).type}; the item contract needs {wanted}"
+            )
+
+
+def _check_choice_items(table: pa.Table, rows: Any, where: str) -> None:
+    for name in TASK_COLUMNS["choice"]:
+        _refuse_rows(table, pc.and_(rows, pc.is_null(table[name])), where, name, "is null on a choice item")
+    n_choices = pc.list_value_length(table["choices"])
+    _refuse_rows(table, pc.and_(rows, pc.equal(n_choices, 0)), where, "choices", "is empty")
+    differ = pc.not_equal(n_choices, pc.list_value_length(table["choice_labels"]))
+    _refuse_rows(table, pc.and_(rows, differ), where, "choice_labels", "has another length than `choices`")
+
+
+def _check_number_items(table: pa.Table, rows: Any, where: str) -> None:
+    for name in TASK_COLUMNS["number"]:
+        _refuse_rows(table, pc.and_(rows, pc.is_null(table[name])), where, name, "is null on a number item")
+    low = pc.cast(table["number_min"], pa.int64())
+    high = pc.cast(table["number_max"], pa.int64())
+    _refuse_rows(table, pc.and_(rows, pc.greater(low, high)), where, "number_max", "is below `number_min`")
+    wide = pc.greater(pc.subtract(high, low), MAX_NUMBER_SPAN)
+    _refuse_rows(
+        table,
+        pc.and_(rows, wide),
+        where,
+        "number_max",
+        f"makes a range of more than {MAX_NUMBER_SPAN:,} values above `number_min` (the scorer holds every value)",
+    )
+
+
+def _refuse_rows(table: pa.Table, mask: Any, where: str, field: str, problem: str) -> None:
+    """Raise for the first row where `mask` is true (nulls in `mask` count as false), naming its id and `field`."""
+    mask = pc.fill_null(mask, False)
+    count = pc.sum(mask).as_py() or 0
+    if not count:
+        return
+    row = pc.index(mask, True).as_py()
+    item = table["id"][row].as_py()
+    name = f"id {item!r}" if item is not None else f"row {row}"
+    more = f" ({count} such rows)" if count > 1 else ""
+    raise ProbeError(f"{where}: {name}, field {field!r} {problem}{more}")

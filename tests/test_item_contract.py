@@ -1,0 +1,222 @@
+"""The item contract and the result-row checks (DESIGN section 2), each one line before anything loads.
+
+Every case here used to pass or crash: `choices` typed as a string was scored as 208
+one-character options, an integer id or a null prompt under --no-chat was a traceback, a range
+of 2e9 values grew to 19 GB, `-c ..` wrote outside `data/`, an extra parquet in a built folder
+was scored under the old fingerprint, and results read without their manifest were analysed
+against reordered options. Runs are given a model path that does not exist: an error about
+the model would mean the contract check came too late.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from datasets import Features, Value
+from typer.testing import CliRunner
+
+import runners.results as res
+from analysis.load import join, load_prompts, load_results
+from probes.cli import app
+from promptgen.build import build
+from promptgen.core.errors import ProbeError
+from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
+from release_fixture import load_config, write_recipe, write_release
+from test_cli_errors import _one_line_error
+from test_runners_loop import FEATURES, ITEMS
+
+runner = CliRunner()
+SCORING = '{"choice_mode":"sentence"}'
+
+
+@pytest.fixture(autouse=True)
+def _datasets_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A private datasets cache per test: it keys a local folder's features by the folder's name."""
+    import datasets
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-datasets")
+    yield
+
+
+def _folder(root: Path, items: list[dict[str, Any]], features: Features = FEATURES) -> Path:
+    """A built prompt folder (manifest, card, one shard) with config `items`."""
+    configs = [ConfigData("items", features, lambda: iter([{k: [r[k] for r in items] for k in features}]))]
+
+    def card(manifest: dict, written: list) -> str:
+        front = card_front_matter(pretty_name="t", license="cc0-1.0", tags=[], configs=written, default_config=None)
+        return f"---\n{front}---\n# t\n"
+
+    manifest = {"recipe": {"sha256": "0" * 64}, "parameters": {}, "sources": []}
+    return write_hub_folder(root, "tiny", configs, manifest=manifest, render_card=card, rows_per_shard=100)
+
+
+def _items(**change: Any) -> list[dict[str, Any]]:
+    """The loop tests' items, the first choice item (k=0) or number item (k=4) changed."""
+    items = copy.deepcopy(ITEMS)
+    for name, value in change.items():
+        k, field = name.split("__")
+        items[int(k.removeprefix("i"))][field] = value
+    return items
+
+
+def _run(dataset: Path, tmp_path: Path, *extra: str, config: str = "items"):
+    out = tmp_path / "results"
+    args = ["run", str(dataset), "-c", config, "--model", str(tmp_path / "no-such-model"), "--out", str(out)]
+    result = runner.invoke(app, [*args, "-q", *extra])
+    assert not out.exists()  # nothing written
+    return result
+
+
+# ----------------------------------------------------------------------------- tracebacks
+
+
+def _integer_ids(tmp_path: Path) -> tuple[Path, list[str]]:
+    items = [{**item, "id": k} for k, item in enumerate(copy.deepcopy(ITEMS))]
+    return _folder(tmp_path / "p", items, Features({**FEATURES, "id": Value("int64")})), []
+
+
+def _null_prompt_no_chat(tmp_path: Path) -> tuple[Path, list[str]]:
+    return _folder(tmp_path / "p", _items(i0__prompt=None)), ["--no-chat"]
+
+
+CONTRACT_TRACEBACKS: list[tuple[str, Callable[[Path], tuple[Path, list[str]]], tuple[str, ...]]] = [
+    ("integer id column", _integer_ids, ("column 'id' has type int64", "needs string")),
+    ("null prompt with --no-chat", _null_prompt_no_chat, ("id 'choice-maria'", "field 'prompt' is null")),
+]
+
+
+@pytest.mark.parametrize(("name", "make", "says"), CONTRACT_TRACEBACKS, ids=[c[0] for c in CONTRACT_TRACEBACKS])
+def test_contract_tracebacks_are_one_line(tmp_path: Path, name: str, make, says: tuple[str, ...]) -> None:
+    dataset, extra = make(tmp_path)
+    _one_line_error(_run(dataset, tmp_path, *extra), str(dataset), *says)
+
+
+# ----------------------------------------------------------------------------- bad items
+
+
+def _string_choices(tmp_path: Path) -> Path:
+    items = [{**item, "choices": " / ".join(item["choices"] or [])} for item in copy.deepcopy(ITEMS)]
+    return _folder(tmp_path / "p", items, Features({**FEATURES, "choices": Value("string")}))
+
+
+BAD_ITEMS: list[tuple[str, Callable[[Path], Path], tuple[str, ...]]] = [
+    ("choices typed string", _string_choices, ("column 'choices' has type string", "list of strings")),
+    ("null id", lambda t: _folder(t / "p", _items(i1__id=None)), ("row 1", "field 'id' is null")),
+    ("null choices", lambda t: _folder(t / "p", _items(i2__choices=None)), ("choice-aisha", "field 'choices'")),
+    (
+        "range of 2e9 values",
+        lambda t: _folder(t / "p", _items(i4__number_max=2_000_000_000)),
+        ("id 'number-maria'", "field 'number_max'", "more than 10,000 values"),
+    ),
+    (
+        "number_min above number_max",
+        lambda t: _folder(t / "p", _items(i5__number_min=11)),
+        ("id 'number-john'", "field 'number_max' is below `number_min`"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "make", "says"), BAD_ITEMS, ids=[c[0] for c in BAD_ITEMS])
+def test_bad_items_are_one_line_before_the_model_loads(tmp_path: Path, name: str, make, says) -> None:
+    dataset = make(tmp_path)
+    _one_line_error(_run(dataset, tmp_path), str(dataset), *says)
+
+
+@pytest.mark.parametrize("config", ["", "..", "../items", ".hidden"])
+def test_a_config_name_that_is_not_one_path_segment_is_refused(tmp_path: Path, config: str) -> None:
+    dataset = _folder(tmp_path / "p", ITEMS)
+    _one_line_error(_run(dataset, tmp_path, config=config), f"invalid config name (--config) {config!r}")
+    with pytest.raises(ProbeError, match="one path segment"):
+        res.key_dir(tmp_path / "r", config, res.ResultKey("m", "rev", SCORING))
+
+
+def test_an_unlisted_or_changed_data_file_is_refused(tmp_path: Path) -> None:
+    dataset = _folder(tmp_path / "p", ITEMS)
+    shard = dataset / "data" / "items" / "test-00000-of-00001.parquet"
+    other = _folder(tmp_path / "q", _items(i0__choices=list(reversed(ITEMS[0]["choices"]))))
+    extra = shard.with_name("test-00001-of-00001.parquet")
+    shutil.copy(other / "data" / "items" / shard.name, extra)
+    _one_line_error(_run(dataset, tmp_path), str(dataset), f"not listed in the manifest: data/items/{extra.name}")
+    extra.unlink()
+    shutil.copy(other / "data" / "items" / shard.name, shard)
+    _one_line_error(_run(dataset, tmp_path), f"sha256 differs: data/items/{shard.name}")
+
+
+# ----------------------------------------------------------------------------- result rows
+
+
+def _results(results: Path, rows: list[dict[str, Any]]) -> Path:
+    key = res.ResultKey("org/model", "rev", SCORING)
+    folder = res.key_dir(results, "items", key)
+    res.write_key_file(folder, key)
+    return res.write_part(folder, (0, 1), [{**key.as_dict(), "refused": False, **r} for r in rows])
+
+
+def _answers() -> list[dict[str, Any]]:
+    """Plausible rows for every item: choice items with probabilities, number items with values in 0..10."""
+    return [
+        {"id": item["id"], "choice_probs": [0.4, 0.3, 0.2, 0.1], "chosen_index": 0, "valid_mass": math.nan}
+        if item["task"] == "choice"
+        else {"id": item["id"], "expected_value": 4.5, "argmax_value": 4, "valid_mass": 0.9}
+        for item in ITEMS
+    ]
+
+
+BAD_ROWS = [
+    ("expected_value of 1e6", 4, {"expected_value": 1e6}, "'number-maria', column 'expected_value': value 1000000.0"),
+    ("argmax_value below range", 5, {"argmax_value": -1}, "'number-john', column 'argmax_value': value -1.0"),
+    ("infinite expected_value", 6, {"expected_value": math.inf}, "column 'expected_value': value inf"),
+    ("chosen_index past the options", 1, {"chosen_index": 4}, "'choice-john', column 'chosen_index': value 4.0"),
+    ("null choice_probs", 2, {"choice_probs": None}, "'choice-aisha', column 'choice_probs': null on a choice"),
+    ("choice_probs too short", 3, {"choice_probs": [0.5, 0.5]}, "column 'choice_probs': has 2 values, its item 4"),
+    ("null id", 0, {"id": None}, "row 0, column 'id': null"),
+]
+
+
+@pytest.mark.parametrize(("name", "row", "change", "says"), BAD_ROWS, ids=[c[0] for c in BAD_ROWS])
+def test_bad_result_rows_are_refused_by_analyze(tmp_path: Path, name: str, row: int, change, says: str) -> None:
+    dataset = _folder(tmp_path / "p", ITEMS)
+    rows = _answers()
+    _results(tmp_path / "ok", rows)
+    assert len(join(load_prompts(dataset, "items"), load_results(tmp_path / "ok", "items"))) == len(rows)
+    rows[row].update(change)
+    part = _results(tmp_path / "r", rows)
+    args = ["analyze", "--prompts", str(dataset), "--results", str(tmp_path / "r"), "--out", str(tmp_path / "rep")]
+    _one_line_error(runner.invoke(app, [*args, "--no-figures"], terminal_width=400), str(part), says)
+    assert not (tmp_path / "rep").exists()
+
+
+@pytest.fixture(scope="module")
+def two_builds(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The same release built twice, options permuted and then in canonical order: same ids, other prompts."""
+    root = tmp_path_factory.mktemp("builds")
+    sources = write_release(root / "sources")
+    first = build(str(write_recipe(root / "a.yaml", sources)), out_dir=root / "a", sources_dir=sources).path
+    recipe = write_recipe(root / "b.yaml", sources, option_order="canonical")
+    second = build(str(recipe), out_dir=root / "b", sources_dir=sources).path
+    return first, second
+
+
+def test_results_without_a_manifest_are_checked_against_the_prompts(two_builds, tmp_path: Path) -> None:
+    """Each row's prompt_sha256 (the runners' own hash) is compared, manifest or not (Hub results have none)."""
+    first, second = two_builds
+    items = load_config(first, "single_actor").to_list()[:40]  # read as the runners read them
+    rows = [{"id": i["id"], "choice_probs": [0.7, 0.1, 0.1, 0.1], "prompt_sha256": res.prompt_sha256(i)} for i in items]
+    key = res.ResultKey("org/model", "rev", SCORING)
+    folder = res.key_dir(tmp_path / "results", "single_actor", key)
+    res.write_key_file(folder, key)
+    part = res.write_part(folder, (0, 1), [{**key.as_dict(), "refused": False, **r} for r in rows])
+    assert not (tmp_path / "results" / res.MANIFEST_NAME).exists()
+    args = ["analyze", "--results", str(tmp_path / "results"), "--no-figures", "--permutations", "20"]
+    same = runner.invoke(app, [*args, "--prompts", str(first), "--out", str(tmp_path / "a")], terminal_width=400)
+    assert same.exit_code == 0, same.output  # the hashes computed from the analysis frames are the runners'
+    changed = runner.invoke(app, [*args, "--prompts", str(second), "--out", str(tmp_path / "b")], terminal_width=400)
+    now = {i["id"]: res.prompt_sha256(i) for i in load_config(second, "single_actor").to_list()}
+    first_changed = next(r["id"] for r in rows if now[r["id"]] != r["prompt_sha256"])
+    _one_line_error(changed, str(part), f"row id {first_changed!r}", "column 'prompt_sha256'", "another prompt")
