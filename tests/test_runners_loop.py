@@ -324,3 +324,26 @@ def test_contract_checks() -> None:
         contract.check_prompt_config(Dataset.from_dict(rows), "x")
     with pytest.raises(ProbeError, match="unknown task"):
         contract.check_prompt_config(Dataset.from_dict({**rows, "id": ["a", "b"], "task": ["number", "gen"]}), "x")
+
+
+def test_two_folders_of_one_name_with_other_columns_load_their_own(tmp_path: Path) -> None:
+    """datasets caches a local folder by its name and took the first folder's features for the second."""
+    from runners_fixtures import number_items, write_prompt_folder
+
+    plain = write_prompt_folder(tmp_path / "a", number_items(3))
+    configs = [ConfigData("items", FEATURES, lambda: iter([{k: [r[k] for r in ITEMS] for k in FEATURES}]))]
+
+    def card(manifest: dict, written: list) -> str:
+        front = card_front_matter(pretty_name="t", license="cc0-1.0", tags=[], configs=written, default_config=None)
+        return f"---\n{front}---\n# t\n"
+
+    manifest = {"recipe": {"sha256": "0" * 64}, "parameters": {}, "sources": []}
+    named = write_hub_folder(
+        tmp_path / "b", plain.name, configs, manifest=manifest, render_card=card, rows_per_shard=100
+    )
+    assert named.name == plain.name
+    first = loop.load_prompt_config(str(plain), "items")
+    second = loop.load_prompt_config(str(named), "items")
+    assert "name" not in first.dataset.column_names and len(first.dataset) == 3
+    assert second.dataset["name"] == [r["name"] for r in ITEMS]
+    assert loop.load_prompt_config(str(plain), "items").dataset.column_names == first.dataset.column_names

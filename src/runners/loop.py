@@ -24,7 +24,13 @@ from typing import Any
 from promptgen.core.contract import check_prompt_config, check_prompt_forms
 from promptgen.core.errors import ProbeError, dataset_load_errors
 from promptgen.core.layout import BUILD_MANIFEST
-from promptgen.hub.folder import check_data_files, check_path_segment, config_data_files, read_dataset_manifest
+from promptgen.hub.folder import (
+    check_data_files,
+    check_path_segment,
+    config_data_files,
+    parquet_errors,
+    read_dataset_manifest,
+)
 
 from . import context_length, model_identity
 from .device import (
@@ -90,6 +96,25 @@ def _front_matter(readme: Path) -> dict[str, Any]:
     return {}
 
 
+def _own_features(folder: Path, config: str) -> Any:
+    """The column types of a local config, from its first parquet file (None when it has none).
+
+    `datasets` keys its cache of a local folder by the folder's name and card, and a builder
+    takes its features from an existing cache entry, even with `force_redownload`: a second
+    folder of the same name (or a rebuild) with other columns or types then fails to cast, or
+    is cast silently to the old types. Given the folder's own features, the cache entry is
+    keyed by them as well.
+    """
+    import datasets
+    import pyarrow.parquet as pq
+
+    files = sorted((folder / "data" / config).glob("*.parquet"))
+    if not files:
+        return None
+    with parquet_errors(files[0], "prompt config"):
+        return datasets.Features.from_arrow_schema(pq.read_schema(files[0]))
+
+
 def load_prompt_config(
     dataset: str, config: str, *, revision: str | None = None, chat: bool | None = None
 ) -> PromptConfig:
@@ -109,6 +134,10 @@ def load_prompt_config(
         raise ProbeError(f"prompt dataset folder {dataset} does not exist")
     if local and not folder.is_dir():
         raise ProbeError(f"prompt dataset {dataset} is not a folder")
+    built: dict[str, Any] = {}
+    if local and (folder / BUILD_MANIFEST).is_file():  # before the (costly) load: the files are the listed ones
+        built = read_dataset_manifest(folder, flag="prompt dataset", expected="a folder")
+        check_data_files(folder, built, config_data_files(folder, config), config=config)
     try:
         # datasets 4 keys its cache of a local folder by name, not content: a rebuilt folder
         # would give the old rows, so a local folder is always re-read
@@ -116,6 +145,8 @@ def load_prompt_config(
         # and its split sizes are checked against that cache: a local folder is verified by the
         # item contract below instead (datasets' NonMatchingSplitsSizesError named no fix)
         checks = {"verification_mode": "no_checks"} if local else {}
+        if local:  # and it takes the features of that cache too: give it the folder's own
+            checks["features"] = _own_features(folder, config)
         ds = datasets.load_dataset(
             str(folder) if local else dataset, config, split="test", revision=revision, download_mode=mode, **checks
         )
@@ -124,13 +155,8 @@ def load_prompt_config(
     except datasets.exceptions.DatasetGenerationError as exc:
         cause = exc.__cause__ or exc
         raise ProbeError(f"cannot read config {config!r} of {dataset} (empty or corrupt parquet?): {cause}") from exc
-    built: dict[str, Any] = {}
     license = "other"
     if local:
-        manifest = folder / BUILD_MANIFEST
-        if manifest.is_file():
-            built = read_dataset_manifest(folder, flag="prompt dataset", expected="a folder")
-            check_data_files(folder, built, config_data_files(folder, config), config=config)
         license = _front_matter(folder / "README.md").get("license", license)
     else:  # pragma: no cover - needs the network
         try:
