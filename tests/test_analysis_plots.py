@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 import numpy as np
 import pandas as pd
@@ -181,7 +182,8 @@ def test_names_are_stable_across_processes_and_attribution_uses_one_scale() -> N
         ).stdout
         for seed in ("1", "2")
     }
-    assert len(names) == 1 and names.pop().strip().startswith("m_s")  # a digest, not hash()
+    # a digest of the run (`headlines.run_label`), not hash(): the same in every process
+    assert len(names) == 1 and re.fullmatch(r"m_[0-9a-f]{8}", names.pop().strip())
     rows = [
         {
             "model": "org/a",

@@ -33,6 +33,7 @@ from probes.cli import app
 from promptgen.build import build
 from release_fixture import write_recipe, write_release
 from runners_fixtures import number_items, require_extra, tiny_llama_folder, write_prompt_folder
+from test_item_contract import _integer_ids, _null_prompt_no_chat
 
 runner = CliRunner()
 EMPATHY_CONFIG = "religion_P0S0T0"
@@ -253,6 +254,17 @@ def _analyze_empty_out(inputs, tmp, monkeypatch):
     return _analyze(inputs, ""), _unchanged(tmp)
 
 
+def _contract(make: Callable[[Path], tuple[Path, list[str]]]) -> Builder:
+    """A prompt folder that breaks the item contract (`test_item_contract`), run by `probes run`."""
+
+    def build_case(inputs: dict[str, Path], tmp: Path, monkeypatch: pytest.MonkeyPatch):
+        dataset, extra = make(tmp)
+        out = tmp / "results"
+        return _run(inputs, out, *extra, dataset=dataset), _absent(out)
+
+    return build_case
+
+
 CASES = [
     Case("run-disk-full", _run_disk_full, ("cannot write", "No space left on device")),
     Case("build-disk-full", _build_disk_full, ("cannot write the dataset folder", "No space left on device")),
@@ -268,6 +280,8 @@ CASES = [
     Case("demo-out-is-a-file", _demo_at_file, ("notes.txt", "not a folder")),
     Case("plan-corrupt-parquet", _plan_corrupt_parquet, ("test-00000-of-00001.parquet", "cannot read")),
     Case("analyze-empty-out", _analyze_empty_out, ("--out is empty",)),
+    Case("integer-id-column", _contract(_integer_ids), ("column 'id' has type int64", "needs string")),
+    Case("null-prompt-no-chat", _contract(_null_prompt_no_chat), ("id 'choice-maria'", "field 'prompt' is null")),
 ]
 
 

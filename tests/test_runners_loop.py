@@ -19,6 +19,7 @@ from probes.cli import app
 from promptgen.core import contract
 from promptgen.core.contract import ITEM_FEATURES, user_messages
 from promptgen.core.errors import ProbeError
+from promptgen.core.files import sha256_file
 from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
 from runners import loop, model_identity
 from runners.results import parse_shard, read_done, shard_of
@@ -90,7 +91,13 @@ def prompts_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     manifest = {"recipe": {"sha256": "0" * 64}, "parameters": {}, "sources": []}
     path = write_hub_folder(out, "tiny", configs, manifest=manifest, render_card=card, rows_per_shard=100)
     (path / "data" / "empty").mkdir()
-    pq.write_table(pa.Table.from_pylist([], FEATURES.arrow_schema), path / "data/empty/test-00000-of-00001.parquet")
+    empty = "data/empty/test-00000-of-00001.parquet"
+    pq.write_table(pa.Table.from_pylist([], FEATURES.arrow_schema), path / empty)
+    # listed in the manifest like a built config's files, so the run gets as far as reading it
+    built = json.loads((path / "build_manifest.json").read_text())
+    entry = {"path": empty, "sha256": sha256_file(path / empty), "bytes": (path / empty).stat().st_size}
+    built["configs"]["empty"] = {"rows": 0, "files": [entry]}
+    (path / "build_manifest.json").write_text(json.dumps(built))
     return path
 
 

@@ -91,6 +91,8 @@ def test_a_bugs_traceback_is_scrubbed(leaky_hub, monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(datasets, "load_dataset", load_dataset)
     args = ["run", "org/probes", "--config", "single_actor", "--model", "org/model", "--out", str(tmp_path / "r")]
     monkeypatch.setattr(sys, "argv", ["probes", *args, "--quiet"])
+    # an earlier vLLM test in this process would make entry() end the process with os._exit
+    monkeypatch.setitem(cli._ENGINE_THREADS, "started", False)
     with pytest.raises(SystemExit) as info:
         cli.entry()
     assert info.value.code == 1
