@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -170,6 +171,24 @@ def test_bad_result_rows_are_refused_by_analyze(tmp_path: Path, name: str, row: 
     args = ["analyze", "--prompts", str(dataset), "--results", str(tmp_path / "r"), "--out", str(tmp_path / "rep")]
     _one_line_error(runner.invoke(app, [*args, "--no-figures"], terminal_width=400), str(part), says)
     assert not (tmp_path / "rep").exists()
+
+
+def test_generated_answers_out_of_range_are_refusals_not_bad_rows(tmp_path: Path) -> None:
+    """`runners.parse` keeps what the model said (150 on 0-100) with status out_of_range and refuses the row."""
+    dataset = _folder(tmp_path / "p", ITEMS)
+    rows = [
+        {"id": item["id"], "parsed_value": 50 if item["task"] == "number" else 9, "parse_status": "out_of_range"}
+        for item in ITEMS
+    ]
+    key = res.ResultKey("org/model", "rev", '{"mode":"generate"}')
+    folder = res.key_dir(tmp_path / "r", "items", key)
+    res.write_key_file(folder, key)
+    res.write_part(folder, (0, 1), [{**key.as_dict(), "refused": True, **r} for r in rows])
+    assert len(join(load_prompts(dataset, "items"), load_results(tmp_path / "r", "items"))) == len(rows)
+    rows[0]["parse_status"] = "ok"  # the same value on an answer that is not refused is a bad row
+    res.write_part(folder, (0, 1), [{**key.as_dict(), "refused": r["parse_status"] != "ok", **r} for r in rows])
+    with pytest.raises(ProbeError, match=re.escape("column 'parsed_value': value 9.0")):
+        join(load_prompts(dataset, "items"), load_results(tmp_path / "r", "items"))
 
 
 @pytest.fixture(scope="module")

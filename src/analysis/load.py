@@ -23,6 +23,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from promptgen.core.contract import TASK_COLUMNS
 from promptgen.core.errors import ProbeError, dataset_load_errors
 from promptgen.core.layout import BUILD_MANIFEST
 from runners.results import (
@@ -299,8 +300,6 @@ def _files(results: pd.DataFrame) -> str:
 
 #: the result column holding the hash of the prompt a row was scored on (`runners.results.prompt_sha256`)
 PROMPT_HASH_COLUMN = "prompt_sha256"
-#: prompt columns the hash reads, by task, that a prompt frame must have to be checked (`stop` is optional)
-HASH_COLUMNS = {"choice": ("choices", "choice_labels"), "number": ("number_min", "number_max"), "text": ()}
 
 
 def check_prompt_hashes(prompts: pd.DataFrame, results: pd.DataFrame) -> None:
@@ -338,7 +337,7 @@ def check_prompt_hashes(prompts: pd.DataFrame, results: pd.DataFrame) -> None:
 
 def _require_hashed_columns(prompts: pd.DataFrame, results: pd.DataFrame) -> None:
     tasks = set(prompts["task"].dropna()) if "task" in prompts.columns else set()
-    needed = ["task", "prompt", "messages", *(c for t in sorted(tasks) for c in HASH_COLUMNS.get(str(t), ()))]
+    needed = ["task", "prompt", "messages", *(c for t in sorted(tasks) for c in TASK_COLUMNS.get(str(t), ()))]
     missing = [c for c in needed if c not in prompts.columns]
     if missing:
         raise ProbeError(
@@ -389,6 +388,7 @@ def _plain(value: Any) -> Any:
 NUMBER_ANSWER_COLUMNS = ("expected_value", "argmax_value", "parsed_value")
 #: result columns holding a choice answer, each an index into its item's options
 CHOICE_ANSWER_COLUMNS = ("chosen_index", "parsed_value")
+ANSWER_COLUMNS = tuple(dict.fromkeys((*NUMBER_ANSWER_COLUMNS, *CHOICE_ANSWER_COLUMNS)))
 
 
 def check_result_values(joined: pd.DataFrame) -> None:
@@ -400,22 +400,31 @@ def check_result_values(joined: pd.DataFrame) -> None:
     would move or drop a metric without any error downstream.
     """
     task = joined["task"].to_numpy() if "task" in joined.columns else np.full(len(joined), None)
+    refused = np.zeros(len(task), bool)
+    if "refused" in joined.columns:
+        refused = joined["refused"].fillna(False).astype(bool).to_numpy()
+    # a generated answer outside the range is kept as parsed and the row refused (`runners.parse`)
+    answered = {column: ~refused if column == "parsed_value" else True for column in ANSWER_COLUMNS}
     if {"number_min", "number_max"} <= set(joined.columns):
         number = task == "number"
         low = pd.to_numeric(joined["number_min"], errors="coerce").to_numpy(dtype="float64")
         high = pd.to_numeric(joined["number_max"], errors="coerce").to_numpy(dtype="float64")
         for column in NUMBER_ANSWER_COLUMNS:
-            _refuse_outside(joined, column, number, low, high, "of its item (number_min, number_max)")
+            rows = number & answered[column]
+            _refuse_outside(joined, column, rows, low, high, "of its item (number_min, number_max)")
     if "choices" not in joined.columns:
         return
     choice = task == "choice"
     n_options = np.array([len(c) if c is not None else 0 for c in joined["choices"]], dtype="float64")
     for column in CHOICE_ANSWER_COLUMNS:
-        _refuse_outside(joined, column, choice, np.zeros(len(joined)), n_options - 1, "of its item's options")
+        rows = choice & answered[column]
+        _refuse_outside(joined, column, rows, np.zeros(len(joined)), n_options - 1, "of its item's options")
     if "choice_probs" not in joined.columns:
         return
-    refused = joined["refused"].fillna(False).astype(bool).to_numpy()
-    generated = np.array([_generated(s) for s in joined["scoring"]]) if "scoring" in joined.columns else False
+    generated: Any = False
+    if "scoring" in joined.columns:  # one JSON parse per distinct scoring, not per row
+        by_scoring = {s: _generated(s) for s in pd.unique(joined["scoring"])}
+        generated = joined["scoring"].map(by_scoring).fillna(True).astype(bool).to_numpy()
     lengths = np.array([len(p) if p is not None else -1 for p in joined["choice_probs"]], dtype="float64")
     scored = choice & ~refused & ~generated
     missing = scored & (lengths < 0)

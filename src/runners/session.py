@@ -33,8 +33,6 @@ from . import model_identity
 from . import results as res
 from .rows import ScoringSettings
 
-#: item columns `results.prompt_sha256` reads (those a config lacks are None)
-_HASHED = ("task", "prompt", "messages", "choices", "choice_labels", "number_min", "number_max", "stop")
 _HASH_BATCH = 4096
 
 
@@ -75,7 +73,7 @@ class RunSummary:
 
 def prompt_hashes(dataset: Any, rows: list[int]) -> list[str]:
     """`results.prompt_sha256` of the dataset rows `rows`, read in batches of the hashed columns only."""
-    columns = [c for c in _HASHED if c in dataset.column_names]
+    columns = [c for c in res.PROMPT_FIELDS if c in dataset.column_names]  # those a config lacks are None
     out: list[str] = []
     for start in range(0, len(rows), _HASH_BATCH):
         batch = dataset.select(rows[start : start + _HASH_BATCH]).select_columns(columns).to_list()
