@@ -93,7 +93,17 @@ BAD_ITEMS: list[tuple[str, Callable[[Path], Path], tuple[str, ...]]] = [
     (
         "range of 2e9 values",
         lambda t: _folder(t / "p", _items(i4__number_max=2_000_000_000)),
-        ("id 'number-maria'", "field 'number_max'", "more than 10,000 values"),
+        ("id 'number-maria'", "field 'number_max'", "more than 10,000 above"),
+    ),
+    (
+        # int64 extremes: their difference wraps around in int64 arithmetic
+        "range of int64 extremes",
+        lambda t: _folder(
+            t / "p",
+            _items(i4__number_min=-(2**62), i4__number_max=2**62),
+            Features({**FEATURES, "number_min": Value("int64"), "number_max": Value("int64")}),
+        ),
+        ("id 'number-maria'", "field 'number_max'", "more than 10,000 above"),
     ),
     (
         "number_min above number_max",
@@ -219,3 +229,28 @@ def test_results_without_a_manifest_are_checked_against_the_prompts(two_builds, 
     now = {i["id"]: res.prompt_sha256(i) for i in load_config(second, "single_actor").to_list()}
     first_changed = next(r["id"] for r in rows if now[r["id"]] != r["prompt_sha256"])
     _one_line_error(changed, str(part), f"row id {first_changed!r}", "column 'prompt_sha256'", "another prompt")
+
+
+def test_plan_refuses_a_range_above_the_bound(tmp_path: Path) -> None:
+    """`probes plan` prices an item by building its number trie: a range of 2e9 values must be refused first."""
+    from runners_fixtures import tiny_llama_folder
+
+    dataset = _folder(tmp_path / "p", _items(i4__number_max=2_000_000_000))
+    result = runner.invoke(app, ["plan", str(dataset), "-m", str(tiny_llama_folder("float32")), "-q"])
+    _one_line_error(result, "test-00000-of-00001.parquet", "id 'number-maria'", "more than 10,000 above")
+
+
+@pytest.mark.parametrize(
+    ("manifest", "says"),
+    [
+        ("[]", "expected a JSON object, got list"),
+        ('{"configs": {"items": []}}', "configs.items.files must be a list"),
+        ('{"configs": {"items": {"files": [{"sha256": "x"}]}}}', "configs.items.files must be a list"),
+        (b"\xff\xfe{", "not valid JSON"),
+    ],
+)
+def test_a_build_manifest_of_the_wrong_shape_is_one_line(tmp_path: Path, manifest: str | bytes, says: str) -> None:
+    dataset = _folder(tmp_path / "p", ITEMS)
+    target = dataset / "build_manifest.json"
+    target.write_bytes(manifest if isinstance(manifest, bytes) else manifest.encode())
+    _one_line_error(_run(dataset, tmp_path), "build_manifest.json", says)

@@ -829,7 +829,8 @@ def analyze_cmd(
         typer.Option(
             "--allow-fingerprint-mismatch",
             help="Analyse results whose manifest records other prompts (another fingerprint) than --prompts, "
-            "with a warning; refused by default, since the same ids may then carry other prompts.",
+            "with a warning; refused by default. Rows whose own prompt_sha256 differs from their prompt here "
+            "are refused even so: they were scored on another text, options or range.",
         ),
     ] = False,
 ) -> None:

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from promptgen.core.contract import check_column_types, check_number_ranges
 from promptgen.core.errors import ProbeError
 from promptgen.core.files import atomic_write_text, writing
 from promptgen.core.outputs import Output, check_output
@@ -221,6 +222,18 @@ class ConfigRows:
         self.rows = first
         names = self.files[0].schema_arrow.names if self.files else []
         self.columns = [c for c in ITEM_COLUMNS if c in names]
+        for path, pf in zip(self.paths, self.files, strict=True):
+            self._check_contract(path, pf)
+
+    @staticmethod
+    def _check_contract(path: Path, pf: Any) -> None:
+        """The item contract's column types and number ranges (a range of 2e9 values would be priced by
+        building its trie), from the schema and four light columns: never the prompts themselves."""
+        check_column_types(pf.schema_arrow, str(path))
+        light = [c for c in ("id", "task", "number_min", "number_max") if c in pf.schema_arrow.names]
+        with parquet_errors(path, "prompt"):
+            table = pf.read(columns=light)
+        check_number_ranges(table, str(path))
 
     def read(self, start: int, stop: int) -> list[dict[str, Any]]:
         """Rows `start` to `stop` (exclusive) as dicts of the item columns; reads only their row groups."""

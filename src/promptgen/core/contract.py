@@ -165,6 +165,19 @@ def check_prompt_config(ds: Any, where: str, *, chat: bool | None = None) -> Non
         _check_number_items(table, pc.equal(table["task"], "number"), where)
 
 
+def check_number_ranges(table: pa.Table, where: str) -> None:
+    """The number-range part of the contract alone, on a table of `id`, `task`, `number_min`, `number_max`.
+
+    What a reader that never holds whole items (`probes plan` on millions of rows) can check
+    cheaply: the ranges it would build a digit trie over are present, ordered and bounded.
+    """
+    if "task" in table.column_names and "number" in set(pc.unique(table["task"]).to_pylist()):
+        lacking = [c for c in TASK_COLUMNS["number"] if c not in table.column_names]
+        if lacking:
+            raise ProbeError(f"{where}: has number items but no column(s) {', '.join(lacking)}")
+        _check_number_items(table, pc.equal(table["task"], "number"), where)
+
+
 def arrow_table(ds: Any) -> pa.Table:
     """The Arrow table of a `datasets.Dataset` (or a table), its rows in the dataset's order."""
     if isinstance(ds, pa.Table):
@@ -195,8 +208,9 @@ def _check_choice_items(table: pa.Table, rows: Any, where: str) -> None:
 def _check_number_items(table: pa.Table, rows: Any, where: str) -> None:
     for name in TASK_COLUMNS["number"]:
         _refuse_rows(table, pc.and_(rows, pc.is_null(table[name])), where, name, "is null on a number item")
-    low = pc.cast(table["number_min"], pa.int64())
-    high = pc.cast(table["number_max"], pa.int64())
+    # compared as float64 (unsafe cast: precision above 2**53 does not matter here): a difference cannot wrap
+    low = pc.cast(table["number_min"], pa.float64(), safe=False)
+    high = pc.cast(table["number_max"], pa.float64(), safe=False)
     _refuse_rows(table, pc.and_(rows, pc.greater(low, high)), where, "number_max", "is below `number_min`")
     wide = pc.greater(pc.subtract(high, low), MAX_NUMBER_SPAN)
     _refuse_rows(
@@ -204,7 +218,7 @@ def _check_number_items(table: pa.Table, rows: Any, where: str) -> None:
         pc.and_(rows, wide),
         where,
         "number_max",
-        f"makes a range of more than {MAX_NUMBER_SPAN:,} values above `number_min` (the scorer holds every value)",
+        f"is more than {MAX_NUMBER_SPAN:,} above `number_min` (the scorer holds every value of the range)",
     )
 
 

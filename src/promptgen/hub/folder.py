@@ -319,9 +319,12 @@ def read_dataset_manifest(dataset: Path, *, flag: str, expected: str) -> dict[st
     if not path.is_file():
         raise ProbeError(f"{flag} {dataset}: no build_manifest.json; expected {expected} from probes build")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ProbeError(f"{path}: not valid JSON ({exc})") from exc
+    if not isinstance(manifest, dict):
+        raise ProbeError(f"{path}: expected a JSON object, got {type(manifest).__name__}; rebuild with `probes build`")
+    return manifest
 
 
 def read_parquet(path: Path, columns: list[str] | None, what: str) -> pa.Table:
@@ -377,7 +380,18 @@ def manifest_data_files(manifest: Mapping[str, Any], where: Path) -> dict[str, d
     configs = manifest.get("configs")
     if not isinstance(configs, dict) or not configs:
         raise ProbeError(f"{where}: no `configs` with data files; rebuild the folder with `probes build`")
-    return {entry["path"]: entry for info in configs.values() for entry in (info or {}).get("files", [])}
+    out: dict[str, dict[str, Any]] = {}
+    for name, info in configs.items():
+        files = info.get("files", []) if isinstance(info, dict) else None
+        if not isinstance(files, list) or not all(
+            isinstance(e, dict) and isinstance(e.get("path"), str) and isinstance(e.get("sha256"), str) for e in files
+        ):
+            raise ProbeError(
+                f"{where}: configs.{name}.files must be a list of {{path, sha256, bytes}} objects; "
+                "rebuild the folder with `probes build`"
+            )
+        out.update((entry["path"], entry) for entry in files)
+    return out
 
 
 def config_data_files(folder: Path, config: str) -> dict[str, FileFacts]:
