@@ -302,7 +302,7 @@ def test_analyze_overwrite_never_replaces_an_input(inputs, which: str) -> None:
     """`analyze --out R --overwrite` deleted the results folder (or prompt dataset) R."""
     before = _tree(inputs[which])
     line = _one_error_line(runner.invoke(app, _analyze(inputs, inputs[which], "--overwrite")))
-    assert "not a report this command wrote" in line
+    assert "is the input" in line
     assert _tree(inputs[which]) == before
 
 
@@ -339,7 +339,8 @@ def test_build_overwrite_never_replaces_a_foreign_folder(inputs, tmp_path: Path)
 def test_plan_json_never_writes_into_the_prompt_dataset(inputs) -> None:
     manifest = inputs["prompts"] / "build_manifest.json"
     before = _tree(inputs["prompts"])
-    assert "is not a plan file" in _one_error_line(runner.invoke(app, _plan(inputs, "--json", str(manifest))))
+    over = _one_error_line(runner.invoke(app, _plan(inputs, "--json", str(manifest))))
+    assert "is inside the input DATASET" in over
     inside = _one_error_line(runner.invoke(app, _plan(inputs, "--json", str(inputs["prompts"] / "plan.json"))))
     assert "is inside the input DATASET" in inside
     assert _tree(inputs["prompts"]) == before
@@ -384,3 +385,19 @@ def test_one_model_at_two_scorings_gets_figures_of_its_own(tmp_path: Path) -> No
     figures = sorted(p.name for p in (out / "figures").glob("attribution_domain_*.png"))
     assert len(figures) == 2, figures  # one per run, told apart by the key digest
     assert "attribution_shares.png" in {p.name for p in (out / "figures").iterdir()}
+
+
+def test_an_output_may_lie_inside_a_folder_only_read_from(tmp_path: Path) -> None:
+    """`probes build --sources .` writes ./datasets: sources, caches, models and recipes are references, not data."""
+    from promptgen.core.errors import OutputError
+    from promptgen.core.outputs import Output, Reference, check_output
+
+    sources = tmp_path / "sources"
+    sources.mkdir()
+    kind = Output("dataset", owns=lambda p: False)
+    assert check_output(sources / "datasets", kind, inputs=[Reference("--sources", sources)]) == sources / "datasets"
+    with pytest.raises(OutputError, match="is inside the input DATASET"):
+        check_output(sources / "datasets", kind, inputs=[("DATASET", sources)])
+    for target, relation in ((sources, "is"), (tmp_path, "holds")):
+        with pytest.raises(OutputError, match=f"{relation} the input --sources"):
+            check_output(target, kind, inputs=[Reference("--sources", sources)], overwrite=True)

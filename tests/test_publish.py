@@ -778,6 +778,8 @@ def test_publish_refuses_a_token_or_the_folders_path_in_the_card(tmp_path):
     assert "the absolute path of the published folder" in _dry_run_error(folder)
     card.write_text(clean)
     assert publish(folder, "org/x", api=FakeHub(), dry_run=True).will_commit  # a clean folder still passes
+    card.write_text(clean + "\nfaster uploads: pip install hf_transfer; see hf_quantizer_config\n")
+    assert publish(folder, "org/x", api=FakeHub(), dry_run=True).will_commit  # words are not tokens
 
 
 def test_publish_refuses_a_home_path_in_a_manifest_field(tmp_path):

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from promptgen.core.errors import ProbeError
-from promptgen.core.outputs import Output, check_output, holds_only
+from promptgen.core.outputs import Output, Reference, check_output, holds_only
 from promptgen.empathy.narratives import EMOTIONS
 
 SEED = 0
@@ -160,7 +160,7 @@ def run_demo(
     from runners.testmodel import MODEL_NAME, ensure_smollm2
 
     require("probes demo", ["hf"])  # before any building: scoring with SmolLM2 needs torch + transformers
-    inputs = [("--sources", sources), ("--cache-dir", cache_dir), ("--model", model)]
+    inputs = [Reference("--sources", sources), Reference("--cache-dir", cache_dir), Reference("--model", model)]
     out = check_output(out, DEMO_OUTPUT, inputs=inputs)
     index = out / "report.html"
     if index.exists() and not overwrite:

@@ -66,7 +66,7 @@ import pandas as pd
 from promptgen.build import build
 from promptgen.core.errors import ProbeError
 from promptgen.core.layout import BUILD_MANIFEST
-from promptgen.core.outputs import output_path
+from promptgen.core.outputs import Reference, output_path
 from promptgen.empathy.model_rewrites import ModelRewrites
 from promptgen.empathy.prompts import REWRITE_CONFIG, rewrite_item_id
 from promptgen.empathy.third_person import RULE_METHOD, parse_rewrite
@@ -233,7 +233,12 @@ def curate_pairs(
     manifest, spec = read_built_from(
         dataset, recipe, flag="--prompts", expected="a trust-game-names folder", same_name=True
     )
-    inputs = [("RESULTS", results), ("--prompts", dataset), ("--sources", sources_dir), ("--cache-dir", cache_dir)]
+    inputs = [
+        ("RESULTS", results),
+        ("--prompts", dataset),
+        Reference("--sources", sources_dir),
+        Reference("--cache-dir", cache_dir),
+    ]
     check_dataset_target(output_path(out_dir, "--out") / spec.name, overwrite=overwrite, inputs=inputs)
     if per_gender < 1:
         raise ProbeError(f"--per-gender must be positive, got {per_gender}")
@@ -342,9 +347,12 @@ def apply_rewrites(
     manifest, spec = read_built_from(dataset, recipe, flag="DATASET", expected="an intergroup-empathy folder")
     max_events = manifest.get("parameters", {}).get("max_events")
     target = output_path(out_dir, "--out") / BuildOptions(max_events=max_events).dataset_name(spec.name)
-    if target.resolve() == dataset.resolve():
-        raise ProbeError(f"--out {out_dir} would replace DATASET {dataset} itself; write the new version elsewhere")
-    inputs = [("--results", results), ("DATASET", dataset), ("--sources", sources_dir), ("--cache-dir", cache_dir)]
+    inputs = [
+        ("--results", results),
+        ("DATASET", dataset),
+        Reference("--sources", sources_dir),
+        Reference("--cache-dir", cache_dir),
+    ]
     check_dataset_target(target, overwrite=overwrite, inputs=inputs)
     found = load_key_rows(
         results,

@@ -475,23 +475,14 @@ def fingerprint_of_commit(commit: Any) -> str | None:
 
 
 def _known_tokens(api: Any) -> list[str]:
-    """Every token huggingface_hub may send: the api's own, then `HF_TOKEN` or the saved login.
+    """The api's own token, then every token `promptgen.core.secrets` knows (`HF_TOKEN`, the saved login).
 
-    All of them are scrubbed, whichever one a request actually used.
+    All of them are scrubbed, whichever one a request actually used. Read from the environment
+    and the token files only: `huggingface_hub.get_token()` may make a network exchange.
     """
-    tokens = []
     own = getattr(api, "token", None)
-    if isinstance(own, str) and own:
-        tokens.append(own)
-    try:
-        from huggingface_hub import get_token
-
-        found = get_token()
-    except Exception:  # an OIDC exchange that fails must not break a dry run
-        found = None
-    if found and found not in tokens:
-        tokens.append(found)
-    return tokens
+    tokens = [own] if isinstance(own, str) and own else []
+    return [*tokens, *(t for t in known_secrets() if t not in tokens)]
 
 
 def _hint(exc: BaseException) -> str:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from .core.errors import RecipeError
 from .core.layout import BUILD_MANIFEST
-from .core.outputs import output_path
+from .core.outputs import Reference, output_path
 from .core.version import __version__
 from .hub.build_plan import BuildOptions, BuildPlan
 from .hub.cards import render_card
@@ -139,7 +139,11 @@ def build(
     if max_events is not None and max_events < 1:
         raise RecipeError(f"--max-events must be a positive number, got {max_events}")
     # fail before any work if the target may not be written (exists, foreign, an input, read-only)
-    inputs = [("--sources", sources_dir), ("--cache-dir", cache_dir), ("the recipe", recipe.path)]
+    inputs = [
+        Reference("--sources", sources_dir),
+        Reference("--cache-dir", cache_dir),
+        Reference("the recipe", recipe.path),
+    ]
     out_dir = output_path(out_dir, "--out")
     check_dataset_target(out_dir / options.dataset_name(recipe.name), overwrite=overwrite, inputs=inputs)
     plan, sources = plan_build(recipe, sources_dir=sources_dir, cache_dir=cache_dir, offline=offline, options=options)

@@ -50,7 +50,7 @@ from typing import Any
 from promptgen.core.contract import check_column_types, check_number_ranges
 from promptgen.core.errors import ProbeError
 from promptgen.core.files import atomic_write_text, writing
-from promptgen.core.outputs import Output, check_output
+from promptgen.core.outputs import Output, Reference, check_output
 from promptgen.hub.folder import parquet_errors
 
 from .backend import ScoreRequest
@@ -534,7 +534,7 @@ PLAN_OUTPUT = Output("plan file", owns=_is_plan, file=True)
 def check_request(req: PlanRequest) -> None:
     """Every input error as one `ProbeError` line, before anything is loaded or written."""
     if req.json_out is not None:
-        inputs = [("DATASET", req.dataset), ("--model", req.model)]
+        inputs = [("DATASET", req.dataset), Reference("--model", req.model)]
         check_output(req.json_out, PLAN_OUTPUT, flag="--json", inputs=inputs)
     if req.gpu not in GPUS:
         raise ProbeError(f"--gpu must be one of {', '.join(GPUS)}, got {req.gpu!r}")

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from promptgen.core.errors import ProbeError
+from promptgen.core.outputs import Reference
 
 from . import loop
 from .device import AUTO, RunnerWarning
@@ -163,7 +164,7 @@ def score(
     require_for_scoring(backend=load.backend, ray=ray, what="probes run")
     shard_ix = shard if isinstance(shard, tuple) else parse_shard(shard)
     # empty, a file, a prompt dataset, an input or unwritable: one line before a model loads
-    results = check_out_folder(results, inputs=[("DATASET", dataset), ("--model", model)])
+    results = check_out_folder(results, inputs=[("DATASET", dataset), Reference("--model", model)])
     prompts = loop.load_prompt_config(str(dataset), config, revision=revision, chat=chat)
     loop.check_scoring_mode(prompts, settings)
     common = dict(

@@ -12,7 +12,8 @@ before anything is read, computed or written:
   dataset, a results folder) or anything else that is not empty. `--overwrite` only ever
   replaces the command's own earlier output, never a foreign one;
 - a target that is, holds, or lies inside one of the command's inputs (a report written into
-  the results it reads, a plan written into the prompt dataset);
+  the results it reads, a plan written into the prompt dataset); inside an input that is only
+  read from known files (a `Reference`: sources, a cache, a model, a recipe) is allowed;
 - a location where nothing can be created (a read-only folder, a file in the path).
 
 What identifies a command's own output (its marker) is decided by the command's module and
@@ -41,6 +42,17 @@ _KNOWN = ((BUILD_MANIFEST, "a prompt dataset folder"), (RESULTS_MANIFEST, "a res
 
 #: an input of a command: (its flag or argument name, its path; a Hub id or None is skipped)
 Input = tuple[str, "str | Path | None"]
+
+
+class Reference(tuple):
+    """An input that is only read from known files (sources, a download cache, a model, a recipe).
+
+    An output may lie inside one (`probes build --sources .` writes `./datasets`): nothing the
+    command writes there changes what is read. It may not be one, or hold one.
+    """
+
+    def __new__(cls, label: str, path: str | Path | None) -> Reference:
+        return super().__new__(cls, (label, path))
 
 
 @dataclass(frozen=True)
@@ -90,9 +102,9 @@ def check_output(
 ) -> Path:
     """The target path, after every check of the module docstring; raises `OutputError` otherwise."""
     target = output_path(raw, flag)
+    _check_inputs(target, output, flag, inputs)  # first: "is the input X" says more than "exists"
     if target.exists() or target.is_symlink():
         _check_existing(target, output, flag, overwrite)
-    _check_inputs(target, output, flag, inputs)
     _check_writable(target, output, flag)
     return target
 
@@ -125,13 +137,16 @@ def _check_existing(target: Path, output: Output, flag: str, overwrite: bool) ->
 
 def _check_inputs(target: Path, output: Output, flag: str, inputs: Iterable[Input]) -> None:
     here = target.resolve()
-    for label, path in inputs:
+    for item in inputs:
+        label, path = item
         if path is None or not Path(path).expanduser().exists():
             continue  # a Hub id, or an input another check reports
         source = Path(path).expanduser().resolve()
         if here == source:
             relation = "is"
         elif here.is_relative_to(source):
+            if isinstance(item, Reference):
+                continue
             relation = "is inside"
         elif source.is_relative_to(here):
             relation = "holds"

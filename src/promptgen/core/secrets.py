@@ -43,7 +43,8 @@ HF_TOKEN_RE = re.compile(r"\bhf_[A-Za-z0-9]{8,}")
 #: (`pyarrow.compute.match_substring_regex`, no look-around) read them alike. A home path names
 #: a person and a machine; `~/` and the Windows form are the same leak spelled otherwise.
 PUBLISH_LEAK_PATTERNS: dict[str, str] = {
-    "a Hugging Face token": HF_TOKEN_RE.pattern,
+    # a whole token only: the 8+ form that scrubbing masks would refuse a card naming `hf_transfer`
+    "a Hugging Face token": r"\bhf_[A-Za-z0-9]{30,}",
     "a home-folder path": (
         r"""(?:^|[^A-Za-z0-9_.:/~-])"""  # not inside a URL or a longer path: `https://x.org/home/...` is fine
         r"""(?:/home/[^/\s"']+|/Users/[^/\s"']+|/root(?:$|[/\s"'])|~/|[A-Za-z]:[\\/]Users[\\/])"""
