@@ -106,3 +106,17 @@ def test_scrub_masks_header_values_and_saved_tokens(leaky_hub):
     assert secrets.scrub(text) == "Authorization: token ***\r\nauthorization='Basic ***' *** ***"
     # words are left alone: only credentials after the markers are masked
     assert secrets.scrub("the token count is 12; hf_x is short") == "the token count is 12; hf_x is short"
+
+
+def test_python_warnings_are_scrubbed_once_the_cli_started(leaky_hub, monkeypatch, capsys):
+    """A library's `warnings.warn` quoting a Hub response goes around both the console and logging."""
+    import warnings
+
+    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)  # restored after the test
+    secrets.install_log_scrubber()
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.warn(f"retrying: 401 for Authorization: Bearer {ENV_TOKEN}", UserWarning, stacklevel=1)
+    text = capsys.readouterr().err
+    assert "UserWarning: retrying: 401" in text
+    _assert_clean(text)

@@ -256,14 +256,18 @@ def load_prompts_manifest(prompts: str | Path) -> dict[str, Any]:
         raise ProbeError(f"{path}: not valid JSON ({exc})") from exc
 
 
-def join(prompts: pd.DataFrame, results: pd.DataFrame, *, require: Sequence[str] = ()) -> pd.DataFrame:
+def join(
+    prompts: pd.DataFrame, results: pd.DataFrame, *, require: Sequence[str] = (), drop: Sequence[str] = ()
+) -> pd.DataFrame:
     """Result rows with their prompt's columns (by `id`), one row per result row.
 
     Prompts without results are left out (a partial run is valid). A result id that is not
     in the prompts means the results belong to another config or prompt revision: that is an
     error naming the results file(s), never a silent drop; so is a row scored on another prompt
     than the one its id has now (`check_prompt_hashes`) and a value outside its item's range
-    (`check_result_values`). `require` lists columns the caller needs in the joined frame.
+    (`check_result_values`). `require` lists columns the caller needs in the joined frame;
+    `drop` lists prompt columns it does not, left out once the prompt hashes are checked (the
+    prompt texts are read for that check, not copied into every joined row).
     """
     where = _files(results)
     for name, frame in (("prompts", prompts), ("results", results)):
@@ -286,6 +290,7 @@ def join(prompts: pd.DataFrame, results: pd.DataFrame, *, require: Sequence[str]
             "wrong config or prompt dataset revision?"
         )
     check_prompt_hashes(prompts, results)
+    prompts = prompts.drop(columns=[c for c in drop if c in prompts.columns])
     joined = prompts.merge(results, on="id", how="inner", validate="one_to_many", sort=False).reset_index(drop=True)
     check_result_values(joined)
     return joined

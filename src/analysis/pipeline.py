@@ -184,8 +184,7 @@ def collect(
                     "pass each run once"
                 )
         prompt_rows = load_prompts(prompts, config, revision=revision)
-        joined = join(prompt_rows, rows)  # needs the prompt texts: it checks each row's prompt_sha256
-        joined = joined.drop(columns=[c for c in HEAVY_PROMPT_COLUMNS if c in joined.columns])
+        joined = join(prompt_rows, rows, drop=HEAVY_PROMPT_COLUMNS)  # texts read for the prompt_sha256 check only
         if joined.empty:
             out.skipped.append({"config": config, "reason": "no result rows"})
             continue

@@ -24,10 +24,13 @@ scrubber runs inside error handling and log filters, where it must never make a 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
+import sys
 import traceback
+import warnings
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
@@ -169,7 +172,7 @@ class ScrubTokens(logging.Filter):
 
 
 def install_log_scrubber(logger: logging.Logger | None = None) -> None:
-    """Add one `ScrubTokens` to every handler of `logger` (the root logger by default).
+    """Add one `ScrubTokens` to every handler of `logger` (the root logger by default), and scrub warnings.
 
     On the handlers, not the logger: records propagated from library loggers pass through the
     root's handlers but never through the root logger's own filters.
@@ -177,3 +180,14 @@ def install_log_scrubber(logger: logging.Logger | None = None) -> None:
     for handler in (logger or logging.getLogger()).handlers:
         if not any(isinstance(f, ScrubTokens) for f in handler.filters):
             handler.addFilter(ScrubTokens())
+    if warnings.showwarning is not _show_scrubbed_warning:
+        warnings.showwarning = _show_scrubbed_warning
+
+
+def _show_scrubbed_warning(
+    message: Warning | str, category: type[Warning], filename: str, lineno: int, file=None, line: str | None = None
+) -> None:
+    """`warnings.showwarning` in Python's own format, scrubbed: a library's warning may quote a Hub response."""
+    text = warnings.formatwarning(message, category, filename, lineno, line)
+    with contextlib.suppress(OSError):  # stderr gone: as Python's own showwarning, drop the warning
+        (file or sys.stderr).write(scrub(text))
