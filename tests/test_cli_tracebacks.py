@@ -34,6 +34,7 @@ from promptgen.build import build
 from release_fixture import write_recipe, write_release
 from runners_fixtures import number_items, require_extra, tiny_llama_folder, write_prompt_folder
 from test_item_contract import _integer_ids, _null_prompt_no_chat
+from test_runners_trust import _unwritable
 
 runner = CliRunner()
 EMPATHY_CONFIG = "religion_P0S0T0"
@@ -60,20 +61,6 @@ def _tree(root: Path) -> dict[str, str]:
     return {
         str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in root.rglob("*") if p.is_file()
     }
-
-
-def _unwritable(tmp_path: Path) -> Path:
-    """A folder nothing can be created in: read-only bits, or (as root, whom bits do not stop) /sys/kernel."""
-    folder = tmp_path / "read-only"
-    folder.mkdir()
-    folder.chmod(0o555)
-    try:
-        (folder / "probe").mkdir()
-    except PermissionError:
-        return folder
-    if not Path("/sys/kernel").is_dir():
-        pytest.skip("running as root without /sys: no folder refuses writes")
-    return Path("/sys/kernel")
 
 
 # ----------------------------------------------------------------------------- shared inputs
@@ -199,7 +186,7 @@ def _plan_json_folder(inputs, tmp, monkeypatch):
 
 
 def _plan_json_read_only(inputs, tmp, monkeypatch):
-    target = _unwritable(tmp) / "plan.json"
+    target = _unwritable(tmp).parent / "plan.json"  # a folder nothing can be created in
     return _plan(inputs, "--json", str(target)), _absent(target)
 
 
@@ -302,7 +289,7 @@ def test_analyze_overwrite_never_replaces_an_input(inputs, which: str) -> None:
     """`analyze --out R --overwrite` deleted the results folder (or prompt dataset) R."""
     before = _tree(inputs[which])
     line = _one_error_line(runner.invoke(app, _analyze(inputs, inputs[which], "--overwrite")))
-    assert "is the input" in line
+    assert "is the input" in line and ("a results folder" in line or "a prompt dataset folder" in line)
     assert _tree(inputs[which]) == before
 
 

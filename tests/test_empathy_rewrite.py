@@ -210,7 +210,7 @@ def test_apply_errors_are_clear(built, tmp_path) -> None:
         apply_rewrites(tmp_path / "none", tmp_path, tmp_path / "v2", recipe=str(recipe), sources_dir=sources)
     with pytest.raises(ProbeError, match="was not built from the recipe"):
         apply_rewrites(tmp_path / "none", path, tmp_path / "v2", sources_dir=sources)  # the repo's recipe
-    with pytest.raises(ProbeError, match="is the input DATASET"):
+    with pytest.raises(ProbeError, match=r"is a prompt dataset folder .*: it is the input DATASET"):
         apply_rewrites(tmp_path / "none", path, path.parent, recipe=str(recipe), sources_dir=sources)
 
 

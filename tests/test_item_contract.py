@@ -25,10 +25,10 @@ from typer.testing import CliRunner
 import runners.results as res
 from analysis.load import join, load_prompts, load_results
 from probes.cli import app
-from promptgen.build import build
 from promptgen.core.errors import ProbeError
 from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
-from release_fixture import load_config, write_recipe, write_release
+from release_fixture import load_config
+from test_analysis_load import two_builds  # noqa: F401  (module fixture: one release built two ways)
 from test_cli_errors import _one_line_error
 from test_runners_loop import FEATURES, ITEMS
 
@@ -201,18 +201,7 @@ def test_generated_answers_out_of_range_are_refusals_not_bad_rows(tmp_path: Path
         join(load_prompts(dataset, "items"), load_results(tmp_path / "r", "items"))
 
 
-@pytest.fixture(scope="module")
-def two_builds(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """The same release built twice, options permuted and then in canonical order: same ids, other prompts."""
-    root = tmp_path_factory.mktemp("builds")
-    sources = write_release(root / "sources")
-    first = build(str(write_recipe(root / "a.yaml", sources)), out_dir=root / "a", sources_dir=sources).path
-    recipe = write_recipe(root / "b.yaml", sources, option_order="canonical")
-    second = build(str(recipe), out_dir=root / "b", sources_dir=sources).path
-    return first, second
-
-
-def test_results_without_a_manifest_are_checked_against_the_prompts(two_builds, tmp_path: Path) -> None:
+def test_results_without_a_manifest_are_checked_against_the_prompts(two_builds, tmp_path: Path) -> None:  # noqa: F811
     """Each row's prompt_sha256 (the runners' own hash) is compared, manifest or not (Hub results have none)."""
     first, second = two_builds
     items = load_config(first, "single_actor").to_list()[:40]  # read as the runners read them

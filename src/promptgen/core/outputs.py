@@ -143,7 +143,8 @@ def _check_inputs(target: Path, output: Output, flag: str, inputs: Iterable[Inpu
             continue  # a Hub id, or an input another check reports
         source = Path(path).expanduser().resolve()
         if here == source:
-            relation = "is"
+            what = _describe(target) if target.is_dir() else None
+            relation = f"is {what}: it is" if what else "is"
         elif here.is_relative_to(source):
             if isinstance(item, Reference):
                 continue
