@@ -43,26 +43,12 @@ from pathlib import Path
 from promptgen.core.errors import ProbeError
 from promptgen.core.files import atomic_write_text, sha256_file
 
-#: files of a model folder whose bytes change the numbers, besides the weights (matched by suffix)
-#: and the tokenizer's own vocabulary files (matched by `_TOKENIZER_SUFFIXES`)
-CONTENT_FILES = (
-    "config.json",
-    "generation_config.json",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "tokenizer.model",
-    "special_tokens_map.json",
-    "added_tokens.json",
-    "vocab.json",
-    "merges.txt",
-    "chat_template.jinja",
-    "chat_template.json",
-    "preprocessor_config.json",
-)
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
-#: a tokenizer class may read vocabulary files of its own names (`spiece.model`, `vocab.txt`,
-#: `tekken.json`, `*.tiktoken`, ...): every top-level file with one of these suffixes counts
-_TOKENIZER_SUFFIXES = (".json", ".txt", ".model", ".jinja", ".tiktoken")
+#: the other top-level files whose bytes change the numbers, by suffix: the config and generation
+#: config (`.json`), and every file a tokenizer class may read under names of its own
+#: (`tokenizer.json`, `vocab.json`, `merges.txt`, `tokenizer.model`, `spiece.model`, `vocab.txt`,
+#: `tekken.json`, `*.tiktoken`, `chat_template.jinja`, `chat_template.json`, ...)
+CONTENT_SUFFIXES = (".json", ".txt", ".model", ".jinja", ".tiktoken")
 #: the folder transformers reads extra named chat templates from (`CHAT_TEMPLATE_DIR`)
 CHAT_TEMPLATE_DIR = "additional_chat_templates"
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -83,8 +69,8 @@ def cache_root() -> Path:
 def content_files(folder: Path, *, gguf_file: str | None = None) -> list[Path]:
     """The files of `folder` whose bytes shape the scores, sorted by name.
 
-    The weights (by suffix), the config and generation config, every file a tokenizer may
-    read (by name or suffix), and every chat template under `additional_chat_templates/`,
+    The weights and the other content files (by suffix: `WEIGHT_SUFFIXES`, `CONTENT_SUFFIXES`),
+    and every chat template under `additional_chat_templates/`,
     which transformers loads as named templates beside the default one. With `gguf_file`,
     that GGUF file is the weights (it carries its own tokenizer and template) and other
     weight files in the folder do not count. Other subfolders (e.g. checkpoints of a
@@ -97,7 +83,7 @@ def content_files(folder: Path, *, gguf_file: str | None = None) -> list[Path]:
         if path.suffix in WEIGHT_SUFFIXES:
             if gguf_file is None or path.name == gguf_file:
                 files.append(path)
-        elif path.name in CONTENT_FILES or path.suffix in _TOKENIZER_SUFFIXES:
+        elif path.suffix in CONTENT_SUFFIXES:
             files.append(path)
     templates = folder / CHAT_TEMPLATE_DIR
     if templates.is_dir():

@@ -161,8 +161,7 @@ def check_prompt_config(ds: Any, where: str, *, chat: bool | None = None) -> Non
     check_prompt_forms(table, where, chat)
     if "choice" in tasks:
         _check_choice_items(table, pc.equal(table["task"], "choice"), where)
-    if "number" in tasks:
-        _check_number_items(table, pc.equal(table["task"], "number"), where)
+    check_number_ranges(table, where)
 
 
 def check_number_ranges(table: pa.Table, where: str) -> None:
