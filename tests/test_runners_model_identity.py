@@ -186,3 +186,27 @@ def test_a_second_model_name_for_one_key_is_refused(tmp_path: Path, prompts: Pat
     # the same name resumes as before
     _ok(prompts, str(model), out, "--model-name", "org/first")
     assert _keys(out)[folder].num_rows == len(ITEMS)
+
+
+def test_a_gguf_file_is_keyed_by_its_own_bytes_and_checked_after_loading(tmp_path: Path) -> None:
+    """`--gguf-file`: the GGUF is the weights (other weight files in the folder do not count), in a snapshot too."""
+    from promptgen.core.errors import ProbeError
+
+    folder = tmp_path / "hub" / "models--org--g" / "snapshots" / SHA_A  # a snapshot is hashed when a GGUF is named
+    folder.mkdir(parents=True)
+    (folder / "m.Q8.gguf").write_bytes(b"gguf-weights-1")
+    (folder / "tokenizer_config.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"other weights")
+    cache = model_identity.FileHashCache(tmp_path / "hashes.json")
+    ref = model_identity.locate(str(folder), gguf_file="m.Q8.gguf", cache=cache)
+    assert ref.local and ref.revision.startswith("sha256-") and ref.revision != SHA_A
+    names = [p.name for p in model_identity.content_files(folder, gguf_file="m.Q8.gguf")]
+    assert names == ["m.Q8.gguf", "tokenizer_config.json"]
+    (folder / "model.safetensors").write_bytes(b"changed, but not what loads")
+    ref.check_unchanged(cache)
+    (folder / "m.Q8.gguf").write_bytes(b"gguf-weights-2")  # swapped while it loaded
+    with pytest.raises(ProbeError, match="changed while it was loading"):
+        ref.check_unchanged(cache)
+    assert model_identity.locate(str(folder), gguf_file="m.Q8.gguf", cache=cache).revision != ref.revision
+    with pytest.raises(ProbeError, match=r"has no GGUF file other\.gguf"):
+        model_identity.locate(str(folder), gguf_file="other.gguf", cache=cache)
