@@ -226,7 +226,8 @@ def time_project_backend(
     backend: Any, tokenizer: Any, items: list[dict[str, Any]], batch_items: int, warmup: int
 ) -> tuple[float, list[list[float]]]:
     """(seconds, choice probabilities) of `run_items` over all items, after an untimed warm-up."""
-    from runners.rows import ScoringSettings, run_items
+    from runners.rows import run_items
+    from runners.scoring_settings import ScoringSettings
 
     settings = ScoringSettings()
     run_items(items[:warmup], backend, tokenizer, False, settings=settings, batch_items=batch_items)
@@ -245,7 +246,7 @@ def project_probs(rows: list[dict[str, Any]], *, length_normalize: bool) -> list
     compared with the project's probabilities under that peer's aggregation, through the same
     function the runners use (`ScoringSettings(length_normalize=...)`).
     """
-    from runners.scoring import sentence_choice_probs
+    from runners.distributions import sentence_choice_probs
 
     return [
         list(sentence_choice_probs(r["choice_logprobs"], r["choice_tokens"], length_normalize=length_normalize))

@@ -250,7 +250,8 @@ def main() -> None:
     from runners.backend import GenerateRequest
     from runners.hf import HFBackend
     from runners.parse import parse_number
-    from runners.rows import ScoringSettings, cached_digit_start_ids, prepare_request, run_items
+    from runners.rows import cached_digit_start_ids, prepare_request, run_items
+    from runners.scoring_settings import ScoringSettings
     from runners.testmodel import ensure_smollm2
     from runners.token_accounting import continuation_nodes, hf_token_counts
     from runners.tokenize import encode_context, number_paths

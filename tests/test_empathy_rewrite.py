@@ -85,12 +85,13 @@ class ScriptedWriter:
 
 
 def _generate(dataset: Path, results: Path, tokenizer: Any, limit: int | None = None) -> Any:
-    from runners import loop
-    from runners.rows import ScoringSettings
+    from runners import local_run
+    from runners.prompts import load_prompt_config
+    from runners.scoring_settings import ScoringSettings
 
-    prompts = loop.load_prompt_config(str(dataset), "rewrite_t2")
+    prompts = load_prompt_config(str(dataset), "rewrite_t2")
     settings = ScoringSettings(mode="generate", max_new_tokens=32)
-    return loop.run_config(
+    return local_run.run_config(
         prompts, ScriptedWriter(), tokenizer, results, model_revision="r1", settings=settings, chat=False, limit=limit
     )
 
@@ -101,13 +102,13 @@ def _result_rows(results: Path) -> pd.DataFrame:
 
 
 def test_scoring_text_items_is_refused_before_any_model_runs(built) -> None:
-    from runners import loop
-    from runners.rows import ScoringSettings
+    from runners.prompts import check_scoring_mode, load_prompt_config
+    from runners.scoring_settings import ScoringSettings
 
-    prompts = loop.load_prompt_config(str(built[0]), "rewrite_t2")
+    prompts = load_prompt_config(str(built[0]), "rewrite_t2")
     with pytest.raises(ProbeError, match="--scoring generate"):
-        loop.check_scoring_mode(prompts, ScoringSettings())
-    loop.check_scoring_mode(prompts, ScoringSettings(mode="generate"))
+        check_scoring_mode(prompts, ScoringSettings())
+    check_scoring_mode(prompts, ScoringSettings(mode="generate"))
 
 
 def test_rewrites_replace_t2_in_events_and_prompts(built, tmp_path, smollm2_tokenizer) -> None:

@@ -20,7 +20,8 @@ from promptgen.core.contract import user_messages
 from promptgen.core.errors import ProbeError
 from runners import context_length as cl
 from runners import results as res
-from runners.rows import ScoringSettings, prepare_request
+from runners.rows import prepare_request
+from runners.scoring_settings import ScoringSettings
 from runners.tokenize import digit_start_ids
 from runners_fixtures import load_tokenizer, require_extra, tiny_llama_folder
 from test_runners_loop import ITEMS

@@ -188,8 +188,8 @@ NUMBER_CONTEXTS = (
 
 def _number_item(tok: Any, context: str, lo: int = 0, hi: int = 100) -> tuple[Any, Any, Any]:
     """(token paths, trie, request) of a number item over lo..hi, tokenised as `run_items` does."""
+    from runners.distributions import build_number_trie, number_request
     from runners.rows import cached_digit_start_ids
-    from runners.scoring import build_number_trie, number_request
     from runners.tokenize import number_paths
 
     ctx, paths = number_paths(tok, context, lo, hi)
@@ -216,8 +216,8 @@ def test_a_number_trie_runs_in_one_packed_pass_and_equals_brute_force(
     smollm2_model: Any, smollm2_tokenizer: Any
 ) -> None:
     """Every node of every item's 0-100 trie in one row per item; P(n) as from full passes (fp32: 1e-6)."""
+    from runners.distributions import number_distribution
     from runners.hf import HFBackend
-    from runners.scoring import number_distribution
     from runners.token_accounting import continuation_nodes
 
     items = [_number_item(smollm2_tokenizer, c) for c in NUMBER_CONTEXTS]
@@ -246,8 +246,8 @@ def test_a_number_trie_runs_in_one_packed_pass_and_equals_brute_force(
 
 def test_an_item_gets_the_same_numbers_in_any_batch(smollm2_model: Any, smollm2_tokenizer: Any) -> None:
     """The same number item alone, beside items sharing its prefix, beside unrelated ones, under tight budgets."""
+    from runners.distributions import number_distribution
     from runners.hf import HFBackend
-    from runners.scoring import number_distribution
 
     tok = smollm2_tokenizer
     paths, trie, request = _number_item(tok, NUMBER_CONTEXTS[0])
@@ -297,7 +297,8 @@ def test_reported_computed_tokens_are_the_token_accounting_counts(
 def test_first_token_mode_reads_the_next_token_distribution(smollm2_model: Any, smollm2_tokenizer: Any) -> None:
     """0-9 with SmolLM2 (one token per digit): P(n) = the digits' next-token probabilities, renormalised."""
     from runners.hf import HFBackend
-    from runners.rows import ScoringSettings, run_items
+    from runners.rows import run_items
+    from runners.scoring_settings import ScoringSettings
     from runners.tokenize import number_paths
 
     prompt = "Question: How many dollars out of 9 will Ana pass?\nAnswer: Ana will pass $"

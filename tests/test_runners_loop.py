@@ -21,9 +21,10 @@ from promptgen.core.contract import ITEM_FEATURES, user_messages
 from promptgen.core.errors import ProbeError
 from promptgen.core.files import sha256_file
 from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
-from runners import loop, model_identity
+from runners import local_run, model_identity
+from runners.prompts import load_prompt_config
 from runners.results import parse_shard, read_done, shard_of
-from runners.rows import ScoringSettings
+from runners.scoring_settings import ScoringSettings
 from runners_fixtures import load_folder, load_model, load_tokenizer, require_extra
 
 OPTIONS = ["She worked hard.", "She is gifted.", "The exam was easy.", "She was lucky."]
@@ -124,12 +125,12 @@ def env() -> dict[str, Any]:
     }
 
 
-def _run(prompts_dir: Path, env: dict, out: Path, **kw: Any) -> loop.RunSummary:
+def _run(prompts_dir: Path, env: dict, out: Path, **kw: Any) -> local_run.RunSummary:
     # one item per backend call: an item's numbers then do not depend on which items share its
     # batch (padding changes fp32 results by ~1e-6), so resumed and sharded runs match exactly
     kw.setdefault("batch_size", 1)
-    prompts = loop.load_prompt_config(str(prompts_dir), "items")
-    return loop.run_config(
+    prompts = load_prompt_config(str(prompts_dir), "items")
+    return local_run.run_config(
         prompts, env["backend"], env["tokenizer"], out, model_revision=env["revision"], chat=False, **kw
     )
 
@@ -187,7 +188,7 @@ def test_cli_end_to_end(prompts_dir: Path, tmp_path: Path, reference: dict) -> N
     from runners.token_accounting import hf_token_counts
 
     tok = load_tokenizer()
-    items = loop.load_prompt_config(str(prompts_dir), "items").dataset.to_list()
+    items = load_prompt_config(str(prompts_dir), "items").dataset.to_list()
     requests = [prepare_request(i, tok, False, ScoringSettings(), cached_digit_start_ids(tok)) for i in items]
     planned = hf_token_counts(requests, max_batch_tokens=64, items_per_call=4)
     assert run["tokens_counted"] == "computed" and run["tokens"] == planned.computed_tokens
@@ -221,7 +222,7 @@ def test_resume_after_limit_and_crash(
 
     crashed = tmp_path / "crashed"
     calls = {"n": 0}
-    real = loop.run_items
+    real = local_run.run_items
 
     def dies_after_first_flush(*args: Any, **kw: Any) -> list[dict]:
         calls["n"] += 1
@@ -229,10 +230,10 @@ def test_resume_after_limit_and_crash(
             raise RuntimeError("killed")
         return real(*args, **kw)
 
-    monkeypatch.setattr(loop, "run_items", dies_after_first_flush)
+    monkeypatch.setattr(local_run, "run_items", dies_after_first_flush)
     with pytest.raises(RuntimeError, match="killed"):
         _run(prompts_dir, env, crashed, flush_every=3)
-    monkeypatch.setattr(loop, "run_items", real)
+    monkeypatch.setattr(local_run, "run_items", real)
     (key_dir,) = (crashed / "data" / "items").iterdir()
     assert len(read_done(key_dir)) == 3  # the first flush survived, the unflushed rows did not
     assert not [p for p in key_dir.iterdir() if p.name.startswith(".")]  # no temporary files left
@@ -349,8 +350,8 @@ def test_two_folders_of_one_name_with_other_columns_load_their_own(tmp_path: Pat
         tmp_path / "b", plain.name, configs, manifest=manifest, render_card=card, rows_per_shard=100
     )
     assert named.name == plain.name
-    first = loop.load_prompt_config(str(plain), "items")
-    second = loop.load_prompt_config(str(named), "items")
+    first = load_prompt_config(str(plain), "items")
+    second = load_prompt_config(str(named), "items")
     assert "name" not in first.dataset.column_names and len(first.dataset) == 3
     assert second.dataset["name"] == [r["name"] for r in ITEMS]
-    assert loop.load_prompt_config(str(plain), "items").dataset.column_names == first.dataset.column_names
+    assert load_prompt_config(str(plain), "items").dataset.column_names == first.dataset.column_names

@@ -8,7 +8,8 @@ import pytest
 
 from runners.backend import GenerateRequest, Generation, cut_at_stop
 from runners.parse import parse_choice, parse_number, parse_text
-from runners.rows import ScoringSettings, generated_row
+from runners.rows import generated_row
+from runners.scoring_settings import ScoringSettings
 
 
 @pytest.mark.parametrize(

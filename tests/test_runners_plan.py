@@ -161,7 +161,8 @@ def test_plan_counts_equal_the_hf_backends_reported_counts(tmp_path: Path) -> No
 
     from runners.backend import ScoreResult
     from runners.hf import HFBackend
-    from runners.rows import ScoringSettings, cached_digit_start_ids, prepare_request
+    from runners.rows import cached_digit_start_ids, prepare_request
+    from runners.scoring_settings import ScoringSettings
     from runners_fixtures import tiny_llama_folder
 
     if "computed_tokens" not in {f for f in ScoreResult.__dataclass_fields__}:
@@ -207,7 +208,8 @@ def test_sampled_tries_count_vllm_with_each_items_own_context() -> None:
     from transformers import AutoTokenizer
 
     from runners import token_accounting as ta
-    from runners.rows import ScoringSettings, cached_digit_start_ids, prepare_request
+    from runners.rows import cached_digit_start_ids, prepare_request
+    from runners.scoring_settings import ScoringSettings
     from runners_fixtures import tiny_llama_folder
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_llama_folder("float32"))

@@ -19,9 +19,10 @@ from typer.testing import CliRunner
 from probes.cli import app
 from promptgen.core.errors import ProbeError
 from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
-from runners import loop, model_identity
+from runners import local_run, model_identity, models
+from runners.prompts import PromptConfig, load_prompt_config
 from runners.results import RESULT_SCHEMA, key_dir, part_files, prompt_sha256, write_key_file, write_part
-from runners.rows import ScoringSettings
+from runners.scoring_settings import ScoringSettings
 from runners.session import result_key
 from runners_fixtures import load_folder, load_model, load_tokenizer, require_extra
 from test_runners_loop import FEATURES, IDS, ITEMS  # the loop tests' items: 4 choice, 3 number
@@ -53,7 +54,7 @@ def _datasets_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def prompts(tmp_path_factory: pytest.TempPathFactory) -> loop.PromptConfig:
+def prompts(tmp_path_factory: pytest.TempPathFactory) -> PromptConfig:
     def card(manifest: dict, written: list) -> str:
         front = card_front_matter(pretty_name="t", license="cc0-1.0", tags=[], configs=written, default_config=None)
         return f"---\n{front}---\n# t\n"
@@ -63,10 +64,10 @@ def prompts(tmp_path_factory: pytest.TempPathFactory) -> loop.PromptConfig:
     folder = write_hub_folder(
         tmp_path_factory.mktemp("prompts"), "tiny", [config], manifest=manifest, render_card=card, rows_per_shard=100
     )
-    return loop.load_prompt_config(str(folder), "items")
+    return load_prompt_config(str(folder), "items")
 
 
-def _loop(prompts: loop.PromptConfig, out: Path, **kw: Any) -> loop.RunSummary:
+def _loop(prompts: PromptConfig, out: Path, **kw: Any) -> local_run.RunSummary:
     """A loop run in this process with one torch thread, as a Ray actor with one CPU has.
 
     A float32 matmul's last bits depend on how many threads split it (SmolLM2 here: 5.6e-6 nats
@@ -83,7 +84,7 @@ def _loop(prompts: loop.PromptConfig, out: Path, **kw: Any) -> loop.RunSummary:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return loop.run_config(
+        return local_run.run_config(
             prompts, backend, load_tokenizer(), out, model_revision=revision, chat=False, batch_size=BATCH, **kw
         )
     finally:
@@ -106,7 +107,7 @@ def _assert_same(got: Any, want: Any, where: str) -> None:
         assert got == want, where
 
 
-def test_ray_resumes_a_loop_run_and_matches_it(prompts: loop.PromptConfig, tmp_path: Path) -> None:
+def test_ray_resumes_a_loop_run_and_matches_it(prompts: PromptConfig, tmp_path: Path) -> None:
     model = load_folder()
     key = result_key(
         str(model),
@@ -154,7 +155,7 @@ def test_ray_resumes_a_loop_run_and_matches_it(prompts: loop.PromptConfig, tmp_p
     assert len(part_files(folder)) == 3
 
 
-def test_more_workers_than_the_cluster_holds_is_one_error(prompts: loop.PromptConfig, tmp_path: Path) -> None:
+def test_more_workers_than_the_cluster_holds_is_one_error(prompts: PromptConfig, tmp_path: Path) -> None:
     from runners.ray_run import run_config_ray
 
     out = tmp_path / "results"
@@ -165,7 +166,7 @@ def test_more_workers_than_the_cluster_holds_is_one_error(prompts: loop.PromptCo
     assert not out.exists()
 
 
-def test_replica_reports_input_errors_as_rows(prompts: loop.PromptConfig, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_replica_reports_input_errors_as_rows(prompts: PromptConfig, monkeypatch: pytest.MonkeyPatch) -> None:
     """The actor class, in this process: rows as `run_items` gives them, input errors as an `error` column.
 
     `load_backend` hands over the shared model (the Ray test loads it for real in each actor).
@@ -181,7 +182,7 @@ def test_replica_reports_input_errors_as_rows(prompts: loop.PromptConfig, monkey
         load_tokenizer(),
         model_identity.locate(str(folder)).revision,
     )
-    monkeypatch.setattr(loop, "load_backend", lambda model, **options: loaded)
+    monkeypatch.setattr(models, "load_backend", lambda model, **options: loaded)
     replica = _Replica(
         str(folder),
         result_key(str(folder), loaded[2], settings, False, dtype="float32", backend="hf"),

@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from runners.rows import ScoringSettings, run_items
+from runners.rows import run_items
+from runners.scoring_settings import ScoringSettings
 from runners.tokenize import encode_context, number_paths, render_chat
 from runners_fixtures import reference_number_raw, reference_option_logprobs
 

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from runners import loop
+from runners import local_run, models
 from runners.backend import GenerateRequest
+from runners.prompts import load_prompt_config
 from runners.tokenize import encode_context
 from runners_fixtures import number_items, tiny_llama_folder, write_prompt_folder
 
@@ -91,12 +92,12 @@ def test_digit_start_ids_runs_once_per_run(prompts_dir: Path, tmp_path: Path, mo
 
     monkeypatch.setattr(run, "digit_start_ids", counting)
     folder = tiny_llama_folder("float32")
-    backend, tokenizer, revision = loop.load_backend(str(folder), backend="hf", device="cpu")
-    prompts = loop.load_prompt_config(str(prompts_dir), "items")
-    summary = loop.run_config(prompts, backend, tokenizer, tmp_path / "a", model_revision=revision, batch_size=2)
+    backend, tokenizer, revision = models.load_backend(str(folder), backend="hf", device="cpu")
+    prompts = load_prompt_config(str(prompts_dir), "items")
+    summary = local_run.run_config(prompts, backend, tokenizer, tmp_path / "a", model_revision=revision, batch_size=2)
     assert summary.items == 6 and len(calls) == 1  # three batches, one vocabulary pass
-    loop.run_config(prompts, backend, tokenizer, tmp_path / "b", model_revision=revision, batch_size=2)
+    local_run.run_config(prompts, backend, tokenizer, tmp_path / "b", model_revision=revision, batch_size=2)
     assert len(calls) == 1  # the same tokenizer in a later run: still cached
-    _, other, _ = loop.load_backend(str(folder), backend="hf", device="cpu")
-    loop.run_config(prompts, backend, other, tmp_path / "c", model_revision=revision, batch_size=3)
+    _, other, _ = models.load_backend(str(folder), backend="hf", device="cpu")
+    local_run.run_config(prompts, backend, other, tmp_path / "c", model_revision=revision, batch_size=3)
     assert len(calls) == 2 and calls[1] is other  # another tokenizer object: computed for it

@@ -132,7 +132,8 @@ def test_radix_sharing_on_religion_comes_within_1_3_of_the_trie_minimum(
 
     from envent_fixture import write_recipe, write_sources
     from promptgen.build import build
-    from runners.rows import ScoringSettings, cached_digit_start_ids, prepare_request
+    from runners.rows import cached_digit_start_ids, prepare_request
+    from runners.scoring_settings import ScoringSettings
 
     root = tmp_path_factory.mktemp("envent-accounting")
     path = build(

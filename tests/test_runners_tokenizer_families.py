@@ -98,7 +98,7 @@ def _choice_item(k: int) -> dict[str, Any]:
 @pytest.mark.parametrize("family", FAMILIES)
 def test_number_forms_end_set_and_bos(family: str) -> None:
     """Number tries, the end-of-number set and the BOS policy are those of the published tokenizer."""
-    from runners.scoring import build_number_trie
+    from runners.distributions import build_number_trie
     from runners.tokenize import bos_ids, digit_start_ids, encode_context, number_paths
 
     tokenizer = _tokenizer(family)
@@ -190,8 +190,9 @@ def test_number_probs_equal_brute_force(family: str) -> None:
 def test_vllm_equals_hf(family: str) -> None:
     """vLLM and hf agree within 1e-3 on number (0-100) and choice items; max_model_len comes from the items."""
     require_extra("vllm")
-    from runners import loop
-    from runners.rows import ScoringSettings, cached_digit_start_ids, prepare_request, run_items
+    from runners import models
+    from runners.rows import cached_digit_start_ids, prepare_request, run_items
+    from runners.scoring_settings import ScoringSettings
 
     folder = load_vocab_folder(family)
     tokenizer = _tokenizer(family)
@@ -200,7 +201,9 @@ def test_vllm_equals_hf(family: str) -> None:
     digits = cached_digit_start_ids(tokenizer)
     requests = [prepare_request(item, tokenizer, False, settings, digits) for item in items]
     needed = max(len(r.context) + max(len(c) for c in r.continuations) + 1 for r in requests)
-    vllm, _, _ = loop.load_backend(str(folder), backend="vllm", device="cpu", enforce_eager=True, needed_tokens=needed)
+    vllm, _, _ = models.load_backend(
+        str(folder), backend="vllm", device="cpu", enforce_eager=True, needed_tokens=needed
+    )
     try:
         assert vllm.hardware()["max_model_len"] == 256  # what the items need, rounded up; not the model's 2048
         got = run_items(items, vllm, tokenizer, chat=False)
@@ -275,9 +278,10 @@ def _one_token_answers(
 @pytest.mark.parametrize("family", FAMILIES)
 def test_first_token_equals_exact_where_numbers_are_one_token(family: str) -> None:
     """first-token = exact within 1e-6 when the end-of-number mass is 1; an error where 0-100 is digit by digit."""
+    from runners.distributions import first_token_ids
     from runners.hf import HFBackend
-    from runners.rows import ScoringSettings, run_items
-    from runners.scoring import first_token_ids
+    from runners.rows import run_items
+    from runners.scoring_settings import ScoringSettings
     from runners.tokenize import number_paths
 
     tokenizer = _tokenizer(family)

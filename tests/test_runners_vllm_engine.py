@@ -243,9 +243,9 @@ def test_llama3_vocabulary_vllm_equals_hf() -> None:
     _require_vllm()
     from transformers import AutoTokenizer
 
-    from runners import loop
+    from runners import models
+    from runners.distributions import build_number_trie, number_request
     from runners.rows import cached_digit_start_ids, run_items
-    from runners.scoring import build_number_trie, number_request
     from runners.tokenize import number_paths
     from runners_fixtures import load_llama3_folder
 
@@ -259,8 +259,8 @@ def test_llama3_vocabulary_vllm_equals_hf() -> None:
         ctx, paths = number_paths(tokenizer, item["prompt"], 0, 10, ("", " "))
         requests.append(number_request(ctx, build_number_trie(paths), digits))
 
-    hf, _, _ = loop.load_backend(str(folder), backend="hf", device="cpu")
-    vllm, _, _ = loop.load_backend(str(folder), backend="vllm", device="cpu", enforce_eager=True, max_model_len=512)
+    hf, _, _ = models.load_backend(str(folder), backend="hf", device="cpu")
+    vllm, _, _ = models.load_backend(str(folder), backend="vllm", device="cpu", enforce_eager=True, max_model_len=512)
     asked: list[Any] = []
     generate = vllm.llm.generate
 

@@ -262,11 +262,12 @@ def tiny(shared_sources: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
 @pytest.fixture(scope="module")
 def race_results(tiny: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The subset `SCORED` of race_probe, scored by the project's run loop with the session SmolLM2."""
-    from runners import loop, model_identity
+    from runners import local_run, model_identity
     from runners.hf import HFBackend
+    from runners.prompts import load_prompt_config
     from runners_fixtures import load_folder, load_model, load_tokenizer
 
-    prompts = loop.load_prompt_config(str(tiny["dataset"]), "race_probe")
+    prompts = load_prompt_config(str(tiny["dataset"]), "race_probe")
     ds = prompts.dataset
     keep = [
         k
@@ -279,7 +280,7 @@ def race_results(tiny: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
     out = tmp_path_factory.mktemp("results")
     backend = HFBackend(load_model(), model_id=str(load_folder()))
     revision = model_identity.locate(str(load_folder())).revision
-    loop.run_config(
+    local_run.run_config(
         prompts,
         backend,
         load_tokenizer(),

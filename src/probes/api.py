@@ -35,9 +35,9 @@ from promptgen.core.errors import ProbeError
 from runners.extras import MissingExtraError
 from runners.plan import PlanRequest
 from runners.plan import make_plan as plan
-from runners.rows import ScoringSettings, scoring_settings
 from runners.score import LoadOptions
 from runners.score import score as run
+from runners.scoring_settings import ScoringSettings, scoring_settings
 from runners.session import RunSummary
 
 from .demo import run_demo as demo

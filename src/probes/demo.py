@@ -155,8 +155,9 @@ def run_demo(
     from promptgen.build import build
     from promptgen.core.files import atomic_write_text
     from promptgen.recipe import load_recipe
-    from runners import loop
+    from runners import local_run, models
     from runners.extras import require
+    from runners.prompts import load_prompt_config
     from runners.testmodel import MODEL_NAME, ensure_smollm2
 
     require("probes demo", ["hf"])  # before any building: scoring with SmolLM2 needs torch + transformers
@@ -202,7 +203,7 @@ def run_demo(
         lambda: built("intergroup-empathy", empathy_sources, max_events=sizes.empathy_events),
     )
 
-    backend, tokenizer, revision = step("load model", lambda: loop.load_backend(model_path, backend="hf"))
+    backend, tokenizer, revision = step("load model", lambda: models.load_backend(model_path, backend="hf"))
     runs = (
         ("talent-or-luck", tol, "single_actor", attribution_rows, None),
         ("trust-game", tg, GAMES_CONFIG, trust_game_rows, False),
@@ -212,12 +213,12 @@ def run_demo(
     results: dict[str, Path] = {}
     try:
         for name, folder, config, rows, chat in runs:
-            prompts = loop.load_prompt_config(str(folder), config)
+            prompts = load_prompt_config(str(folder), config)
             subset = _subset(prompts, rows(prompts, sizes))
             results[name] = out / "results" / name
             step(
                 f"score {name} {config} ({len(subset.dataset)} items)",
-                lambda s=subset, r=results[name], c=chat: loop.run_config(
+                lambda s=subset, r=results[name], c=chat: local_run.run_config(
                     s, backend, tokenizer, r, model_revision=revision, model_name=model_name, chat=c
                 ),
                 lambda summary: (

@@ -86,10 +86,10 @@ from promptgen.trust_game.curation import (
 )
 from promptgen.trust_game.race_probe import RACE_PROBE_VARIANTS
 from runners.extras import require_for_scoring
-from runners.loop import load_prompt_config
+from runners.prompts import load_prompt_config
 from runners.results import KeyRows, load_key_rows
-from runners.rows import ScoringSettings
 from runners.score import LoadOptions, run_loaded
+from runners.scoring_settings import ScoringSettings
 from runners.session import RunSummary
 
 RACE_PROBE = "race_probe"

@@ -4,10 +4,12 @@ May import `promptgen` (the item contract, errors, files); never `analysis` or `
 
 - text -> token ids: `tokenize`; token ids -> log-probabilities: the backends (`backend` is the
   protocol; `hf`, `vllm_backend` + `vllm_logprobs`); log-probabilities -> distributions:
-  `scoring`; generated text -> answers: `parse`; items -> result rows: `rows`;
+  `distributions` (pure maths), selected by `scoring_settings`; generated text -> answers:
+  `parse`; items -> result rows: `rows`;
+- a prompt config loaded and checked: `prompts`; a model checked and loaded: `models`;
 - one resumable run of a config (selection, resume, key, flush, manifest): `session`, driven in
-  this process (`loop`) or on a Ray actor pool (`ray_run`); `score` picks the driver and loads
-  the model (`probes run` as one call);
+  this process (`local_run`) or on a Ray actor pool (`ray_run`); `score` picks the driver and
+  loads the model (`probes run` as one call);
 - the result folder, written and read: `results`; what a model is: `model_identity`; where and
   how it runs: `device`, `context_length`, `extras`; the small test models: `testmodel`.
 """

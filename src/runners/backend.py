@@ -2,7 +2,7 @@
 
 A backend gets token ids (made by `runners.tokenize`, never by the backend) and returns
 log-probabilities, one result per request, in request order. Everything above it (choice
-and number probabilities, renormalisation, refusals) is computed once in `runners.scoring`
+and number probabilities, renormalisation, refusals) is computed once in `runners.distributions`
 from these raw numbers, so backends cannot disagree on anything but the numbers themselves.
 
 A request is a context and any number of continuations of it: the backend runs the
@@ -23,6 +23,9 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+
+#: the `--backend` names: transformers (`runners.hf`) and vLLM (`runners.vllm_backend`)
+BACKENDS = ("hf", "vllm")
 
 
 @dataclass(frozen=True)

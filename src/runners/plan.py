@@ -53,11 +53,9 @@ from promptgen.core.files import atomic_write_text, writing
 from promptgen.core.outputs import Output, Reference, check_output
 from promptgen.hub.folder import parquet_errors
 
-from .backend import ScoreRequest
+from .backend import BACKENDS, ScoreRequest
+from .distributions import NUMBER_MODES
 
-#: number modes a plan prices
-NUMBER_MODES = ("exact", "first-token")
-BACKENDS = ("hf", "vllm")
 #: sampled calls per config when a config has more calls than this (else every call is counted)
 DEFAULT_SAMPLE_CALLS = 4
 #: number items per sampled call whose trie request is built (the costly part: ~200 tokenisations each)
@@ -315,7 +313,8 @@ def _requests(
 
     A ValueError (e.g. first-token mode on a number without a one-token form) is the run's own error.
     """
-    from .rows import ScoringSettings, prepare_request
+    from .rows import prepare_request
+    from .scoring_settings import ScoringSettings
 
     settings = ScoringSettings()
     if "number_mode" in {f.name for f in dataclasses.fields(ScoringSettings)}:

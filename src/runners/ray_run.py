@@ -1,17 +1,17 @@
-"""The run loop on Ray Data (DESIGN section 7): the same scoring and the same result folder, on many model replicas.
+"""The Ray driver (Ray Data) (DESIGN section 7): the same scoring and the same result folder, on many model replicas.
 
-`run_config_ray` is `loop.run_config` with the scoring moved onto a Ray actor pool; everything
-that decides what a run writes is the loop's:
+`run_config_ray` is `local_run.run_config` with the scoring moved onto a Ray actor pool; everything
+that decides what a run writes is the local driver's:
 
 1. Items are selected as in `probes run` (shard by a hash of the id, then `limit`, then the ids
    already present under the same `ResultKey` are skipped), and the key is `session.result_key` of
    (model, model revision, scoring settings, chat): it never depends on the number of workers,
    so Ray runs, `probes run` runs and `--shard` runs fill and resume the same key folder.
 2. The not-yet-done items become a `ray.data.Dataset` with one block per batch of `batch_size`
-   items, in row order: an actor scores exactly the batches `loop.run_config` would score, so
-   (on the same hardware) the rows are the loop's bit for bit, whatever the number of workers.
+   items, in row order: an actor scores exactly the batches `local_run.run_config` would score, so
+   (on the same hardware) the rows are the local driver's bit for bit, whatever the number of workers.
 3. `map_batches` runs `_Replica`, a callable class: each actor loads the model once
-   (`loop.load_backend`; a GPU actor asks for one GPU with hf, the tensor-parallel size with vLLM
+   (`models.load_backend`; a GPU actor asks for one GPU with hf, the tensor-parallel size with vLLM
    (`_worker_resources`), a CPU actor for one CPU) and turns
    batches of items into result rows with `run_items`, in `RESULT_SCHEMA` (declared, so blocks
    whose optional columns are all null still have one schema).
@@ -20,14 +20,14 @@ that decides what a run writes is the loop's:
    Writing from the actors would need one part-name sequence per actor (`write_part` numbers
    parts per shard label by listing the folder, so two writers with one label could pick the
    same name and one part would silently replace the other), and a retried Ray task could
-   write its rows twice; one writer keeps the loop's atomic parts and resume semantics as they
+   write its rows twice; one writer keeps the local driver's atomic parts and resume semantics as they
    are, and its cost (rows are small next to a forward pass) is negligible. A killed run loses
    at most the rows since its last flush; rerunning resumes.
-5. The manifest entry and card are the loop's, plus a `ray` entry (workers, Ray version) and
+5. The manifest entry and card are the local driver's, plus a `ray` entry (workers, Ray version) and
    the hardware of every replica.
 
 The driver loads no model: it validates the model source, loads the tokenizer (to decide
-`chat`) and works out the key's model revision with the loop's rule; every actor checks that
+`chat`) and works out the key's model revision with the local driver's rule; every actor checks that
 the model it loaded has that revision, so a worker that sees other weights fails instead of
 writing rows under a wrong key. A local model folder must be at the same path on every node.
 
@@ -48,11 +48,13 @@ import pyarrow as pa
 
 from promptgen.core.errors import ProbeError
 
-from . import loop, model_identity
+from . import model_identity, models
 from . import results as res
 from .device import AUTO, DTYPES, ITEMS_PER_CALL, device_type, resolve_dtype
 from .extras import require_for_scoring
-from .rows import ScoringSettings, run_items
+from .prompts import PromptConfig, check_chat_form, check_number_mode
+from .rows import run_items
+from .scoring_settings import ScoringSettings
 from .session import RunSummary, Session, model_name_for, result_key
 
 #: what an actor returns per item: the result row, which replica scored it, an input error, and
@@ -90,7 +92,7 @@ class _Replica:
 
             torch.set_num_threads(cpu_threads)
         try:
-            self.backend, self.tokenizer, revision = loop.load_backend(model, **load_options)
+            self.backend, self.tokenizer, revision = models.load_backend(model, **load_options)
         except ProbeError as exc:
             self.error = str(exc)
             return
@@ -105,7 +107,7 @@ class _Replica:
                 f"the worker on {platform.node()} loaded {model} in {self.backend.dtype}, the driver keyed the run "
                 f"by {keyed}: pass an explicit --dtype this engine supports"
             )
-        self.worker = json.dumps({**loop._hardware(self.backend), "node": platform.node()}, sort_keys=True)
+        self.worker = json.dumps({**models.hardware(self.backend), "node": platform.node()}, sort_keys=True)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         items, error = batch.to_pylist(), self.error
@@ -114,7 +116,7 @@ class _Replica:
                 rows = run_items(
                     items, self.backend, self.tokenizer, self.chat, settings=self.settings, batch_items=self.batch_size
                 )
-            except ValueError as exc:  # an item the scorer rejects (as loop.run_config reports it)
+            except ValueError as exc:  # an item the scorer rejects (as local_run.run_config reports it)
                 error = str(exc)
         if error is not None:
             rows = [{"id": item["id"], "error": error} for item in items]
@@ -129,13 +131,13 @@ def resolve_model(
 ) -> tuple[Any, model_identity.ModelRef, str]:
     """(tokenizer, located model, dtype the weights will load in) of a model, without its weights.
 
-    The dtype is `runners.device.resolve_dtype` of the model's config, as `loop.load_backend`
+    The dtype is `runners.device.resolve_dtype` of the model's config, as `models.load_backend`
     resolves it, so the driver can key the run before any actor loads the model. The model is
     located and keyed by `model_identity.locate`, as `probes run` does, and every actor loads
     the `load_revision` it names (a Hub id's resolved commit), so all replicas load one commit.
     """
-    if backend not in loop.BACKENDS:
-        raise ProbeError(f"--backend must be one of {', '.join(loop.BACKENDS)}, got {backend!r}")
+    if backend not in backend.BACKENDS:
+        raise ProbeError(f"--backend must be one of {', '.join(backend.BACKENDS)}, got {backend!r}")
     if dtype not in (AUTO, *DTYPES):
         raise ProbeError(f"--dtype must be one of auto, {', '.join(DTYPES)}, got {dtype!r}")
     require_for_scoring(backend=backend, ray=True, what="probes run")
@@ -188,7 +190,7 @@ def _worker_resources(
 
 
 def run_config_ray(
-    prompts: loop.PromptConfig,
+    prompts: PromptConfig,
     model: str,
     results: Path,
     *,
@@ -211,7 +213,7 @@ def run_config_ray(
     """Score the not-yet-done items of one shard of a prompt config on `num_workers` Ray replicas (module docstring).
 
     `model_revision` is the Hub revision to load (`--model-revision`); the key's revision is
-    resolved as `probes run` does. `load_options` go to `loop.load_backend` on every actor
+    resolved as `probes run` does. `load_options` go to `models.load_backend` on every actor
     (e.g. vLLM's `gpu_memory_utilization`). Connects to the Ray cluster (`RAY_ADDRESS`), or
     starts a local one, unless Ray is initialised already. Ray Data's own progress bars are
     off during the run: `on_start(total, done)` and `on_advance(n)` report progress.
@@ -227,10 +229,10 @@ def run_config_ray(
     )
     if chat is None:
         chat = bool(getattr(tokenizer, "chat_template", None))
-    loop.check_chat_form(prompts, chat)
-    loop.check_number_mode(prompts, settings, tokenizer, chat)
-    if backend == "vllm" and "needed_tokens" not in options:  # the actors' engines fit the items (loop.needs_of)
-        options["needed_tokens"] = loop.needs_of(prompts, settings, chat, shard=shard, limit=limit)(tokenizer)
+    check_chat_form(prompts, chat)
+    check_number_mode(prompts, settings, tokenizer, chat)
+    if backend == "vllm" and "needed_tokens" not in options:  # the actors' engines fit the items (models.needs_of)
+        options["needed_tokens"] = models.needs_of(prompts, settings, chat, shard=shard, limit=limit)(tokenizer)
     name = model_name_for(model, model_name)
     key = result_key(name, ref.revision, settings, chat, dtype=weights, backend=backend)
     session = Session.open(

@@ -2,7 +2,7 @@
 
 The first step of the run loop: text is rendered (chat template or plain prompt) and
 tokenised here, once, by `runners.tokenize`; the backend only sees token ids; the numbers
-it returns become probabilities in `runners.scoring`. Sharding, resume and the result
+it returns become probabilities in `runners.distributions`. Sharding, resume and the result
 writer come next (DESIGN section 7).
 
 Rows keep the raw measurements next to the derived values: per-option log-probabilities
@@ -14,22 +14,18 @@ mode, where the options do not cover the output space).
 
 from __future__ import annotations
 
-import json
 import math
 import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from promptgen.core.errors import ProbeError
 from promptgen.seeding import hash_int
 
 from .backend import Backend, GenerateRequest, GeneratingBackend, Generation, ScoreRequest, ScoreResult
-from .parse import parse_choice, parse_number, parse_text
-from .scoring import (
-    NUMBER_MODES,
+from .distributions import (
     NumberTrie,
     build_number_trie,
     first_token_distribution,
@@ -41,6 +37,8 @@ from .scoring import (
     number_request,
     sentence_choice_probs,
 )
+from .parse import parse_choice, parse_number, parse_text
+from .scoring_settings import ScoringSettings
 from .tokenize import (
     Tokenizer,
     digit_start_ids,
@@ -50,114 +48,6 @@ from .tokenize import (
     number_paths,
     render_chat,
 )
-
-CHOICE_MODES = ("sentence", "letter")
-MODES = ("score", "generate")
-#: the settings that only matter in generation mode (left out of the key in score mode)
-GENERATION_FIELDS = ("temperature", "top_p", "max_new_tokens", "seed")
-
-
-@dataclass(frozen=True)
-class ScoringSettings:
-    """How items are scored; recorded in every row (`scoring`), and part of a result's key."""
-
-    #: choice items: "sentence" (option texts as continuations) or "letter" (label next-token)
-    choice_mode: str = "sentence"
-    #: sentence mode: softmax over mean instead of summed token log-probabilities
-    length_normalize: bool = False
-    #: surface forms a label may take as the next token (letter mode)
-    label_prefixes: tuple[str, ...] = ("", " ")
-    #: surface forms of a number: `42` and ` 42`
-    number_prefixes: tuple[str, ...] = ("", " ")
-    #: number items: "exact" (the digit trie) or "first-token" (the next-token distribution
-    #: after the context, over the numbers' one-token forms; `runners.scoring`)
-    number_mode: str = "exact"
-    #: an item is refused when the valid mass (letter and number modes) is below this
-    refusal_threshold: float = 0.5
-    #: "score" reads probabilities; "generate" generates text and parses the answer from it
-    mode: str = "score"
-    #: generation mode: 0 is greedy; above 0, sampling with top_p and a per-item seed
-    temperature: float = 0.0
-    top_p: float = 1.0
-    max_new_tokens: int = 16
-    #: generation mode: each item samples with a seed derived from this and its id, so its
-    #: text does not depend on batching, sharding or order
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
-        if self.temperature < 0 or not 0 < self.top_p <= 1 or self.max_new_tokens < 1:
-            raise ValueError("need temperature >= 0, 0 < top_p <= 1 and max_new_tokens >= 1")
-        if self.choice_mode not in CHOICE_MODES:
-            raise ValueError(f"choice_mode must be one of {CHOICE_MODES}, got {self.choice_mode!r}")
-        if not 0.0 <= self.refusal_threshold <= 1.0:
-            raise ValueError(f"refusal_threshold must be in [0, 1], got {self.refusal_threshold}")
-        if self.number_mode not in NUMBER_MODES:
-            raise ValueError(f"number_mode must be one of {', '.join(NUMBER_MODES)}, got {self.number_mode!r}")
-        if not self.label_prefixes or not self.number_prefixes:
-            raise ValueError("label_prefixes and number_prefixes must not be empty")
-
-    def key(self) -> str:
-        """A canonical string of the settings (sorted JSON), stored as the rows' `scoring`.
-
-        In score mode the generation settings change nothing and are left out (so are the
-        score-mode settings in generation mode, but for the choice mode, which picks how a
-        choice answer is parsed only through the labels and options, and is kept for clarity).
-        """
-        values = asdict(self)
-        # the number mode is in the key only when it is not the default: keys of exact runs made
-        # before the mode existed stay valid, and a first-token key never equals an exact one
-        if self.number_mode == "exact" or self.mode != "score":
-            values.pop("number_mode")
-        if self.mode == "score":
-            for name in (*GENERATION_FIELDS, "mode"):
-                values.pop(name)
-        else:
-            for name in ("length_normalize", "label_prefixes", "number_prefixes", "refusal_threshold", "choice_mode"):
-                values.pop(name)
-        return json.dumps(values, sort_keys=True, separators=(",", ":"))
-
-
-#: the `--scoring` names: two ways of reading probabilities, and generation
-SCORING_NAMES = ("sentence", "letter", "generate")
-
-
-def check_sampling(*, temperature: float, top_p: float, max_new_tokens: int) -> None:
-    """The sampling flags' ranges as one `ProbeError` line naming the flag, before a model loads.
-
-    `ScoringSettings` refuses the same values with a ValueError, which is a bug's traceback
-    when it comes from a flag; nan passes a `min=0` range check, so finiteness is checked here.
-    """
-    if not (math.isfinite(temperature) and temperature >= 0):
-        raise ProbeError(f"--temperature must be a finite number of at least 0 (0 is greedy), got {temperature}")
-    if not (math.isfinite(top_p) and 0 < top_p <= 1):
-        raise ProbeError(f"--top-p must be above 0 and at most 1 (the nucleus's probability mass), got {top_p}")
-    if max_new_tokens < 1:
-        raise ProbeError(f"--max-new-tokens must be at least 1, got {max_new_tokens}")
-
-
-def scoring_settings(
-    scoring: str = "sentence",
-    *,
-    length_normalize: bool = False,
-    temperature: float = 0.0,
-    top_p: float = 1.0,
-    max_new_tokens: int = 16,
-    seed: int = 0,
-    number_mode: str = "exact",
-) -> ScoringSettings:
-    """The settings of `probes run --scoring NAME`: `sentence`, `letter` read probabilities; `generate` generates."""
-    if scoring not in SCORING_NAMES:
-        raise ProbeError(f"--scoring must be sentence, letter or generate, got {scoring!r}")
-    check_sampling(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)
-    if scoring == "generate":
-        return ScoringSettings(
-            mode="generate", temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed
-        )
-    if number_mode not in NUMBER_MODES:
-        raise ProbeError(f"--number-mode must be one of {', '.join(NUMBER_MODES)}, got {number_mode!r}")
-    return ScoringSettings(choice_mode=scoring, length_normalize=length_normalize, number_mode=number_mode)
 
 
 @dataclass

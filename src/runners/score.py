@@ -1,11 +1,11 @@
 """`probes run` as one call: a prompt config + a model -> a result folder, on this process or on Ray.
 
-The two drivers (`loop.run_config` here, `ray_run.run_config_ray` on a Ray actor pool) share
+The two drivers (`local_run.run_config` here, `ray_run.run_config_ray` on a Ray actor pool) share
 one `session.Session`; this module is what chooses between them and loads the model, so a
 notebook gets exactly what the command line does::
 
     from runners.score import LoadOptions, score
-    from runners.rows import scoring_settings
+    from runners.scoring_settings import scoring_settings
 
     summary = score("datasets/talent-or-luck", "single_actor", "HuggingFaceTB/SmolLM2-135M-Instruct",
                     "results/smollm2", settings=scoring_settings("sentence"), limit=40)
@@ -26,17 +26,18 @@ from typing import Any
 from promptgen.core.errors import ProbeError
 from promptgen.core.outputs import Reference
 
-from . import loop
+from . import backend, local_run, models
 from .device import AUTO, RunnerWarning
 from .extras import require_for_scoring
+from .prompts import PromptConfig, check_scoring_mode, load_prompt_config
 from .results import parse_shard
-from .rows import ScoringSettings
+from .scoring_settings import ScoringSettings
 from .session import RunSummary, check_out_folder
 
 
 @dataclass(frozen=True)
 class LoadOptions:
-    """How the model is loaded (the `probes run` options of the same names); `loop.load_backend`'s keywords."""
+    """How the model is loaded (the `probes run` options of the same names); `models.load_backend`'s keywords."""
 
     backend: str = "hf"
     revision: str | None = None
@@ -54,15 +55,15 @@ class LoadOptions:
     tensor_parallel_size: int = 1
 
     def __post_init__(self) -> None:
-        if self.backend not in loop.BACKENDS:
-            raise ProbeError(f"--backend must be one of {', '.join(loop.BACKENDS)}, got {self.backend!r}")
+        if self.backend not in backend.BACKENDS:
+            raise ProbeError(f"--backend must be one of {', '.join(backend.BACKENDS)}, got {self.backend!r}")
 
     def load_kwargs(self) -> dict[str, Any]:
-        """Keywords of `loop.load_backend` (all of them but `needed_tokens`)."""
+        """Keywords of `models.load_backend` (all of them but `needed_tokens`)."""
         return asdict(self)
 
     def replica_kwargs(self) -> dict[str, Any]:
-        """What every Ray replica passes to `loop.load_backend` beyond the model, backend, dtype and device."""
+        """What every Ray replica passes to `models.load_backend` beyond the model, backend, dtype and device."""
         kwargs = asdict(self)
         for name in ("backend", "revision", "dtype", "device"):
             kwargs.pop(name)
@@ -83,7 +84,7 @@ def warnings_to(on_warning: Callable[[str], None] | None) -> Iterator[None]:
 
 
 def run_loaded(
-    prompts: loop.PromptConfig,
+    prompts: PromptConfig,
     model: str,
     results: Path,
     *,
@@ -106,11 +107,11 @@ def run_loaded(
     """
     kwargs = load.load_kwargs()
     if load.backend == "vllm":
-        kwargs["needed_tokens"] = loop.needs_of(prompts, settings, chat, shard=shard, limit=limit)
+        kwargs["needed_tokens"] = models.needs_of(prompts, settings, chat, shard=shard, limit=limit)
     with warnings_to(on_warning):
-        backend, tokenizer, key_revision = loop.load_backend(model, **kwargs)
+        backend, tokenizer, key_revision = models.load_backend(model, **kwargs)
     try:
-        return loop.run_config(
+        return local_run.run_config(
             prompts,
             backend,
             tokenizer,
@@ -165,8 +166,8 @@ def score(
     shard_ix = shard if isinstance(shard, tuple) else parse_shard(shard)
     # empty, a file, a prompt dataset, an input or unwritable: one line before a model loads
     results = check_out_folder(results, inputs=[("DATASET", dataset), Reference("--model", model)])
-    prompts = loop.load_prompt_config(str(dataset), config, revision=revision, chat=chat)
-    loop.check_scoring_mode(prompts, settings)
+    prompts = load_prompt_config(str(dataset), config, revision=revision, chat=chat)
+    check_scoring_mode(prompts, settings)
     common = dict(
         model_name=model_name,
         settings=settings,

@@ -1,6 +1,6 @@
 """One resumable run of one prompt config under one result key: what both drivers share.
 
-`probes run` scores in this process (`runners.loop`) or on a Ray actor pool
+`probes run` scores in this process (`runners.local_run`) or on a Ray actor pool
 (`runners.ray_run`); either way the same session decides what to score and records it:
 
 1. selection: the shard (a hash of the item id), then `--limit` (the first N of the shard);
@@ -31,7 +31,7 @@ from promptgen.core.version import __version__
 
 from . import model_identity
 from . import results as res
-from .rows import ScoringSettings
+from .scoring_settings import ScoringSettings
 
 _HASH_BATCH = 4096
 
@@ -127,7 +127,7 @@ def keep_one_name(results: Path, key: res.ResultKey, *, name_given: bool) -> res
 class Session:
     """The state of one run (module docstring); `open` it, `add` rows, `finish` it."""
 
-    prompts: Any  # loop.PromptConfig
+    prompts: Any  # prompts.PromptConfig
     results: Path
     key: res.ResultKey
     chat: bool

@@ -1,4 +1,4 @@
-"""Choice and number scoring (runners.scoring) against independent computations.
+"""Choice and number scoring (runners.distributions) against independent computations.
 
 Part 1 needs nothing but numpy: a toy language model whose next-token distribution is a
 seeded function of the prefix, with a digit-by-digit vocabulary plus one two-digit token
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from runners.backend import Backend, ContinuationScore, ScoreRequest, ScoreResult
-from runners.scoring import (
+from runners.distributions import (
     build_number_trie,
     letter_choice_probs,
     letter_distribution,

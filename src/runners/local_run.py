@@ -1,0 +1,102 @@
+"""The local driver (DESIGN section 7): a prompt config + a model -> result parts, resumable and shardable.
+
+1. The prompt config is loaded with `datasets` (a local Hub-ready folder or a Hub repo id)
+   and checked against the item contract before anything is written.
+2. `runners.session` selects the shard's items and those still to score under the
+   `ResultKey` (same id and same prompt hash are done).
+3. The rest is scored `batch_size` items at a time by `runners.rows.run_items`; the session
+   flushes rows as an atomically written part every `flush_every` rows and at the end. A
+   killed run loses at most the rows since its last flush; rerunning the same command resumes.
+4. When the config is done, the session compacts the key folder and refreshes
+   results_manifest.json and README.md (atomically, under a lock).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from promptgen.core.errors import ProbeError
+
+from .device import ITEMS_PER_CALL, device_type
+from .models import hardware, loaded_dtype
+from .prompts import PromptConfig, check_chat_form, check_number_mode, check_scoring_mode
+from .rows import run_items
+from .scoring_settings import ScoringSettings
+from .session import RunSummary, Session, model_name_for, result_key
+
+__all__ = ["RunSummary", "run_config"]
+
+
+def default_batch_size(backend: Any) -> int:
+    """Items per backend call when `--batch-size` is not given: GPU-sized on CUDA, small on the CPU."""
+    kind = device_type(str(getattr(backend, "device", None) or "cpu"))
+    return ITEMS_PER_CALL.get(kind, ITEMS_PER_CALL["cuda"])
+
+
+def run_config(
+    prompts: PromptConfig,
+    backend: Any,
+    tokenizer: Any,
+    results: Path,
+    *,
+    model_revision: str,
+    model_name: str | None = None,
+    settings: ScoringSettings | None = None,
+    chat: bool | None = None,
+    shard: tuple[int, int] = (0, 1),
+    limit: int | None = None,
+    batch_size: int | None = None,
+    flush_every: int = 64,
+    dtype: str | None = None,
+    on_start: Callable[[int, int], None] | None = None,
+    on_advance: Callable[[int], None] | None = None,
+) -> RunSummary:
+    """Score the not-yet-done items of one shard of a prompt config into `results` (see the module docstring).
+
+    `model_name` names the model in every file written (default: the portable name of
+    `backend.model_id`, see `session.model_name_for`). `chat=None` uses the chat template when the
+    tokenizer has one; `batch_size=None` is `default_batch_size(backend)`. The key's dtype is
+    the one the backend loaded (`dtype` is only a fallback for backends that do not say).
+    `on_start(total, done)` and `on_advance(n)` report progress.
+    """
+    started = time.perf_counter()
+    settings = settings or ScoringSettings()
+    batch_size = default_batch_size(backend) if batch_size is None else batch_size
+    if chat is None:
+        chat = bool(getattr(tokenizer, "chat_template", None))
+    check_scoring_mode(prompts, settings)
+    check_chat_form(prompts, chat)
+    check_number_mode(prompts, settings, tokenizer, chat)
+    dtype = loaded_dtype(backend, dtype)
+    name = model_name_for(backend.model_id, model_name)
+    key = result_key(name, model_revision, settings, chat, dtype=dtype, backend=backend.name)
+    session = Session.open(
+        prompts,
+        results,
+        key,
+        chat=chat,
+        shard=shard,
+        limit=limit,
+        batch_size=batch_size,
+        flush_every=flush_every,
+        started=started,
+        name_given=model_name is not None,
+    )
+    if on_start is not None:
+        on_start(len(session.selected), len(session.selected) - len(session.todo))
+    todo = session.todo
+    for start in range(0, len(todo), batch_size):
+        items = prompts.dataset.select(todo[start : start + batch_size]).to_list()
+        try:
+            rows = run_items(items, backend, tokenizer, chat, settings=settings, batch_items=batch_size)
+        except ValueError as exc:
+            session.flush()
+            raise ProbeError(f"{prompts.path} config {prompts.config!r}: {exc}") from exc
+        session.add(rows)
+        if on_advance is not None:
+            on_advance(len(items))
+    extra = {"batch_size": batch_size, "device": getattr(backend, "device", None)}
+    return session.finish(backend=backend.name, dtype=dtype, hardware=hardware(backend), extra=extra)

@@ -1,0 +1,200 @@
+"""Check the model options and load a model into a backend: the one loader both drivers use.
+
+`load_backend` validates the backend options (one line per bad flag, before any weights load),
+locates and keys the model (`model_identity.locate`), loads the shared transformers tokenizer
+and the hf or vLLM backend with `auto` settings resolved for the machine (`runners.device`),
+and checks the weights did not change while they loaded. `needs_of` sizes vLLM's context to
+the run's items; `hardware` and `loaded_dtype` record where and how the run ran.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from promptgen.core.errors import ProbeError
+
+from . import context_length, model_identity
+from .backend import BACKENDS
+from .device import (
+    AUTO,
+    DTYPES,
+    GPU_MEMORY_UTILIZATION,
+    RunnerWarning,
+    cpu_warning,
+    device_type,
+    is_out_of_memory,
+    resolve_device,
+    resolve_dtype,
+)
+from .extras import require_for_scoring
+from .prompts import PromptConfig
+from .scoring_settings import ScoringSettings
+from .session import select_rows
+
+#: vLLM's max_model_len when neither it nor the items' needs are given
+DEFAULT_MAX_MODEL_LEN = 4096
+
+
+def load_backend(
+    model: str,
+    *,
+    backend: str = "hf",
+    revision: str | None = None,
+    dtype: str = AUTO,
+    device: str = AUTO,
+    device_map: str | None = None,
+    gguf_file: str | None = None,
+    prefix_caching: bool = True,
+    enforce_eager: bool = False,
+    gpu_memory_utilization: float | None = None,
+    max_model_len: int | None = None,
+    block_size: int | None = None,
+    max_batch_tokens: int | None = None,
+    max_logit_rows: int | None = None,
+    tensor_parallel_size: int = 1,
+    needed_tokens: int | Callable[[Any], int] | None = None,
+):
+    """(backend, tokenizer, revision for the result key) of a model folder or Hub id.
+
+    Both backends get the same transformers tokenizer, so they score the same token ids
+    (`runners.tokenize`); vLLM's own tokenizer only detokenises generations. `auto` settings
+    follow the model and the machine (`runners.device`): the checkpoint's dtype, CUDA when
+    torch sees a GPU (with a `RunnerWarning` when a GPU-sized model lands on the CPU), and
+    vLLM's memory fraction 0.9 on CUDA, 0.3 on the CPU. vLLM's `max_model_len` left out is
+    what the items need (`needed_tokens(tokenizer)`, see `needs_of`), capped by the model's
+    position limit (`runners.context_length`); without `needed_tokens`, the smaller of the
+    limit and 4096.
+
+    The model is located and keyed first (`model_identity.locate`): a Hub id is loaded at the
+    commit its revision resolves to, and a local folder is checked again after loading.
+    """
+    if backend not in BACKENDS:
+        raise ProbeError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if dtype not in (AUTO, *DTYPES):
+        raise ProbeError(f"--dtype must be one of auto, {', '.join(DTYPES)}, got {dtype!r}")
+    if device_map not in (None, AUTO):
+        raise ProbeError(f"--device-map must be auto (or left out), got {device_map!r}")
+    if device_map is not None and backend != "hf":
+        raise ProbeError("--device-map works with --backend hf; vllm spreads a model with --tensor-parallel-size")
+    if tensor_parallel_size < 1:
+        raise ProbeError(f"--tensor-parallel-size must be positive, got {tensor_parallel_size}")
+    if tensor_parallel_size > 1 and backend != "vllm":
+        raise ProbeError("--tensor-parallel-size works with --backend vllm; for hf use --device-map auto")
+    if backend == "vllm" and gguf_file:
+        raise ProbeError("--gguf-file works with --backend hf; for vllm, save the model as a safetensors folder first")
+    require_for_scoring(backend=backend)
+    # checked, resolved (a Hub id to its commit) and keyed before any weights load
+    ref = model_identity.locate(model, revision=revision, gguf_file=gguf_file)
+    revision = ref.load_revision
+    from transformers import AutoConfig, AutoTokenizer
+
+    extra = {"gguf_file": gguf_file} if gguf_file else {}
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model, revision=revision, **extra)
+        config = AutoConfig.from_pretrained(model, revision=revision, **extra)
+        # a GGUF file is de-quantised to float32 by transformers: its config's dtype is not what loads
+        weights_dtype = resolve_dtype(dtype, None if gguf_file else config)
+        on = resolve_device(device)
+        if device == AUTO and device_type(on) == "cpu" and (message := cpu_warning(config, model)):
+            warnings.warn(message, RunnerWarning, stacklevel=2)
+        if backend == "hf":
+            from .hf import HFBackend
+
+            scorer: Any = HFBackend.from_pretrained(
+                model,
+                revision=revision,
+                dtype=weights_dtype,
+                device=on,
+                device_map=device_map,
+                tokenizer=tokenizer,
+                max_batch_tokens=max_batch_tokens,
+                max_logit_rows=max_logit_rows,
+                **extra,
+            )
+        else:
+            from .vllm_backend import VLLMBackend
+
+            if gpu_memory_utilization is None:
+                gpu_memory_utilization = GPU_MEMORY_UTILIZATION.get(device_type(on), GPU_MEMORY_UTILIZATION["cuda"])
+            limit = context_length.position_limit(config.to_dict())
+            if needed_tokens is not None:
+                needed = needed_tokens if isinstance(needed_tokens, int) else needed_tokens(tokenizer)
+                max_model_len = context_length.choose_max_model_len(max_model_len, needed, limit, model)
+            elif max_model_len is None:
+                max_model_len = min(limit or DEFAULT_MAX_MODEL_LEN, DEFAULT_MAX_MODEL_LEN)
+            scorer = VLLMBackend.from_pretrained(
+                model,
+                revision=revision,
+                dtype=weights_dtype,
+                prefix_caching=prefix_caching,
+                enforce_eager=enforce_eager,
+                gpu_memory_utilization=gpu_memory_utilization,
+                max_model_len=max_model_len,
+                block_size=block_size,
+                tensor_parallel_size=tensor_parallel_size,
+            )
+    except ImportError as exc:
+        raise ProbeError(str(exc)) from exc
+    except (OSError, ValueError) as exc:
+        raise ProbeError(f"cannot load model {model!r}: {exc}") from exc
+    except RuntimeError as exc:
+        if not is_out_of_memory(exc):
+            raise
+        raise ProbeError(
+            f"out of memory loading {model!r} in {weights_dtype} on {on}: spread it over the GPUs with "
+            "--device-map auto (hf) or --tensor-parallel-size N (vllm), or pick a smaller --dtype"
+        ) from None
+    try:
+        ref.check_unchanged()  # weights swapped while they loaded must not be filed under the old key
+    except ProbeError:
+        if callable(getattr(scorer, "close", None)):
+            scorer.close()
+        raise
+    return scorer, tokenizer, ref.revision
+
+
+def needs_of(
+    prompts: PromptConfig,
+    settings: ScoringSettings,
+    chat: bool | None,
+    *,
+    shard: tuple[int, int] = (0, 1),
+    limit: int | None = None,
+) -> Callable[[Any], int]:
+    """`needed_tokens` for `load_backend`: the positions the run's longest items need, once the tokenizer is known."""
+
+    def needed(tokenizer: Any) -> int:
+        use_chat = bool(getattr(tokenizer, "chat_template", None)) if chat is None else chat
+        rows = select_rows(prompts.dataset["id"], shard, limit)
+        return context_length.tokens_needed(prompts.dataset, rows, tokenizer, use_chat, settings)
+
+    return needed
+
+
+def loaded_dtype(backend: Any, asked: str | None) -> str | None:
+    """The dtype the model was actually loaded in (hf: the weights' dtype), else what was asked."""
+    model = getattr(backend, "model", None)
+    dtype = getattr(model, "dtype", None)
+    if dtype is not None:
+        return str(dtype).removeprefix("torch.")
+    return getattr(backend, "dtype", None) or asked
+
+
+def hardware(backend: Any) -> dict[str, Any]:
+    """Where the run ran: the backend's own record (dtype, device, GPU, memory settings), torch."""
+    info: dict[str, Any] = {}
+    if callable(getattr(backend, "hardware", None)):
+        info.update(backend.hardware())
+    model = getattr(backend, "model", None)
+    if model is not None:
+        import torch
+
+        info.update(torch=torch.__version__, threads=torch.get_num_threads())
+        info.setdefault("device", str(model.device))
+        if model.device.type == "cuda":
+            info.setdefault("gpu", torch.cuda.get_device_name(model.device))
+    if hasattr(backend, "max_batch_tokens"):  # after any out-of-memory halving
+        info["max_batch_tokens"] = backend.max_batch_tokens
+    return info

@@ -1,0 +1,200 @@
+"""Load and check one config of a prompt dataset (DESIGN section 7, step 1), before any model loads.
+
+`load_prompt_config` is how both drivers (`runners.local_run`, `runners.ray_run`), `probes rewrite`
+and the demo read a prompt config: a local Hub-ready folder or a Hub repo id, loaded with
+`datasets` and checked against the item contract. The checks that need the tokenizer's choice
+of prompt form or scoring mode (`check_chat_form`, `check_number_mode`) run once it is known,
+still before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from promptgen.core.contract import check_prompt_config, check_prompt_forms
+from promptgen.core.errors import ProbeError, dataset_load_errors
+from promptgen.core.layout import BUILD_MANIFEST
+from promptgen.hub.folder import (
+    check_data_files,
+    check_path_segment,
+    config_data_files,
+    parquet_errors,
+    read_dataset_manifest,
+)
+
+from . import model_identity
+from .scoring_settings import ScoringSettings
+
+
+@dataclass
+class PromptConfig:
+    """One config of a prompt dataset, loaded and checked."""
+
+    dataset: Any  # datasets.Dataset
+    path: str
+    config: str
+    revision: str | None
+    fingerprint: str | None
+    license: str
+    #: the dataset's name and version from its build manifest (None when it has none)
+    name: str | None = None
+    version: str | None = None
+    #: the Hub repo id it was loaded from (None for a local folder)
+    repo_id: str | None = None
+
+    def provenance(self) -> dict[str, Any]:
+        """How a results manifest names its prompts: by name, version, fingerprint and Hub repo, never a local path."""
+        return {
+            "name": self.name or Path(self.path).name,
+            "version": self.version,
+            "config": self.config,
+            "fingerprint": self.fingerprint,
+            "repo_id": self.repo_id,
+            "revision": self.revision,
+        }
+
+
+def _front_matter(readme: Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        text = readme.read_text(encoding="utf-8")
+        if text.startswith("---\n"):
+            return yaml.safe_load(text[4 : text.index("\n---", 4)]) or {}
+    except (OSError, ValueError, yaml.YAMLError):
+        pass
+    return {}
+
+
+def _own_features(folder: Path, config: str) -> Any:
+    """The column types of a local config, from its first parquet file (None when it has none).
+
+    `datasets` keys its cache of a local folder by the folder's name and card, and a builder
+    takes its features from an existing cache entry, even with `force_redownload`: a second
+    folder of the same name (or a rebuild) with other columns or types then fails to cast, or
+    is cast silently to the old types. Given the folder's own features, the cache entry is
+    keyed by them as well.
+    """
+    import datasets
+    import pyarrow.parquet as pq
+
+    files = sorted((folder / "data" / config).glob("*.parquet"))
+    if not files:
+        return None
+    with parquet_errors(files[0], "prompt config"):
+        return datasets.Features.from_arrow_schema(pq.read_schema(files[0]))
+
+
+def load_prompt_config(
+    dataset: str, config: str, *, revision: str | None = None, chat: bool | None = None
+) -> PromptConfig:
+    """Load `config` (split `test`) of a local Hub-ready folder or Hub dataset and check it.
+
+    Checked before any model loads: the config name is one path segment (it names the result
+    folder `data/<config>/`), a local folder's data files of the config are the ones its
+    build_manifest.json lists (`check_data_files`), and the rows keep the item contract with
+    the prompt form `chat` reads (`check_prompt_config`; None: either form).
+    """
+    import datasets
+
+    check_path_segment(config, "config name (--config)")
+    folder = Path(dataset).expanduser()
+    local = folder.exists()
+    if not local and model_identity.is_path_like(dataset):
+        raise ProbeError(f"prompt dataset folder {dataset} does not exist")
+    if local and not folder.is_dir():
+        raise ProbeError(f"prompt dataset {dataset} is not a folder")
+    built: dict[str, Any] = {}
+    if local and (folder / BUILD_MANIFEST).is_file():  # before the (costly) load: the files are the listed ones
+        built = read_dataset_manifest(folder, flag="prompt dataset", expected="a folder")
+        check_data_files(folder, built, config_data_files(folder, config), config=config)
+    try:
+        # datasets 4 keys its cache of a local folder by name, not content: a rebuilt folder
+        # would give the old rows, so a local folder is always re-read
+        mode = "force_redownload" if local else None
+        # and its split sizes are checked against that cache: a local folder is verified by the
+        # item contract below instead (datasets' NonMatchingSplitsSizesError named no fix)
+        checks = {"verification_mode": "no_checks"} if local else {}
+        if local:  # and it takes the features of that cache too: give it the folder's own
+            checks["features"] = _own_features(folder, config)
+        ds = datasets.load_dataset(
+            str(folder) if local else dataset, config, split="test", revision=revision, download_mode=mode, **checks
+        )
+    except dataset_load_errors() as exc:
+        raise ProbeError(f"cannot load config {config!r} of {dataset}: {exc}") from exc
+    except datasets.exceptions.DatasetGenerationError as exc:
+        cause = exc.__cause__ or exc
+        raise ProbeError(f"cannot read config {config!r} of {dataset} (empty or corrupt parquet?): {cause}") from exc
+    license = "other"
+    if local:
+        license = _front_matter(folder / "README.md").get("license", license)
+    else:  # pragma: no cover - needs the network
+        try:
+            from huggingface_hub import hf_hub_download
+
+            path = hf_hub_download(dataset, BUILD_MANIFEST, repo_type="dataset", revision=revision)
+            built = json.loads(Path(path).read_text(encoding="utf-8"))
+        except Exception:
+            built = {}
+    check_prompt_config(ds, f"{dataset} config {config!r}", chat=chat)
+    return PromptConfig(
+        ds,
+        dataset,
+        config,
+        revision,
+        built.get("fingerprint"),
+        str(license),
+        name=built.get("name") or (folder.resolve().name if local else dataset.split("/")[-1]),
+        version=built.get("version"),
+        repo_id=None if local else dataset,
+    )
+
+
+def check_scoring_mode(prompts: PromptConfig, settings: ScoringSettings) -> None:
+    """Free-text items have no options to score: they need generation mode (checked before a model loads)."""
+    if settings.mode != "generate" and "text" in set(prompts.dataset.unique("task")):
+        raise ProbeError(
+            f"{prompts.path} config {prompts.config!r} has free-text items (task `text`): "
+            "run it with --scoring generate"
+        )
+
+
+def check_chat_form(prompts: PromptConfig, chat: bool) -> None:
+    """Once the tokenizer has decided `chat`, every item must have the form it reads (`check_prompt_forms`).
+
+    `load_prompt_config` checks this already when --chat/--no-chat was given; left to the
+    tokenizer, it is known only here, still before anything is written.
+    """
+    check_prompt_forms(prompts.dataset, f"{prompts.path} config {prompts.config!r}", chat)
+
+
+def check_number_mode(prompts: PromptConfig, settings: ScoringSettings, tokenizer: Any, chat: bool) -> None:
+    """First-token mode needs a one-token form of every number in range: checked on the first number item.
+
+    Run before any result is written, so a digit-by-digit tokenizer over 0-100 is one line
+    (naming the first number without a one-token form), not a traceback mid-run. Exact mode
+    and configs without number items pass.
+    """
+    if settings.mode != "score" or settings.number_mode == "exact":
+        return
+    ds = prompts.dataset
+    if "number" not in set(ds.unique("task")):
+        return
+    tasks = ds.select_columns(["task"])
+    # a config holds millions of rows: read the task column in slices, up to the first number item
+    first = next(
+        start + k
+        for start in range(0, len(ds), 4096)
+        for k, task in enumerate(tasks[start : start + 4096]["task"])
+        if task == "number"
+    )
+    from .rows import prepare_request
+
+    item = ds[first]
+    try:
+        prepare_request(item, tokenizer, chat, settings, ())
+    except ValueError as exc:
+        raise ProbeError(f"{prompts.path} config {prompts.config!r}: {exc}") from None
