@@ -56,6 +56,20 @@ def test_an_upward_import_inside_a_function_breaks_the_stage_contract(tmp_path):
     assert "promptgen.core.errors -> runners.results" in done.stdout
 
 
+def test_a_type_only_import_counts_as_an_import(tmp_path):
+    """`exclude_type_checking_imports = false`: an annotation naming a higher layer's type is an upward arrow too."""
+    src = _copy_src(tmp_path)
+    module = src / "promptgen" / "hub" / "cards.py"
+    text = module.read_text()
+    module.write_text(
+        text
+        + "\n\nfrom typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from ..empathy import dataset  # noqa: F401\n"
+    )
+    done = _lint_imports(src)
+    assert done.returncode != 0
+    assert "promptgen.hub is not allowed to import promptgen.empathy" in done.stdout
+
+
 def test_one_probe_importing_another_breaks_their_independence(tmp_path):
     src = _copy_src(tmp_path)
     module = src / "promptgen" / "attribution" / "items.py"

@@ -63,14 +63,13 @@ from typing import Any
 
 import pandas as pd
 
-from promptgen.build import build
+from promptgen.build import BuildOptions, build
 from promptgen.core.errors import ProbeError
 from promptgen.core.layout import BUILD_MANIFEST
 from promptgen.core.outputs import Reference, output_path
 from promptgen.empathy.model_rewrites import ModelRewrites
 from promptgen.empathy.prompts import REWRITE_CONFIG, rewrite_item_id
 from promptgen.empathy.third_person import RULE_METHOD, parse_rewrite
-from promptgen.hub.build_plan import BuildOptions
 from promptgen.hub.folder import check_dataset_target, read_built_from, read_parquet
 from promptgen.trust_game.curation import (
     DEFAULT_PER_GENDER,

@@ -12,7 +12,7 @@ from .core.errors import RecipeError
 from .core.layout import BUILD_MANIFEST
 from .core.outputs import Reference, output_path
 from .core.version import __version__
-from .hub.build_plan import BuildOptions, BuildPlan
+from .hub.build_plan import BuildPlan
 from .hub.cards import render_card
 from .hub.folder import check_dataset_target, write_hub_folder
 from .recipe import Recipe, load_recipe
@@ -21,6 +21,29 @@ from .sources import ResolvedSource, resolve_sources
 if TYPE_CHECKING:
     from .empathy.model_rewrites import ModelRewrites
     from .trust_game.curation import CuratedPairs
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """Command-line choices that change what is built (and so the dataset's name).
+
+    `full`: the full cross product instead of the recipe's sampling; `max_events`: a
+    stratified subset of N source events (empathy), for tests and quick runs;
+    `curated_pairs`: per-model pairs selected from race-probe results (trust game), each
+    added as `pairs_<slug>` + `games_<slug>` configs of a new dataset version; `rewrites`:
+    a model's third-person rewrites replacing the rule-based T2 narratives (empathy), also
+    a new dataset version.
+    """
+
+    full: bool = False
+    max_events: int | None = None
+    curated_pairs: tuple[CuratedPairs, ...] = ()
+    rewrites: ModelRewrites | None = None
+
+    def dataset_name(self, recipe_name: str) -> str:
+        """`talent-or-luck`, `talent-or-luck-full`, `intergroup-empathy-events24`, ..."""
+        name = recipe_name + ("-full" if self.full else "")
+        return name + (f"-events{self.max_events}" if self.max_events is not None else "")
 
 
 def _no_max_events(recipe: Recipe, options: BuildOptions) -> None:
@@ -59,7 +82,14 @@ def _intergroup_empathy(recipe: Recipe, sources: dict[str, ResolvedSource], opti
     from .empathy.dataset import plan_intergroup_empathy
 
     _no_curated_pairs(recipe, options)
-    return plan_intergroup_empathy(recipe, sources, options)
+    return plan_intergroup_empathy(
+        recipe,
+        sources,
+        full=options.full,
+        max_events=options.max_events,
+        rewrites=options.rewrites,
+        dataset_name=options.dataset_name(recipe.name),
+    )
 
 
 #: recipe `builder:` value -> planner. Planners import their probe module lazily.

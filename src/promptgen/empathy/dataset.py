@@ -8,12 +8,13 @@ from typing import Any
 
 from ..core.errors import RecipeError
 from ..core.validate import choose, take
-from ..hub.build_plan import BuildOptions, BuildPlan
+from ..hub.build_plan import BuildPlan
 from ..hub.folder import ConfigData, row_batches
 from ..recipe import Recipe
 from ..seeding import stratified_sample
 from ..sources import ResolvedSource
 from .corpus import EXPECTED_PER_EMOTION, EXPECTED_TOTAL, count_deviations, load_events
+from .model_rewrites import ModelRewrites
 from .prompts import (
     CATEGORIES,
     EVENT_FEATURES,
@@ -37,9 +38,17 @@ log = logging.getLogger(__name__)
 SOURCE_ID = "crowd-envent"
 
 
-def plan_intergroup_empathy(recipe: Recipe, sources: dict[str, ResolvedSource], options: BuildOptions) -> BuildPlan:
+def plan_intergroup_empathy(
+    recipe: Recipe,
+    sources: dict[str, ResolvedSource],
+    *,
+    full: bool,
+    max_events: int | None,
+    rewrites: ModelRewrites | None,
+    dataset_name: str,
+) -> BuildPlan:
     """Events, identities, settings and one prompt config per (category, setting)."""
-    if options.full:
+    if full:
         raise RecipeError("--full does not apply: intergroup-empathy is always the full design (use --max-events N)")
     p = take(
         "parameters",
@@ -50,18 +59,17 @@ def plan_intergroup_empathy(recipe: Recipe, sources: dict[str, ResolvedSource], 
     settings = choose("parameters.settings", p["settings"], SETTINGS)
     source = sources[SOURCE_ID]
     events = load_events(source.path, source.spec.path)
-    deviations = [] if options.max_events is not None else count_deviations(events)
+    deviations = [] if max_events is not None else count_deviations(events)
     for message in deviations:
         log.warning("crowd-enVent corpus differs from the published counts: %s", message)
-    if options.max_events is not None:
+    if max_events is not None:
         by_emotion: dict[str, list] = defaultdict(list)
         for e in events:
             by_emotion[e.emotion].append(e)
-        if options.max_events > len(events):
-            raise RecipeError(f"--max-events {options.max_events} exceeds the {len(events)} events of the corpus")
-        events = [e for _, e in stratified_sample(p["seed"], "events", dict(by_emotion), options.max_events)]
+        if max_events > len(events):
+            raise RecipeError(f"--max-events {max_events} exceeds the {len(events)} events of the corpus")
+        events = [e for _, e in stratified_sample(p["seed"], "events", dict(by_emotion), max_events)]
         events.sort(key=lambda e: e.line)
-    rewrites = options.rewrites
     if rewrites is not None:
         stray = sorted(set(rewrites.texts) - {e.text_id for e in events})
         if stray:
@@ -119,9 +127,9 @@ def plan_intergroup_empathy(recipe: Recipe, sources: dict[str, ResolvedSource], 
     prompt_total = sum(counts[f"{c}_{s}"] for c in categories for s in settings)
     example = next(prompt_batches(categories[0], settings[0], rows[:1])).to_pylist()[0]
     return BuildPlan(
-        name=options.dataset_name(recipe.name),
+        name=dataset_name,
         configs=configs,
-        parameters={**recipe.parameters, "max_events": options.max_events},
+        parameters={**recipe.parameters, "max_events": max_events},
         report={
             "events": len(rows),
             "events_per_emotion": {
@@ -136,7 +144,7 @@ def plan_intergroup_empathy(recipe: Recipe, sources: dict[str, ResolvedSource], 
         },
         card_context={
             "n_events": len(rows),
-            "max_events": options.max_events,
+            "max_events": max_events,
             "expected_total": EXPECTED_TOTAL,
             "expected_per_emotion": EXPECTED_PER_EMOTION,
             "categories": categories,

@@ -1,38 +1,16 @@
-"""What a builder hands to the writer: configs, effective parameters and a build report."""
+"""What a builder hands to the writer: configs, effective parameters and a build report.
+
+The options a build is asked for (`promptgen.build.BuildOptions`) stay in the build registry,
+which may name the probes' own inputs (curated pairs, model rewrites); this module sits below
+the probes and names none of them.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .folder import ConfigData
-
-if TYPE_CHECKING:
-    from ..empathy.model_rewrites import ModelRewrites
-    from ..trust_game.curation import CuratedPairs
-
-
-@dataclass(frozen=True)
-class BuildOptions:
-    """Command-line choices that change what is built (and so the dataset's name).
-
-    `full`: the full cross product instead of the recipe's sampling; `max_events`: a
-    stratified subset of N source events (empathy), for tests and quick runs;
-    `curated_pairs`: per-model pairs selected from race-probe results (trust game), each
-    added as `pairs_<slug>` + `games_<slug>` configs of a new dataset version; `rewrites`:
-    a model's third-person rewrites replacing the rule-based T2 narratives (empathy), also
-    a new dataset version.
-    """
-
-    full: bool = False
-    max_events: int | None = None
-    curated_pairs: tuple[CuratedPairs, ...] = ()
-    rewrites: ModelRewrites | None = None
-
-    def dataset_name(self, recipe_name: str) -> str:
-        """`talent-or-luck`, `talent-or-luck-full`, `intergroup-empathy-events24`, ..."""
-        name = recipe_name + ("-full" if self.full else "")
-        return name + (f"-events{self.max_events}" if self.max_events is not None else "")
 
 
 @dataclass
