@@ -1,4 +1,4 @@
-"""`probes build`: recipe -> sources -> builder plan -> Hub-ready folder."""
+"""`probes build`: recipe -> sources -> the builder's dataset draft -> Hub-ready folder."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from .core.errors import RecipeError
 from .core.layout import BUILD_MANIFEST
 from .core.outputs import Reference, output_path
 from .core.version import __version__
-from .hub.build_plan import BuildPlan
 from .hub.cards import render_card
+from .hub.draft import DatasetDraft
 from .hub.folder import check_dataset_target, write_hub_folder
 from .recipe import Recipe, load_recipe
 from .sources import ResolvedSource, resolve_sources
@@ -61,28 +61,28 @@ def _no_rewrites(recipe: Recipe, options: BuildOptions) -> None:
         raise RecipeError(f"third-person rewrites apply to intergroup-empathy; {recipe.name!r} has no narratives")
 
 
-def _talent_or_luck(recipe: Recipe, sources: dict[str, ResolvedSource], options: BuildOptions) -> BuildPlan:
-    from .attribution.dataset import plan_talent_or_luck
+def _talent_or_luck(recipe: Recipe, sources: dict[str, ResolvedSource], options: BuildOptions) -> DatasetDraft:
+    from .attribution.dataset import draft_talent_or_luck
 
     _no_max_events(recipe, options)
     _no_curated_pairs(recipe, options)
     _no_rewrites(recipe, options)
-    return plan_talent_or_luck(recipe, sources, full=options.full)
+    return draft_talent_or_luck(recipe, sources, full=options.full)
 
 
-def _trust_game(recipe: Recipe, sources: dict[str, ResolvedSource], options: BuildOptions) -> BuildPlan:
-    from .trust_game.dataset import plan_trust_game
+def _trust_game(recipe: Recipe, sources: dict[str, ResolvedSource], options: BuildOptions) -> DatasetDraft:
+    from .trust_game.dataset import draft_trust_game
 
     _no_max_events(recipe, options)
     _no_rewrites(recipe, options)
-    return plan_trust_game(recipe, sources, full=options.full, curated=options.curated_pairs)
+    return draft_trust_game(recipe, sources, full=options.full, curated=options.curated_pairs)
 
 
-def _intergroup_empathy(recipe: Recipe, sources: dict[str, ResolvedSource], options: BuildOptions) -> BuildPlan:
-    from .empathy.dataset import plan_intergroup_empathy
+def _intergroup_empathy(recipe: Recipe, sources: dict[str, ResolvedSource], options: BuildOptions) -> DatasetDraft:
+    from .empathy.dataset import draft_intergroup_empathy
 
     _no_curated_pairs(recipe, options)
-    return plan_intergroup_empathy(
+    return draft_intergroup_empathy(
         recipe,
         sources,
         full=options.full,
@@ -92,8 +92,8 @@ def _intergroup_empathy(recipe: Recipe, sources: dict[str, ResolvedSource], opti
     )
 
 
-#: recipe `builder:` value -> planner. Planners import their probe module lazily.
-BUILDERS: dict[str, Callable[[Recipe, dict[str, ResolvedSource], BuildOptions], BuildPlan]] = {
+#: recipe `builder:` value -> drafter. Drafters import their probe module lazily.
+BUILDERS: dict[str, Callable[[Recipe, dict[str, ResolvedSource], BuildOptions], DatasetDraft]] = {
     "attribution": _talent_or_luck,
     "trust_game": _trust_game,
     "empathy": _intergroup_empathy,
@@ -106,23 +106,23 @@ class BuildResult:
     manifest: dict[str, Any]
 
 
-def plan_build(
+def draft_build(
     recipe: Recipe, *, sources_dir: Path | None, cache_dir: Path | None, offline: bool, options: BuildOptions
-) -> tuple[BuildPlan, dict[str, ResolvedSource]]:
-    """Resolve the sources and ask the recipe's builder for its plan (no output written)."""
+) -> tuple[DatasetDraft, dict[str, ResolvedSource]]:
+    """Resolve the sources and ask the recipe's builder for its draft (no output written)."""
     if recipe.builder not in BUILDERS:
         raise RecipeError(f"{recipe.path}: unknown builder {recipe.builder!r}; known: {sorted(BUILDERS)}")
     sources = resolve_sources(recipe.sources, sources_dir=sources_dir, cache_dir=cache_dir, offline=offline)
     return BUILDERS[recipe.builder](recipe, sources, options), sources
 
 
-def build_manifest(recipe: Recipe, plan: BuildPlan, sources: dict[str, ResolvedSource]) -> dict[str, Any]:
+def build_manifest(recipe: Recipe, draft: DatasetDraft, sources: dict[str, ResolvedSource]) -> dict[str, Any]:
     """The manifest fields known before writing (rows, files, fingerprint come later)."""
     import pyarrow
 
     return {
-        "name": plan.name,
-        "version": plan.version or recipe.version,
+        "name": draft.name,
+        "version": draft.version or recipe.version,
         "pretty_name": recipe.pretty_name,
         "license": recipe.license,
         "recipe": {"file": recipe.path.name if recipe.path else None, "sha256": recipe.sha256},
@@ -137,8 +137,8 @@ def build_manifest(recipe: Recipe, plan: BuildPlan, sources: dict[str, ResolvedS
             }
             for s in sources.values()
         ],
-        "parameters": plan.parameters,
-        "build_report": plan.report,
+        "parameters": draft.parameters,
+        "build_report": draft.report,
         "generator": {"package": "social-bias-probes", "version": __version__, "pyarrow": pyarrow.__version__},
     }
 
@@ -156,7 +156,7 @@ def build(
     rewrites: ModelRewrites | None = None,
     overwrite: bool = False,
     on_rows: Callable[[str, int], None] | None = None,
-    on_plan: Callable[[BuildPlan], None] | None = None,
+    on_plan: Callable[[DatasetDraft], None] | None = None,
 ) -> BuildResult:
     """Build one dataset folder `out_dir/<name>` from its recipe; atomic on failure.
 
@@ -176,17 +176,17 @@ def build(
     ]
     out_dir = output_path(out_dir, "--out")
     check_dataset_target(out_dir / options.dataset_name(recipe.name), overwrite=overwrite, inputs=inputs)
-    plan, sources = plan_build(recipe, sources_dir=sources_dir, cache_dir=cache_dir, offline=offline, options=options)
+    draft, sources = draft_build(recipe, sources_dir=sources_dir, cache_dir=cache_dir, offline=offline, options=options)
     if on_plan is not None:
-        on_plan(plan)
-    manifest = build_manifest(recipe, plan, sources)
+        on_plan(draft)
+    manifest = build_manifest(recipe, draft, sources)
     path = write_hub_folder(
         Path(out_dir),
-        plan.name,
-        plan.configs,
+        draft.name,
+        draft.configs,
         manifest=manifest,
-        render_card=lambda m, written: render_card(recipe, plan, m, written),
-        rows_per_shard=plan.rows_per_shard,
+        render_card=lambda m, written: render_card(recipe, draft, m, written),
+        rows_per_shard=draft.rows_per_shard,
         overwrite=overwrite,
         on_rows=on_rows,
     )

@@ -7,7 +7,7 @@ import dataclasses
 from typing import Any
 
 from ..core.contract import Features
-from ..hub.build_plan import BuildPlan
+from ..hub.draft import DatasetDraft
 from ..hub.folder import ConfigData, row_batches
 from ..recipe import Recipe
 from ..sources import ResolvedSource
@@ -69,7 +69,7 @@ def lint_report(release: Release, corrections: Corrections) -> dict[str, Any]:
     }
 
 
-def plan_talent_or_luck(recipe: Recipe, sources: dict[str, ResolvedSource], *, full: bool = False) -> BuildPlan:
+def draft_talent_or_luck(recipe: Recipe, sources: dict[str, ResolvedSource], *, full: bool = False) -> DatasetDraft:
     """Everything needed to write the dataset; rows are generated lazily by the writer."""
     raw_params = copy.deepcopy(recipe.parameters)
     if full:
@@ -115,7 +115,7 @@ def plan_talent_or_luck(recipe: Recipe, sources: dict[str, ResolvedSource], *, f
         config: next(iter(generate(release, identities, params))) for config, (generate, _) in item_configs.items()
     }
     name = recipe.name + ("-full" if params.sampling == "full" else "")
-    return BuildPlan(
+    return DatasetDraft(
         name=name,
         configs=configs,
         parameters=raw_params,

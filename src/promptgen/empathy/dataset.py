@@ -8,7 +8,7 @@ from typing import Any
 
 from ..core.errors import RecipeError
 from ..core.validate import choose, take
-from ..hub.build_plan import BuildPlan
+from ..hub.draft import DatasetDraft
 from ..hub.folder import ConfigData, row_batches
 from ..recipe import Recipe
 from ..seeding import stratified_sample
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 SOURCE_ID = "crowd-envent"
 
 
-def plan_intergroup_empathy(
+def draft_intergroup_empathy(
     recipe: Recipe,
     sources: dict[str, ResolvedSource],
     *,
@@ -46,7 +46,7 @@ def plan_intergroup_empathy(
     max_events: int | None,
     rewrites: ModelRewrites | None,
     dataset_name: str,
-) -> BuildPlan:
+) -> DatasetDraft:
     """Events, identities, settings and one prompt config per (category, setting)."""
     if full:
         raise RecipeError("--full does not apply: intergroup-empathy is always the full design (use --max-events N)")
@@ -126,7 +126,7 @@ def plan_intergroup_empathy(
                 )
     prompt_total = sum(counts[f"{c}_{s}"] for c in categories for s in settings)
     example = next(prompt_batches(categories[0], settings[0], rows[:1])).to_pylist()[0]
-    return BuildPlan(
+    return DatasetDraft(
         name=dataset_name,
         configs=configs,
         parameters={**recipe.parameters, "max_events": max_events},

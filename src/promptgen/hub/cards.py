@@ -12,7 +12,7 @@ import jinja2
 
 from ..assets import cards_dir
 from ..recipe import Recipe
-from .build_plan import BuildPlan
+from .draft import DatasetDraft
 from .folder import WrittenConfig, card_front_matter
 
 
@@ -30,21 +30,21 @@ def card_environment() -> jinja2.Environment:
     return env
 
 
-def render_card(recipe: Recipe, plan: BuildPlan, manifest: dict[str, Any], written: list[WrittenConfig]) -> str:
+def render_card(recipe: Recipe, draft: DatasetDraft, manifest: dict[str, Any], written: list[WrittenConfig]) -> str:
     """README.md text for a built dataset folder."""
     front = card_front_matter(
         pretty_name=recipe.pretty_name,
         license=recipe.license,
         tags=recipe.tags,
         configs=written,
-        default_config=plan.default_config,
+        default_config=draft.default_config,
     )
     template = card_environment().get_template(recipe.card)
     body = template.render(
         recipe=recipe,
         manifest=manifest,
-        configs=plan.configs,
+        configs=draft.configs,
         written={w.name: w for w in written},
-        **plan.card_context,
+        **draft.card_context,
     )
     return f"---\n{front}---\n\n{body.lstrip()}"

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..core.contract import Features
 from ..core.errors import RecipeError, SourceFormatError
-from ..hub.build_plan import BuildPlan
+from ..hub.draft import DatasetDraft
 from ..hub.folder import BATCH_ROWS, Batch, ConfigData, row_batches
 from ..recipe import Recipe
 from ..sources import ResolvedSource
@@ -382,13 +382,13 @@ def curated_configs(
     return configs, report
 
 
-def plan_trust_game(
+def draft_trust_game(
     recipe: Recipe,
     sources: dict[str, ResolvedSource],
     *,
     full: bool = False,
     curated: tuple[CuratedPairs, ...] = (),
-) -> BuildPlan:
+) -> DatasetDraft:
     """Everything needed to write `trust-game-names`; item rows are generated lazily by the writer.
 
     `curated`: per-model pairs (`probes.derive.curate_pairs`); each adds `pairs_<slug>` and
@@ -507,7 +507,7 @@ def plan_trust_game(
         }
         for variant in params.race_probe.variants
     }
-    return BuildPlan(
+    return DatasetDraft(
         name=recipe.name,
         configs=configs,
         parameters=parameters,

@@ -14,7 +14,7 @@ from .folder import ConfigData
 
 
 @dataclass
-class BuildPlan:
+class DatasetDraft:
     """A dataset ready to be written: nothing has touched the output folder yet.
 
     `report` goes into the manifest (`build_report`) and the card; `card_context` is
