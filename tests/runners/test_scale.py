@@ -2,7 +2,7 @@
 
 - Greedy generation runs left-padded batches through `model.generate`; every request's text
   and tokens equal those of the same request generated alone (and the step-by-step greedy
-  reference of tests/test_runners_run.py checks the batched path against argmax decoding).
+  reference of tests/runners/test_rows.py checks the batched path against argmax decoding).
 - `digit_start_ids` decodes the whole vocabulary: a run computes it once per tokenizer, not
   once per batch of items.
 """

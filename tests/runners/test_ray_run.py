@@ -14,6 +14,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from tests.runners.test_local_run import FEATURES, IDS, ITEMS  # the loop tests' items: 4 choice, 3 number
 from typer.testing import CliRunner
 
 from probes.cli import app
@@ -25,7 +26,6 @@ from runners.results import RESULT_SCHEMA, key_dir, part_files, prompt_sha256, w
 from runners.scoring_settings import ScoringSettings
 from runners.session import result_key
 from runners_fixtures import load_folder, load_model, load_tokenizer, require_extra
-from test_runners_loop import FEATURES, IDS, ITEMS  # the loop tests' items: 4 choice, 3 number
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.*")  # inside Ray's DataContext
 #: the key arguments of a float32 hf run (the SmolLM2 test model is stored in float32)

@@ -202,7 +202,7 @@ def test_config_names_must_be_one_path_segment(tmp_path):
             check_path_segment(bad, "config name")
     for good in ("single_actor", "P0S0T0", "games_paper_phi_2", "race_probe", "a.b-c"):
         check_path_segment(good, "config name")
-    from test_hubfolder import _config, _write
+    from tests.promptgen.hub.test_folder import _config, _write
 
     with pytest.raises(OutputError, match=re.escape("'..'")):
         _write(tmp_path / "out", [_config("..", 3, 3)])

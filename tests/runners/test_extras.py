@@ -150,5 +150,5 @@ def test_ci_runs_the_readme_quick_start_commands() -> None:
     setup, test = commands
     ci = (REPO / ".ci" / "run").read_text()
     ci_lines = [line.strip() for line in ci.splitlines()]
-    assert setup.split(" && ")[0] in ci_lines  # the set-up part (CI leaves the demo to tests/test_demo.py)
+    assert setup.split(" && ")[0] in ci_lines  # the set-up part (CI leaves the demo to tests/probes/test_demo.py)
     assert test in ci_lines

@@ -24,6 +24,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from tests.promptgen.core.test_contract import _integer_ids, _null_prompt_no_chat
+from tests.runners.test_results import _unwritable
 from typer.testing import CliRunner
 
 import runners.results as res
@@ -33,8 +35,6 @@ from probes.cli import app
 from promptgen.build import build
 from release_fixture import write_recipe, write_release
 from runners_fixtures import number_items, require_extra, tiny_llama_folder, write_prompt_folder
-from test_item_contract import _integer_ids, _null_prompt_no_chat
-from test_runners_trust import _unwritable
 
 runner = CliRunner()
 EMPATHY_CONFIG = "religion_P0S0T0"

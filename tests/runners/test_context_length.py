@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.runners.test_local_run import ITEMS
+from tests.runners.test_results import _prompts
 
 from promptgen.core.contract import user_messages
 from promptgen.core.errors import ProbeError
@@ -24,8 +26,6 @@ from runners.rows import prepare_request
 from runners.scoring_settings import ScoringSettings
 from runners.tokenize import digit_start_ids
 from runners_fixtures import load_tokenizer, require_extra, tiny_llama_folder
-from test_runners_loop import ITEMS
-from test_runners_trust import _prompts
 
 
 def test_position_limit_reads_the_usual_config_keys() -> None:

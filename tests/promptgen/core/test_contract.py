@@ -20,6 +20,9 @@ from typing import Any
 
 import pytest
 from datasets import Features, Value
+from tests.analysis.test_load import two_builds  # noqa: F401  (module fixture: one release built two ways)
+from tests.probes.test_cli_errors import _one_line_error
+from tests.runners.test_local_run import FEATURES, ITEMS
 from typer.testing import CliRunner
 
 import runners.results as res
@@ -28,9 +31,6 @@ from probes.cli import app
 from promptgen.core.errors import ProbeError
 from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
 from release_fixture import load_config
-from test_analysis_load import two_builds  # noqa: F401  (module fixture: one release built two ways)
-from test_cli_errors import _one_line_error
-from test_runners_loop import FEATURES, ITEMS
 
 runner = CliRunner()
 SCORING = '{"choice_mode":"sentence"}'

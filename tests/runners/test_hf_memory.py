@@ -23,7 +23,7 @@ import pytest
 from runners.backend import ScoreRequest
 from runners.tokenize import encode_continuations
 
-LOGPROB_ATOL = 5e-5  # as tests/test_runners_hf.py: batch shapes change float32 sums by ~1e-5
+LOGPROB_ATOL = 5e-5  # as tests/runners/test_hf.py: batch shapes change float32 sums by ~1e-5
 
 
 class _Spy:

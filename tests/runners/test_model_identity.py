@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from tests.runners.test_local_run import ITEMS
+from tests.runners.test_results import _prompts, _tiny_llama
 from typer.testing import CliRunner
 
 from probes.cli import app
 from runners import model_identity
 from runners import results as res
-from test_runners_loop import ITEMS
-from test_runners_trust import _prompts, _tiny_llama
 
 SHA_A = "a" * 40
 SHA_B = "b" * 40

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from runners_fixtures import load_folder
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_scoring.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_scoring.py"
 
 
 def _run(*args: str) -> str:

@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from tests.runners.test_local_run import FEATURES, ITEMS
 from typer.testing import CliRunner
 
 from probes.cli import app
@@ -30,7 +31,6 @@ from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
 from runners import model_identity
 from runners import results as res
 from runners_fixtures import load_folder, require_extra
-from test_runners_loop import FEATURES, ITEMS
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 

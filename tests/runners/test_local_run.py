@@ -307,7 +307,7 @@ def test_length_normalize_flag_is_a_mean_softmax_under_its_own_key(prompts_dir: 
 def test_bad_input_is_one_error_and_writes_nothing(
     prompts_dir: Path, tmp_path: Path, extra: list[str], message: str
 ) -> None:
-    require_extra("hf")  # scoring needs it; without it `probes run` says so first (tests/test_extras.py)
+    require_extra("hf")  # scoring needs it; without it `probes run` says so first (tests/runners/test_extras.py)
     out = tmp_path / "results"
     model = [] if "--model" in extra else ["--model", str(load_folder())]
     result = CliRunner().invoke(app, ["run", str(prompts_dir), *model, "--out", str(out), "--no-chat", *extra])
