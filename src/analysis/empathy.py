@@ -25,7 +25,7 @@ own reference) are NaN with the reason in `note`; an empty `note` means the row 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -167,16 +167,23 @@ def zscore_matrix(m0: np.ndarray) -> tuple[np.ndarray, str]:
     return (m0 - np.mean(m0[finite])) / sd, ""
 
 
+def _matrices(
+    frame: pd.DataFrame, keys: list[str], identity_table: pd.DataFrame | None
+) -> Iterator[tuple[tuple, pd.DataFrame, str, pd.DataFrame]]:
+    """(group key, rows, category, its identities in DESIGN order) of each matrix, in order of appearance."""
+    for key, g in frame.groupby(keys, sort=False, dropna=False):
+        key = key if isinstance(key, tuple) else (key,)
+        category = dict(zip(keys, key, strict=True))["category"]
+        yield key, g, category, category_identities(identity_table, category)
+
+
 def compute_cells(frame: pd.DataFrame, identity_table: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per (matrix, perceiver, experiencer): M0 (mean intensity over the answered
     events), M (M0 z-scored within the matrix) and the cell's relation, with every identity
     pair of the category present (an unanswered cell is NaN with a note, not missing)."""
     keys = group_keys(frame)
     out = []
-    for key, g in frame.groupby(keys, sort=False, dropna=False):
-        key = key if isinstance(key, tuple) else (key,)
-        category = dict(zip(keys, key, strict=True))["category"]
-        ids = category_identities(identity_table, category)
+    for key, g, category, ids in _matrices(frame, keys, identity_table):
         n = len(ids)
         p = _codes(g["perceiver"], ids, "perceivers")
         e = _codes(g["experiencer"], ids, "experiencers")
@@ -386,10 +393,7 @@ def cell_tests(frame: pd.DataFrame, identity_table: pd.DataFrame | None = None, 
     """
     keys = group_keys(frame)
     out = []
-    for key, g in frame.groupby(keys, sort=False, dropna=False):
-        key = key if isinstance(key, tuple) else (key,)
-        category = dict(zip(keys, key, strict=True))["category"]
-        ids = category_identities(identity_table, category)
+    for key, g, _, ids in _matrices(frame, keys, identity_table):
         n = len(ids)
         x, _ = event_array(g, ids)
         diag = x[np.arange(n), np.arange(n)]  # (n, events): I(i, i)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,13 +44,23 @@ _PLACEHOLDER = re.compile(r"\{[^{}]*\}")
 
 
 @dataclass(frozen=True)
-class SingleTemplate:
-    """A single-actor template: statement with `{X}`/`{dimension}`, options in CAUSES order."""
+class _Scenario:
+    """Where a single-actor or actor-observer template sits in the release: outcome, domain, scenario, gender."""
 
     outcome: str
     domain: str
     scenario: int
     gender: str
+
+    @property
+    def scenario_id(self) -> str:
+        return f"{self.outcome}.{self.domain}.{self.scenario:02d}.{self.gender}"
+
+
+@dataclass(frozen=True)
+class SingleTemplate(_Scenario):
+    """A single-actor template: statement with `{X}`/`{dimension}`, options in CAUSES order."""
+
     statement: str
     instruction: str
     options: tuple[str, ...]
@@ -57,7 +68,7 @@ class SingleTemplate:
 
     @property
     def template_id(self) -> str:
-        return f"{self.outcome}.{self.domain}.{self.scenario:02d}.{self.gender}"
+        return self.scenario_id
 
 
 @dataclass(frozen=True)
@@ -88,13 +99,9 @@ class PairTemplate:
 
 
 @dataclass(frozen=True)
-class ObserverTemplate:
+class ObserverTemplate(_Scenario):
     """An actor-observer template: observer Y states `observer_cause` before the question."""
 
-    outcome: str
-    domain: str
-    scenario: int
-    gender: str
     observer_cause: str
     statement: str
     instruction: str
@@ -102,7 +109,7 @@ class ObserverTemplate:
 
     @property
     def template_id(self) -> str:
-        return f"{self.outcome}.{self.domain}.{self.scenario:02d}.{self.gender}.{self.observer_cause}"
+        return f"{self.scenario_id}.{self.observer_cause}"
 
 
 @dataclass(frozen=True)
@@ -181,6 +188,16 @@ class _Reader:
             raise self.fail(f"{where}.short", "expected a non-empty list of scenarios")
         return short
 
+    def gendered_scenarios(self) -> Iterator[tuple[str, str, int, str, dict]]:
+        """(gender, domain, scenario index, JSON path, template object) of a gender -> domain -> `short` file."""
+        top = self.mapping(self.data, "(top)")
+        for gender in GENDERS:
+            doms = self.mapping(self.get(top, gender, "(top)"), gender)
+            for domain, dom_obj in doms.items():
+                for i, t in enumerate(self.scenarios(dom_obj, f"{gender}.{domain}")):
+                    where = f"{gender}.{domain}.short[{i}]"
+                    yield gender, domain, i, where, self.mapping(t, where)
+
     def placeholders(self, text: str, required: tuple[str, ...], where: str) -> None:
         found = _PLACEHOLDER.findall(text)
         for ph in required:
@@ -211,30 +228,24 @@ def _outcome_key_check(reader: _Reader, obj: dict, allowed: set[str], where: str
 
 def read_single(path: Path, display: str, outcome: str, rules: list[TextRule], release: Release) -> None:
     r = _Reader(path, display, rules, release.corrections_applied)
-    top = r.mapping(r.data, "(top)")
-    for gender in GENDERS:
-        doms = r.mapping(r.get(top, gender, "(top)"), gender)
-        for domain, dom_obj in doms.items():
-            for i, t in enumerate(r.scenarios(dom_obj, f"{gender}.{domain}")):
-                where = f"{gender}.{domain}.short[{i}]"
-                t = r.mapping(t, where)
-                statement = r.text(t, "initial_prompt", where)
-                r.placeholders(statement, ("{X}", "{dimension}"), f"{where}.initial_prompt")
-                options = r.options(t, outcome, where)
-                keys = {k for k in t if k.startswith("opt")}
-                _outcome_key_check(r, t, {"initial_prompt", "instruction"} | keys, where)
-                release.single.append(
-                    SingleTemplate(
-                        outcome=outcome,
-                        domain=domain,
-                        scenario=i,
-                        gender=gender,
-                        statement=statement,
-                        instruction=r.text(t, "instruction", where),
-                        options=options,
-                        option_keys=tuple(sorted(keys)),
-                    )
-                )
+    for gender, domain, i, where, t in r.gendered_scenarios():
+        statement = r.text(t, "initial_prompt", where)
+        r.placeholders(statement, ("{X}", "{dimension}"), f"{where}.initial_prompt")
+        options = r.options(t, outcome, where)
+        keys = {k for k in t if k.startswith("opt")}
+        _outcome_key_check(r, t, {"initial_prompt", "instruction"} | keys, where)
+        release.single.append(
+            SingleTemplate(
+                outcome=outcome,
+                domain=domain,
+                scenario=i,
+                gender=gender,
+                statement=statement,
+                instruction=r.text(t, "instruction", where),
+                options=options,
+                option_keys=tuple(sorted(keys)),
+            )
+        )
 
 
 def read_pairs(path: Path, display: str, config: str, rules: list[TextRule], release: Release) -> None:
@@ -273,38 +284,32 @@ def read_pairs(path: Path, display: str, config: str, rules: list[TextRule], rel
 
 def read_observer(path: Path, display: str, outcome: str, rules: list[TextRule], release: Release) -> None:
     r = _Reader(path, display, rules, release.corrections_applied)
-    top = r.mapping(r.data, "(top)")
     cause_keys = {f"y_opt{i + 1}_{CAUSE_SUFFIX[(outcome, c)]}": c for i, c in enumerate(CAUSES)}
-    for gender in GENDERS:
-        doms = r.mapping(r.get(top, gender, "(top)"), gender)
-        for domain, dom_obj in doms.items():
-            for i, t in enumerate(r.scenarios(dom_obj, f"{gender}.{domain}")):
-                where = f"{gender}.{domain}.short[{i}]"
-                t = r.mapping(t, where)
-                unknown = sorted(set(t) - set(cause_keys))
-                if unknown:
-                    raise r.fail(where, f"unknown observer-cause key(s) {unknown}; expected {sorted(cause_keys)}")
-                for key, cause in cause_keys.items():
-                    cw = f"{where}.{key}"
-                    c = r.mapping(r.get(t, key, where), cw)
-                    statement = r.text(c, "initial_prompt", cw)
-                    r.placeholders(statement, ("{X}", "{dimension_1}", "{Y}", "{dimension_2}"), f"{cw}.initial_prompt")
-                    if statement.count("{Y}, {dimension_2}, said ") != 1:
-                        raise r.fail(f"{cw}.initial_prompt", "expected exactly one '{Y}, {dimension_2}, said '")
-                    keys = {k for k in c if k.startswith("opt")}
-                    _outcome_key_check(r, c, {"initial_prompt", "instruction"} | keys, cw)
-                    release.observer.append(
-                        ObserverTemplate(
-                            outcome=outcome,
-                            domain=domain,
-                            scenario=i,
-                            gender=gender,
-                            observer_cause=cause,
-                            statement=statement,
-                            instruction=r.text(c, "instruction", cw),
-                            options=r.options(c, outcome, cw),
-                        )
-                    )
+    for gender, domain, i, where, t in r.gendered_scenarios():
+        unknown = sorted(set(t) - set(cause_keys))
+        if unknown:
+            raise r.fail(where, f"unknown observer-cause key(s) {unknown}; expected {sorted(cause_keys)}")
+        for key, cause in cause_keys.items():
+            cw = f"{where}.{key}"
+            c = r.mapping(r.get(t, key, where), cw)
+            statement = r.text(c, "initial_prompt", cw)
+            r.placeholders(statement, ("{X}", "{dimension_1}", "{Y}", "{dimension_2}"), f"{cw}.initial_prompt")
+            if statement.count("{Y}, {dimension_2}, said ") != 1:
+                raise r.fail(f"{cw}.initial_prompt", "expected exactly one '{Y}, {dimension_2}, said '")
+            keys = {k for k in c if k.startswith("opt")}
+            _outcome_key_check(r, c, {"initial_prompt", "instruction"} | keys, cw)
+            release.observer.append(
+                ObserverTemplate(
+                    outcome=outcome,
+                    domain=domain,
+                    scenario=i,
+                    gender=gender,
+                    observer_cause=cause,
+                    statement=statement,
+                    instruction=r.text(c, "instruction", cw),
+                    options=r.options(c, outcome, cw),
+                )
+            )
 
 
 def read_names(path: Path, display: str, dimension: str, release: Release) -> None:
