@@ -13,8 +13,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-# Set before anything imports `datasets` or vLLM, so the README's plain `python -m pytest -q` is
-# the very run CI makes: the tests never reach the Hub (they use local data only), their local
+# Set before anything imports `datasets` or vLLM, so the README's test commands (both tiers) are
+# the very runs CI makes: the tests never reach the Hub (they use local data only), their local
 # dataset folders are cached in a throwaway `datasets` cache instead of the user's, and the vLLM
 # test engines (a few dozen short prompts) take 1 GiB of KV cache on a CPU, not vLLM's default.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

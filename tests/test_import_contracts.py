@@ -1,4 +1,4 @@
-"""The import graph runs one way (pyproject `[tool.importlinter]`, README "Layout").
+"""The import graph runs one way (pyproject `[tool.importlinter]`, docs/ARCHITECTURE.md "Stages and layers").
 
 `lint-imports` checks the contracts on the real tree, and on a copy of it with one forbidden
 import added, to show the contracts can fail: an upward import inside a function (the kind a
