@@ -51,7 +51,7 @@ from promptgen.core.contract import check_column_types, check_number_ranges
 from promptgen.core.errors import ProbeError
 from promptgen.core.files import atomic_write_text, writing
 from promptgen.core.outputs import Output, Reference, check_output
-from promptgen.hub.folder import parquet_errors
+from promptgen.hub.read import parquet_errors
 
 from .backend import BACKENDS, ScoreRequest
 from .distributions import NUMBER_MODES
