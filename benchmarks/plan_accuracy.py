@@ -52,6 +52,7 @@ def main() -> None:
     import torch
     from transformers import AutoTokenizer
 
+    from promptgen.hub.read import config_files
     from runners import plan
     from runners.rows import cached_digit_start_ids
     from runners.testmodel import ensure_smollm2
@@ -59,17 +60,14 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     model_path = args.model or ensure_smollm2()[1]
     tokenizer = AutoTokenizer.from_pretrained(model_path)
-    rows = plan.ConfigRows(plan.config_files(args.prompts, args.config))
+    rows = plan.ConfigRows(config_files(args.prompts, args.config, required=True))
     digits = cached_digit_start_ids(tokenizer)
     cache: dict[tuple[str, str], Any] = {}
 
     def prepare(items: list, mode: str) -> list:
         todo = [i for i in items if (str(i["id"]), mode) not in cache]
-        if mode == "first-token":  # the exact requests first: first-token mode reads them
-            prepare(todo, "exact")
-        exact = {str(i["id"]): cache[(str(i["id"]), "exact")] for i in todo if (str(i["id"]), "exact") in cache}
         if todo:
-            for item, request in zip(todo, plan._requests(todo, tokenizer, False, mode, digits, exact), strict=True):
+            for item, request in zip(todo, plan.run_requests(todo, tokenizer, False, mode, digits), strict=True):
                 cache[(str(item["id"]), mode)] = request
         return [cache[(str(i["id"]), mode)] for i in items]
 
@@ -142,7 +140,8 @@ def timing(args: argparse.Namespace, model_path: Path, tokenizer: Any, rows: Any
 
     items = rows.read(0, args.items)
     sub = plan.ConfigRows.__new__(plan.ConfigRows)  # the first N rows as a config of their own
-    sub.files, sub.groups, sub.rows, sub.columns = rows.files, rows.groups, len(items), rows.columns
+    sub.paths, sub.files, sub.groups, sub.columns = rows.paths, rows.files, rows.groups, rows.columns
+    sub.rows = len(items)
     settings = plan.PlanSettings(
         items_per_call=ITEMS_PER_CALL["cpu"],
         max_batch_tokens=DEFAULT_MAX_BATCH_TOKENS,

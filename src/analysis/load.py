@@ -25,7 +25,8 @@ import pyarrow.parquet as pq
 
 from promptgen.core.contract import TASK_COLUMNS
 from promptgen.core.errors import ProbeError, dataset_load_errors
-from promptgen.core.layout import BUILD_MANIFEST
+from promptgen.hub.read import local_folder as _local_folder  # one rule for a local folder or a Hub repo id
+from promptgen.hub.read import read_build_manifest, read_config
 from runners.results import (
     PROMPT_FIELDS,
     RESULT_SCHEMA,
@@ -47,19 +48,6 @@ RUN_COLUMNS = ("model", "model_revision", "scoring")
 CORE_RESULT_COLUMNS = ("id", *RUN_COLUMNS, "refused")
 
 
-def _local_folder(source: str | Path, what: str) -> Path | None:
-    """The folder when `source` is local; None for a Hub repo id; an error for a missing path."""
-    folder = Path(source).expanduser()
-    if folder.exists():
-        if not folder.is_dir():
-            raise ProbeError(f"{what} {source} is not a folder")
-        return folder
-    text = str(source)
-    if isinstance(source, Path) or text.startswith((".", "/", "~")) or text.count("/") != 1:
-        raise ProbeError(f"{what} folder {source} does not exist (nor is it a Hub repo id ORG/NAME)")
-    return None
-
-
 def _from_hub(repo: str, config: str, revision: str | None, columns: Sequence[str] | None, what: str) -> pd.DataFrame:
     import datasets
 
@@ -75,20 +63,6 @@ def _from_hub(repo: str, config: str, revision: str | None, columns: Sequence[st
     return ds.to_pandas()
 
 
-def _read_parquet(files: Sequence[Path], columns: Sequence[str] | None, what: str) -> pa.Table:
-    tables = []
-    for path in files:
-        try:
-            schema = pq.read_schema(path)
-            missing = [c for c in columns or () if c not in schema.names]
-            if missing:
-                raise ProbeError(f"{path}: {what} has no column(s) {', '.join(missing)}")
-            tables.append(pq.read_table(path, columns=list(columns) if columns is not None else None))
-        except (OSError, pa.ArrowException) as exc:
-            raise ProbeError(f"{path}: cannot read {what} parquet ({exc})") from exc
-    return pa.concat_tables(tables, promote_options="default")
-
-
 def load_prompts(
     dataset: str | Path, config: str, *, revision: str | None = None, columns: Sequence[str] | None = None
 ) -> pd.DataFrame:
@@ -101,13 +75,7 @@ def load_prompts(
         return _from_hub(str(dataset), config, revision, columns, "prompt dataset")
     if revision is not None:
         raise ProbeError(f"prompt dataset {dataset} is a local folder; --revision applies to Hub repos only")
-    files = sorted((folder / "data" / config).glob("*.parquet"))
-    if not files:
-        known = sorted(p.name for p in (folder / "data").iterdir() if p.is_dir()) if (folder / "data").is_dir() else []
-        raise ProbeError(
-            f"{folder}: no parquet files for config {config!r} (configs here: {', '.join(known) or 'none'})"
-        )
-    return _read_parquet(files, columns, "prompt config").to_pandas()
+    return read_config(folder, config, columns, "prompt config").to_pandas()
 
 
 def load_results(results: str | Path, config: str, *, revision: str | None = None) -> pd.DataFrame:
@@ -247,13 +215,7 @@ def load_results_manifest(results: str | Path) -> dict[str, Any]:
 
 def load_prompts_manifest(prompts: str | Path) -> dict[str, Any]:
     """build_manifest.json of a local prompt dataset folder (its fingerprint, for the report); {} when absent."""
-    path = Path(prompts).expanduser() / BUILD_MANIFEST
-    if not path.is_file():
-        return {}
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ProbeError(f"{path}: not valid JSON ({exc})") from exc
+    return read_build_manifest(Path(prompts).expanduser())
 
 
 def join(

@@ -20,7 +20,6 @@ published), so the empathy stage still runs end to end.
 from __future__ import annotations
 
 import csv
-import json
 import random
 import time
 from collections.abc import Callable
@@ -154,6 +153,7 @@ def run_demo(
     from analysis.report import write_report
     from promptgen.build import build
     from promptgen.core.files import atomic_write_text
+    from promptgen.hub.read import built_folders, read_build_manifest
     from promptgen.recipe import load_recipe
     from runners import local_run, models
     from runners.extras import require
@@ -189,11 +189,11 @@ def run_demo(
     def built(name: str, src: Path | None, **kw: Any) -> Path:
         """The dataset of recipe `name`, reusing one an earlier demo run built (builds are deterministic)."""
         sha = load_recipe(name).sha256
-        for manifest in sorted(datasets_dir.glob("*/build_manifest.json")):
-            info = json.loads(manifest.read_text(encoding="utf-8"))
+        for folder in built_folders(datasets_dir):
+            info = read_build_manifest(folder)
             same_events = info.get("parameters", {}).get("max_events") == kw.get("max_events")
             if info.get("recipe", {}).get("sha256") == sha and same_events:
-                return manifest.parent
+                return folder
         return build(name, out_dir=datasets_dir, sources_dir=src, cache_dir=cache_dir, offline=offline, **kw).path
 
     tol = step("build talent-or-luck", lambda: built("talent-or-luck", sources))

@@ -70,7 +70,8 @@ from promptgen.core.outputs import Reference, output_path
 from promptgen.empathy.model_rewrites import ModelRewrites
 from promptgen.empathy.prompts import REWRITE_CONFIG, rewrite_item_id
 from promptgen.empathy.third_person import RULE_METHOD, parse_rewrite
-from promptgen.hub.folder import check_dataset_target, read_built_from, read_parquet
+from promptgen.hub.folder import check_dataset_target, read_built_from
+from promptgen.hub.read import config_files, config_folder, read_parquet_files
 from promptgen.trust_game.curation import (
     DEFAULT_PER_GENDER,
     KEY_COLUMNS,
@@ -111,22 +112,20 @@ class CurateResult:
 # ----------------------------------------------------------------------------- reading
 
 
-def _read_parquet_folder(folder: Path, columns: list[str], what: str) -> pd.DataFrame:
-    files = sorted(folder.glob("*.parquet"))
+def _read_config(dataset: Path, config: str, columns: list[str], what: str) -> pd.DataFrame:
+    """One config of DATASET as a frame (`promptgen.hub.read`), `what` saying why it must have rows."""
+    files = config_files(dataset, config)
     if not files:
-        raise ProbeError(f"{folder}: no parquet files; {what}")
-    frames = []
-    for path in files:
-        frames.append(read_parquet(path, columns, "prompt config").to_pandas())
-    return pd.concat(frames, ignore_index=True)
+        raise ProbeError(f"{config_folder(dataset, config)}: no parquet files; {what}")
+    return read_parquet_files(files, columns, "prompt config").to_pandas()
 
 
 def load_race_probe_prompts(dataset: Path) -> pd.DataFrame:
     """The `race_probe` items of a local dataset folder, read from parquet (no `datasets` cache to go stale)."""
-    folder = Path(dataset) / "data" / RACE_PROBE
+    folder = config_folder(dataset, RACE_PROBE)
     if not folder.is_dir():
         raise ProbeError(f"--prompts {dataset}: no {RACE_PROBE} config (expected {folder}/*.parquet)")
-    return _read_parquet_folder(folder, list(PROMPT_COLUMNS), f"the {RACE_PROBE} config is empty")
+    return _read_config(dataset, RACE_PROBE, list(PROMPT_COLUMNS), f"the {RACE_PROBE} config is empty")
 
 
 def load_race_probe_results(results: Path, *, key: str | None = None) -> RaceProbeResults:
@@ -156,8 +155,9 @@ def load_curated(dataset: Path, manifest: dict[str, Any]) -> list[CuratedPairs]:
     """The curated pairs DATASET already holds, read back from its `pairs_<slug>` configs and checked."""
     out = []
     for slug, record in manifest.get("parameters", {}).get("curated_pairs", {}).items():
-        folder = Path(dataset) / "data" / pairs_config_name(slug)
-        frame = _read_parquet_folder(folder, list(PAIR_COLUMNS), f"{BUILD_MANIFEST} lists curated pairs {slug!r}")
+        config = pairs_config_name(slug)
+        folder = config_folder(dataset, config)
+        frame = _read_config(dataset, config, list(PAIR_COLUMNS), f"{BUILD_MANIFEST} lists curated pairs {slug!r}")
         table = check_pairs_table(frame, file=str(folder), per_gender=int(record["per_gender"]))
         out.append(CuratedPairs(slug, table, record))
     return out
@@ -314,11 +314,10 @@ def compute_rewrites(found: KeyRows, event_ids: list[str], *, results_file: str)
 
 def read_event_ids(dataset: Path) -> list[str]:
     """The `text_id`s of DATASET's `events` config, read from its parquet files."""
-    folder = Path(dataset) / "data" / "events"
-    files = sorted(folder.glob("*.parquet"))
+    files = config_files(dataset, "events")
     if not files:
-        raise ProbeError(f"DATASET {dataset}: no events config (expected {folder}/*.parquet)")
-    return pd.concat([read_parquet(p, ["text_id"], "events config").to_pandas() for p in files])["text_id"].tolist()
+        raise ProbeError(f"DATASET {dataset}: no events config (expected {config_folder(dataset, 'events')}/*.parquet)")
+    return read_parquet_files(files, ["text_id"], "events config").column("text_id").to_pylist()
 
 
 @dataclass(frozen=True)

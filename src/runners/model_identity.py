@@ -42,6 +42,7 @@ from pathlib import Path
 
 from promptgen.core.errors import ProbeError
 from promptgen.core.files import atomic_write_text, sha256_file
+from promptgen.hub.read import is_path_like
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 #: the other top-level files whose bytes change the numbers, by suffix: the config and generation
@@ -152,15 +153,6 @@ def folder_revision(folder: Path, *, gguf_file: str | None = None, cache: FileHa
     return f"sha256-{h.hexdigest()[:32]}"
 
 
-def is_path_like(name: str) -> bool:
-    """Whether a model or dataset argument that does not exist was meant as a local path, not a Hub id.
-
-    A Hub id is `name` or `org/name`; anything starting with `.`, `/` or `~`, or with more
-    than one `/`, can only be a path.
-    """
-    return name.startswith((".", "/", "~")) or name.count("/") > 1 or (os.sep != "/" and os.sep in name)
-
-
 def hub_commit(model: str, revision: str | None, *, filename: str = "config.json") -> str:
     """The commit a Hub model's `revision` (default `main`) resolves to, by huggingface_hub.
 
@@ -224,7 +216,8 @@ def locate(
     """The one rule for a model argument: check it, resolve it, and compute its key revision.
 
     An existing path is a local folder (it must hold `config.json`, or `gguf_file`); a
-    path-like argument that does not exist is an error; anything else is a Hub id, resolved
+    path-like argument that does not exist is an error (`promptgen.hub.read.is_path_like`, the rule
+    every dataset argument follows too); anything else is a Hub id, resolved
     to a commit by `hub_commit`. Runs before any weights load.
     """
     folder = Path(model).expanduser()

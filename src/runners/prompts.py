@@ -9,7 +9,6 @@ still before anything is written.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,15 +16,9 @@ from typing import Any
 from promptgen.core.contract import check_prompt_config, check_prompt_forms
 from promptgen.core.errors import ProbeError, dataset_load_errors
 from promptgen.core.layout import BUILD_MANIFEST
-from promptgen.hub.folder import (
-    check_data_files,
-    check_path_segment,
-    config_data_files,
-    parquet_errors,
-    read_dataset_manifest,
-)
+from promptgen.hub.folder import check_data_files, check_path_segment, config_data_files
+from promptgen.hub.read import config_schema, has_build_manifest, local_folder, read_build_manifest, read_card_header
 
-from . import model_identity
 from .scoring_settings import ScoringSettings
 
 
@@ -57,18 +50,6 @@ class PromptConfig:
         }
 
 
-def _front_matter(readme: Path) -> dict[str, Any]:
-    import yaml
-
-    try:
-        text = readme.read_text(encoding="utf-8")
-        if text.startswith("---\n"):
-            return yaml.safe_load(text[4 : text.index("\n---", 4)]) or {}
-    except (OSError, ValueError, yaml.YAMLError):
-        pass
-    return {}
-
-
 def _own_features(folder: Path, config: str) -> Any:
     """The column types of a local config, from its first parquet file (None when it has none).
 
@@ -79,13 +60,9 @@ def _own_features(folder: Path, config: str) -> Any:
     keyed by them as well.
     """
     import datasets
-    import pyarrow.parquet as pq
 
-    files = sorted((folder / "data" / config).glob("*.parquet"))
-    if not files:
-        return None
-    with parquet_errors(files[0], "prompt config"):
-        return datasets.Features.from_arrow_schema(pq.read_schema(files[0]))
+    schema = config_schema(folder, config, "prompt config")
+    return None if schema is None else datasets.Features.from_arrow_schema(schema)
 
 
 def load_prompt_config(
@@ -101,15 +78,12 @@ def load_prompt_config(
     import datasets
 
     check_path_segment(config, "config name (--config)")
-    folder = Path(dataset).expanduser()
-    local = folder.exists()
-    if not local and model_identity.is_path_like(dataset):
-        raise ProbeError(f"prompt dataset folder {dataset} does not exist")
-    if local and not folder.is_dir():
-        raise ProbeError(f"prompt dataset {dataset} is not a folder")
+    found = local_folder(dataset, "prompt dataset")
+    local = found is not None
+    folder = found if found is not None else Path(dataset)
     built: dict[str, Any] = {}
-    if local and (folder / BUILD_MANIFEST).is_file():  # before the (costly) load: the files are the listed ones
-        built = read_dataset_manifest(folder, flag="prompt dataset", expected="a folder")
+    if local and has_build_manifest(folder):  # before the (costly) load: the files are the listed ones
+        built = read_build_manifest(folder)
         check_data_files(folder, built, config_data_files(folder, config), config=config)
     try:
         # datasets 4 keys its cache of a local folder by name, not content: a rebuilt folder
@@ -130,13 +104,13 @@ def load_prompt_config(
         raise ProbeError(f"cannot read config {config!r} of {dataset} (empty or corrupt parquet?): {cause}") from exc
     license = "other"
     if local:
-        license = _front_matter(folder / "README.md").get("license", license)
+        license = read_card_header(folder).get("license", license)
     else:  # pragma: no cover - needs the network
         try:
             from huggingface_hub import hf_hub_download
 
             path = hf_hub_download(dataset, BUILD_MANIFEST, repo_type="dataset", revision=revision)
-            built = json.loads(Path(path).read_text(encoding="utf-8"))
+            built = read_build_manifest(Path(path).parent)
         except Exception:
             built = {}
     check_prompt_config(ds, f"{dataset} config {config!r}", chat=chat)

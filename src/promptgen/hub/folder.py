@@ -1,4 +1,4 @@
-"""Write a Hub-ready dataset folder (DESIGN section 2), atomically and deterministically.
+"""Write a Hub-ready dataset folder (DESIGN section 2), atomically and deterministically; check a built one.
 
 Layout::
 
@@ -26,7 +26,6 @@ import json
 import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,6 +37,7 @@ from ..core.errors import OutputError, ProbeError
 from ..core.files import make_staging_dir, removed_on_error, sha256_file, swap_into_place, write_text, writing
 from ..core.layout import BUILD_MANIFEST
 from ..core.outputs import Input, Output, check_output
+from .read import config_folder, has_build_manifest, read_build_manifest
 
 if TYPE_CHECKING:  # a type only: readers of built folders (run, publish) need not import datasets
     from datasets import Features
@@ -204,7 +204,7 @@ def write_config(
 ) -> WrittenConfig:
     """Stream one config into `folder/data/<config>/` and describe the files written."""
     check_path_segment(config.name, "config name")
-    target = folder / "data" / config.name
+    target = config_folder(folder, config.name)
     target.mkdir(parents=True, exist_ok=False)
     schema = config.features.arrow_schema
     writer = _ShardWriter(target, schema, rows_per_shard)
@@ -302,52 +302,12 @@ def write_hub_folder(
 
 
 #: a prompt dataset folder: `probes build` (and curate-pairs, rewrite) replace one only when it has its manifest
-DATASET_OUTPUT = Output("dataset folder", owns=lambda folder: (folder / BUILD_MANIFEST).is_file())
+DATASET_OUTPUT = Output("dataset folder", owns=has_build_manifest)
 
 
 def check_dataset_target(target: Path, *, overwrite: bool, inputs: Iterable[Input] = ()) -> Path:
     """`promptgen.core.outputs.check_output` for a dataset folder `OUT/<name>` (before any work)."""
     return check_output(target, DATASET_OUTPUT, overwrite=overwrite, inputs=inputs)
-
-
-def read_dataset_manifest(dataset: Path, *, flag: str, expected: str) -> dict[str, Any]:
-    """A built folder's build_manifest.json: it names the recipe (and its sha256) the folder came from.
-
-    `flag` and `expected` word the error for the command that was given the folder.
-    """
-    path = Path(dataset) / BUILD_MANIFEST
-    if not path.is_file():
-        raise ProbeError(f"{flag} {dataset}: no build_manifest.json; expected {expected} from probes build")
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ProbeError(f"{path}: not valid JSON ({exc})") from exc
-    if not isinstance(manifest, dict):
-        raise ProbeError(f"{path}: expected a JSON object, got {type(manifest).__name__}; rebuild with `probes build`")
-    return manifest
-
-
-def read_parquet(path: Path, columns: list[str] | None, what: str) -> pa.Table:
-    """One parquet file of a dataset or results folder, its missing columns and damage named.
-
-    A truncated or foreign file raises pyarrow's own errors (ArrowInvalid: "magic bytes not
-    found"), which would otherwise surface as a traceback far from the file that caused it.
-    """
-    with parquet_errors(path, what):
-        names = pq.read_schema(path).names
-        missing = [c for c in columns or () if c not in names]
-        if missing:
-            raise ProbeError(f"{path}: {what} has no column(s) {', '.join(missing)}")
-        return pq.read_table(path, columns=columns)
-
-
-@contextmanager
-def parquet_errors(path: Path, what: str) -> Iterator[None]:
-    """pyarrow's errors reading `path` (truncated, foreign, damaged) as one `ProbeError` naming the file."""
-    try:
-        yield
-    except (OSError, pa.ArrowException) as exc:
-        raise ProbeError(f"{path}: cannot read {what} parquet ({exc})") from exc
 
 
 def read_built_from(
@@ -360,7 +320,7 @@ def read_built_from(
     """
     from ..recipe import load_recipe
 
-    manifest = read_dataset_manifest(dataset, flag=flag, expected=expected)
+    manifest = read_build_manifest(dataset, flag=flag, expected=expected)
     spec = load_recipe(recipe)
     built_from = manifest.get("recipe", {}).get("sha256")
     if built_from != spec.sha256 or (same_name and manifest.get("name") != spec.name):
@@ -400,7 +360,7 @@ def config_data_files(folder: Path, config: str) -> dict[str, FileFacts]:
     Hashing is cheap next to what reading a config costs anyway (`datasets` converts every byte
     of a local folder again on each load): sha256 runs at about 500 MB/s here.
     """
-    config_dir = Path(folder) / "data" / config
+    config_dir = config_folder(folder, config)
     if not config_dir.is_dir():
         return {}
     return {

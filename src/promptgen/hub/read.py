@@ -1,0 +1,188 @@
+"""Read a built prompt dataset folder: the one home of its layout for every reader.
+
+Layout (written by `promptgen.hub.folder`)::
+
+    <folder>/README.md                         card: a YAML header (license, configs), then text
+    <folder>/data/<config>/*.parquet           one config's rows, in shard order
+    <folder>/build_manifest.json               recipe, parameters, sources, files, fingerprint
+
+`probes run`, `plan`, `analyze`, `curate-pairs`, `rewrite` and the demo find a folder's configs,
+files and manifest here, so the layout is known in one module and a damaged file is named the
+same way whoever reads it. Parquet is read directly: `datasets` keys its cache of a local folder
+by the folder's name, not its content, so a rebuilt folder could come back with stale rows.
+
+A dataset (or model) argument is a local folder or a Hub repo id by one rule (`is_path_like`,
+`local_folder`): an existing path is local; a name that is not one is a Hub id, unless it can
+only be a path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..core.errors import ProbeError
+from ..core.layout import BUILD_MANIFEST
+
+# ----------------------------------------------------------------------------- local folder or Hub id
+
+
+def is_path_like(source: str | Path) -> bool:
+    """Whether a dataset or model argument that does not exist was meant as a local path, not a Hub id.
+
+    A Hub repo id is `name` or `owner/name` (`gpt2` as well as `org/model`): a name that is
+    not an existing folder is looked up on the Hub. A `Path`, anything starting with `.`, `/`
+    or `~`, or with more than one `/` (or the platform's own separator) can only be a path,
+    so its absence is an error here, not a Hub lookup that fails later with a network error.
+    """
+    text = str(source)
+    return (
+        isinstance(source, Path)
+        or text.startswith((".", "/", "~"))
+        or text.count("/") > 1
+        or (os.sep != "/" and os.sep in text)
+    )
+
+
+def local_folder(source: str | Path, what: str) -> Path | None:
+    """The folder when `source` is a local one; None for a Hub repo id; an error for a path that is no folder."""
+    folder = Path(source).expanduser()
+    if folder.exists():
+        if not folder.is_dir():
+            raise ProbeError(f"{what} {source} is not a folder")
+        return folder
+    if is_path_like(source):
+        raise ProbeError(f"{what} folder {source} does not exist (nor is it a Hub repo id ORG/NAME)")
+    return None
+
+
+# ----------------------------------------------------------------------------- manifest and card
+
+
+def has_build_manifest(folder: Path) -> bool:
+    """Whether `folder` is a built dataset folder (`probes build` wrote its manifest last)."""
+    return (Path(folder) / BUILD_MANIFEST).is_file()
+
+
+def read_build_manifest(folder: Path, *, flag: str | None = None, expected: str = "a folder") -> dict[str, Any]:
+    """A built folder's build_manifest.json: the recipe (and its sha256), parameters and fingerprint it came from.
+
+    A folder without one gives {} (a folder made by hand: nothing to carry into a report), unless
+    `flag` is given: then the command that was given the folder needs it, and `flag` and
+    `expected` word the error for that command.
+    """
+    path = Path(folder) / BUILD_MANIFEST
+    if not path.is_file():
+        if flag is None:
+            return {}
+        raise ProbeError(f"{flag} {folder}: no build_manifest.json; expected {expected} from probes build")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ProbeError(f"{path}: not valid JSON ({exc})") from exc
+    if not isinstance(manifest, dict):
+        raise ProbeError(f"{path}: expected a JSON object, got {type(manifest).__name__}; rebuild with `probes build`")
+    return manifest
+
+
+def built_folders(parent: Path) -> list[Path]:
+    """The built dataset folders directly under `parent`, in the order of their manifests' paths."""
+    return [manifest.parent for manifest in sorted(Path(parent).glob(f"*/{BUILD_MANIFEST}"))]
+
+
+def read_card_header(folder: Path) -> dict[str, Any]:
+    """The YAML header of a folder's README.md (its `license`, `configs`); {} when it has none or it is unreadable."""
+    import yaml
+
+    try:
+        text = (Path(folder) / "README.md").read_text(encoding="utf-8")
+        if text.startswith("---\n"):
+            return yaml.safe_load(text[4 : text.index("\n---", 4)]) or {}
+    except (OSError, ValueError, yaml.YAMLError):
+        pass
+    return {}
+
+
+# ----------------------------------------------------------------------------- configs and their parquet files
+
+
+def data_folder(folder: Path) -> Path:
+    """`data/`: one folder per config."""
+    return Path(folder) / "data"
+
+
+def config_folder(folder: Path, config: str) -> Path:
+    """`data/<config>/`: the config's parquet files."""
+    return data_folder(folder) / config
+
+
+def config_names(folder: Path) -> list[str]:
+    """The configs of a folder (the folders under `data/`), by name; [] without `data/`."""
+    data = data_folder(folder)
+    return sorted(p.name for p in data.iterdir() if p.is_dir()) if data.is_dir() else []
+
+
+def config_files(folder: Path, config: str, *, required: bool = False) -> list[Path]:
+    """The parquet files of one config, in shard order.
+
+    With `required`, a config without any is an error naming the configs the folder has
+    (a typo in --config is the usual cause); else it gives [].
+    """
+    files = sorted(config_folder(folder, config).glob("*.parquet"))
+    if required and not files:
+        known = config_names(folder)
+        raise ProbeError(
+            f"{folder}: no parquet files for config {config!r} (configs here: {', '.join(known) or 'none'})"
+        )
+    return files
+
+
+@contextmanager
+def parquet_errors(path: Path, what: str) -> Iterator[None]:
+    """pyarrow's errors reading `path` (truncated, foreign, damaged) as one `ProbeError` naming the file."""
+    try:
+        yield
+    except (OSError, pa.ArrowException) as exc:
+        raise ProbeError(f"{path}: cannot read {what} parquet ({exc})") from exc
+
+
+def config_schema(folder: Path, config: str, what: str) -> pa.Schema | None:
+    """The Arrow schema of a config, from its first parquet file (None when it has none)."""
+    files = config_files(folder, config)
+    if not files:
+        return None
+    with parquet_errors(files[0], what):
+        return pq.read_schema(files[0])
+
+
+def read_parquet(path: Path, columns: Sequence[str] | None, what: str) -> pa.Table:
+    """One parquet file of a dataset or results folder, its missing columns and damage named.
+
+    A truncated or foreign file raises pyarrow's own errors (ArrowInvalid: "magic bytes not
+    found"), which would otherwise surface as a traceback far from the file that caused it.
+    """
+    with parquet_errors(path, what):
+        names = pq.read_schema(path).names
+        missing = [c for c in columns or () if c not in names]
+        if missing:
+            raise ProbeError(f"{path}: {what} has no column(s) {', '.join(missing)}")
+        return pq.read_table(path, columns=list(columns) if columns is not None else None)
+
+
+def read_parquet_files(files: Sequence[Path], columns: Sequence[str] | None, what: str) -> pa.Table:
+    """Several parquet files (a config's shards) as one table, in the order given."""
+    return pa.concat_tables([read_parquet(path, columns, what) for path in files], promote_options="default")
+
+
+def read_config(
+    folder: Path, config: str, columns: Sequence[str] | None = None, what: str = "prompt config"
+) -> pa.Table:
+    """One config of a local folder as one table (`columns` only, when given): the config reader of every command."""
+    return read_parquet_files(config_files(folder, config, required=True), columns, what)

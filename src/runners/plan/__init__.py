@@ -1,0 +1,70 @@
+"""`probes plan`: what a sweep will cost, priced without running the model (issue 19, item 4).
+
+A plan needs only the model's tokenizer and `config.json`. For every config of a prompt
+dataset it builds the backend requests exactly as a run does (`runners.rows.prepare_request`),
+counts the token positions each backend would compute with the backends' own accounting
+(`runners.token_accounting`: the functions the hf backend plans its passes with, not a copy),
+and turns them into FLOPs and hours. Both backends (`hf`, `vllm`) and both number modes
+(`exact`: the digit trie; `first-token`: the next-token distribution after the context, only
+where every number in range is one token) are priced, with the prefix-trie minimum (every
+distinct context prefix once) beside what the backend computes.
+
+One job per module:
+
+- `configs`: which configs of the folder hold scorable items, and row access to one by row
+  group (`ConfigRows`), so a config of millions of rows is never loaded whole;
+- `count`: the token positions of a config, counted call by call or estimated from sampled
+  calls with a standard error (`count_config`, `count_call`);
+- `pricing`: the model's shape and parameter count from `config.json`, FLOPs, the GPUs and
+  the hours (`count_params`, `flops`, `GPUS`, `hours`);
+- `make`: the request, checked before any work, and the plan of it (`PlanRequest`, `make_plan`);
+- `output`: the `--json` file and the command line's table (`write_json`, `summary_rows`).
+"""
+
+from __future__ import annotations
+
+from .configs import ITEM_COLUMNS, ConfigRows, item_configs
+from .count import (
+    DEFAULT_SAMPLE_CALLS,
+    DEFAULT_TRIE_ITEMS,
+    PlanSettings,
+    Prepare,
+    Tally,
+    context_request,
+    count_call,
+    count_config,
+    run_requests,
+)
+from .make import PlanRequest, check_request, default_batching, make_plan
+from .output import PLAN_OUTPUT, summary_rows, write_json
+from .pricing import DEFAULT_MFU, GPU, GPUS, ModelShape, count_params, flops, hours, load_model_config
+
+__all__ = [
+    "DEFAULT_MFU",
+    "DEFAULT_SAMPLE_CALLS",
+    "DEFAULT_TRIE_ITEMS",
+    "GPU",
+    "GPUS",
+    "ITEM_COLUMNS",
+    "PLAN_OUTPUT",
+    "ConfigRows",
+    "ModelShape",
+    "PlanRequest",
+    "PlanSettings",
+    "Prepare",
+    "Tally",
+    "check_request",
+    "context_request",
+    "count_call",
+    "count_config",
+    "count_params",
+    "default_batching",
+    "flops",
+    "hours",
+    "item_configs",
+    "load_model_config",
+    "make_plan",
+    "run_requests",
+    "summary_rows",
+    "write_json",
+]

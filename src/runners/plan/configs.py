@@ -1,0 +1,91 @@
+"""The prompt configs a plan prices, and row access to one without loading it (`ConfigRows`).
+
+A config of the full empathy sweep has 1.78 M rows: a plan reads only the row groups of the
+calls it samples, so memory stays that of one row group plus one call. The folder's layout is
+`promptgen.hub.read`'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from promptgen.core.contract import check_column_types, check_number_ranges
+from promptgen.core.errors import ProbeError
+from promptgen.hub.read import config_files, config_names, config_schema, data_folder, parquet_errors
+
+
+def item_configs(dataset: Path) -> list[str]:
+    """The configs whose rows are scored items (`task` choice or number in the first row group), in name order.
+
+    Tables (events, identities) have no `task`; free-text items (`task` text, e.g. the empathy
+    rewrite prompts) can only be generated, which `probes plan` does not price.
+    """
+    import pyarrow.parquet as pq
+
+    if not data_folder(dataset).is_dir():
+        raise ProbeError(f"{dataset} is not a prompt dataset folder (no data/ folder)")
+    out = []
+    for name in config_names(dataset):
+        schema = config_schema(dataset, name, "prompt")
+        if schema is None or "task" not in schema.names:
+            continue
+        first = config_files(dataset, name)[0]
+        with parquet_errors(first, "prompt"):
+            tasks = set(pq.ParquetFile(first).read_row_group(0, columns=["task"]).column("task").to_pylist())
+        if tasks & {"choice", "number"}:
+            out.append(name)
+    return out
+
+
+#: the item columns `prepare_request` reads (others are not loaded)
+ITEM_COLUMNS = ("id", "task", "prompt", "messages", "choices", "choice_labels", "number_min", "number_max")
+
+
+class ConfigRows:
+    """Row access to one config's parquet files without loading them: counts from the footers, rows by range."""
+
+    def __init__(self, files: Sequence[Path]) -> None:
+        import pyarrow.parquet as pq
+
+        self.paths = list(files)
+        self.files = []
+        for path in self.paths:
+            with parquet_errors(path, "prompt"):
+                self.files.append(pq.ParquetFile(path))
+        #: (file index, row group index, first row, rows) of every row group, in row order
+        self.groups: list[tuple[int, int, int, int]] = []
+        first = 0
+        for k, pf in enumerate(self.files):
+            for g in range(pf.metadata.num_row_groups):
+                n = pf.metadata.row_group(g).num_rows
+                self.groups.append((k, g, first, n))
+                first += n
+        self.rows = first
+        names = self.files[0].schema_arrow.names if self.files else []
+        self.columns = [c for c in ITEM_COLUMNS if c in names]
+        for path, pf in zip(self.paths, self.files, strict=True):
+            self._check_contract(path, pf)
+
+    @staticmethod
+    def _check_contract(path: Path, pf: Any) -> None:
+        """The item contract's column types and number ranges (a range of 2e9 values would be priced by
+        building its trie), from the schema and four light columns: never the prompts themselves."""
+        check_column_types(pf.schema_arrow, str(path))
+        light = [c for c in ("id", "task", "number_min", "number_max") if c in pf.schema_arrow.names]
+        with parquet_errors(path, "prompt"):
+            table = pf.read(columns=light)
+        check_number_ranges(table, str(path))
+
+    def read(self, start: int, stop: int) -> list[dict[str, Any]]:
+        """Rows `start` to `stop` (exclusive) as dicts of the item columns; reads only their row groups."""
+        out: list[dict[str, Any]] = []
+        for k, g, first, n in self.groups:
+            if first + n <= start or first >= stop:
+                continue
+            with parquet_errors(self.paths[k], "prompt"):
+                table = self.files[k].read_row_group(g, columns=self.columns)
+            lo, hi = max(start, first) - first, min(stop, first + n) - first
+            out.extend(table.slice(lo, hi - lo).to_pylist())
+        return out

@@ -1,0 +1,245 @@
+"""Counting a config's token positions as a run would compute them, exactly or from sampled calls.
+
+A run sends a config's rows to the backend `items_per_call` at a time, in row order; the hf
+backend shares context prefixes within each call, so a call is the unit of counting. A config
+with at most `sample_calls` calls is counted exactly, call by call, every item's request built
+as the run builds it (`runners.rows.prepare_request`) and counted with the backends' own
+accounting (`runners.token_accounting`). A larger one is estimated in two stages:
+`sample_calls` calls drawn at random (seeded), whose context positions are counted exactly;
+within each, the continuation positions of number items (their tries: ~200 tokenisations of
+the whole prompt each, the costly part) from the tries of `trie_items` of them spread over the
+call (`count_call`). Totals are ratio estimates (sampled counts / sampled items x the config's
+items), with a standard error from the spread between calls (finite population corrected;
+`Tally`). The estimator's error against exact counts is measured by
+`benchmarks/plan_accuracy.py`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from promptgen.core.errors import ProbeError
+
+from ..backend import BACKENDS, ScoreRequest
+from ..distributions import NUMBER_MODES
+from .configs import ConfigRows
+
+#: sampled calls per config when a config has more calls than this (else every call is counted)
+DEFAULT_SAMPLE_CALLS = 4
+#: number items per sampled call whose trie request is built (the costly part: ~200 tokenisations each)
+DEFAULT_TRIE_ITEMS = 16
+
+
+@dataclass
+class Tally:
+    """Sums over counted calls of one (backend, number mode): items and `TokenCounts` fields, with per-call values."""
+
+    items: list[int] = field(default_factory=list)
+    values: dict[str, list[float]] = field(default_factory=dict)
+
+    FIELDS = ("context_tokens", "computed_context_tokens", "continuation_positions", "prefix_trie_minimum")
+
+    def add(self, counts: Mapping[str, float]) -> None:
+        self.items.append(int(counts["items"]))
+        for name in self.FIELDS:
+            self.values.setdefault(name, []).append(counts[name])
+
+    def estimate(self, total_items: int, total_calls: int) -> dict[str, Any]:
+        """Totals over the config: exact when every call was counted, else the ratio estimator with its error."""
+        exact = len(self.items) == total_calls
+        x = self.items
+        sx = sum(x)
+        out: dict[str, Any] = {"items": total_items, "exact": exact, "calls_counted": len(x), "calls": total_calls}
+        for name in self.FIELDS:
+            y = self.values.get(name, [0] * len(x))
+            sy = sum(y)
+            if exact:
+                out[name] = sy
+                out[f"{name}_se"] = 0.0
+                continue
+            ratio = sy / sx if sx else 0.0
+            out[name] = ratio * total_items
+            n = len(x)
+            if n > 1:
+                mean_x = sx / n
+                resid = [yi - ratio * xi for xi, yi in zip(x, y, strict=True)]
+                var = sum(r * r for r in resid) / (n - 1)
+                fpc = 1 - n / total_calls
+                out[f"{name}_se"] = total_items * math.sqrt(max(fpc, 0.0) * var / n) / mean_x
+            else:
+                out[f"{name}_se"] = math.nan
+        # the prefix-trie minimum is summed per call: a floor for what a call-by-call scorer computes
+        out["shared_prefix_saved"] = out["context_tokens"] - out["computed_context_tokens"]
+        out["computed_tokens"] = out["computed_context_tokens"] + out["continuation_positions"]
+        n = max(total_items, 1)
+        for name in (*self.FIELDS, "shared_prefix_saved", "computed_tokens"):
+            out[f"{name}_per_item"] = out[name] / n
+        return out
+
+
+def run_requests(
+    items: Sequence[Mapping[str, Any]], tokenizer: Any, chat: bool, mode: str, digits: tuple[int, ...]
+) -> list[ScoreRequest]:
+    """The backend requests of `items` as a run in number mode `mode` builds them (`runners.rows.prepare_request`).
+
+    A ValueError (e.g. first-token mode on a number without a one-token form) is the run's own error.
+    """
+    from ..rows import prepare_request
+    from ..scoring_settings import ScoringSettings
+
+    settings = ScoringSettings(number_mode=mode)
+    return [prepare_request(item, tokenizer, chat, settings, digits) for item in items]
+
+
+@dataclass(frozen=True)
+class PlanSettings:
+    """How the planned run would batch its items (the run's own defaults for the target device), and the sample."""
+
+    items_per_call: int
+    max_batch_tokens: int
+    block_size: int
+    sample_calls: int = DEFAULT_SAMPLE_CALLS
+    #: number items per sampled call whose full trie request is built (None: all of them)
+    trie_items: int | None = DEFAULT_TRIE_ITEMS
+    seed: int = 0
+
+
+def context_request(item: Mapping[str, Any], tokenizer: Any, chat: bool, candidates: tuple[int, ...]) -> ScoreRequest:
+    """A number item's request without its trie: the context ids a run sends, and `candidates` after them.
+
+    A number item's context is `encode_context` of its rendered text in both modes
+    (`runners.tokenize.number_paths` shares it with every form), so a backend's context
+    accounting for it needs no trie; only its continuation positions do.
+    """
+    from ..rows import render_context
+    from ..tokenize import encode_context
+
+    return ScoreRequest(encode_context(tokenizer, render_context(tokenizer, item, chat)), (), candidates)
+
+
+Prepare = Callable[[Sequence[Mapping[str, Any]], str], list[ScoreRequest]]
+
+
+def count_call(
+    items: Sequence[Mapping[str, Any]],
+    prepare: Prepare,
+    contexts: Callable[[Mapping[str, Any], tuple[int, ...]], ScoreRequest],
+    mode: str,
+    settings: PlanSettings,
+) -> dict[str, dict[str, float]]:
+    """One call's counts per backend: context positions exact, number items' continuation positions from a subsample.
+
+    Both backends' accounting (`runners.token_accounting`) is called on the call's requests as
+    the run would send them, with each number item's trie left out; the positions its trie adds
+    do not depend on the other requests of the call (hf: one packed row per request, its trie's
+    nodes; vLLM: its level prompts after the context blocks the first wave cached, with no reuse
+    between prompts of one wave). The tries of `trie_items` number items spread over the call
+    are built (`prepare`: the run's own `prepare_request`). hf's trie positions are their
+    nodes, so the picked ones scale to the call's number items. vLLM's also depend on the
+    context's length (each level prompt recomputes the context's last partial block), so every
+    number item is counted with its own context and the nearest picked item's trie.
+    """
+    from .. import token_accounting as ta
+
+    numbers = [k for k, item in enumerate(items) if item.get("task") == "number"]
+    want = len(numbers) if settings.trie_items is None else min(settings.trie_items, len(numbers))
+    picked = [numbers[(j * len(numbers)) // want] for j in range(want)] if want else []
+    full = dict(zip(picked, prepare([items[k] for k in picked], mode), strict=True)) if picked else {}
+    others = [k for k in range(len(items)) if k not in set(numbers)]
+    full.update(zip(others, prepare([items[k] for k in others], mode), strict=True) if others else {})
+    template = next((full[k] for k in picked), None)
+    requests = [
+        full[k] if k not in set(numbers) else contexts(items[k], template.candidates if template else ())
+        for k in range(len(items))
+    ]
+    out: dict[str, dict[str, float]] = {}
+    hf = ta.hf_token_counts(requests, max_batch_tokens=settings.max_batch_tokens, items_per_call=None)
+    vl = ta.vllm_token_counts(requests, block_size=settings.block_size, items_per_call=None)
+    # hf: a trie costs its nodes, whatever its context, so the picked tries scale to the call
+    per_trie = [ta.hf_token_counts([full[k]], items_per_call=None).continuation_positions for k in picked]
+    scale = len(numbers) / len(picked) if picked else 0.0
+    tries = {"hf": scale * sum(per_trie), "vllm": 0.0}
+    # vLLM: every level prompt recomputes its context's last partial block, so a trie's cost
+    # depends on its own context's length; each number item is counted with its own context
+    # and the trie of the nearest picked item before it (scaling the picked items' costs
+    # aliased with the rows' identity cycle: +29% on religion_P0S0T0)
+    for k in numbers:
+        near = full[k] if k in full else full[max((p for p in picked if p <= k), default=picked[0])]
+        own = ScoreRequest(requests[k].context, near.continuations, near.candidates)
+        tries["vllm"] += ta.vllm_token_counts(
+            [own], block_size=settings.block_size, items_per_call=None
+        ).continuation_positions
+    for name, counts in (("hf", hf), ("vllm", vl)):
+        out[name] = {
+            "items": len(items),
+            "context_tokens": counts.context_tokens,
+            "computed_context_tokens": counts.computed_context_tokens,
+            "continuation_positions": counts.continuation_positions + tries[name],
+            "prefix_trie_minimum": counts.prefix_trie_minimum,
+        }
+    return out
+
+
+def count_config(
+    rows: ConfigRows,
+    tokenizer: Any,
+    chat: bool,
+    settings: PlanSettings,
+    *,
+    modes: Sequence[str] = NUMBER_MODES,
+    prepare: Prepare | None = None,
+    on_call: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Token counts of one config for every (backend, number mode): exact, or estimated from sampled calls."""
+    from ..rows import cached_digit_start_ids
+
+    calls = -(-rows.rows // settings.items_per_call) if rows.rows else 0
+    exact = calls <= settings.sample_calls
+    chosen = (
+        list(range(calls))
+        if exact
+        else sorted(random.Random(settings.seed).sample(range(calls), settings.sample_calls))
+    )
+    if exact:  # every call counted: every trie too, so the counts are exact
+        settings = dataclasses.replace(settings, trie_items=None)
+    tallies = {(b, m): Tally() for b in BACKENDS for m in modes}
+    digits = cached_digit_start_ids(tokenizer)  # once per tokenizer object (a run does the same)
+    unavailable: dict[str, str] = {}
+
+    def run_prepare(batch: Sequence[Mapping[str, Any]], mode: str) -> list[ScoreRequest]:
+        if prepare is not None:
+            return prepare(batch, mode)
+        return run_requests(batch, tokenizer, chat, mode, digits)
+
+    def contexts(item: Mapping[str, Any], candidates: tuple[int, ...]) -> ScoreRequest:
+        return context_request(item, tokenizer, chat, candidates or digits)
+
+    for done, call in enumerate(chosen):
+        items = rows.read(call * settings.items_per_call, min(rows.rows, (call + 1) * settings.items_per_call))
+        for mode in modes:
+            if mode in unavailable:
+                continue
+            try:
+                counted = count_call(items, run_prepare, contexts, mode, settings)
+            except ValueError as exc:
+                if mode == "exact":
+                    raise ProbeError(str(exc)) from None
+                unavailable[mode] = str(exc)  # e.g. first-token mode on a digit-by-digit tokenizer
+                continue
+            for backend in BACKENDS:
+                tallies[(backend, mode)].add(counted[backend])
+        if on_call:
+            on_call(done + 1, len(chosen))
+    out: dict[str, Any] = {"items": rows.rows, "calls": calls, "sampled_calls": None if exact else chosen}
+    out["trie_items_per_call"] = settings.trie_items
+    for (backend, mode), tally in tallies.items():
+        if mode in unavailable:
+            out.setdefault(backend, {})[mode] = {"items": rows.rows, "unavailable": unavailable[mode]}
+        else:
+            out.setdefault(backend, {})[mode] = tally.estimate(rows.rows, calls)
+    return out

@@ -1,0 +1,192 @@
+"""`probes plan`: the plan of a request, checked before any work, batched as the run would be, counted and priced.
+
+`make_plan` checks the request (`check_request`), reads the model's `config.json` and
+tokenizer, counts every config (`count.count_config`) with the run's own batching defaults on
+the planned GPU (`default_batching`), prices the counts (`pricing.hours`) and totals them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from promptgen.core.errors import ProbeError
+from promptgen.core.outputs import Reference, check_output
+from promptgen.hub.read import config_files, is_path_like
+
+from ..backend import BACKENDS
+from ..distributions import NUMBER_MODES
+from .configs import ConfigRows, item_configs
+from .count import DEFAULT_SAMPLE_CALLS, DEFAULT_TRIE_ITEMS, PlanSettings, count_config
+from .output import PLAN_OUTPUT
+from .pricing import DEFAULT_MFU, GPUS, ModelShape, count_params, hours, load_model_config
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """Everything `probes plan` asks (checked by `check_request` before any work)."""
+
+    dataset: Path
+    model: str
+    configs: tuple[str, ...] = ()
+    gpu: str = "h100"
+    mfu: float = DEFAULT_MFU
+    chat: bool | None = None
+    items_per_call: int | None = None
+    max_batch_tokens: int | None = None
+    block_size: int = 16
+    sample_calls: int = DEFAULT_SAMPLE_CALLS
+    trie_items: int | None = DEFAULT_TRIE_ITEMS
+    seed: int = 0
+    tokens_per_s: float | None = None
+    modes: tuple[str, ...] = NUMBER_MODES
+    #: where `--json` writes the plan (`write_json`), checked with the rest before any counting
+    json_out: str | Path | None = None
+
+
+def check_request(req: PlanRequest) -> None:
+    """Every input error as one `ProbeError` line, before anything is loaded or written."""
+    if req.json_out is not None:
+        inputs = [("DATASET", req.dataset), Reference("--model", req.model)]
+        check_output(req.json_out, PLAN_OUTPUT, flag="--json", inputs=inputs)
+    if req.gpu not in GPUS:
+        raise ProbeError(f"--gpu must be one of {', '.join(GPUS)}, got {req.gpu!r}")
+    if not (isinstance(req.mfu, int | float) and 0 < req.mfu <= 1):
+        raise ProbeError(f"--mfu must be above 0 and at most 1 (a fraction of the GPU's peak), got {req.mfu}")
+    if req.tokens_per_s is not None and not req.tokens_per_s > 0:
+        raise ProbeError(f"--tokens-per-s must be positive, got {req.tokens_per_s}")
+    for name, value in (("--items-per-call", req.items_per_call), ("--max-batch-tokens", req.max_batch_tokens)):
+        if value is not None and value < 1:
+            raise ProbeError(f"{name} must be positive, got {value}")
+    if req.sample_calls < 1 or req.block_size < 1 or (req.trie_items is not None and req.trie_items < 1):
+        raise ProbeError("--sample-calls, --trie-items and --block-size must be positive")
+    bad = [m for m in req.modes if m not in NUMBER_MODES]
+    if bad or not req.modes:
+        raise ProbeError(f"--number-mode must be among {', '.join(NUMBER_MODES)}, got {', '.join(bad) or 'none'}")
+    if not req.dataset.is_dir():
+        raise ProbeError(f"prompt dataset folder {req.dataset} does not exist")
+    folder = Path(req.model).expanduser()
+    if folder.exists():
+        if not folder.is_dir():
+            raise ProbeError(f"--model {req.model} is not a model folder")
+        if not (folder / "config.json").is_file():
+            raise ProbeError(f"model folder {req.model} has no config.json (a plan needs its shape and tokenizer)")
+    elif is_path_like(req.model):
+        raise ProbeError(f"model folder {req.model} does not exist")
+
+
+def default_batching(req: PlanRequest, config: Mapping[str, Any], shape: ModelShape) -> PlanSettings:
+    """The run's defaults on the planned GPU: 1024 items per call, the token budget its free memory gives.
+
+    The free memory is the GPU's, less the bf16 weights; the budget is the hf backend's own
+    (`runners.device.cuda_token_budget`). vLLM's block size is its GPU default (16).
+    """
+    from ..device import ITEMS_PER_CALL, MAX_LOGIT_ROWS
+
+    items = req.items_per_call or ITEMS_PER_CALL["cuda"]
+    budget = req.max_batch_tokens
+    if budget is None:
+        try:
+            from transformers import AutoConfig
+
+            from ..device import cuda_token_budget
+
+            hf_config = AutoConfig.for_model(**dict(config)) if "model_type" in config else None
+        except (ImportError, ValueError, KeyError):
+            hf_config = None
+        free = int(GPUS[req.gpu].memory_gib * 2**30 - 2 * shape.params)
+        if hf_config is not None and free > 0:
+            budget = cuda_token_budget(hf_config, "bfloat16", free, MAX_LOGIT_ROWS["cuda"])
+        else:
+            from ..token_accounting import DEFAULT_MAX_BATCH_TOKENS
+
+            budget = DEFAULT_MAX_BATCH_TOKENS
+    return PlanSettings(
+        items_per_call=items,
+        max_batch_tokens=budget,
+        block_size=req.block_size,
+        sample_calls=req.sample_calls,
+        trie_items=req.trie_items,
+        seed=req.seed,
+    )
+
+
+def make_plan(req: PlanRequest, *, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The plan of `req` as a JSON-ready dict (see the module docstring); writes nothing."""
+    check_request(req)
+    started = time.perf_counter()
+    config = load_model_config(req.model)
+    shape = count_params(config)
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(req.model)
+    except (OSError, ValueError) as exc:
+        raise ProbeError(f"cannot load the tokenizer of {req.model!r}: {exc}") from None
+    chat = bool(getattr(tokenizer, "chat_template", None)) if req.chat is None else req.chat
+    configs = list(req.configs) or item_configs(req.dataset)
+    if not configs:
+        raise ProbeError(f"{req.dataset} has no config of scorable items")
+    files = {c: config_files(req.dataset, c, required=True) for c in configs}  # every name checked before any counting
+    settings = default_batching(req, config, shape)
+    per_config: dict[str, Any] = {}
+    for name in configs:
+        rows = ConfigRows(files[name])
+
+        def tick(done: int, total: int, name: str = name) -> None:
+            if progress:
+                progress(f"{name}: call {done}/{total}")
+
+        counts = count_config(rows, tokenizer, chat, settings, modes=req.modes, on_call=tick)
+        for backend in BACKENDS:
+            for mode in req.modes:
+                if "unavailable" not in counts[backend][mode]:
+                    counts[backend][mode].update(
+                        hours(shape, counts[backend][mode], req.gpu, req.mfu, req.tokens_per_s)
+                    )
+        per_config[name] = counts
+    totals: dict[str, Any] = {}
+    for backend in BACKENDS:
+        for mode in req.modes:
+            cells = [per_config[c][backend][mode] for c in configs]
+            missing = sorted({cell["unavailable"] for cell in cells if "unavailable" in cell})
+            if missing:
+                totals.setdefault(backend, {})[mode] = {
+                    "items": sum(cell["items"] for cell in cells),
+                    "unavailable": missing[0],
+                }
+                continue
+            keys = ("items", "context_tokens", "computed_context_tokens", "shared_prefix_saved")
+            keys += ("continuation_positions", "computed_tokens", "prefix_trie_minimum", "flops", "gpu_hours")
+            total = {k: sum(cell[k] for cell in cells) for k in keys}
+            if req.tokens_per_s:
+                total["hours_at_tokens_per_s"] = sum(cell["hours_at_tokens_per_s"] for cell in cells)
+            total["computed_tokens_se"] = math.sqrt(
+                sum(cell["computed_context_tokens_se"] ** 2 + cell["continuation_positions_se"] ** 2 for cell in cells)
+            )
+            n = max(total["items"], 1)
+            for k in ("context_tokens", "computed_context_tokens", "prefix_trie_minimum", "continuation_positions"):
+                total[f"{k}_per_item"] = total[k] / n
+            totals.setdefault(backend, {})[mode] = total
+    return {
+        "dataset": str(req.dataset),
+        "model": req.model,
+        "model_shape": dataclasses.asdict(shape),
+        "chat": chat,
+        "gpu": {"name": req.gpu, **dataclasses.asdict(GPUS[req.gpu])},
+        "mfu": req.mfu,
+        "tokens_per_s": req.tokens_per_s,
+        "batching": dataclasses.asdict(settings),
+        "flops_definition": "2 x params x computed tokens + 4 x layers x attention width x (mean context + 1) "
+        "x computed tokens",
+        "counting": "exact per call where a config has at most sample_calls calls, else a ratio estimate from "
+        "sampled calls (each counted exactly), with its standard error (*_se)",
+        "configs": per_config,
+        "totals": totals,
+        "wall_s": time.perf_counter() - started,
+    }

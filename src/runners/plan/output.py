@@ -1,0 +1,63 @@
+"""A plan's outputs: the `--json` file (`write_json`, `PLAN_OUTPUT`) and the command line's table (`summary_rows`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from promptgen.core.files import atomic_write_text, writing
+from promptgen.core.outputs import Output
+
+from ..backend import BACKENDS
+from ..distributions import NUMBER_MODES
+
+
+def _is_plan(path: Path) -> bool:
+    """Whether `path` is a plan `write_json` wrote (so `--json` may replace it): a JSON object with its keys."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(data, dict) and {"model_shape", "configs", "totals"} <= data.keys()
+
+
+#: the `--json` file: written over only when it is an earlier plan
+PLAN_OUTPUT = Output("plan file", owns=_is_plan, file=True)
+
+
+def write_json(plan: Mapping[str, Any], path: str | Path) -> None:
+    """Write the plan atomically (`files.atomic_write_text`: a temporary file beside `path`, renamed over it)."""
+    path = Path(path)
+    with writing("the plan", path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(plan, indent=2, default=float) + "\n")
+
+
+def summary_rows(plan: Mapping[str, Any]) -> Iterator[tuple[str, ...]]:
+    """Table rows (config, backend, mode, items, context/item, computed/item, saved/item, trie min/item,
+    continuation/item, hours) for the command line."""
+    for name, counts in [*plan["configs"].items(), ("TOTAL", None)]:
+        for backend in BACKENDS:
+            for mode in NUMBER_MODES:
+                cell = (counts or plan["totals"])[backend].get(mode)
+                if cell is None:
+                    continue
+                if "unavailable" in cell:
+                    yield (name, backend, mode, f"{cell['items']:,}", *["-"] * 5, "n/a: " + cell["unavailable"])
+                    continue
+                n = max(cell["items"], 1)
+                hours = f"{cell['gpu_hours']:.2f}"
+                yield (
+                    name,
+                    backend,
+                    mode,
+                    f"{cell['items']:,}",
+                    f"{cell['context_tokens'] / n:.1f}",
+                    f"{cell['computed_context_tokens'] / n:.1f}",
+                    f"{cell['shared_prefix_saved'] / n:.1f}",
+                    f"{cell['prefix_trie_minimum'] / n:.1f}",
+                    f"{cell['continuation_positions'] / n:.1f}",
+                    hours,
+                )

@@ -1,0 +1,142 @@
+"""What a plan prices with: the model's shape from `config.json`, its FLOPs, the GPUs and their peaks.
+
+- **FLOPs** = 2 x parameters x computed tokens (the convention of DESIGN section 8b and
+  `benchmarks/gpu_scoring.py`: every parameter, embeddings included) + attention, 4 x layers x
+  (heads x head size) x keys per computed position (QK^T and AV), with keys taken as the mean
+  context length + 1 (an upper bound for context positions; the probes' prompts are short, so
+  the term is below 1% of the total for an 8B model). Parameters are counted from the
+  `config.json` shape (`count_params`).
+- **hours** = FLOPs / (the GPU's dense bf16 peak x MFU), or computed tokens / a measured
+  tokens/s (`tokens_per_s`, e.g. the CPU's, to check a prediction against a run).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from promptgen.core.errors import ProbeError
+
+#: the share of the GPU's peak a plan assumes unless `--mfu` says otherwise
+DEFAULT_MFU = 0.5
+
+
+@dataclass(frozen=True)
+class GPU:
+    """A GPU a plan can price: its dense bf16 tensor peak and its memory."""
+
+    name: str
+    #: dense (no structured sparsity) bf16 tensor-core peak, TFLOP/s, from NVIDIA's datasheets
+    bf16_tflops: float
+    memory_gib: float
+
+
+#: the GPUs `--gpu` names. Peaks are NVIDIA's published dense bf16 figures (the datasheets
+#: print twice these "with sparsity"): H100 SXM5 989.4 (1,979 sparse); H200 SXM the same
+#: compute as H100 SXM (989.4); A100 SXM4 80GB 312; RTX A6000 154.8 (309.7 sparse);
+#: L40S 362.05 (733 sparse).
+GPUS: dict[str, GPU] = {
+    "h100": GPU("NVIDIA H100 SXM5 80GB", 989.4, 80),
+    "h200": GPU("NVIDIA H200 SXM 141GB", 989.4, 141),
+    "a100": GPU("NVIDIA A100 SXM4 80GB", 312.0, 80),
+    "a6000": GPU("NVIDIA RTX A6000 48GB", 154.8, 48),
+    "l40s": GPU("NVIDIA L40S 48GB", 362.05, 48),
+}
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What the FLOPs need from `config.json`."""
+
+    params: int
+    embedding_params: int
+    layers: int
+    #: heads x head size: the width of the attention products
+    attention_width: int
+    vocab_size: int
+    model_type: str
+
+
+def _get(config: Mapping[str, Any], *keys: str, default: Any = None) -> Any:
+    for key in keys:
+        if config.get(key) is not None:
+            return config[key]
+    if default is not None:
+        return default
+    raise ProbeError(f"config.json has none of {', '.join(keys)}: cannot count the model's parameters")
+
+
+def count_params(config: Mapping[str, Any]) -> ModelShape:
+    """The parameter count of a decoder from its `config.json` (a nested `text_config` counts too).
+
+    Two shapes are known. GPT-2 (`model_type` gpt2): learned positions, biased projections,
+    LayerNorm with bias, a 4x MLP, tied head. Every other decoder is read as Llama-shaped
+    (Llama, Mistral, Qwen2/3 and their kin): RMSNorm, a gated MLP (gate, up, down), grouped
+    key/value heads, rotary positions, an untied head unless `tie_word_embeddings`; Qwen2 adds
+    q/k/v biases (as `attention_bias` says for the others), Qwen3 per-head q/k norms. The
+    counts equal `sum(p.numel() for p in model.parameters())` of transformers' classes (tests).
+    """
+    text = config.get("text_config") or config
+    kind = str(text.get("model_type") or config.get("model_type") or "llama")
+    if kind == "gpt2":
+        h, layers, vocab = text["n_embd"], text["n_layer"], text["vocab_size"]
+        inner = text.get("n_inner") or 4 * h
+        per_layer = 2 * 2 * h + (h * 3 * h + 3 * h) + (h * h + h) + (h * inner + inner) + (inner * h + h)
+        embedding = vocab * h + text["n_positions"] * h
+        total = embedding + layers * per_layer + 2 * h
+        return ModelShape(total, embedding, layers, h, vocab, kind)
+    h = _get(text, "hidden_size", "d_model", "n_embd")
+    layers = _get(text, "num_hidden_layers", "n_layer", "num_layers")
+    heads = _get(text, "num_attention_heads", "n_head")
+    kv = _get(text, "num_key_value_heads", default=heads)
+    head_dim = text.get("head_dim") or h // heads
+    inner = _get(text, "intermediate_size", "ffn_dim", "n_inner")
+    vocab = _get(text, "vocab_size")
+    q, k = heads * head_dim, kv * head_dim
+    attention = h * q + 2 * h * k + q * h
+    if kind == "qwen2" or text.get("attention_bias"):
+        attention += q + 2 * k + (h if text.get("attention_bias") and kind != "qwen2" else 0)
+    mlp = 3 * h * inner + (2 * inner + h if text.get("mlp_bias") else 0)
+    norms = 2 * h + (2 * head_dim if kind == "qwen3" else 0)
+    embedding = vocab * h
+    tied = bool(config.get("tie_word_embeddings", text.get("tie_word_embeddings", False)))
+    total = embedding + layers * (attention + mlp + norms) + h + (0 if tied else vocab * h)
+    return ModelShape(total, embedding, layers, q, vocab, kind)
+
+
+def flops(shape: ModelShape, computed_tokens: float, mean_keys: float) -> float:
+    """2 x parameters x tokens + attention (4 x layers x attention width x keys per position)."""
+    return (
+        2.0 * shape.params * computed_tokens + 4.0 * shape.layers * shape.attention_width * mean_keys * computed_tokens
+    )
+
+
+def load_model_config(model: str) -> dict[str, Any]:
+    """`config.json` of a local folder (or, for a Hub id, transformers' download of it) as a dict."""
+    folder = Path(model).expanduser()
+    if folder.is_dir():
+        try:
+            return json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise ProbeError(f"{folder / 'config.json'} is not valid JSON: {exc}") from None
+    from transformers import AutoConfig
+
+    try:  # pragma: no cover - needs the network or a cached Hub id
+        return AutoConfig.from_pretrained(model).to_dict()
+    except (OSError, ValueError) as exc:
+        raise ProbeError(f"cannot read the config of {model!r}: {exc}") from None
+
+
+def hours(
+    shape: ModelShape, counts: Mapping[str, Any], gpu: str, mfu: float, tokens_per_s: float | None
+) -> dict[str, float]:
+    """FLOPs of a config's counts and the hours they take on `gpu` at `mfu` (and at `tokens_per_s`, when given)."""
+    mean_keys = counts["context_tokens_per_item"] + 1
+    total = flops(shape, counts["computed_tokens"], mean_keys)
+    out = {"flops": total, "gpu_hours": total / (GPUS[gpu].bf16_tflops * 1e12 * mfu) / 3600}
+    if tokens_per_s:
+        out["hours_at_tokens_per_s"] = counts["computed_tokens"] / tokens_per_s / 3600
+    return out
