@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .core.errors import RecipeError
-from .core.layout import BUILD_MANIFEST
 from .core.outputs import Reference, output_path
 from .core.version import __version__
 from .hub.cards import render_card
 from .hub.draft import DatasetDraft
 from .hub.folder import check_dataset_target, write_hub_folder
+from .hub.read import read_build_manifest
 from .recipe import Recipe, load_recipe
 from .sources import ResolvedSource, resolve_sources
 
@@ -190,7 +189,7 @@ def build(
         overwrite=overwrite,
         on_rows=on_rows,
     )
-    return BuildResult(path, json.loads((path / BUILD_MANIFEST).read_text(encoding="utf-8")))
+    return BuildResult(path, read_build_manifest(path))
 
 
 @dataclass(frozen=True)
