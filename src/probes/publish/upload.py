@@ -45,6 +45,7 @@ def publish(
     check_repo_id(repo_id)
     local = inspect_folder(local_dir)
     tag = resolve_tag(local, revision_tag)
+    # `hub_api.make_api`, looked up at call time: a test substitutes the client there
     hub = Hub(api if api is not None else hub_api.make_api(), repo_id)
     if not dry_run and not hub.tokens:
         raise ProbeError("no Hugging Face token: log in with `hf auth login` or set HF_TOKEN (never pass it as a flag)")
