@@ -2,8 +2,9 @@
 
 The full tables lead with the run's provenance (model path, revision, scoring JSON), which
 pushed δ, F, p and mean d off-screen to the right. Here each run is one short label
-(`run_label`: the model's folder or Hub name and the first 8 characters of its result key, as
-the key folder is named) and each probe keeps only its headline columns:
+(`run_label`, i.e. `runners.results.ResultKey.label`: the model's folder or Hub name and the
+first 8 characters of its result key, as the key folder is named) and each probe keeps only
+its headline columns:
 
 - Attribution: mean d per dimension and outcome over the single-actor items (Talent or Luck?);
 - Empathy: δ (in-group minus out-group mean of M), its permutation p-value and null interval;
@@ -29,10 +30,11 @@ Run = tuple[str, str, str]
 
 
 def run_label(model: str, model_revision: str, scoring: str) -> str:
-    """`<model folder or Hub name>·<first 8 of the key digest>`: short, and unique per key."""
-    key = ResultKey(str(model), str(model_revision), str(scoring))
-    name = str(model).rstrip("/").split("/")[-1] or "model"
-    return f"{name}·{key.digest[:8]}"
+    """The label of the run with these run columns: its key's `ResultKey.label`, the one definition.
+
+    `<model folder or Hub name>·<first 8 of the key digest>`: short, and unique per key.
+    """
+    return ResultKey(str(model), str(model_revision), str(scoring)).label
 
 
 def run_labels(tables: Mapping[str, pd.DataFrame]) -> dict[Run, str]:

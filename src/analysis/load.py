@@ -28,10 +28,12 @@ from promptgen.core.errors import ProbeError, dataset_load_errors
 from promptgen.hub.read import local_folder as _local_folder  # one rule for a local folder or a Hub repo id
 from promptgen.hub.read import read_build_manifest, read_config
 from runners.results import (
+    DATA_DIR,
     PROMPT_FIELDS,
     RESULT_SCHEMA,
     ResultKey,
     key_folders,
+    missing_columns,
     part_files,
     prompt_sha256,
     read_key_rows,
@@ -94,9 +96,9 @@ def load_results(results: str | Path, config: str, *, revision: str | None = Non
             raise ProbeError(f"results {results} is a local folder; --revision applies to Hub repos only")
         key_dirs = key_folders(folder, config)
         if not key_dirs:
-            raise ProbeError(f"{folder / 'data' / config}: no result parts (part-*.parquet) for config {config!r}")
+            raise ProbeError(f"{folder / DATA_DIR / config}: no result parts (part-*.parquet) for config {config!r}")
         for path in (p for d in key_dirs for p in part_files(d)):
-            missing = [c for c in CORE_RESULT_COLUMNS if c not in _part_columns(path)]
+            missing = missing_columns(path, CORE_RESULT_COLUMNS)
             if missing:
                 raise ProbeError(f"{path}: not a result part, missing column(s) {', '.join(missing)}")
         # one row per id and key: where a key's parts repeat an id, the newest part wins (runners.results)
@@ -115,13 +117,6 @@ def load_results(results: str | Path, config: str, *, revision: str | None = Non
     _check_unique_results(frame)
     check_probabilities(frame)
     return frame
-
-
-def _part_columns(path: Path) -> list[str]:
-    try:
-        return pq.read_schema(path).names
-    except (OSError, pa.ArrowException) as exc:
-        raise ProbeError(f"{path}: cannot read result part parquet ({exc})") from exc
 
 
 #: result columns that hold probabilities: each value in [0, 1], each distribution summing to 1

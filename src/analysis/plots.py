@@ -74,12 +74,13 @@ def _runs_named(frame: pd.DataFrame, name: str) -> int:
     return int(sum(model_name(m) == name for m in runs["model"]))
 
 
-def _run_label(key: dict[str, Any], frame: pd.DataFrame) -> tuple[str, str]:
+def _figure_label(key: dict[str, Any], frame: pd.DataFrame) -> tuple[str, str]:
     """(title fragment, file-name fragment) naming the run in `frame` that `key` selects.
 
     The model's short name, or, when several runs share it (one model at two scorings, dtypes or
     revisions; `org-a/m` and `org-b/m`), the tables' run label `<name>·<key digest>`
-    (`headlines.run_label`), so no two runs' figures share a title or a file name.
+    (`headlines.run_label`: `runners.results.ResultKey.label`), so no two runs' figures share a
+    title or a file name.
     """
     name = model_name(key.get("model", ""))
     if _runs_named(frame, name) <= 1:
@@ -165,7 +166,7 @@ def empathy_heatmaps(cells: pd.DataFrame, tests: pd.DataFrame | None, *, value: 
     """One heatmap of M (z-scored perceiver x experiencer intensity) per model, category and setting."""
     out = []
     for key, g in _runs(cells, group_keys(cells)):
-        label, file_label = _run_label(key, cells)
+        label, file_label = _figure_label(key, cells)
         matrix = to_matrix(g, value)
         matrix.index.name, matrix.columns.name = "perceiver", "experiencer"
         title = f"{label}: {key.get('category')} {key.get('setting')}\nM (z-scored intensity)"
@@ -193,7 +194,7 @@ def tsne_nationality(cells: pd.DataFrame, *, seed: int = 0) -> list[tuple[str, F
         points = TSNE(
             n_components=2, perplexity=min(5.0, len(rows) - 1.0), random_state=seed, init="pca", method="exact"
         ).fit_transform(rows.to_numpy(dtype=float))
-        label, file_label = _run_label(key, cells)
+        label, file_label = _figure_label(key, cells)
         fig = Figure(figsize=(7, 5.5), layout="constrained")
         ax = fig.add_subplot()
         for colour, (group, members) in enumerate(groups.loc[rows.index].groupby(groups.loc[rows.index])):
@@ -246,7 +247,7 @@ def attribution_heatmaps(single_table: pd.DataFrame) -> list[tuple[str, Figure]]
     out = []
     for key, g in _runs(table, [*RUN_COLUMNS, "dimension"]):
         g = g.assign(column=g["gender"].astype(str) + " / " + g["outcome"].astype(str))
-        label, file_label = _run_label(key, table)
+        label, file_label = _figure_label(key, table)
         title = f"{label}: {key.get('dimension')}, single actor\nmean d = (effort + ability) - (difficulty + luck)"
         out.append(
             (slug(key.get("dimension"), file_label), _d_heatmap(g, "identity", "column", "gender / outcome", title))
@@ -259,7 +260,7 @@ def attribution_domain_heatmap(domain_table: pd.DataFrame) -> list[tuple[str, Fi
     table = _included(domain_table)
     out = []
     for key, g in _runs(table, list(RUN_COLUMNS)):
-        label, file_label = _run_label(key, table)
+        label, file_label = _figure_label(key, table)
         title = f"{label}: single actor by domain\nmean d"
         out.append((slug(file_label), _d_heatmap(g, "domain", "outcome", "outcome", title, annotate=True)))
     return out
@@ -277,7 +278,7 @@ def attribution_shares_bar(shares: pd.DataFrame) -> Figure:
     for row, (key, g) in enumerate(bars):
         key = key if isinstance(key, tuple) else (key,)
         parts = dict(zip([*runs, *bars_by], key, strict=True))
-        shown = [_run_label(parts, table)[0], *(parts[k] for k in bars_by)]
+        shown = [_figure_label(parts, table)[0], *(parts[k] for k in bars_by)]
         labels.append(" / ".join(str(v) for v in shown if v == v and v not in (None, "")))
         left = 0.0
         shares_by_cause = g.set_index("cause")["share"]
@@ -320,7 +321,7 @@ def trust_interaction_plots(cell_means: pd.DataFrame) -> list[tuple[str, Figure]
         ax.set_xticks(range(len(races)), races)
         ax.set_xlabel("trustee race")
         ax.set_ylabel(r"expected investment (\$0-\$10)")  # escaped: `$...$` is mathtext
-        label, file_label = _run_label(key, table)
+        label, file_label = _figure_label(key, table)
         ax.set_title(
             f"{label}: investor {key.get('investor_group')} ({key.get('variant')}, {key.get('pair_source')})",
             fontsize=10,

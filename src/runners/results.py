@@ -23,6 +23,11 @@ the newest part wins, deterministically. At the end of a run the key folder is c
 under a lock (the merged rows rewritten as one part, the superseded parts removed), so a
 finished folder has one row per id, as `probes publish` requires. The manifest is updated
 under a lock too. Every part has the same explicit schema, so readers glob all parts.
+
+This module is the one home of the layout: the file names (`CARD_NAME`, `MANIFEST_NAME`,
+`DATA_DIR`, `KEY_FILE`), and the readers every stage uses (`read_manifest`, `read_key_file`,
+`part_columns`, `read_key_rows`): run, analyze and publish refuse the same fault with the same
+line. `runners.results_check` validates a whole folder before it is published.
 """
 
 from __future__ import annotations
@@ -47,7 +52,13 @@ from promptgen.core.files import atomic_write, atomic_write_text
 from promptgen.core.layout import RESULTS_MANIFEST
 from promptgen.hub.folder import check_path_segment
 
+#: the names of a results folder's files (module docstring), one home each for every writer and reader
+CARD_NAME = "README.md"
 MANIFEST_NAME = RESULTS_MANIFEST
+DATA_DIR = "data"
+KEY_FILE = "key.json"
+#: everything a results folder holds at its top; all else it holds is under DATA_DIR
+TOP_ENTRIES = (CARD_NAME, MANIFEST_NAME, DATA_DIR)
 CARD_TEMPLATE = "results.md.j2"
 
 RESULT_SCHEMA = pa.schema(
@@ -108,10 +119,24 @@ class ResultKey:
         return hashlib.sha256(payload.encode()).hexdigest()
 
     @property
+    def name(self) -> str:
+        """The model's folder or Hub name: the last component of its path or repo id (may be empty)."""
+        return self.model.rstrip("/").split("/")[-1]
+
+    @property
     def slug(self) -> str:
         """Folder name: a readable model name and a hash of the identity."""
-        name = re.sub(r"[^A-Za-z0-9._-]+", "_", self.model.rstrip("/").split("/")[-1]).strip("._") or "model"
+        name = re.sub(r"[^A-Za-z0-9._-]+", "_", self.name).strip("._") or "model"
         return f"{name[:48]}-{self.digest[:16]}"
+
+    @property
+    def label(self) -> str:
+        """How reports and figures name a run: `<model folder or Hub name>·<first 8 of the digest>`.
+
+        Short, and unique per key: the digest prefix tells apart one model at two settings, and
+        two models of one name (`org-a/m`, `org-b/m`) at different revisions.
+        """
+        return f"{self.name or 'model'}·{self.digest[:8]}"
 
 
 #: the item fields `prompt_sha256` covers: what the runners read to score an item
@@ -153,12 +178,53 @@ def key_dir(results: Path, config: str, key: ResultKey) -> Path:
     folder: `""` would put rows in `data/<key>/`, `..` outside `data/`.
     """
     check_path_segment(config, "config name")
-    config_dir = Path(results) / "data" / config
+    config_dir = Path(results) / DATA_DIR / config
     if config_dir.is_dir():
         same = sorted(p for p in config_dir.glob(f"*-{key.digest[:16]}") if p.is_dir())
         if same:
             return same[0]
     return config_dir / key.slug
+
+
+class KeyFileError(ProbeError):
+    """A key folder's key.json is missing, unreadable or not a JSON object; `problem` says which."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        super().__init__(f"{path} {problem}")
+        self.path = path
+        self.problem = problem
+
+
+def read_key_file(folder: Path) -> dict[str, Any]:
+    """The key a key folder holds (its key.json), the one reader of it: a `KeyFileError` when it cannot be.
+
+    Every reader (resume, the manifest summary, derived datasets, publishing) gets the same
+    refusal for the same fault, and `problem` lets a checker that collects problems name the file its own way.
+    """
+    path = Path(folder) / KEY_FILE
+    if not path.is_file():
+        raise KeyFileError(path, "is missing")
+    try:
+        key = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise KeyFileError(path, f"is not readable JSON ({exc})") from exc
+    if not isinstance(key, dict):
+        raise KeyFileError(path, "is not a JSON object")
+    return key
+
+
+def part_columns(path: Path) -> list[str]:
+    """The column names of a result part (its schema only), or one line naming the file when it cannot be read."""
+    try:
+        return pq.read_schema(path).names
+    except (OSError, pa.ArrowException) as exc:
+        raise ProbeError(f"{path}: cannot read result part parquet ({exc})") from exc
+
+
+def missing_columns(path: Path, columns: Sequence[str]) -> list[str]:
+    """Which of `columns` the result part `path` lacks, in the order asked."""
+    names = part_columns(path)
+    return [c for c in columns if c not in names]
 
 
 def named_elsewhere(results: Path, key: ResultKey) -> tuple[Path, str] | None:
@@ -168,13 +234,13 @@ def named_elsewhere(results: Path, key: ResultKey) -> tuple[Path, str] | None:
     second name to the folder (and another config's folder) of the same model: one model
     would appear as two, and publishing refuses such a folder.
     """
-    data = Path(results) / "data"
+    data = Path(results) / DATA_DIR
     if not data.is_dir():
         return None
     for folder in sorted(p for p in data.glob(f"*/*-{key.digest[:16]}") if p.is_dir()):
         try:
-            name = json.loads((folder / "key.json").read_text(encoding="utf-8")).get("model")
-        except (OSError, ValueError, AttributeError):
+            name = read_key_file(folder).get("model")
+        except KeyFileError:
             continue
         if isinstance(name, str) and name != key.model:
             return folder, name
@@ -253,7 +319,7 @@ def read_done(folder: Path) -> dict[str, tuple[bool, str | None]]:
 
 def write_key_file(folder: Path, key: ResultKey) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    target = folder / "key.json"
+    target = folder / KEY_FILE
     if not target.exists():
         atomic_write_text(target, json.dumps(key.as_dict(), indent=2, sort_keys=True) + "\n")
 
@@ -309,7 +375,7 @@ def compact_key(folder: Path) -> bool:
 
 def key_folders(results: Path, config: str) -> list[Path]:
     """The key folders of one config that hold result parts (`data/<config>/<key>/part-*.parquet`), sorted."""
-    config_dir = Path(results) / "data" / config
+    config_dir = Path(results) / DATA_DIR / config
     if not config_dir.is_dir():
         return []
     return [p for p in sorted(config_dir.iterdir()) if p.is_dir() and part_files(p)]
@@ -317,7 +383,7 @@ def key_folders(results: Path, config: str) -> list[Path]:
 
 def result_configs(results: Path) -> list[str]:
     """The configs a local results folder holds (those with at least one key folder of parts)."""
-    data = Path(results) / "data"
+    data = Path(results) / DATA_DIR
     if not data.is_dir():
         return []
     return [p.name for p in sorted(data.iterdir()) if p.is_dir() and key_folders(results, p.name)]
@@ -326,14 +392,13 @@ def result_configs(results: Path) -> list[str]:
 def summarize(results: Path) -> dict[str, dict[str, dict[str, Any]]]:
     """{config: {key slug: {key..., rows, refusals}}} for every key folder that has parts."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
-    data = Path(results) / "data"
+    data = Path(results) / DATA_DIR
     if not data.is_dir():
         return out
     for config_dir in sorted(p for p in data.iterdir() if p.is_dir()):
         for folder in key_folders(results, config_dir.name):
             done = {i: refused for i, (refused, _) in read_done(folder).items()}
-            key_file = folder / "key.json"
-            key = json.loads(key_file.read_text()) if key_file.is_file() else {}
+            key = read_key_file(folder) if (folder / KEY_FILE).is_file() else {}
             out.setdefault(config_dir.name, {})[folder.name] = {
                 **key,
                 "rows": len(done),
@@ -343,12 +408,14 @@ def summarize(results: Path) -> dict[str, dict[str, dict[str, Any]]]:
 
 
 def read_manifest(results: Path) -> dict[str, Any]:
-    """results_manifest.json ({} when absent), its shape checked: every reader (run, analyze) indexes it."""
+    """results_manifest.json ({} when absent), its shape checked: every reader (run, analyze, publish) indexes it."""
     path = Path(results) / MANIFEST_NAME
     if not path.is_file():
         return {}
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ProbeError(f"{path}: cannot be read as JSON ({exc})") from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ProbeError(f"{path}: not valid JSON ({exc}); move it away to start a new manifest") from exc
     check_manifest_shape(path, manifest)
@@ -431,7 +498,7 @@ def render_results_card(manifest: Mapping[str, Any], *, pretty_name: str, licens
 
 
 def write_card(results: Path, manifest: Mapping[str, Any], *, pretty_name: str, license: str) -> Path:
-    path = Path(results) / "README.md"
+    path = Path(results) / CARD_NAME
     atomic_write_text(path, render_results_card(manifest, pretty_name=pretty_name, license=license))
     return path
 
@@ -461,7 +528,7 @@ def load_key_rows(results: Path, config: str, columns: Sequence[str], *, key: st
     `hint` is the command that makes such results, shown when there are none.
     """
     results = Path(results)
-    config_dir = results / "data" / config
+    config_dir = results / DATA_DIR / config
     if not config_dir.is_dir():
         raise ProbeError(
             f"results folder {results} has no {config} results (expected {config_dir}/<key>/part-*.parquet); "
@@ -477,16 +544,11 @@ def load_key_rows(results: Path, config: str, columns: Sequence[str], *, key: st
     if key not in keys:
         raise ProbeError(f"--key {key!r}: no such result key under {config_dir}; found {keys}")
     folder = config_dir / key
-    key_file = folder / "key.json"
-    if not key_file.is_file():
-        raise ProbeError(f"{folder}: no key.json; not a result folder written by probes run")
-    info = json.loads(key_file.read_text(encoding="utf-8"))
+    if not (folder / KEY_FILE).is_file():
+        raise ProbeError(f"{folder}: no {KEY_FILE}; not a result folder written by probes run")
+    info = read_key_file(folder)
     for path in part_files(folder):
-        try:
-            names = pq.read_schema(path).names
-        except (OSError, pa.ArrowException) as exc:
-            raise ProbeError(f"{path}: cannot read result part parquet ({exc})") from exc
-        missing = [c for c in columns if c not in names]
+        missing = missing_columns(path, columns)
         if missing:
             raise ProbeError(f"{path}: missing column(s) {missing}")
     # one row per id: where parts repeat an id (a rescored item), the newest part's row wins

@@ -316,13 +316,12 @@ def select_rows(ids: list[str], shard: tuple[int, int], limit: int | None) -> li
 
 
 #: a results folder: `probes run` writes into it only when it holds nothing but what runs write
-#: (README.md, results_manifest.json, data/), so a prompt dataset, a report or any other folder is refused
+#: (`results.TOP_ENTRIES`: README.md, results_manifest.json, data/), so a prompt dataset, a report or any
+#: other folder is refused
 def is_results_folder(folder: Path) -> bool:
     """Whether `folder` holds only what runs write, and a card only beside its manifest (never a project's README)."""
     entries = visible_entries(folder)
-    return entries <= {"README.md", res.MANIFEST_NAME, "data"} and (
-        "README.md" not in entries or res.MANIFEST_NAME in entries
-    )
+    return entries <= set(res.TOP_ENTRIES) and (res.CARD_NAME not in entries or res.MANIFEST_NAME in entries)
 
 
 RESULTS_OUTPUT = Output("results folder", owns=is_results_folder, replaces=False)

@@ -36,7 +36,7 @@ def _run(run):
 def test_run_label_is_the_model_name_and_the_key_folder_hash():
     label = run_label(*RUN_A)
     slug = ResultKey(*RUN_A).slug  # the key folder's name: <name>-<digest[:16]>
-    assert label == f"model-a·{slug.rsplit('-', 1)[1][:8]}"
+    assert label == f"model-a·{slug.rsplit('-', 1)[1][:8]}" == ResultKey(*RUN_A).label
     assert run_label(*RUN_B).startswith("model-b·") and run_label(*RUN_B) != run_label("org/model-b", "v2", RUN_B[2])
 
 

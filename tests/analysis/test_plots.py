@@ -170,7 +170,7 @@ def test_names_are_stable_across_processes_and_attribution_uses_one_scale() -> N
     code = (
         "import pandas as pd; from analysis import plots; "
         "t = pd.DataFrame({'model': ['m', 'm'], 'scoring': ['a', 'b'], 'x': [1, 2]}); "
-        "print(plots._run_label({'model': 'm', 'scoring': 'a'}, t)[1])"
+        "print(plots._figure_label({'model': 'm', 'scoring': 'a'}, t)[1])"
     )
     names = {
         subprocess.run(

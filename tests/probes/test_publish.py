@@ -26,9 +26,9 @@ from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 from huggingface_hub.hf_api import CommitInfo, GitCommitInfo, GitRefInfo, GitRefs, RepoFile, RepoFolder
 from typer.testing import CliRunner
 
-from probes import publish as pub
 from probes.cli import app
 from probes.publish import RemoteFile, plan_publish, publish
+from probes.publish import hub as pub_hub
 from promptgen.core.errors import ProbeError
 from promptgen.core.secrets import scrub
 from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
@@ -494,7 +494,7 @@ def test_cli_dry_run_with_the_real_client_in_offline_mode(tmp_path):
 
 def test_cli_publish_with_a_fake_hub(tmp_path, monkeypatch):
     hub = FakeHub()
-    monkeypatch.setattr(pub, "make_api", lambda: hub)
+    monkeypatch.setattr(pub_hub, "make_api", lambda: hub)
     folder = prompt_folder(tmp_path)
     first = runner.invoke(app, ["publish", str(folder), "--repo-id", "org/t", "--private"], terminal_width=200)
     assert first.exit_code == 0, first.output
@@ -527,7 +527,7 @@ def test_token_never_appears_in_errors(tmp_path, monkeypatch):
     assert "401" in message and "hf auth login" in message
     assert info.value.__cause__ is None and info.value.__suppress_context__
 
-    monkeypatch.setattr(pub, "make_api", lambda: hub)
+    monkeypatch.setattr(pub_hub, "make_api", lambda: hub)
     result = runner.invoke(app, ["publish", str(folder), "--repo-id", "org/toy-probes"], terminal_width=200)
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert secret not in result.output and TOKEN not in result.output and "401" in result.output
@@ -709,6 +709,29 @@ def test_results_are_validated_naming_every_problem(tmp_path):
         ProbeError, match=r"results_manifest.json says 12 rows for data/single_actor/\S+, its parts hold 10"
     ):
         publish(ok, "org/x", api=hub, dry_run=True)
+
+
+def test_results_manifest_and_key_files_are_read_as_run_and_analyze_read_them(tmp_path):
+    """Publish reads a result folder with the runners' readers: one fault, one line, in every command."""
+    from runners import results as res
+
+    folder = results_folder(tmp_path / "r", parts=1)
+    manifest = folder / res.MANIFEST_NAME
+    manifest.write_text("[]")
+    with pytest.raises(ProbeError) as info:
+        publish(folder, "org/x", api=FakeHub(), dry_run=True)
+    with pytest.raises(ProbeError) as read:
+        res.read_manifest(folder)
+    assert str(info.value) == str(read.value) and "expected a JSON object, got list" in str(info.value)
+
+    folder = results_folder(tmp_path / "k", parts=1)
+    key_dir = next(folder.rglob(res.KEY_FILE)).parent
+    (key_dir / res.KEY_FILE).write_text("[1]")
+    with pytest.raises(res.KeyFileError, match="is not a JSON object"):
+        res.read_key_file(key_dir)
+    rel = key_dir.relative_to(folder).as_posix()
+    with pytest.raises(ProbeError, match=f"{rel}/key.json is not a JSON object"):
+        publish(folder, "org/x", api=FakeHub(), dry_run=True)
 
 
 def test_dry_run_shows_the_validation(tmp_path):

@@ -1,16 +1,21 @@
-"""Validate a result folder before it is published (`probes publish`, `--dry-run` shows the outcome).
+"""Validate a whole results folder (`runners.results` layout): what `probes publish` requires of it.
 
 A published result folder is cited and re-analysed by others, who cannot see how it was
-made; what they load must be what its manifest and card describe. Checked, per key folder
-`data/<config>/<key>/`:
+made; what they load must be what its manifest and card describe. Checked:
+
+- the folder holds only what its layout defines (`foreign_files`): the card, the manifest,
+  and per key folder `data/<config>/<key>/` its key.json and the runner's part files;
+
+and, per key folder (`validate_results`):
 
 - every part is a readable parquet file (a truncated part from a full disk or a copy cut
   short raises only when someone loads the dataset);
 - every part has exactly the columns and types of `runners.results.RESULT_SCHEMA`;
 - one row per (key, id): two rows for one item would count it twice in every mean, and which
   one a reader keeps would depend on file order;
-- `key.json` is a JSON object, and the rows' key columns (model, revision, scoring, ...) hold
-  exactly its values, so no row of another model or setting hides under this key;
+- key.json is a JSON object (`runners.results.read_key_file`, the one reader of it), and the
+  rows' key columns (model, revision, scoring, ...) hold exactly its values, so no row of
+  another model or setting hides under this key;
 - `results_manifest.json` lists exactly the key folders that hold parts, with their row counts.
 
 Every problem is collected (not just the first) so one dry run names all of them.
@@ -18,15 +23,46 @@ Every problem is collected (not just the first) so one dry run names all of them
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from .results import (
+    CARD_NAME,
+    DATA_DIR,
+    KEY_FILE,
+    MANIFEST_NAME,
+    RESULT_SCHEMA,
+    KeyFileError,
+    part_files,
+    read_key_file,
+)
+
+#: the only files of a result folder outside its key folders
+TOP_FILES = (CARD_NAME, MANIFEST_NAME)
+
+
+def foreign_files(root: Path, paths: Iterable[str]) -> list[str]:
+    """The posix paths among `paths` (relative to the result folder `root`) that its layout does not define."""
+    foreign = []
+    part_names: dict[str, set[str]] = {}
+    for rel in paths:
+        parts = rel.split("/")
+        if len(parts) == 1 and rel in TOP_FILES:
+            continue
+        if len(parts) == 4 and parts[0] == DATA_DIR:
+            key_dir = "/".join(parts[:3])
+            if key_dir not in part_names:
+                part_names[key_dir] = {p.name for p in part_files(root / key_dir)}
+            if parts[3] == KEY_FILE or parts[3] in part_names[key_dir]:
+                continue
+        foreign.append(rel)
+    return foreign
 
 
 @dataclass
@@ -43,25 +79,18 @@ class ResultsReport:
         """The validation as the dry run shows it."""
         return [
             f"checked: {self.parts} parts of {self.keys} keys in {self.configs} configs are readable parquet "
-            f"with the result schema; {self.rows:,} rows, one per (key, id); rows match their key.json",
-            "checked: results_manifest.json lists exactly these keys with these row counts",
+            f"with the result schema; {self.rows:,} rows, one per (key, id); rows match their {KEY_FILE}",
+            f"checked: {MANIFEST_NAME} lists exactly these keys with these row counts",
         ]
 
 
 def _read_key(folder: Path, rel: str, problems: list[str]) -> dict[str, Any]:
-    path = folder / "key.json"
-    if not path.is_file():
-        problems.append(f"{rel}/key.json is missing")
-        return {}
+    """The key folder's key, or {} with its problem named by the folder's path inside the result folder."""
     try:
-        key = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        problems.append(f"{rel}/key.json is not readable JSON ({exc})")
+        return read_key_file(folder)
+    except KeyFileError as exc:
+        problems.append(f"{rel}/{KEY_FILE} {exc.problem}")
         return {}
-    if not isinstance(key, dict):
-        problems.append(f"{rel}/key.json is not a JSON object")
-        return {}
-    return key
 
 
 def schema_problems(part: str, schema: pa.Schema) -> list[str]:
@@ -70,8 +99,6 @@ def schema_problems(part: str, schema: pa.Schema) -> list[str]:
     Readers load the parts with the card's features, and an extra column publishes whatever was
     put there (a path, a prompt, a note): a part holds the runner's columns, nothing else.
     """
-    from runners.results import RESULT_SCHEMA
-
     problems = [
         f"part {part}: column {name!r} is not in the result schema"
         for name in schema.names
@@ -91,8 +118,6 @@ def schema_problems(part: str, schema: pa.Schema) -> list[str]:
 
 def _check_key_folder(root: Path, folder: Path, report: ResultsReport) -> int | None:
     """Check one key folder's parts; return its number of distinct ids (None when unreadable)."""
-    from runners.results import part_files
-
     rel = folder.relative_to(root).as_posix()
     key = _read_key(folder, rel, report.problems)
     seen: dict[str, list[str]] = defaultdict(list)
@@ -120,7 +145,7 @@ def _check_key_folder(root: Path, folder: Path, report: ResultsReport) -> int | 
                 if values != {expected}:
                     other = sorted(map(str, values - {expected}))[:2]
                     report.problems.append(
-                        f"part {part}: column {name!r} holds {other}, its key.json says {expected!r}"
+                        f"part {part}: column {name!r} holds {other}, its {KEY_FILE} says {expected!r}"
                     )
         report.rows += len(ids)
         for i in ids:
@@ -137,10 +162,8 @@ def _check_key_folder(root: Path, folder: Path, report: ResultsReport) -> int | 
 
 def validate_results(root: Path, manifest: Mapping[str, Any]) -> ResultsReport:
     """Read every part of the result folder `root` and compare with its manifest; never raises for content."""
-    from runners.results import MANIFEST_NAME, part_files
-
     report = ResultsReport()
-    data = Path(root) / "data"
+    data = Path(root) / DATA_DIR
     counted: dict[tuple[str, str], int | None] = {}
     for config_dir in sorted(p for p in data.iterdir() if p.is_dir() and not p.name.startswith(".")):
         report.configs += 1
@@ -156,13 +179,13 @@ def validate_results(root: Path, manifest: Mapping[str, Any]) -> ResultsReport:
     for (config, key), rows in sorted(counted.items()):
         entry = listed.get(config, {}).get(key) if isinstance(listed.get(config), dict) else None
         if not isinstance(entry, dict):
-            report.problems.append(f"{MANIFEST_NAME} does not list data/{config}/{key}")
+            report.problems.append(f"{MANIFEST_NAME} does not list {DATA_DIR}/{config}/{key}")
         elif rows is not None and entry.get("rows") != rows:
             report.problems.append(
-                f"{MANIFEST_NAME} says {entry.get('rows')} rows for data/{config}/{key}, its parts hold {rows}"
+                f"{MANIFEST_NAME} says {entry.get('rows')} rows for {DATA_DIR}/{config}/{key}, its parts hold {rows}"
             )
     for config, keys in sorted(listed.items()):
         for key in sorted(keys if isinstance(keys, dict) else {}):
             if (config, key) not in counted:
-                report.problems.append(f"{MANIFEST_NAME} lists data/{config}/{key}, which has no parts")
+                report.problems.append(f"{MANIFEST_NAME} lists {DATA_DIR}/{config}/{key}, which has no parts")
     return report
