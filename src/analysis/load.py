@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from promptgen.core.contract import TASK_COLUMNS
 from promptgen.core.errors import ProbeError, dataset_load_errors

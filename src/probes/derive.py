@@ -87,7 +87,7 @@ from promptgen.trust_game.curation import (
 from promptgen.trust_game.race_probe import RACE_PROBE_VARIANTS
 from runners.extras import require_for_scoring
 from runners.prompts import load_prompt_config
-from runners.results import KeyRows, load_key_rows
+from runners.results import DATA_DIR, KEY_FILE, KeyRows, load_key_rows
 from runners.score import LoadOptions, run_loaded
 from runners.scoring_settings import ScoringSettings
 from runners.session import RunSummary
@@ -144,7 +144,7 @@ def load_race_probe_results(results: Path, *, key: str | None = None) -> RacePro
     )
     if found.scoring.get("choice_mode") != "sentence":
         raise ProbeError(
-            f"{Path(results) / 'data' / RACE_PROBE / found.key / 'key.json'}: choice_mode "
+            f"{Path(results) / DATA_DIR / RACE_PROBE / found.key / KEY_FILE}: choice_mode "
             f"{found.scoring.get('choice_mode')!r}; curation needs sentence scoring "
             "(log-probabilities of the answer strings True / False): rerun with --scoring sentence"
         )

@@ -96,6 +96,11 @@ _PART = re.compile(r"^part-(?P<shard>[0-9]+of[0-9]+)-(?P<seq>[0-9]+)(?:-(?P<writ
 _WRITER = f"{os.getpid():x}{uuid.uuid4().hex[:6]}"
 
 
+def short_model_name(model: str) -> str:
+    """The last component of a model's path or repo id (may be empty): how cards and labels name it."""
+    return model.rstrip("/").split("/")[-1]
+
+
 @dataclass(frozen=True)
 class ResultKey:
     """What a result depends on besides the item id."""
@@ -121,7 +126,7 @@ class ResultKey:
     @property
     def name(self) -> str:
         """The model's folder or Hub name: the last component of its path or repo id (may be empty)."""
-        return self.model.rstrip("/").split("/")[-1]
+        return short_model_name(self.model)
 
     @property
     def slug(self) -> str:

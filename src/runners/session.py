@@ -300,7 +300,7 @@ class Session:
         return summary
 
     def _card(self, manifest: Mapping[str, Any]) -> None:
-        models = sorted({str(r.get("model", "")).rstrip("/").split("/")[-1] for r in manifest["runs"].values()})
+        models = sorted({res.short_model_name(str(r.get("model", ""))) for r in manifest["runs"].values()})
         res.write_card(
             self.results,
             manifest,

@@ -8,7 +8,6 @@ made are kept as lines for `--dry-run` (package docstring).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 from promptgen.core.errors import ProbeError
 from promptgen.core.layout import BUILD_MANIFEST
 from promptgen.hub.folder import check_data_files
+from promptgen.hub.read import read_build_manifest
 from runners.results import CARD_NAME, MANIFEST_NAME, read_manifest
 from runners.results_check import foreign_files, validate_results
 
@@ -75,7 +75,7 @@ def _unknown_files(kind: Kind, root: Path, paths: Iterable[str]) -> list[str]:
 def _prompt_folder(root: Path, files: tuple[LocalFile, ...]) -> LocalFolder:
     """A prompt dataset folder: its build manifest complete, its data files the manifest's, no leaks."""
     path = root / BUILD_MANIFEST
-    manifest = _read_json(path)
+    manifest = read_build_manifest(root)
     for key in ("name", "version", "fingerprint"):
         if not isinstance(manifest.get(key), str) or not manifest[key]:
             raise ProbeError(f"{path}: missing or empty `{key}`; rebuild the folder with `probes build`")
@@ -102,16 +102,6 @@ def _results_folder(root: Path, files: tuple[LocalFile, ...]) -> LocalFolder:
         LEAK_CHECK_LINE,
     )
     return LocalFolder(root, "results", root.resolve().name, None, None, files, checks)
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ProbeError(f"{path}: cannot be read as JSON ({exc})") from exc
-    if not isinstance(data, dict):
-        raise ProbeError(f"{path}: expected a JSON object, got {type(data).__name__}")
-    return data
 
 
 def _check_prompt_files(manifest_path: Path, manifest: Mapping[str, Any], files: Iterable[LocalFile]) -> None:

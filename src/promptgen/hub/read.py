@@ -85,6 +85,8 @@ def read_build_manifest(folder: Path, *, flag: str | None = None, expected: str 
         raise ProbeError(f"{flag} {folder}: no build_manifest.json; expected {expected} from probes build")
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ProbeError(f"{path}: cannot be read ({exc})") from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ProbeError(f"{path}: not valid JSON ({exc})") from exc
     if not isinstance(manifest, dict):
