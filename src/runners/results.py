@@ -48,7 +48,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from promptgen.core.errors import ProbeError
-from promptgen.core.files import atomic_write, atomic_write_text
+from promptgen.core.files import atomic_write, atomic_write_text, read_json
 from promptgen.core.layout import RESULTS_MANIFEST
 from promptgen.hub.folder import check_path_segment
 
@@ -417,12 +417,7 @@ def read_manifest(results: Path) -> dict[str, Any]:
     path = Path(results) / MANIFEST_NAME
     if not path.is_file():
         return {}
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ProbeError(f"{path}: cannot be read as JSON ({exc})") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ProbeError(f"{path}: not valid JSON ({exc}); move it away to start a new manifest") from exc
+    manifest = read_json(path, hint="move it away to start a new manifest")
     check_manifest_shape(path, manifest)
     return manifest
 

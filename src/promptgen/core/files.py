@@ -12,6 +12,7 @@ written (`writing`); what the target may be is checked before any work (`promptg
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import re
@@ -22,8 +23,9 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from .errors import OutputError
+from .errors import OutputError, ProbeError
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +39,24 @@ def sha256_file(path: Path) -> str:
         for chunk in iter(lambda: fh.read(_CHUNK), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def read_json(path: Path, *, hint: str = "") -> Any:
+    """A JSON file's value, or one `ProbeError` line naming the file (unreadable, not UTF-8, not JSON).
+
+    `hint` says what to do about invalid JSON (e.g. "rebuild with `probes build`"); the shape of
+    the value is the caller's to check.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ProbeError(f"{path}: cannot be read ({exc})") from exc
+    except UnicodeDecodeError as exc:
+        raise ProbeError(f"{path}: not valid JSON ({exc}){'; ' + hint if hint else ''}") from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ProbeError(f"{path}: not valid JSON ({exc}){'; ' + hint if hint else ''}") from exc
 
 
 def _umask() -> int:

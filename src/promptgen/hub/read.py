@@ -18,7 +18,6 @@ only be a path.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -29,6 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..core.errors import ProbeError
+from ..core.files import read_json
 from ..core.layout import BUILD_MANIFEST
 
 # ----------------------------------------------------------------------------- local folder or Hub id
@@ -83,12 +83,7 @@ def read_build_manifest(folder: Path, *, flag: str | None = None, expected: str 
         if flag is None:
             return {}
         raise ProbeError(f"{flag} {folder}: no build_manifest.json; expected {expected} from probes build")
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ProbeError(f"{path}: cannot be read ({exc})") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ProbeError(f"{path}: not valid JSON ({exc})") from exc
+    manifest = read_json(path)
     if not isinstance(manifest, dict):
         raise ProbeError(f"{path}: expected a JSON object, got {type(manifest).__name__}; rebuild with `probes build`")
     return manifest
