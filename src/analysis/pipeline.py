@@ -70,6 +70,31 @@ class Options:
             raise ProbeError(f"--score must be one of {', '.join((AUTO_SCORE, *emp.SCORES))}, got {self.score!r}")
 
 
+@dataclass(frozen=True)
+class AnalysisRequest:
+    """One `probes analyze`: prompts + result folders (+ where the report goes), built once and passed down.
+
+    `options` left as None are the defaults; `configs` None is every config the results hold.
+    `out` and `overwrite` are for the report writer (`analysis.report.analyze`); `analyze` here
+    computes without writing.
+    """
+
+    prompts: str | Path
+    results: Sequence[str | Path]
+    out: str | Path | None = None
+    options: Options = field(default_factory=Options)
+    configs: Sequence[str] | None = None
+    revision: str | None = None
+    results_revision: str | None = None
+    figures: bool = True
+    allow_fingerprint_mismatch: bool = False
+    overwrite: bool = False
+
+    def __post_init__(self) -> None:
+        if self.options is None:  # None is "the default", as the keyword arguments this request replaces took it
+            object.__setattr__(self, "options", Options())
+
+
 @dataclass
 class Collected:
     """The joined rows per probe (one frame per config), and where they came from."""
@@ -443,26 +468,24 @@ def _rows(tables: dict[str, pd.DataFrame], name: str) -> bool:
 
 
 def analyze(
-    prompts: str | Path,
-    results: Sequence[str | Path],
-    *,
-    options: Options | None = None,
-    configs: Sequence[str] | None = None,
-    revision: str | None = None,
-    results_revision: str | None = None,
-    figures: bool = True,
-    allow_fingerprint_mismatch: bool = False,
+    request: AnalysisRequest | str | Path, results: Sequence[str | Path] | None = None, **options: Any
 ) -> Analysis:
-    """collect -> compute -> draw."""
-    options = options or Options()
+    """collect -> compute -> draw, for an `AnalysisRequest` or its fields (`analyze(prompts, results, options=...)`).
+
+    The request's `out` and `overwrite` are the report's (`analysis.report.analyze`); nothing is written here.
+    """
+    if not isinstance(request, AnalysisRequest):
+        request = AnalysisRequest(request, results, **options)  # type: ignore[arg-type]
+    elif results is not None or options:
+        raise TypeError("analyze() takes an AnalysisRequest or its fields, not both")
     collected = collect(
-        prompts,
-        results,
-        configs=configs,
-        revision=revision,
-        results_revision=results_revision,
-        allow_fingerprint_mismatch=allow_fingerprint_mismatch,
+        request.prompts,
+        request.results,
+        configs=request.configs,
+        revision=request.revision,
+        results_revision=request.results_revision,
+        allow_fingerprint_mismatch=request.allow_fingerprint_mismatch,
     )
-    tables, problems = compute(collected, options)
-    drawn = draw(tables, options) if figures else []
-    return Analysis(tables, drawn, collected.provenance, options, problems, list(collected.warnings))
+    tables, problems = compute(collected, request.options)
+    drawn = draw(tables, request.options) if request.figures else []
+    return Analysis(tables, drawn, collected.provenance, request.options, problems, list(collected.warnings))

@@ -24,8 +24,9 @@ from promptgen.core.files import make_staging_dir, removed_on_error, swap_into_p
 from promptgen.core.outputs import Input, Output, check_output, holds_only
 from promptgen.core.version import __version__
 
+from . import pipeline
 from .headlines import RUN_LABEL, run_labels, section_headlines, with_run_label
-from .pipeline import Analysis, Options, analyze
+from .pipeline import Analysis, AnalysisRequest
 
 TEMPLATES = Path(__file__).parent / "templates"
 #: rows of a table shown in the HTML; the CSV next to it has them all
@@ -180,34 +181,25 @@ def write_report(analysis: Analysis, out_dir: Path, *, overwrite: bool = False) 
     return out_dir
 
 
-def analyze_to(
-    prompts: str | Path,
-    results: Sequence[str | Path],
-    out_dir: Path,
-    *,
-    options: Options | None = None,
-    configs: Sequence[str] | None = None,
-    revision: str | None = None,
-    results_revision: str | None = None,
-    figures: bool = True,
-    allow_fingerprint_mismatch: bool = False,
-    overwrite: bool = False,
+def analyze(
+    request: AnalysisRequest | str | Path,
+    results: Sequence[str | Path] | None = None,
+    out_dir: str | Path | None = None,
+    **options: Any,
 ) -> tuple[Analysis, Path]:
-    """`probes analyze`: recompute every metric (`pipeline.analyze`) and write the report folder.
+    """`probes analyze`: recompute every metric (`pipeline.analyze`) and write the report folder `request.out`.
 
+    Takes an `AnalysisRequest`, or its fields: `analyze(prompts, results, out_dir, options=...)`.
     The output folder is checked before the analysis runs, so a folder that may not be
     replaced costs no computation.
     """
-    inputs = [("--prompts", prompts), *(("--results", r) for r in results)]
-    out_dir = check_report_target(out_dir, overwrite=overwrite, inputs=inputs)
-    analysis = analyze(
-        prompts,
-        results,
-        options=options,
-        configs=configs,
-        revision=revision,
-        results_revision=results_revision,
-        figures=figures,
-        allow_fingerprint_mismatch=allow_fingerprint_mismatch,
-    )
-    return analysis, write_report(analysis, out_dir, overwrite=overwrite)
+    if not isinstance(request, AnalysisRequest):
+        request = AnalysisRequest(request, results, out_dir, **options)  # type: ignore[arg-type]
+    elif results is not None or out_dir is not None or options:
+        raise TypeError("analyze() takes an AnalysisRequest or its fields, not both")
+    if request.out is None:
+        raise TypeError("analyze() writes a report: give its folder (AnalysisRequest.out)")
+    inputs = [("--prompts", request.prompts), *(("--results", r) for r in request.results)]
+    out = check_report_target(request.out, overwrite=request.overwrite, inputs=inputs)
+    analysis = pipeline.analyze(request)
+    return analysis, write_report(analysis, out, overwrite=request.overwrite)

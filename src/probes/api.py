@@ -13,13 +13,14 @@ For notebooks and scripts that want what the CLI does without a subprocess::
 |---|---|---|
 | `probes build` | `build` | `BuildResult` (folder, manifest) |
 | `probes lint` | `lint` | `LintResult` (recipe, report) |
-| `probes run` | `run` (`settings=scoring_settings(...)`, `load=LoadOptions(...)`) | `RunSummary` |
+| `probes run` | `run` (a `RunRequest`, or its fields: `settings=...`, `load=LoadOptions(...)`) | `RunSummary` |
 | `probes curate-pairs` | `curate_pairs` | `CurateResult` |
 | `probes rewrite` | `rewrite` | `RewriteRun` |
-| `probes analyze` | `analyze` | (`Analysis`, report folder) |
-| `probes plan` | `plan(PlanRequest(...))` | the plan (tokens, FLOPs, GPU hours per config) |
-| `probes publish` | `publish` | `PublishResult` |
+| `probes analyze` | `analyze` (`AnalysisRequest(...)`, or its fields) | (`Analysis`, report folder) |
+| `probes plan` | `plan(PlanRequest(...))` | the plan (tokens, FLOPs, GPU hours per config); `plan_rows` tabulates it |
+| `probes publish` | `publish` | `PublishResult`; `plan_table` shows its file plan |
 | `probes demo` | `demo` | `DemoResult` |
+| `probes recipes` | `recipes` | a `RecipeEntry` per recipe in builders/ |
 
 Errors in the input raise `ProbeError` (the CLI prints its message as one line); a missing
 optional dependency raises `MissingExtraError`, a `ProbeError` naming the extra to install.
@@ -28,24 +29,32 @@ Heavy libraries (torch, vLLM, Ray) are imported only by the calls that need them
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from analysis.pipeline import AnalysisRequest
 from analysis.pipeline import Options as AnalysisOptions
-from analysis.report import analyze_to as analyze
+from analysis.report import analyze
 from promptgen.build import BuildResult, LintResult, build, lint
 from promptgen.core.errors import ProbeError
+from promptgen.recipe import Recipe, list_recipes, load_recipe
 from runners.extras import MissingExtraError
-from runners.plan import PlanRequest
-from runners.plan import make_plan as plan
-from runners.score import LoadOptions
-from runners.score import score as run
+from runners.plan import PlanRequest, make_plan, write_json
+from runners.plan import summary_rows as plan_rows
+from runners.request import LoadOptions, RunRequest
+from runners.run import run
 from runners.scoring_settings import ScoringSettings, scoring_settings
 from runners.session import RunSummary
 
 from .demo import run_demo as demo
 from .derive import CurateResult, RewriteRun, curate_pairs, rewrite
-from .publish import publish
+from .publish import plan_table, publish
 
 __all__ = [
     "AnalysisOptions",
+    "AnalysisRequest",
     "BuildResult",
     "CurateResult",
     "LintResult",
@@ -53,7 +62,9 @@ __all__ = [
     "MissingExtraError",
     "PlanRequest",
     "ProbeError",
+    "RecipeEntry",
     "RewriteRun",
+    "RunRequest",
     "RunSummary",
     "ScoringSettings",
     "analyze",
@@ -62,8 +73,40 @@ __all__ = [
     "demo",
     "lint",
     "plan",
+    "plan_rows",
+    "plan_table",
     "publish",
+    "recipes",
     "rewrite",
     "run",
     "scoring_settings",
 ]
+
+
+def plan(request: PlanRequest, *, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """`probes plan`: price a sweep (`runners.plan.make_plan`), and write it to `request.json_out` when given."""
+    priced = make_plan(request, progress=progress)
+    if request.json_out is not None:
+        write_json(priced, request.json_out)
+    return priced
+
+
+@dataclass(frozen=True)
+class RecipeEntry:
+    """One recipe of builders/: its name and file, and the recipe, or why it does not load."""
+
+    name: str
+    path: Path
+    recipe: Recipe | None
+    error: ProbeError | None = None
+
+
+def recipes() -> list[RecipeEntry]:
+    """`probes recipes`: every recipe in builders/, loaded (an invalid one is listed with its error, not raised)."""
+    entries = []
+    for name, path in list_recipes().items():
+        try:
+            entries.append(RecipeEntry(name, path, load_recipe(str(path))))
+        except ProbeError as exc:
+            entries.append(RecipeEntry(name, path, None, exc))
+    return entries

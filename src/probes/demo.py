@@ -158,6 +158,7 @@ def run_demo(
     from runners import local_run, models
     from runners.extras import require
     from runners.prompts import load_prompt_config
+    from runners.request import LoadOptions, RunRequest
     from runners.testmodel import MODEL_NAME, ensure_smollm2
 
     require("probes demo", ["hf"])  # before any building: scoring with SmolLM2 needs torch + transformers
@@ -203,7 +204,8 @@ def run_demo(
         lambda: built("intergroup-empathy", empathy_sources, max_events=sizes.empathy_events),
     )
 
-    backend, tokenizer, revision = step("load model", lambda: models.load_backend(model_path, backend="hf"))
+    load = LoadOptions(backend="hf")  # loaded once for every config: each run is a request to the local driver
+    backend, tokenizer, revision = step("load model", lambda: models.load_backend(model_path, **load.load_kwargs()))
     runs = (
         ("talent-or-luck", tol, "single_actor", attribution_rows, None),
         ("trust-game", tg, GAMES_CONFIG, trust_game_rows, False),
@@ -216,11 +218,10 @@ def run_demo(
             prompts = load_prompt_config(str(folder), config)
             subset = _subset(prompts, rows(prompts, sizes))
             results[name] = out / "results" / name
+            request = RunRequest(folder, config, model_path, results[name], model_name=model_name, load=load, chat=chat)
             step(
                 f"score {name} {config} ({len(subset.dataset)} items)",
-                lambda s=subset, r=results[name], c=chat: local_run.run_config(
-                    s, backend, tokenizer, r, model_revision=revision, model_name=model_name, chat=c
-                ),
+                lambda s=subset, q=request: local_run.run_config(s, backend, tokenizer, q, model_revision=revision),
                 lambda summary: (
                     f"({summary.items} scored, {summary.skipped} already done, {summary.items_per_s:.2f} items/s)"
                 ),

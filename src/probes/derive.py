@@ -87,8 +87,9 @@ from promptgen.trust_game.curation import (
 from promptgen.trust_game.race_probe import RACE_PROBE_VARIANTS
 from runners.extras import require_for_scoring
 from runners.prompts import load_prompt_config
+from runners.request import LoadOptions, RunRequest
 from runners.results import DATA_DIR, KEY_FILE, KeyRows, load_key_rows
-from runners.score import LoadOptions, run_loaded
+from runners.run import run_loaded
 from runners.scoring_settings import ScoringSettings
 from runners.session import RunSummary
 
@@ -425,21 +426,20 @@ def rewrite(
             )
         prompts = load_prompt_config(str(dataset), REWRITE_CONFIG)
         settings = ScoringSettings(mode="generate", temperature=0.0, max_new_tokens=max_new_tokens)
-        generation = run_loaded(
-            prompts,
+        request = RunRequest(
+            dataset,
+            REWRITE_CONFIG,
             model,
             results,
-            settings=settings,
-            load=load,
             model_name=model_name,
+            load=load,
+            settings=settings,
             chat=chat,
             limit=limit,
             batch_size=batch_size,
             flush_every=flush_every,
-            on_start=on_start,
-            on_advance=on_advance,
-            on_warning=on_warning,
         )
+        generation = run_loaded(prompts, request, on_start=on_start, on_advance=on_advance, on_warning=on_warning)
         key = key or generation.key_dir.name
     elif limit is not None:
         raise ProbeError("--limit applies to generation; give --model too")

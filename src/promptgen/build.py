@@ -155,7 +155,7 @@ def build(
     rewrites: ModelRewrites | None = None,
     overwrite: bool = False,
     on_rows: Callable[[str, int], None] | None = None,
-    on_plan: Callable[[DatasetDraft], None] | None = None,
+    on_draft: Callable[[DatasetDraft], None] | None = None,
 ) -> BuildResult:
     """Build one dataset folder `out_dir/<name>` from its recipe; atomic on failure.
 
@@ -176,8 +176,8 @@ def build(
     out_dir = output_path(out_dir, "--out")
     check_dataset_target(out_dir / options.dataset_name(recipe.name), overwrite=overwrite, inputs=inputs)
     draft, sources = draft_build(recipe, sources_dir=sources_dir, cache_dir=cache_dir, offline=offline, options=options)
-    if on_plan is not None:
-        on_plan(draft)
+    if on_draft is not None:
+        on_draft(draft)
     manifest = build_manifest(recipe, draft, sources)
     path = write_hub_folder(
         Path(out_dir),

@@ -23,11 +23,11 @@ from promptgen.core.errors import ProbeError
 from .device import ITEMS_PER_CALL, device_type
 from .models import hardware, loaded_dtype
 from .prompts import PromptConfig, check_chat_form, check_number_mode, check_scoring_mode
+from .request import RunRequest
 from .rows import run_items
-from .scoring_settings import ScoringSettings
 from .session import RunSummary, Session, model_name_for, result_key
 
-__all__ = ["RunSummary", "run_config"]
+__all__ = ["RunRequest", "RunSummary", "run_config"]
 
 
 def default_batch_size(backend: Any) -> int:
@@ -40,50 +40,44 @@ def run_config(
     prompts: PromptConfig,
     backend: Any,
     tokenizer: Any,
-    results: Path,
+    request: RunRequest,
     *,
     model_revision: str,
-    model_name: str | None = None,
-    settings: ScoringSettings | None = None,
-    chat: bool | None = None,
-    shard: tuple[int, int] = (0, 1),
-    limit: int | None = None,
-    batch_size: int | None = None,
-    flush_every: int = 64,
-    dtype: str | None = None,
     on_start: Callable[[int, int], None] | None = None,
     on_advance: Callable[[int], None] | None = None,
 ) -> RunSummary:
-    """Score the not-yet-done items of one shard of a prompt config into `results` (see the module docstring).
+    """Score the not-yet-done items of one shard of `prompts` into `request.results` (see the module docstring).
 
-    `model_name` names the model in every file written (default: the portable name of
-    `backend.model_id`, see `session.model_name_for`). `chat=None` uses the chat template when the
-    tokenizer has one; `batch_size=None` is `default_batch_size(backend)`. The key's dtype is
-    the one the backend loaded (`dtype` is only a fallback for backends that do not say).
+    `backend` and `tokenizer` are `request.model` loaded with `request.load`, whose revision for
+    the key is `model_revision`. `request.model_name` names the model in every file written
+    (default: the portable name of `backend.model_id`, see `session.model_name_for`).
+    `request.chat=None` uses the chat template when the tokenizer has one; `batch_size=None` is
+    `default_batch_size(backend)`. The key's dtype is the one the backend loaded
+    (`request.load.dtype` is only a fallback for backends that do not say).
     `on_start(total, done)` and `on_advance(n)` report progress.
     """
     started = time.perf_counter()
-    settings = settings or ScoringSettings()
-    batch_size = default_batch_size(backend) if batch_size is None else batch_size
+    settings, chat = request.settings, request.chat
+    batch_size = default_batch_size(backend) if request.batch_size is None else request.batch_size
     if chat is None:
         chat = bool(getattr(tokenizer, "chat_template", None))
     check_scoring_mode(prompts, settings)
     check_chat_form(prompts, chat)
     check_number_mode(prompts, settings, tokenizer, chat)
-    dtype = loaded_dtype(backend, dtype)
-    name = model_name_for(backend.model_id, model_name)
+    dtype = loaded_dtype(backend, request.load.dtype)
+    name = model_name_for(backend.model_id, request.model_name)
     key = result_key(name, model_revision, settings, chat, dtype=dtype, backend=backend.name)
     session = Session.open(
         prompts,
-        results,
+        Path(request.results),
         key,
         chat=chat,
-        shard=shard,
-        limit=limit,
+        shard=request.shard_range,
+        limit=request.limit,
         batch_size=batch_size,
-        flush_every=flush_every,
+        flush_every=request.flush_every,
         started=started,
-        name_given=model_name is not None,
+        name_given=request.model_name is not None,
     )
     if on_start is not None:
         on_start(len(session.selected), len(session.selected) - len(session.todo))

@@ -1,10 +1,10 @@
 """Check the model options and load a model into a backend: the one loader both drivers use.
 
-`load_backend` validates the backend options (one line per bad flag, before any weights load),
-locates and keys the model (`model_identity.locate`), loads the shared transformers tokenizer
-and the hf or vLLM backend with `auto` settings resolved for the machine (`runners.device`),
-and checks the weights did not change while they loaded. `needs_of` sizes vLLM's context to
-the run's items; `hardware` and `loaded_dtype` record where and how the run ran.
+`check_load_options` refuses a bad backend option (one line per bad flag, before any weights
+load). `load_backend` checks them, locates and keys the model (`model_identity.locate`), loads
+the shared transformers tokenizer and the hf or vLLM backend with `auto` settings resolved for
+the machine (`runners.device`), and checks the weights did not change while they loaded.
+`needs_of` sizes vLLM's context to the run's items; `hardware` and `loaded_dtype` record where and how the run ran.
 """
 
 from __future__ import annotations
@@ -35,6 +35,36 @@ from .session import select_rows
 
 #: vLLM's max_model_len when neither it nor the items' needs are given
 DEFAULT_MAX_MODEL_LEN = 4096
+
+
+def check_load_options(
+    backend: str,
+    dtype: str = AUTO,
+    *,
+    device_map: str | None = None,
+    tensor_parallel_size: int = 1,
+    gguf_file: str | None = None,
+) -> None:
+    """Refuse a bad model option with one line naming its flag, before anything is loaded.
+
+    The one home of these checks: `LoadOptions` checks the backend when it is made, the Ray
+    driver the backend and dtype before it keys a run, `load_backend` all of them before any
+    weights load. Options left at their defaults pass, so each caller checks what it has decided.
+    """
+    if backend not in BACKENDS:
+        raise ProbeError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if dtype not in (AUTO, *DTYPES):
+        raise ProbeError(f"--dtype must be one of auto, {', '.join(DTYPES)}, got {dtype!r}")
+    if device_map not in (None, AUTO):
+        raise ProbeError(f"--device-map must be auto (or left out), got {device_map!r}")
+    if device_map is not None and backend != "hf":
+        raise ProbeError("--device-map works with --backend hf; vllm spreads a model with --tensor-parallel-size")
+    if tensor_parallel_size < 1:
+        raise ProbeError(f"--tensor-parallel-size must be positive, got {tensor_parallel_size}")
+    if tensor_parallel_size > 1 and backend != "vllm":
+        raise ProbeError("--tensor-parallel-size works with --backend vllm; for hf use --device-map auto")
+    if backend == "vllm" and gguf_file:
+        raise ProbeError("--gguf-file works with --backend hf; for vllm, save the model as a safetensors folder first")
 
 
 def load_backend(
@@ -70,20 +100,9 @@ def load_backend(
     The model is located and keyed first (`model_identity.locate`): a Hub id is loaded at the
     commit its revision resolves to, and a local folder is checked again after loading.
     """
-    if backend not in BACKENDS:
-        raise ProbeError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    if dtype not in (AUTO, *DTYPES):
-        raise ProbeError(f"--dtype must be one of auto, {', '.join(DTYPES)}, got {dtype!r}")
-    if device_map not in (None, AUTO):
-        raise ProbeError(f"--device-map must be auto (or left out), got {device_map!r}")
-    if device_map is not None and backend != "hf":
-        raise ProbeError("--device-map works with --backend hf; vllm spreads a model with --tensor-parallel-size")
-    if tensor_parallel_size < 1:
-        raise ProbeError(f"--tensor-parallel-size must be positive, got {tensor_parallel_size}")
-    if tensor_parallel_size > 1 and backend != "vllm":
-        raise ProbeError("--tensor-parallel-size works with --backend vllm; for hf use --device-map auto")
-    if backend == "vllm" and gguf_file:
-        raise ProbeError("--gguf-file works with --backend hf; for vllm, save the model as a safetensors folder first")
+    check_load_options(
+        backend, dtype, device_map=device_map, tensor_parallel_size=tensor_parallel_size, gguf_file=gguf_file
+    )
     require_for_scoring(backend=backend)
     # checked, resolved (a Hub id to its commit) and keyed before any weights load
     ref = model_identity.locate(model, revision=revision, gguf_file=gguf_file)

@@ -50,9 +50,10 @@ from promptgen.core.errors import ProbeError
 
 from . import model_identity, models
 from . import results as res
-from .device import AUTO, DTYPES, ITEMS_PER_CALL, device_type, resolve_dtype
+from .device import AUTO, ITEMS_PER_CALL, device_type, resolve_dtype
 from .extras import require_for_scoring
 from .prompts import PromptConfig, check_chat_form, check_number_mode
+from .request import RunRequest
 from .rows import run_items
 from .scoring_settings import ScoringSettings
 from .session import RunSummary, Session, model_name_for, result_key
@@ -136,10 +137,7 @@ def resolve_model(
     located and keyed by `model_identity.locate`, as `probes run` does, and every actor loads
     the `load_revision` it names (a Hub id's resolved commit), so all replicas load one commit.
     """
-    if backend not in backend.BACKENDS:
-        raise ProbeError(f"--backend must be one of {', '.join(backend.BACKENDS)}, got {backend!r}")
-    if dtype not in (AUTO, *DTYPES):
-        raise ProbeError(f"--dtype must be one of auto, {', '.join(DTYPES)}, got {dtype!r}")
+    models.check_load_options(backend, dtype)
     require_for_scoring(backend=backend, ray=True, what="probes run")
     ref = model_identity.locate(model, revision=revision, gguf_file=gguf_file)
     from transformers import AutoConfig, AutoTokenizer
@@ -191,61 +189,50 @@ def _worker_resources(
 
 def run_config_ray(
     prompts: PromptConfig,
-    model: str,
-    results: Path,
+    request: RunRequest,
     *,
-    model_revision: str | None = None,
-    model_name: str | None = None,
-    settings: ScoringSettings | None = None,
-    chat: bool | None = None,
-    backend: str = "hf",
-    dtype: str = AUTO,
-    device: str = AUTO,
-    num_workers: int = 1,
-    shard: tuple[int, int] = (0, 1),
-    limit: int | None = None,
-    batch_size: int | None = None,
-    flush_every: int = 64,
-    load_options: Mapping[str, Any] | None = None,
     on_start: Callable[[int, int], None] | None = None,
     on_advance: Callable[[int], None] | None = None,
 ) -> RunSummary:
-    """Score the not-yet-done items of one shard of a prompt config on `num_workers` Ray replicas (module docstring).
+    """Score the not-yet-done items of one shard of `prompts` on `request.ray_workers` Ray replicas (module docstring).
 
-    `model_revision` is the Hub revision to load (`--model-revision`); the key's revision is
-    resolved as `probes run` does. `load_options` go to `models.load_backend` on every actor
-    (e.g. vLLM's `gpu_memory_utilization`). Connects to the Ray cluster (`RAY_ADDRESS`), or
-    starts a local one, unless Ray is initialised already. Ray Data's own progress bars are
-    off during the run: `on_start(total, done)` and `on_advance(n)` report progress.
+    `request.load.revision` is the Hub revision to load (`--model-revision`); the key's revision
+    is resolved as `probes run` does. The rest of `request.load` goes to `models.load_backend` on
+    every actor (e.g. vLLM's `gpu_memory_utilization`). Connects to the Ray cluster
+    (`RAY_ADDRESS`), or starts a local one, unless Ray is initialised already. Ray Data's own
+    progress bars are off during the run: `on_start(total, done)` and `on_advance(n)` report progress.
     """
+    load, model, settings = request.load, request.model, request.settings
+    backend, device, num_workers = load.backend, load.device, request.ray_workers
+    shard, limit, batch_size = request.shard_range, request.limit, request.batch_size
     require_for_scoring(backend=backend, ray=True, what="run_config_ray")
     started = time.perf_counter()
-    settings = settings or ScoringSettings()
     if num_workers < 1:
         raise ProbeError("--ray-workers must be positive")
-    options = dict(load_options or {})
+    options = load.replica_kwargs()
     tokenizer, ref, weights = resolve_model(
-        model, revision=model_revision, dtype=dtype, backend=backend, gguf_file=options.get("gguf_file")
+        model, revision=load.revision, dtype=load.dtype, backend=backend, gguf_file=load.gguf_file
     )
+    chat = request.chat
     if chat is None:
         chat = bool(getattr(tokenizer, "chat_template", None))
     check_chat_form(prompts, chat)
     check_number_mode(prompts, settings, tokenizer, chat)
-    if backend == "vllm" and "needed_tokens" not in options:  # the actors' engines fit the items (models.needs_of)
+    if backend == "vllm":  # the actors' engines fit the items (models.needs_of)
         options["needed_tokens"] = models.needs_of(prompts, settings, chat, shard=shard, limit=limit)(tokenizer)
-    name = model_name_for(model, model_name)
+    name = model_name_for(model, request.model_name)
     key = result_key(name, ref.revision, settings, chat, dtype=weights, backend=backend)
     session = Session.open(
         prompts,
-        results,
+        Path(request.results),
         key,
         chat=chat,
         shard=shard,
         limit=limit,
         batch_size=batch_size,
-        flush_every=flush_every,
+        flush_every=request.flush_every,
         started=started,
-        name_given=model_name is not None,
+        name_given=request.model_name is not None,
     )
     key = session.key  # under the name the folder already records, when a default name gave way
     ids = prompts.dataset["id"]

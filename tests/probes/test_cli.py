@@ -14,14 +14,32 @@ def _plain(text: str) -> str:
     return re.sub(r"\x1b\[[0-9;]*m", "", text)
 
 
+def _flags(command) -> list[tuple[str, str | None]]:
+    """(first flag, help text) of every option of a command, `--help` left out."""
+    options = [p for p in command.params if p.param_type_name == "option" and p.opts[0] != "--help"]
+    return [(p.opts[0], p.help) for p in options]
+
+
 def test_help_lists_commands_and_documents_every_flag():
+    """Every command's --help names each of its flags, and each flag has a help text of its own."""
+    import typer.main
+
+    group = typer.main.get_command(app)
     top = _plain(runner.invoke(app, ["--help"]).output)
-    for command in ("build", "lint", "recipes"):
-        assert command in top
-    build_help = _plain(runner.invoke(app, ["build", "--help"], terminal_width=200).output)
-    for flag in ("--out", "--sources", "--cache-dir", "--offline", "--full", "--max-events", "--overwrite", "--quiet"):
-        line = next(line for line in build_help.splitlines() if flag in line)
-        assert len(line.split(flag, 1)[1].strip()) > 10, f"{flag} has no help text"
+    assert set(group.commands) == {
+        "build", "run", "lint", "curate-pairs", "rewrite", "analyze", "demo", "recipes", "publish", "plan"
+    }  # fmt: skip
+    assert sum(len(_flags(command)) for command in group.commands.values()) > 100  # the options are seen
+    for name, command in group.commands.items():
+        assert name in top
+        shown = _plain(runner.invoke(app, [name, "--help"], env={"COLUMNS": "400"}, terminal_width=400).output)
+        for flag, text in _flags(command):
+            assert text and len(text) > 10, f"probes {name} {flag} has no help text"
+            # an option's row of the panel: `│ *  --out  DIR  help` (a docstring may name the flag too)
+            row = re.compile(rf"^│\s*\*?\s*{re.escape(flag)}\b")
+            line = next((line for line in shown.splitlines() if row.match(line)), None)
+            assert line is not None, f"probes {name} --help does not list {flag}"
+            assert len(line.split(flag, 1)[1].strip()) > 10, f"probes {name} --help shows no help for {flag}"
 
 
 def test_build_then_second_build_needs_overwrite(fixture_release, tmp_path):

@@ -265,6 +265,7 @@ def race_results(tiny: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
     from runners import local_run, model_identity
     from runners.hf import HFBackend
     from runners.prompts import load_prompt_config
+    from runners.request import RunRequest
     from runners_fixtures import load_folder, load_model, load_tokenizer
 
     prompts = load_prompt_config(str(tiny["dataset"]), "race_probe")
@@ -280,16 +281,10 @@ def race_results(tiny: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
     out = tmp_path_factory.mktemp("results")
     backend = HFBackend(load_model(), model_id=str(load_folder()))
     revision = model_identity.locate(str(load_folder())).revision
-    local_run.run_config(
-        prompts,
-        backend,
-        load_tokenizer(),
-        out,
-        model_revision=revision,
-        model_name=MODEL_NAME,
-        chat=False,
-        batch_size=16,
+    request = RunRequest(
+        prompts.path, prompts.config, str(load_folder()), out, model_name=MODEL_NAME, chat=False, batch_size=16
     )
+    local_run.run_config(prompts, backend, load_tokenizer(), request, model_revision=revision)
     return out
 
 

@@ -87,13 +87,15 @@ class ScriptedWriter:
 def _generate(dataset: Path, results: Path, tokenizer: Any, limit: int | None = None) -> Any:
     from runners import local_run
     from runners.prompts import load_prompt_config
+    from runners.request import RunRequest
     from runners.scoring_settings import ScoringSettings
 
     prompts = load_prompt_config(str(dataset), "rewrite_t2")
     settings = ScoringSettings(mode="generate", max_new_tokens=32)
-    return local_run.run_config(
-        prompts, ScriptedWriter(), tokenizer, results, model_revision="r1", settings=settings, chat=False, limit=limit
+    request = RunRequest(
+        dataset, "rewrite_t2", ScriptedWriter.model_id, results, settings=settings, chat=False, limit=limit
     )
+    return local_run.run_config(prompts, ScriptedWriter(), tokenizer, request, model_revision="r1")
 
 
 def _result_rows(results: Path) -> pd.DataFrame:

@@ -23,6 +23,7 @@ from promptgen.core.files import sha256_file
 from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
 from runners import local_run, model_identity
 from runners.prompts import load_prompt_config
+from runners.request import RunRequest
 from runners.results import parse_shard, read_done, shard_of
 from runners.scoring_settings import ScoringSettings
 from runners_fixtures import load_folder, load_model, load_tokenizer, require_extra
@@ -130,9 +131,8 @@ def _run(prompts_dir: Path, env: dict, out: Path, **kw: Any) -> local_run.RunSum
     # batch (padding changes fp32 results by ~1e-6), so resumed and sharded runs match exactly
     kw.setdefault("batch_size", 1)
     prompts = load_prompt_config(str(prompts_dir), "items")
-    return local_run.run_config(
-        prompts, env["backend"], env["tokenizer"], out, model_revision=env["revision"], chat=False, **kw
-    )
+    request = RunRequest(prompts_dir, "items", env["backend"].model_id, out, chat=False, **kw)
+    return local_run.run_config(prompts, env["backend"], env["tokenizer"], request, model_revision=env["revision"])
 
 
 def _load(out: Path) -> list[dict]:

@@ -22,6 +22,7 @@ from promptgen.core.errors import ProbeError
 from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
 from runners import local_run, model_identity, models
 from runners.prompts import PromptConfig, load_prompt_config
+from runners.request import RunRequest
 from runners.results import RESULT_SCHEMA, key_dir, part_files, prompt_sha256, write_key_file, write_part
 from runners.scoring_settings import ScoringSettings
 from runners.session import result_key
@@ -84,9 +85,8 @@ def _loop(prompts: PromptConfig, out: Path, **kw: Any) -> local_run.RunSummary:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return local_run.run_config(
-            prompts, backend, load_tokenizer(), out, model_revision=revision, chat=False, batch_size=BATCH, **kw
-        )
+        request = RunRequest(prompts.path, prompts.config, str(folder), out, chat=False, batch_size=BATCH, **kw)
+        return local_run.run_config(prompts, backend, load_tokenizer(), request, model_revision=revision)
     finally:
         torch.set_num_threads(threads)
 
@@ -162,7 +162,8 @@ def test_more_workers_than_the_cluster_holds_is_one_error(prompts: PromptConfig,
     with pytest.raises(
         ProbeError, match=r"--ray-workers 3 needs 3 CPU\(s\) in the Ray cluster \(1 per replica\), it has 2"
     ):
-        run_config_ray(prompts, str(load_folder()), out, chat=False, num_workers=3)
+        request = RunRequest(prompts.path, prompts.config, str(load_folder()), out, chat=False, ray=True, ray_workers=3)
+        run_config_ray(prompts, request)
     assert not out.exists()
 
 

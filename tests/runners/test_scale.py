@@ -17,6 +17,7 @@ import pytest
 from runners import local_run, models
 from runners.backend import GenerateRequest
 from runners.prompts import load_prompt_config
+from runners.request import RunRequest
 from runners.tokenize import encode_context
 from runners_fixtures import number_items, tiny_llama_folder, write_prompt_folder
 
@@ -94,10 +95,14 @@ def test_digit_start_ids_runs_once_per_run(prompts_dir: Path, tmp_path: Path, mo
     folder = tiny_llama_folder("float32")
     backend, tokenizer, revision = models.load_backend(str(folder), backend="hf", device="cpu")
     prompts = load_prompt_config(str(prompts_dir), "items")
-    summary = local_run.run_config(prompts, backend, tokenizer, tmp_path / "a", model_revision=revision, batch_size=2)
+
+    def request(out: str, batch_size: int) -> RunRequest:
+        return RunRequest(prompts_dir, "items", str(folder), tmp_path / out, batch_size=batch_size)
+
+    summary = local_run.run_config(prompts, backend, tokenizer, request("a", 2), model_revision=revision)
     assert summary.items == 6 and len(calls) == 1  # three batches, one vocabulary pass
-    local_run.run_config(prompts, backend, tokenizer, tmp_path / "b", model_revision=revision, batch_size=2)
+    local_run.run_config(prompts, backend, tokenizer, request("b", 2), model_revision=revision)
     assert len(calls) == 1  # the same tokenizer in a later run: still cached
     _, other, _ = models.load_backend(str(folder), backend="hf", device="cpu")
-    local_run.run_config(prompts, backend, other, tmp_path / "c", model_revision=revision, batch_size=3)
+    local_run.run_config(prompts, backend, other, request("c", 3), model_revision=revision)
     assert len(calls) == 2 and calls[1] is other  # another tokenizer object: computed for it

@@ -1,0 +1,118 @@
+"""`probes analyze`: a prompt dataset + result folders -> tables, figures and report.html (`probes.api.analyze`)."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from promptgen.core.errors import ProbeError
+
+from .options import RevisionOpt
+from .shared import _fail, err, out
+
+
+def analyze_cmd(
+    prompts: Annotated[
+        str, typer.Option("--prompts", help="Prompt dataset the results were scored on: local folder or Hub repo id.")
+    ],
+    results: Annotated[
+        list[str],
+        typer.Option(
+            "--results",
+            help="Results folder or Hub repo id (repeat for several models: --results A --results B; "
+            "tables and figures then show them side by side).",
+        ),
+    ],
+    out_dir: Annotated[
+        str,
+        typer.Option(
+            "--out",
+            help="Report folder: tables/, figures/, report.html (never an input or a folder of other files).",
+            metavar="DIR",
+        ),
+    ],
+    configs: Annotated[
+        list[str] | None,
+        typer.Option("--config", help="Only these configs (repeatable; needed for Hub results). Default: all found."),
+    ] = None,
+    revision: RevisionOpt = None,
+    results_revision: Annotated[
+        str | None, typer.Option("--results-revision", help="Results revision (Hub results).")
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the permutation test and the t-SNE layout.")] = 0,
+    permutations: Annotated[
+        int, typer.Option("--permutations", min=1, help="Permutations of the empathy gap test.")
+    ] = 10_000,
+    score: Annotated[
+        str,
+        typer.Option(
+            "--score",
+            help="Number items' answer: auto (expected value when the run read distributions, else the parsed "
+            "generated number), expected_value, argmax_value or parsed_value.",
+        ),
+    ] = "auto",
+    alpha: Annotated[float, typer.Option("--alpha", min=0.0, max=1.0, help="Significance level of the masks.")] = 0.05,
+    no_figures: Annotated[bool, typer.Option("--no-figures", help="Tables and report only (faster).")] = False,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace --out if it is an earlier report (nothing else is replaced).")
+    ] = False,
+    allow_fingerprint_mismatch: Annotated[
+        bool,
+        typer.Option(
+            "--allow-fingerprint-mismatch",
+            help="Analyse results whose manifest records other prompts (another fingerprint) than --prompts, "
+            "with a warning; refused by default. Rows whose own prompt_sha256 differs from their prompt here "
+            "are refused even so: they were scored on another text, options or range.",
+        ),
+    ] = False,
+) -> None:
+    """Recompute every paper metric from released prompt and result datasets into tables, figures and report.html.
+
+    Joins results to prompts by id; the probe of each config comes from the prompts' probe
+    column. Attribution: d, single-actor t-tests, Δd, Δd_pair, Δd1/Δd2 with SMD, shares. Empathy:
+    M0, M, δ with the structured permutation test, per-cell tests, summaries. Trust Game: type III
+    ANOVA, post hoc gender t-tests with Cohen's d, probing accuracy. Refusal rates for all.
+
+    Refused, naming the file, row id and column: probabilities outside [0, 1], distributions not
+    summing to 1, NaN in the distribution of an item not refused, null ids, answers outside their
+    item's range or options, rows scored on another prompt (prompt_sha256). Results whose manifest records
+    other prompts (fingerprint) than --prompts are refused unless --allow-fingerprint-mismatch.
+    """
+    from probes import api
+
+    started = time.perf_counter()
+    try:
+        request = api.AnalysisRequest(
+            prompts,
+            results,
+            out_dir,
+            options=api.AnalysisOptions(seed=seed, n_permutations=permutations, score=score, alpha=alpha),
+            configs=configs,
+            revision=revision,
+            results_revision=results_revision,
+            figures=not no_figures,
+            allow_fingerprint_mismatch=allow_fingerprint_mismatch,
+            overwrite=overwrite,
+        )
+        with err.status("analysing ..."):
+            result, path = api.analyze(request)
+    except ProbeError as exc:
+        _fail(exc)
+    table = Table(title=f"analysis -> {path}")
+    table.add_column("table")
+    table.add_column("rows", justify="right")
+    for name, frame in result.tables.items():
+        table.add_row(name, f"{len(frame):,}")
+    out.print(table)
+    for warning in result.warnings:
+        err.print(f"warning: {warning}", highlight=False, markup=False, soft_wrap=True)
+    for p in result.problems:
+        err.print(f"warning: not analysed: {p.get('probe') or p.get('config')}: {p['reason']}", highlight=False)
+    out.print(
+        f"{len(result.tables)} tables, {len(result.figures)} figures, report {path / 'report.html'} "
+        f"({time.perf_counter() - started:.1f} s)",
+        highlight=False,
+    )

@@ -1,0 +1,264 @@
+"""`probes curate-pairs` and `probes rewrite`: a model's results -> a new version of the dataset it scored."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from promptgen.core.errors import ProbeError
+
+from .options import (
+    BackendOpt,
+    BatchSizeOpt,
+    CacheOpt,
+    DeviceOpt,
+    DtypeOpt,
+    EnforceEagerOpt,
+    FlushEveryOpt,
+    GgufFileOpt,
+    GpuMemoryOpt,
+    LimitOpt,
+    MaxModelLenOpt,
+    ModelNameOpt,
+    ModelRevisionOpt,
+    OfflineOpt,
+    QuietRunOpt,
+    SourcesOpt,
+)
+from .shared import _ENGINE_THREADS, _fail, _progress, _progress_hooks, _warn, err, out
+
+
+def curate_pairs_cmd(
+    results: Annotated[
+        Path,
+        typer.Argument(
+            help="Result folder of `probes run DATASET --config race_probe` "
+            "(RESULTS/data/race_probe/<key>/part-*.parquet)."
+        ),
+    ],
+    prompts: Annotated[
+        Path,
+        typer.Option(
+            "--prompts",
+            help="The trust-game-names folder the race probe was scored on; its race_probe items are joined by id, "
+            "and its curated pairs are carried into the new version.",
+            file_okay=False,
+        ),
+    ],
+    out_dir: Annotated[
+        str,
+        typer.Option("--out", help="Parent folder; the new dataset version is written to OUT/<name>/.", metavar="DIR"),
+    ],
+    model_slug: Annotated[
+        str | None,
+        typer.Option(
+            "--model-slug",
+            help="Config names pairs_<S> and games_<S> (lowercase, digits, _). Default: the scored model's folder "
+            "or Hub name, e.g. smollm2_135m_instruct.",
+        ),
+    ] = None,
+    per_gender: Annotated[
+        int, typer.Option("--per-gender", min=1, help="Pairs kept per race and gender (the paper: 17).")
+    ] = 17,
+    variant: Annotated[
+        str,
+        typer.Option(
+            "--variant", help="Race-probe prompt variant whose scores are used: base (Llama-2 / Mistral) or phi."
+        ),
+    ] = "base",
+    key: Annotated[
+        str | None,
+        typer.Option(
+            "--key", help="Result key folder (<model>-<hash>) when RESULTS holds race_probe rows of several keys."
+        ),
+    ] = None,
+    recipe: Annotated[
+        str,
+        typer.Option("--recipe", help="Recipe the dataset is rebuilt from; must be the one --prompts was built from."),
+    ] = "trust-game",
+    sources: SourcesOpt = None,
+    cache_dir: CacheOpt = None,
+    offline: OfflineOpt = False,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace an existing OUT/<name> (swapped in only when complete).")
+    ] = False,
+) -> None:
+    """Select a model's Trust Game pairs from its race-probe scores (DESIGN section 5, step 7).
+
+    Log-odds log P(True) - log P(False) per title, surname and race; a pair is kept for its seed
+    race only when that race has the largest log-odds, the top --per-gender per race and gender
+    by the gap to the runner-up (fewer when fewer qualify: recorded, never padded). The dataset is
+    rebuilt from its recipe and sources with configs pairs_<S> and games_<S> as a new version
+    (<recipe version>+pairs.<hash>). Atomic: on any error nothing is written.
+    """
+    from probes import api
+
+    try:
+        result = api.curate_pairs(
+            results,
+            prompts,
+            out_dir,
+            model_slug=model_slug,
+            per_gender=per_gender,
+            variant=variant,
+            key=key,
+            recipe=recipe,
+            sources_dir=sources,
+            cache_dir=cache_dir,
+            offline=offline,
+            overwrite=overwrite,
+        )
+    except ProbeError as exc:
+        _fail(exc)
+    groups = result.curated.record["selection"]["groups"]
+    table = Table(title=f"pairs_{result.curated.slug}: {len(result.curated.pairs)} pairs")
+    for col in ("race", "gender", "scored", "candidates", "kept", "shortfall"):
+        table.add_column(col, justify="left" if col in ("race", "gender") else "right")
+    for g in groups:
+        table.add_row(g["race"], g["gender"], *(str(g[c]) for c in ("scored", "candidates", "kept", "shortfall")))
+    out.print(table)
+    short = [g for g in groups if g["shortfall"]]
+    if short:
+        err.print(
+            f"warning: {len(short)} of {len(groups)} groups have fewer than {per_gender} pairs (kept what qualified)",
+            highlight=False,
+        )
+    games = result.manifest["build_report"]["curated_pairs"][result.curated.slug]
+    if games["games_config"] is None:
+        err.print(f"warning: no games_{result.curated.slug} config: {games['no_games_reason']}", highlight=False)
+    m = result.manifest
+    out.print(f"{m['name']} {m['version']} -> {result.path}  fingerprint {m['fingerprint']}", highlight=False)
+
+
+def rewrite_cmd(
+    dataset: Annotated[
+        Path,
+        typer.Argument(
+            help="An intergroup-empathy folder from probes build; its rewrite_t2 prompts are generated, "
+            "its events get the model's T2.",
+            file_okay=False,
+        ),
+    ],
+    out_dir: Annotated[
+        str,
+        typer.Option("--out", help="Where the new dataset version is written (as OUT/<dataset name>).", metavar="DIR"),
+    ],
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            "-m",
+            help="Model that rewrites (local folder or Hub id). Left out: use the generations already in --results.",
+        ),
+    ] = None,
+    model_name: ModelNameOpt = None,
+    results: Annotated[
+        Path | None,
+        typer.Option(
+            "--results",
+            help="Results folder of the rewrite generations (resumable, publishable; "
+            "default OUT/<dataset name>-rewrites).",
+            file_okay=False,
+        ),
+    ] = None,
+    key: Annotated[
+        str | None, typer.Option("--key", help="Result key folder to use when --results holds several.")
+    ] = None,
+    backend_name: BackendOpt = "hf",
+    limit: LimitOpt = None,
+    chat: Annotated[
+        bool,
+        typer.Option(
+            "--chat/--no-chat",
+            help="Send the rewrite prompt as a chat user turn. Default off: the prompt ends inside `Rewrite: {` "
+            "and is continued as plain text, as the 1-shot form intends.",
+        ),
+    ] = False,
+    max_new_tokens: Annotated[
+        int,
+        typer.Option("--max-new-tokens", min=1, help="Most tokens per rewrite; a rewrite not closed by } is unused."),
+    ] = 96,
+    batch_size: BatchSizeOpt = None,
+    flush_every: FlushEveryOpt = 64,
+    dtype: DtypeOpt = "auto",
+    device: DeviceOpt = "auto",
+    model_revision: ModelRevisionOpt = None,
+    gguf_file: GgufFileOpt = None,
+    enforce_eager: EnforceEagerOpt = False,
+    gpu_memory_utilization: GpuMemoryOpt = None,
+    max_model_len: MaxModelLenOpt = None,
+    recipe: Annotated[
+        str, typer.Option("--recipe", help="Recipe DATASET was built from (name or YAML path).")
+    ] = "intergroup-empathy",
+    sources: SourcesOpt = None,
+    cache_dir: CacheOpt = None,
+    offline: OfflineOpt = False,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace OUT/<dataset name> if it exists.")] = False,
+    quiet: QuietRunOpt = False,
+) -> None:
+    """Rewrite the T1 narratives in the third person with a model (DESIGN section 4) into a new dataset version.
+
+    With --model, first generates DATASET's rewrite_t2 prompts greedily (generation stops at `}`)
+    into --results, exactly as `probes run DATASET --config rewrite_t2 --scoring generate`:
+    resumable, a rerun skips the events already rewritten. Then rebuilds the dataset from its
+    recipe and sources at the same --max-events, with each event's narrative_t2 replaced by the
+    model's rewrite and t2_method set to the model id; generations not closed by `}` within
+    --max-new-tokens, or empty, keep the rule-based T2 (counted in the manifest and card). The
+    version is <recipe version>+t2.<hash>. Atomic: on any error the new version is not written.
+    """
+    from probes import api
+
+    _ENGINE_THREADS["started"] |= model is not None and backend_name == "vllm"
+    progress = _progress(quiet)
+    on_start, on_advance = _progress_hooks(progress, "rewrite_t2")
+    try:
+        load = api.LoadOptions(
+            backend=backend_name,
+            revision=model_revision,
+            dtype=dtype,
+            device=device,
+            gguf_file=gguf_file,
+            enforce_eager=enforce_eager,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_model_len=max_model_len,
+        )
+        with progress:
+            done = api.rewrite(
+                dataset,
+                out_dir,
+                model=model,
+                results=results,
+                key=key,
+                load=load,
+                model_name=model_name,
+                chat=chat,
+                limit=limit,
+                batch_size=batch_size,
+                flush_every=flush_every,
+                max_new_tokens=max_new_tokens,
+                recipe=recipe,
+                sources_dir=sources,
+                cache_dir=cache_dir,
+                offline=offline,
+                overwrite=overwrite,
+                on_start=on_start,
+                on_advance=on_advance,
+                on_warning=_warn,
+            )
+    except ProbeError as exc:
+        _fail(exc)
+    if done.generation is not None:
+        err.print(done.generation.line(), highlight=False)
+    result = done.result
+    record = result.rewrites.record
+    statuses = ", ".join(f"{k} {v}" for k, v in record["statuses"].items())
+    out.print(
+        f"{record['rewritten']} of {record['events']} events rewritten by {record['model']} ({statuses}); "
+        f"{record['kept_rules']} keep the rule-based T2",
+        highlight=False,
+    )
+    m = result.manifest
+    out.print(f"{m['name']} {m['version']} -> {result.path}  fingerprint {m['fingerprint']}", highlight=False)

@@ -1,0 +1,134 @@
+"""What every `probes` command shares: the app, its consoles, the one-line error, progress bars, `entry`.
+
+Errors caused by input (`ProbeError`) are printed as one clear message with exit code 1;
+anything else is a bug and keeps its traceback. Everything printed on stderr, tracebacks
+included, is scrubbed of Hub tokens first (`promptgen.core.secrets`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from promptgen.core.secrets import install_log_scrubber, scrub, scrubbed_traceback
+
+app = typer.Typer(
+    name="probes",
+    help="Build, run, analyse and publish the social-bias probe datasets (see README.md).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+class _ScrubbingConsole(Console):
+    """stderr of the CLI: every text it prints (errors, warnings, notes, progress lines) is scrubbed.
+
+    Those texts repeat exception messages and library output, which may echo a Hub request with
+    its `Authorization` header; masking here covers every command, present and future.
+    """
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        super().print(*(scrub(o) if isinstance(o, str) else o for o in objects), **kwargs)
+
+
+err = _ScrubbingConsole(stderr=True)
+out = Console()
+
+#: set once a vLLM engine has run in this process (see `entry`)
+_ENGINE_THREADS = {"started": False}
+
+
+def _fail(exc: Exception) -> NoReturn:
+    """One line on stderr; exit 1, or the error's own `exit_code` (2 for a missing extra)."""
+    # escaped: a message's own brackets (`pip install -e ".[hf]"`, a path) are text, not rich markup
+    err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True, soft_wrap=True)
+    raise typer.Exit(code=getattr(exc, "exit_code", 1))
+
+
+def _warn(message: str) -> None:
+    """A runner's warning (e.g. a GPU-sized model on the CPU): one line on stderr."""
+    err.print(f"warning: {message}", highlight=False, soft_wrap=True)
+
+
+def _progress(quiet: bool) -> Any:
+    """The progress bar of a run: items done of total, items/s of this run, elapsed and ETA (on stderr)."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(
+        TextColumn("[bold]{task.description:<16}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        disable=quiet,
+    )
+
+
+def _progress_hooks(progress: Any, label: str) -> tuple[Any, Any]:
+    """(on_start, on_advance) callbacks of a run that drive `progress`, with items/s over this run's items."""
+    state = {"task": 0, "started": 0.0, "scored": 0}
+
+    def on_start(total: int, done: int) -> None:
+        state["task"] = progress.add_task(label, total=total, completed=done, rate="")
+        state["started"] = time.perf_counter()
+
+    def on_advance(n: int) -> None:
+        state["scored"] += n
+        elapsed = time.perf_counter() - state["started"]
+        progress.update(state["task"], advance=n, rate=f"{state['scored'] / elapsed:.2f} items/s" if elapsed else "")
+
+    return on_start, on_advance
+
+
+@app.callback()
+def main(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug messages.")] = False,
+) -> None:
+    """Social-bias probes: build prompt datasets, score models, recompute the papers' metrics."""
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    install_log_scrubber()  # libraries' DEBUG lines may carry the Hub token
+
+
+def entry() -> None:
+    """The `probes` command: `app()`, with an exit status that vLLM's threads cannot change,
+    and a bug's traceback printed scrubbed of Hub tokens (`promptgen.core.secrets`).
+
+    A vLLM engine leaves C++ threads behind that can abort the interpreter at exit (`terminate
+    called without an active exception`, status 134) after the results were written and the
+    engine shut down. Once an engine has run, the process flushes its output and ends with the
+    command's own status, skipping the interpreter teardown those threads break.
+    """
+    try:
+        app()
+        code: Any = 0
+    except SystemExit as exc:
+        code = exc.code
+    except Exception as exc:  # a bug: keep its traceback, but a library's text in it may echo the Hub token
+        sys.stderr.write(scrubbed_traceback(exc))
+        code = 1
+    if _ENGINE_THREADS["started"]:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code if isinstance(code, int) else (0 if code is None else 1))
+    raise SystemExit(code)

@@ -1,0 +1,122 @@
+"""`probes run` as one call: a `RunRequest` -> a result folder, on this process or on Ray.
+
+The two drivers (`local_run.run_config` here, `ray_run.run_config_ray` on a Ray actor pool) share
+one `session.Session`; this module is what checks a request, chooses between them and loads the
+model, so a notebook gets exactly what the command line does::
+
+    from runners.request import RunRequest
+    from runners.run import run
+    from runners.scoring_settings import scoring_settings
+
+    summary = run(RunRequest("datasets/talent-or-luck", "single_actor", "HuggingFaceTB/SmolLM2-135M-Instruct",
+                             "results/smollm2", settings=scoring_settings("sentence"), limit=40))
+
+`run(dataset, config, model, results, limit=40, ...)` builds that request itself.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from promptgen.core.outputs import Reference
+
+from . import local_run, models
+from .device import RunnerWarning
+from .extras import require_for_scoring
+from .prompts import PromptConfig, check_scoring_mode, load_prompt_config
+from .request import LoadOptions, RunRequest
+from .session import RunSummary, check_out_folder
+
+__all__ = ["LoadOptions", "RunRequest", "RunSummary", "run", "run_loaded", "warnings_to"]
+
+
+@contextmanager
+def warnings_to(on_warning: Callable[[str], None] | None) -> Iterator[None]:
+    """Hand each `RunnerWarning` raised inside the block to `on_warning`; other warnings pass through."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RunnerWarning)
+        yield
+    for warning in caught:
+        if issubclass(warning.category, RunnerWarning) and on_warning is not None:
+            on_warning(str(warning.message))
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+
+
+def run_loaded(
+    prompts: PromptConfig,
+    request: RunRequest,
+    *,
+    on_start: Callable[[int, int], None] | None = None,
+    on_advance: Callable[[int], None] | None = None,
+    on_warning: Callable[[str], None] | None = None,
+) -> RunSummary:
+    """Load `request.model` in this process, run `prompts` (its config) into `request.results`, always close the engine.
+
+    vLLM's `max_model_len` left out follows the items (`runners.context_length`). Warnings of
+    the loading (`RunnerWarning`: a GPU-sized model on the CPU) go to `on_warning`.
+    """
+    load = request.load
+    kwargs = load.load_kwargs()
+    if load.backend == "vllm":
+        kwargs["needed_tokens"] = models.needs_of(
+            prompts, request.settings, request.chat, shard=request.shard_range, limit=request.limit
+        )
+    with warnings_to(on_warning):
+        backend, tokenizer, key_revision = models.load_backend(request.model, **kwargs)
+    try:
+        return local_run.run_config(
+            prompts,
+            backend,
+            tokenizer,
+            request,
+            model_revision=key_revision,
+            on_start=on_start,
+            on_advance=on_advance,
+        )
+    finally:
+        if callable(getattr(backend, "close", None)):
+            backend.close()  # vLLM aborts the process at exit when its engine is left running
+
+
+def run(
+    request: RunRequest | str | Path,
+    config: str | None = None,
+    model: str | None = None,
+    results: str | Path | None = None,
+    *,
+    on_start: Callable[[int, int], None] | None = None,
+    on_advance: Callable[[int], None] | None = None,
+    on_warning: Callable[[str], None] | None = None,
+    **options: Any,
+) -> RunSummary:
+    """Score one config of a prompt dataset with a model into a resumable result folder (`probes run`).
+
+    Takes a `RunRequest`, or its fields: `run(dataset, config, model, results, settings=...,
+    limit=...)` is `run(RunRequest(dataset, config, model, results, settings=..., limit=...))`.
+    Everything that can be checked without a model is checked first (extras, options, the
+    output folder, the prompt config and the scoring mode), so a mistake costs no model load.
+    `ray=True` scores on `ray_workers` replicas (`runners.ray_run`); this process loads none.
+    `on_start(total, done)` and `on_advance(n)` report progress, `on_warning(text)` a warning.
+    """
+    if not isinstance(request, RunRequest):
+        request = RunRequest(request, config, model, results, **options)  # type: ignore[arg-type]
+    elif config is not None or model is not None or results is not None or options:
+        raise TypeError("run() takes a RunRequest or its fields, not both")
+    require_for_scoring(backend=request.load.backend, ray=request.ray, what="probes run")
+    shard = request.shard_range
+    # empty, a file, a prompt dataset, an input or unwritable: one line before a model loads
+    inputs = [("DATASET", request.dataset), Reference("--model", request.model)]
+    request = replace(request, shard=shard, results=check_out_folder(request.results, inputs=inputs))
+    prompts = load_prompt_config(str(request.dataset), request.config, revision=request.revision, chat=request.chat)
+    check_scoring_mode(prompts, request.settings)
+    if request.ray:
+        from .ray_run import run_config_ray
+
+        return run_config_ray(prompts, request, on_start=on_start, on_advance=on_advance)
+    return run_loaded(prompts, request, on_start=on_start, on_advance=on_advance, on_warning=on_warning)
