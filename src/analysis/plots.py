@@ -26,6 +26,7 @@ from matplotlib.colors import ListedColormap, TwoSlopeNorm
 from matplotlib.figure import Figure
 
 from .empathy import UNSPECIFIED, group_keys, to_matrix
+from .frames import keyed_groups
 from .headlines import run_label
 from .load import RUN_COLUMNS
 
@@ -52,13 +53,8 @@ def model_name(model: Any) -> str:
 
 
 def _runs(frame: pd.DataFrame, keys: Sequence[str]) -> Iterator[tuple[dict[str, Any], pd.DataFrame]]:
-    keys = [k for k in keys if k in frame.columns]
-    if not keys:
-        yield {}, frame
-        return
-    for key, g in frame.groupby(keys, sort=True, dropna=False):
-        key = key if isinstance(key, tuple) else (key,)
-        yield dict(zip(keys, key, strict=True)), g
+    """The figure's groups: by the `keys` the table has, sorted (a stable order of files)."""
+    return keyed_groups(frame, [k for k in keys if k in frame.columns], sort=True)
 
 
 def _several_models(frame: pd.DataFrame) -> bool:

@@ -33,6 +33,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from .frames import keyed_groups
 from .load import RUN_COLUMNS
 from .refusals import refusal_mask
 from .stats import bonferroni, two_sample_t
@@ -53,16 +54,6 @@ Answer = Literal["argmax_value", "parsed_value", "expected_value"]
 
 def unit_keys(frame: pd.DataFrame, keys: Sequence[str] = UNIT_KEYS) -> list[str]:
     return [k for k in keys if k in frame.columns]
-
-
-def _groups(frame: pd.DataFrame, keys: list[str]):
-    """(key dict, group) pairs; one pair holding the whole frame when there are no keys."""
-    if not keys:
-        yield {}, frame
-        return
-    for key, g in frame.groupby(keys, sort=False, dropna=False):
-        key = key if isinstance(key, tuple) else (key,)
-        yield dict(zip(keys, key, strict=True)), g
 
 
 def prediction_frame(
@@ -135,7 +126,7 @@ def anova(frame: pd.DataFrame) -> pd.DataFrame:
 
     keys = unit_keys(frame)
     rows: list[dict] = []
-    for key, g in _groups(frame, keys):
+    for key, g in keyed_groups(frame, keys):
         g = g[np.isfinite(g["prediction"].to_numpy(dtype=float))]
         problem = _anova_problem(g)
         if problem:
@@ -195,7 +186,7 @@ def gender_posthoc(frame: pd.DataFrame) -> pd.DataFrame:
     """
     keys = unit_keys(frame)
     rows = []
-    for key, g in _groups(frame, keys):
+    for key, g in keyed_groups(frame, keys):
         unit = []
         for race, r in g.groupby("trustee_race", sort=False):
             pred = r["prediction"].to_numpy(dtype=float)
@@ -267,7 +258,7 @@ def probing_accuracy(
     for k in keys:
         data[k] = joined[k]
     rows = []
-    for key, g in _groups(data, keys):
+    for key, g in keyed_groups(data, keys):
         n, n_refused, n_correct = len(g), int(g["refused"].sum()), int(g["correct"].sum())
         answered = n - n_refused
         p = g["p_correct"].to_numpy(dtype=float)
