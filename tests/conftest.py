@@ -50,7 +50,7 @@ def built_default(shared_sources: Path, tmp_path_factory: pytest.TempPathFactory
     from promptgen.build import build
 
     out = tmp_path_factory.mktemp("built")
-    return build("talent-or-luck", out_dir=out, sources_dir=shared_sources).path
+    return build("talent-or-luck", out_dir=out, sources=shared_sources).path
 
 
 @pytest.fixture()

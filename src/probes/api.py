@@ -4,14 +4,14 @@ For notebooks and scripts that want what the CLI does without a subprocess::
 
     from probes import api
 
-    built = api.build("talent-or-luck", out_dir="datasets", sources_dir="../shared/sources")
+    built = api.build("talent-or-luck", out_dir="datasets", sources="../shared/sources")
     summary = api.run(built.path, "single_actor", "HuggingFaceTB/SmolLM2-135M-Instruct", "results/smollm2",
                       settings=api.scoring_settings("sentence"), limit=40)
     analysis, report = api.analyze(built.path, ["results/smollm2"], "report")
 
 | command | function | returns |
 |---|---|---|
-| `probes build` | `build` | `BuildResult` (folder, manifest) |
+| `probes build` | `build` (`sources=`: a folder or `SourceOptions`) | `BuildResult` (folder, manifest) |
 | `probes lint` | `lint` | `LintResult` (recipe, report) |
 | `probes run` | `run` (a `RunRequest`, or its fields: `settings=...`, `load=LoadOptions(...)`) | `RunSummary` |
 | `probes curate-pairs` | `curate_pairs` | `CurateResult` |
@@ -40,6 +40,7 @@ from analysis.report import analyze
 from promptgen.build import BuildResult, LintResult, build, lint
 from promptgen.core.errors import ProbeError
 from promptgen.recipe import Recipe, list_recipes, load_recipe
+from promptgen.sources import SourceOptions
 from runners.extras import MissingExtraError
 from runners.plan import PlanRequest, make_plan, write_json
 from runners.plan import summary_rows as plan_rows
@@ -67,6 +68,7 @@ __all__ = [
     "RunRequest",
     "RunSummary",
     "ScoringSettings",
+    "SourceOptions",
     "analyze",
     "build",
     "curate_pairs",

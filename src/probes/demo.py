@@ -23,7 +23,7 @@ import csv
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +155,7 @@ def run_demo(
     from promptgen.core.files import atomic_write_text
     from promptgen.hub.read import built_folders, read_build_manifest
     from promptgen.recipe import load_recipe
+    from promptgen.sources import SourceOptions
     from runners import local_run, models
     from runners.extras import require
     from runners.prompts import load_prompt_config
@@ -162,7 +163,8 @@ def run_demo(
     from runners.testmodel import MODEL_NAME, ensure_smollm2
 
     require("probes demo", ["hf"])  # before any building: scoring with SmolLM2 needs torch + transformers
-    inputs = [Reference("--sources", sources), Reference("--cache-dir", cache_dir), Reference("--model", model)]
+    options = SourceOptions(None if sources is None else Path(sources), cache_dir, offline)
+    inputs = [*options.references(), Reference("--model", model)]
     out = check_output(out, DEMO_OUTPUT, inputs=inputs)
     index = out / "report.html"
     if index.exists() and not overwrite:
@@ -195,7 +197,8 @@ def run_demo(
             same_events = info.get("parameters", {}).get("max_events") == kw.get("max_events")
             if info.get("recipe", {}).get("sha256") == sha and same_events:
                 return folder
-        return build(name, out_dir=datasets_dir, sources_dir=src, cache_dir=cache_dir, offline=offline, **kw).path
+        folder = None if src is None else Path(src)
+        return build(name, out_dir=datasets_dir, sources=replace(options, folder=folder), **kw).path
 
     tol = step("build talent-or-luck", lambda: built("talent-or-luck", sources))
     tg = step("build trust-game", lambda: built("trust-game", sources))

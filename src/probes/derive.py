@@ -66,12 +66,13 @@ import pandas as pd
 from promptgen.build import BuildOptions, build
 from promptgen.core.errors import ProbeError
 from promptgen.core.layout import BUILD_MANIFEST
-from promptgen.core.outputs import Reference, output_path
+from promptgen.core.outputs import output_path
 from promptgen.empathy.model_rewrites import ModelRewrites
 from promptgen.empathy.prompts import REWRITE_CONFIG, rewrite_item_id
 from promptgen.empathy.third_person import RULE_METHOD, parse_rewrite
 from promptgen.hub.folder import check_dataset_target, read_built_from
 from promptgen.hub.read import config_files, config_folder, read_parquet_files
+from promptgen.sources import SourceOptions
 from promptgen.trust_game.curation import (
     DEFAULT_PER_GENDER,
     KEY_COLUMNS,
@@ -223,9 +224,7 @@ def curate_pairs(
     variant: str = "base",
     key: str | None = None,
     recipe: str = "trust-game",
-    sources_dir: Path | None = None,
-    cache_dir: Path | None = None,
-    offline: bool = False,
+    sources: SourceOptions | str | Path | None = None,
     overwrite: bool = False,
 ) -> CurateResult:
     """Curate one model's pairs and write the next version of the dataset to `out_dir/<name>` (atomic)."""
@@ -236,8 +235,7 @@ def curate_pairs(
     inputs = [
         ("RESULTS", results),
         ("--prompts", dataset),
-        Reference("--sources", sources_dir),
-        Reference("--cache-dir", cache_dir),
+        *SourceOptions.of(sources).references(),
     ]
     check_dataset_target(output_path(out_dir, "--out") / spec.name, overwrite=overwrite, inputs=inputs)
     if per_gender < 1:
@@ -257,9 +255,7 @@ def curate_pairs(
     built = build(
         recipe,
         out_dir=Path(out_dir),
-        sources_dir=sources_dir,
-        cache_dir=cache_dir,
-        offline=offline,
+        sources=sources,
         curated_pairs=[*carried, curated],
         overwrite=overwrite,
     )
@@ -335,9 +331,7 @@ def apply_rewrites(
     *,
     key: str | None = None,
     recipe: str = "intergroup-empathy",
-    sources_dir: Path | None = None,
-    cache_dir: Path | None = None,
-    offline: bool = False,
+    sources: SourceOptions | str | Path | None = None,
     overwrite: bool = False,
 ) -> RewriteResult:
     """Write the version of DATASET whose T2 narratives are the rewrites in RESULTS to `out_dir/<name>` (atomic)."""
@@ -349,8 +343,7 @@ def apply_rewrites(
     inputs = [
         ("--results", results),
         ("DATASET", dataset),
-        Reference("--sources", sources_dir),
-        Reference("--cache-dir", cache_dir),
+        *SourceOptions.of(sources).references(),
     ]
     check_dataset_target(target, overwrite=overwrite, inputs=inputs)
     found = load_key_rows(
@@ -367,9 +360,7 @@ def apply_rewrites(
     built = build(
         recipe,
         out_dir=Path(out_dir),
-        sources_dir=sources_dir,
-        cache_dir=cache_dir,
-        offline=offline,
+        sources=sources,
         max_events=max_events,
         rewrites=rewrites,
         overwrite=overwrite,
@@ -400,9 +391,7 @@ def rewrite(
     flush_every: int = 64,
     max_new_tokens: int = 96,
     recipe: str = "intergroup-empathy",
-    sources_dir: Path | None = None,
-    cache_dir: Path | None = None,
-    offline: bool = False,
+    sources: SourceOptions | str | Path | None = None,
     overwrite: bool = False,
     on_start: Callable[[int, int], None] | None = None,
     on_advance: Callable[[int], None] | None = None,
@@ -449,9 +438,7 @@ def rewrite(
         out_dir,
         key=key,
         recipe=recipe,
-        sources_dir=sources_dir,
-        cache_dir=cache_dir,
-        offline=offline,
+        sources=sources,
         overwrite=overwrite,
     )
     return RewriteRun(generation, result)

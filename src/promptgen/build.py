@@ -15,7 +15,7 @@ from .hub.draft import DatasetDraft
 from .hub.folder import check_dataset_target, write_hub_folder
 from .hub.read import read_build_manifest
 from .recipe import Recipe, load_recipe
-from .sources import ResolvedSource, resolve_sources
+from .sources import ResolvedSource, SourceOptions, resolve_sources
 
 if TYPE_CHECKING:
     from .empathy.model_rewrites import ModelRewrites
@@ -106,13 +106,13 @@ class BuildResult:
 
 
 def draft_build(
-    recipe: Recipe, *, sources_dir: Path | None, cache_dir: Path | None, offline: bool, options: BuildOptions
+    recipe: Recipe, sources: SourceOptions, options: BuildOptions
 ) -> tuple[DatasetDraft, dict[str, ResolvedSource]]:
     """Resolve the sources and ask the recipe's builder for its draft (no output written)."""
     if recipe.builder not in BUILDERS:
         raise RecipeError(f"{recipe.path}: unknown builder {recipe.builder!r}; known: {sorted(BUILDERS)}")
-    sources = resolve_sources(recipe.sources, sources_dir=sources_dir, cache_dir=cache_dir, offline=offline)
-    return BUILDERS[recipe.builder](recipe, sources, options), sources
+    resolved = resolve_sources(recipe.sources, sources)
+    return BUILDERS[recipe.builder](recipe, resolved, options), resolved
 
 
 def build_manifest(recipe: Recipe, draft: DatasetDraft, sources: dict[str, ResolvedSource]) -> dict[str, Any]:
@@ -146,9 +146,7 @@ def build(
     name_or_path: str,
     *,
     out_dir: Path,
-    sources_dir: Path | None = None,
-    cache_dir: Path | None = None,
-    offline: bool = False,
+    sources: SourceOptions | str | Path | None = None,
     full: bool = False,
     max_events: int | None = None,
     curated_pairs: Sequence[CuratedPairs] = (),
@@ -159,26 +157,26 @@ def build(
 ) -> BuildResult:
     """Build one dataset folder `out_dir/<name>` from its recipe; atomic on failure.
 
+    `sources`: a folder of source files (nothing is downloaded), or `SourceOptions` (the download
+    cache, offline); None downloads into the default cache.
+
     `curated_pairs` (trust game only) adds per-model pairs and their games; see `probes.derive.curate_pairs`.
     `rewrites` (intergroup-empathy only) replaces rule-based T2 narratives with a model's; see
     `probes.derive.apply_rewrites`.
     """
     recipe = load_recipe(name_or_path)
+    sources = SourceOptions.of(sources)
     options = BuildOptions(full=full, max_events=max_events, curated_pairs=tuple(curated_pairs), rewrites=rewrites)
     if max_events is not None and max_events < 1:
         raise RecipeError(f"--max-events must be a positive number, got {max_events}")
     # fail before any work if the target may not be written (exists, foreign, an input, read-only)
-    inputs = [
-        Reference("--sources", sources_dir),
-        Reference("--cache-dir", cache_dir),
-        Reference("the recipe", recipe.path),
-    ]
+    inputs = [*sources.references(), Reference("the recipe", recipe.path)]
     out_dir = output_path(out_dir, "--out")
     check_dataset_target(out_dir / options.dataset_name(recipe.name), overwrite=overwrite, inputs=inputs)
-    draft, sources = draft_build(recipe, sources_dir=sources_dir, cache_dir=cache_dir, offline=offline, options=options)
+    draft, resolved = draft_build(recipe, sources, options)
     if on_draft is not None:
         on_draft(draft)
-    manifest = build_manifest(recipe, draft, sources)
+    manifest = build_manifest(recipe, draft, resolved)
     path = write_hub_folder(
         Path(out_dir),
         draft.name,
@@ -198,14 +196,12 @@ class LintResult:
     report: dict[str, Any]
 
 
-def lint(
-    name_or_path: str, *, sources_dir: Path | None = None, cache_dir: Path | None = None, offline: bool = False
-) -> LintResult:
+def lint(name_or_path: str, *, sources: SourceOptions | str | Path | None = None) -> LintResult:
     """`probes lint`: the findings a reviewer of a recipe's stimuli would check by hand (attribution only)."""
     recipe = load_recipe(name_or_path)
     if recipe.builder != "attribution":
         raise RecipeError(f"no lint is defined for builder {recipe.builder!r}")
     from .attribution.dataset import lint_report, read_release
 
-    sources = resolve_sources(recipe.sources, sources_dir=sources_dir, cache_dir=cache_dir, offline=offline)
-    return LintResult(recipe, lint_report(*read_release(recipe, sources)))
+    resolved = resolve_sources(recipe.sources, SourceOptions.of(sources))
+    return LintResult(recipe, lint_report(*read_release(recipe, resolved)))

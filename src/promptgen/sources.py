@@ -23,11 +23,37 @@ from pathlib import Path
 
 from .core.errors import SourceError
 from .core.files import sha256_file
+from .core.outputs import Reference
 from .recipe import SourceSpec
 
 log = logging.getLogger(__name__)
 
 _CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """Where a build's source files come from (`--sources`, `--cache-dir`, `--offline`): one value every build takes.
+
+    `folder` holds the files laid out as the recipe's `path` fields, and nothing is downloaded;
+    else the download cache (`cache_dir`, default `default_cache_dir()`), filled on first use
+    unless `offline`. Both folders are inputs a build's output must never overwrite.
+    """
+
+    folder: Path | None = None
+    cache_dir: Path | None = None
+    offline: bool = False
+
+    @classmethod
+    def of(cls, sources: SourceOptions | str | Path | None) -> SourceOptions:
+        """`sources` as given: options, or just a folder of source files (`sources="../shared/sources"`)."""
+        if isinstance(sources, SourceOptions):
+            return sources
+        return cls(folder=None if sources is None else Path(sources))
+
+    def references(self) -> list[Reference]:
+        """The folders as read-only inputs, named by their flags (`promptgen.core.outputs.check_output`)."""
+        return [Reference("--sources", self.folder), Reference("--cache-dir", self.cache_dir)]
 
 
 @dataclass(frozen=True)
@@ -208,13 +234,10 @@ def _extract_member(spec: SourceSpec, archive: Path, dest: Path, *, origin: str)
 
 
 def resolve_sources(
-    specs: tuple[SourceSpec, ...] | list[SourceSpec],
-    *,
-    sources_dir: Path | None = None,
-    cache_dir: Path | None = None,
-    offline: bool = False,
+    specs: tuple[SourceSpec, ...] | list[SourceSpec], sources: SourceOptions
 ) -> dict[str, ResolvedSource]:
     """Resolve every source of a recipe; the first failure is raised before any build work."""
     return {
-        spec.id: resolve_source(spec, sources_dir=sources_dir, cache_dir=cache_dir, offline=offline) for spec in specs
+        spec.id: resolve_source(spec, sources_dir=sources.folder, cache_dir=sources.cache_dir, offline=sources.offline)
+        for spec in specs
     }

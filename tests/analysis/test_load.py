@@ -84,9 +84,9 @@ def two_builds(tmp_path_factory) -> tuple[Path, Path]:
     """The same release built twice, options permuted and then in canonical order: same ids, other prompts."""
     root = tmp_path_factory.mktemp("fp")
     sources = write_release(root / "sources")
-    first = build(str(write_recipe(root / "a.yaml", sources)), out_dir=root / "a", sources_dir=sources).path
+    first = build(str(write_recipe(root / "a.yaml", sources)), out_dir=root / "a", sources=sources).path
     recipe = write_recipe(root / "b.yaml", sources, option_order="canonical")
-    second = build(str(recipe), out_dir=root / "b", sources_dir=sources).path
+    second = build(str(recipe), out_dir=root / "b", sources=sources).path
     return first, second
 
 

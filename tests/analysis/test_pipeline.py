@@ -58,11 +58,11 @@ def datasets(shared_sources: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     out = tmp_path_factory.mktemp("ds")
     root = tmp_path_factory.mktemp("envent")
     emp_path = build(
-        str(write_recipe(root / "r.yaml")), out_dir=out, sources_dir=write_sources(root / "src"), max_events=24
+        str(write_recipe(root / "r.yaml")), out_dir=out, sources=write_sources(root / "src"), max_events=24
     )
     return {
-        "talent-or-luck": build("talent-or-luck", out_dir=out, sources_dir=shared_sources).path,
-        "trust-game": build("trust-game", out_dir=out, sources_dir=shared_sources).path,
+        "talent-or-luck": build("talent-or-luck", out_dir=out, sources=shared_sources).path,
+        "trust-game": build("trust-game", out_dir=out, sources=shared_sources).path,
         "intergroup-empathy": emp_path.path,
     }
 

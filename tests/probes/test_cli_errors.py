@@ -223,7 +223,7 @@ def empathy_dataset(tmp_path_factory) -> Path:
     """A small intergroup-empathy folder; its recipe is beside it as `r.yaml`."""
     root = tmp_path_factory.mktemp("emp")
     recipe = write_recipe(root / "r.yaml")
-    return build(str(recipe), out_dir=root / "out", sources_dir=write_sources(root / "src"), max_events=12).path
+    return build(str(recipe), out_dir=root / "out", sources=write_sources(root / "src"), max_events=12).path
 
 
 def _rewrite_results(dataset: Path, results: Path) -> None:
@@ -271,7 +271,7 @@ def test_corrupt_result_part_in_curate_pairs_is_one_line(shared_sources, tmp_pat
     from probes.derive import RACE_PROBE
     from release_fixture import load_config
 
-    dataset = build("trust-game", out_dir=tmp_path / "ds", sources_dir=shared_sources).path
+    dataset = build("trust-game", out_dir=tmp_path / "ds", sources=shared_sources).path
     ids = load_config(dataset, RACE_PROBE).to_pandas()["id"].head(20).tolist()
     results = tmp_path / "results"
     scoring = '{"choice_mode":"letter"}'
@@ -342,7 +342,7 @@ def test_corrupt_result_part_on_run_resume_is_one_line(fixture_release, smollm2,
     """A damaged part in the key being resumed, or junk in another config's folder (read when the
     manifest is refreshed after scoring), raised ArrowInvalid; now one line naming the part."""
     sources, recipe = fixture_release
-    dataset = build(str(recipe), out_dir=tmp_path / "ds", sources_dir=sources).path
+    dataset = build(str(recipe), out_dir=tmp_path / "ds", sources=sources).path
     results = tmp_path / "results"
     args = ["run", str(dataset), "--config", "single_actor", "--model", str(smollm2), "--out", str(results)]
     args += ["--no-chat", "--quiet"]

@@ -77,7 +77,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     empathy = build(
         str(write_envent_recipe(emp_root / "r.yaml")),
         out_dir=emp_root / "out",
-        sources_dir=write_envent_sources(emp_root / "src"),
+        sources=write_envent_sources(emp_root / "src"),
         max_events=12,
     ).path
     results = root / "results"
@@ -351,7 +351,7 @@ def test_empty_out_is_refused_and_readme_is_kept(inputs, tmp_path: Path, monkeyp
 def test_one_model_at_two_scorings_gets_figures_of_its_own(tmp_path: Path) -> None:
     """Two keys with one model name crashed the attribution shares figure (TypeError in plots)."""
     sources = write_release(tmp_path / "sources")
-    dataset = build(str(write_recipe(tmp_path / "r.yaml", sources)), out_dir=tmp_path / "ds", sources_dir=sources).path
+    dataset = build(str(write_recipe(tmp_path / "r.yaml", sources)), out_dir=tmp_path / "ds", sources=sources).path
     ids = pq.read_table(dataset / "data" / "single_actor", columns=["id"]).column("id").to_pylist()
     results = tmp_path / "results"
     for scoring in ('{"choice_mode":"sentence"}', '{"choice_mode":"letter"}'):

@@ -255,7 +255,7 @@ def _datasets_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 def tiny(shared_sources: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("tg-pairs")
     recipe = _test_recipe(root / "trust_game_small.yaml")
-    dataset = build(str(recipe), out_dir=root / "v1", sources_dir=shared_sources).path
+    dataset = build(str(recipe), out_dir=root / "v1", sources=shared_sources).path
     return {"recipe": recipe, "dataset": dataset, "sources": shared_sources}
 
 

@@ -41,7 +41,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     root = tmp_path_factory.mktemp("rw")
     sources = write_sources(root / "src")
     recipe = write_recipe(root / "r.yaml")
-    path = build(str(recipe), out_dir=root / "out", sources_dir=sources, max_events=24).path
+    path = build(str(recipe), out_dir=root / "out", sources=sources, max_events=24).path
     return path, sources, recipe
 
 
@@ -129,7 +129,7 @@ def test_rewrites_replace_t2_in_events_and_prompts(built, tmp_path, smollm2_toke
             expected[item_id.removeprefix("emp.rewrite.")] = text
     assert 0 < len(expected) < 24  # the script makes both kinds
 
-    new = apply_rewrites(results, path, tmp_path / "v2", recipe=str(recipe), sources_dir=sources)
+    new = apply_rewrites(results, path, tmp_path / "v2", recipe=str(recipe), sources=sources)
     manifest = new.manifest
     assert (
         manifest["version"].startswith("1.0.0+t2.")
@@ -155,7 +155,7 @@ def test_rewrites_replace_t2_in_events_and_prompts(built, tmp_path, smollm2_toke
     assert "org/scripted-rewriter" in card and f"{len(expected)} are used" in card
 
     # the same results make the same version, byte for byte
-    again = apply_rewrites(results, path, tmp_path / "v3", recipe=str(recipe), sources_dir=sources)
+    again = apply_rewrites(results, path, tmp_path / "v3", recipe=str(recipe), sources=sources)
     assert (again.manifest["version"], again.manifest["fingerprint"]) == (manifest["version"], manifest["fingerprint"])
 
 
@@ -165,7 +165,7 @@ def test_partial_generation_resumes_and_keeps_rules_for_the_rest(built, tmp_path
     assert _generate(path, results, smollm2_tokenizer, limit=10).items == 10
     again = _generate(path, results, smollm2_tokenizer, limit=10)
     assert (again.items, again.skipped) == (0, 10)  # a rerun generates nothing twice
-    new = apply_rewrites(results, path, tmp_path / "v2", recipe=str(recipe), sources_dir=sources)
+    new = apply_rewrites(results, path, tmp_path / "v2", recipe=str(recipe), sources=sources)
     record = new.manifest["build_report"]["t2_rewrite"]
     assert record["generated"] == 10 and record["kept_rules"] == 24 - record["rewritten"]
     assert sum(record["statuses"].values()) == 10
@@ -208,13 +208,13 @@ def test_results_from_another_build_are_refused() -> None:
 def test_apply_errors_are_clear(built, tmp_path) -> None:
     path, sources, recipe = built
     with pytest.raises(ProbeError, match="has no rewrite_t2 results"):
-        apply_rewrites(tmp_path / "none", path, tmp_path / "v2", recipe=str(recipe), sources_dir=sources)
+        apply_rewrites(tmp_path / "none", path, tmp_path / "v2", recipe=str(recipe), sources=sources)
     with pytest.raises(ProbeError, match=r"no build_manifest\.json"):
-        apply_rewrites(tmp_path / "none", tmp_path, tmp_path / "v2", recipe=str(recipe), sources_dir=sources)
+        apply_rewrites(tmp_path / "none", tmp_path, tmp_path / "v2", recipe=str(recipe), sources=sources)
     with pytest.raises(ProbeError, match="was not built from the recipe"):
-        apply_rewrites(tmp_path / "none", path, tmp_path / "v2", sources_dir=sources)  # the repo's recipe
+        apply_rewrites(tmp_path / "none", path, tmp_path / "v2", sources=sources)  # the repo's recipe
     with pytest.raises(ProbeError, match=r"is a prompt dataset folder .*: it is the input DATASET"):
-        apply_rewrites(tmp_path / "none", path, path.parent, recipe=str(recipe), sources_dir=sources)
+        apply_rewrites(tmp_path / "none", path, path.parent, recipe=str(recipe), sources=sources)
 
 
 def test_probes_rewrite_on_smollm2_for_10_events(built, tmp_path, smollm2) -> None:

@@ -49,7 +49,7 @@ def _rows(folder: Path, config: str, n: int, keep=lambda row: True) -> list[dict
 def prompts(built_default: Path, shared_sources: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     from promptgen.build import build
 
-    games = build("trust-game", out_dir=tmp_path_factory.mktemp("tg"), sources_dir=shared_sources).path
+    games = build("trust-game", out_dir=tmp_path_factory.mktemp("tg"), sources=shared_sources).path
     items = _rows(built_default, "single_actor", N_CHOICE) + _rows(
         games, "games_paper_phi_2", N_NUMBER, lambda r: r["variant"] == "base"
     )

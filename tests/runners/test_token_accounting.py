@@ -137,7 +137,7 @@ def test_radix_sharing_on_religion_comes_within_1_3_of_the_trie_minimum(
 
     root = tmp_path_factory.mktemp("envent-accounting")
     path = build(
-        str(write_recipe(root / "r.yaml")), out_dir=root / "out", sources_dir=write_sources(root / "src"), max_events=24
+        str(write_recipe(root / "r.yaml")), out_dir=root / "out", sources=write_sources(root / "src"), max_events=24
     ).path
     files = sorted(path.glob("data/religion_P0S0T0/*.parquet"))
     items = [row for f in files for row in pq.read_table(f).to_pylist()]

@@ -78,9 +78,7 @@ def build(
             result = api.build(
                 name,
                 out_dir=out_dir,
-                sources_dir=sources,
-                cache_dir=cache_dir,
-                offline=offline,
+                sources=api.SourceOptions(sources, cache_dir, offline),
                 full=full,
                 max_events=max_events,
                 overwrite=overwrite,
@@ -113,7 +111,7 @@ def lint(
     from probes import api
 
     try:
-        linted = api.lint(name, sources_dir=sources, cache_dir=cache_dir, offline=offline)
+        linted = api.lint(name, sources=api.SourceOptions(sources, cache_dir, offline))
     except ProbeError as exc:
         _fail(exc)
     recipe, report = linted.recipe, linted.report

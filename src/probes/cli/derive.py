@@ -106,9 +106,7 @@ def curate_pairs_cmd(
             variant=variant,
             key=key,
             recipe=recipe,
-            sources_dir=sources,
-            cache_dir=cache_dir,
-            offline=offline,
+            sources=api.SourceOptions(sources, cache_dir, offline),
             overwrite=overwrite,
         )
     except ProbeError as exc:
@@ -240,9 +238,7 @@ def rewrite_cmd(
                 flush_every=flush_every,
                 max_new_tokens=max_new_tokens,
                 recipe=recipe,
-                sources_dir=sources,
-                cache_dir=cache_dir,
-                offline=offline,
+                sources=api.SourceOptions(sources, cache_dir, offline),
                 overwrite=overwrite,
                 on_start=on_start,
                 on_advance=on_advance,

@@ -107,7 +107,7 @@ def test_actor_settings(built_default):
 
 
 def test_second_build_is_byte_identical(built_default, shared_sources, tmp_path):
-    again = build("talent-or-luck", out_dir=tmp_path, sources_dir=shared_sources).path
+    again = build("talent-or-luck", out_dir=tmp_path, sources=shared_sources).path
     files = sorted(p.relative_to(built_default) for p in built_default.rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(again) for p in again.rglob("*") if p.is_file())
     for rel in files:

@@ -48,7 +48,7 @@ def test_stratified_draws_spread_over_domains():
 def test_default_build_counts_and_ids(fixture_release, tmp_path, option_order):
     sources, _ = fixture_release
     recipe = write_recipe(tmp_path / "r.yaml", sources, option_order=option_order)
-    path = build(str(recipe), out_dir=tmp_path / "out", sources_dir=sources).path
+    path = build(str(recipe), out_dir=tmp_path / "out", sources=sources).path
     manifest = json.loads((path / "build_manifest.json").read_text())
     rot = 4 if option_order == "rotations" else 1
     # hand counts: 16 templates x 5 groups x 5 names; pairs: 3 configs x 3 gender pairs x (2²+2²+1²) ordered
@@ -73,7 +73,7 @@ def test_default_build_counts_and_ids(fixture_release, tmp_path, option_order):
 
 def test_pairs_have_distinct_names_and_name_the_target(fixture_release, tmp_path):
     sources, recipe = fixture_release
-    path = build(str(recipe), out_dir=tmp_path, sources_dir=sources).path
+    path = build(str(recipe), out_dir=tmp_path, sources=sources).path
     aa = _load(path, "actor_actor")
     assert (aa["name"] != aa["name_2"]).all()
     assert (aa["dimension"].notna()).all()
@@ -98,7 +98,7 @@ def test_pairs_have_distinct_names_and_name_the_target(fixture_release, tmp_path
 
 def test_full_sampling_is_the_cross_product(fixture_release, tmp_path):
     sources, recipe = fixture_release
-    path = build(str(recipe), out_dir=tmp_path, sources_dir=sources, full=True).path
+    path = build(str(recipe), out_dir=tmp_path, sources=sources, full=True).path
     assert path.name == "talent-or-luck-full"
     rows = json.loads((path / "build_manifest.json").read_text())["rows"]
     groups, sum_g2, scen, names = 5, 4 + 4 + 1, 4, 5
@@ -110,7 +110,7 @@ def test_full_sampling_is_the_cross_product(fixture_release, tmp_path):
 
 def test_label_correction_keeps_the_original(fixture_release, tmp_path):
     sources, recipe = fixture_release
-    path = build(str(recipe), out_dir=tmp_path, sources_dir=sources).path
+    path = build(str(recipe), out_dir=tmp_path, sources=sources).path
     sa = _load(path, "single_actor")
     ru = sa[sa["identity_original"] == "a Russia"]
     assert len(ru) and (ru["identity"] == "a Russian").all()
@@ -166,7 +166,7 @@ def test_broken_sources_are_located_errors_and_write_nothing(tmp_path, mutate, f
     sources, recipe = _broken(tmp_path, mutate)
     out = tmp_path / "out"
     with pytest.raises(SourceFormatError) as info:
-        build(str(recipe), out_dir=out, sources_dir=sources)
+        build(str(recipe), out_dir=out, sources=sources)
     msg = str(info.value)
     assert file in msg and where in msg and message in msg
     assert not out.exists() or list(out.iterdir()) == []
@@ -178,13 +178,13 @@ def test_sample_sizes_beyond_the_release_are_recipe_errors(fixture_release, tmp_
     text = recipe.read_text().replace("scenarios_per_cell: 4", "scenarios_per_cell: 5")
     recipe.write_text(text)
     with pytest.raises(RecipeError, match=r"actor_observer\.scenarios_per_cell=5 exceeds the 4"):
-        build(str(recipe), out_dir=tmp_path / "out", sources_dir=sources)
+        build(str(recipe), out_dir=tmp_path / "out", sources=sources)
 
 
 def test_too_few_names_is_an_error(tmp_path):
     sources, recipe = _broken(tmp_path, lambda d: d["names/religion.json"]["a Sikh"].update(male_names=["A", "B", "A"]))
     with pytest.raises(ProbeError, match=r"a Sikh\.male_names has 2 distinct names"):
-        build(str(recipe), out_dir=tmp_path / "out", sources_dir=sources)
+        build(str(recipe), out_dir=tmp_path / "out", sources=sources)
 
 
 def test_altered_source_fails_the_build_before_writing(fixture_release, tmp_path):
@@ -193,7 +193,7 @@ def test_altered_source_fails_the_build_before_writing(fixture_release, tmp_path
     target.write_text(target.read_text().replace("won the", "took the"))
     out = tmp_path / "out"
     with pytest.raises(SourceError) as info:
-        build(str(recipe), out_dir=out, sources_dir=sources)
+        build(str(recipe), out_dir=out, sources=sources)
     assert "sha256 mismatch" in str(info.value) and "single_actor/success.json" in str(info.value)
     assert not out.exists()
 
@@ -202,7 +202,7 @@ def test_joint_compatibility_mode(fixture_release, tmp_path):
     sources, _ = fixture_release
     recipe = write_recipe(tmp_path / "r.yaml", sources)
     recipe.write_text(recipe.read_text().replace("joint: false", "joint: true"))
-    path = build(str(recipe), out_dir=tmp_path / "out", sources_dir=sources).path
+    path = build(str(recipe), out_dir=tmp_path / "out", sources=sources).path
     joint = _load(path, "actor_actor_joint")
     per_target = _load(path, "actor_actor")
     assert len(joint) * 2 == len(per_target)

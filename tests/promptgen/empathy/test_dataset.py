@@ -9,6 +9,7 @@ from envent_fixture import EMOTIONS, HEADER, corpus_rows, write_recipe, write_so
 from promptgen.build import build
 from promptgen.core.errors import RecipeError, SourceFormatError
 from promptgen.empathy.prompts import expand_prompts
+from promptgen.sources import SourceOptions
 from release_fixture import load_config
 
 # DESIGN section 4, typed out again here so the test does not reuse the module's templates.
@@ -86,12 +87,12 @@ def subset(tmp_path_factory):
     root = tmp_path_factory.mktemp("emp")
     sources = write_sources(root / "src")
     recipe = write_recipe(root / "r.yaml")
-    return build(str(recipe), out_dir=root / "out", sources_dir=sources, max_events=24).path
+    return build(str(recipe), out_dir=root / "out", sources=sources, max_events=24).path
 
 
 def test_events_keep_every_emotion_row_once(tmp_path):
     sources = write_sources(tmp_path / "src")
-    path = build(str(write_recipe(tmp_path / "r.yaml")), out_dir=tmp_path / "o", sources_dir=sources).path
+    path = build(str(write_recipe(tmp_path / "r.yaml")), out_dir=tmp_path / "o", sources=sources).path
     events = load_config(path, "events").to_pandas()
     expected_ids = [r[0] for r in corpus_rows() if r[1] != "no-emotion"]
     assert list(events["text_id"]) == expected_ids
@@ -180,8 +181,7 @@ def test_the_zip_in_a_sources_folder_is_read(tmp_path):
     path = build(
         str(write_recipe(tmp_path / "r.yaml")),
         out_dir=tmp_path / "o",
-        sources_dir=sources,
-        cache_dir=tmp_path / "cache",
+        sources=SourceOptions(sources, cache_dir=tmp_path / "cache"),
         max_events=12,
     ).path
     manifest = json.loads((path / "build_manifest.json").read_text())
@@ -211,7 +211,7 @@ def test_bad_rows_are_named(tmp_path, mutate, where, message):
     mutate(rows)
     recipe, sources = _broken(tmp_path, rows=rows)
     with pytest.raises(SourceFormatError) as info:
-        build(recipe, out_dir=tmp_path / "o", sources_dir=sources)
+        build(recipe, out_dir=tmp_path / "o", sources=sources)
     assert where in str(info.value) and message in str(info.value) and "crowd-enVent_generation.tsv" in str(info.value)
     assert not (tmp_path / "o").exists()
 
@@ -220,12 +220,12 @@ def test_missing_column_and_bad_flags(tmp_path):
     header = [h if h != "generated_text" else "text" for h in HEADER]
     recipe, sources = _broken(tmp_path, header=header)
     with pytest.raises(SourceFormatError, match="missing column"):
-        build(recipe, out_dir=tmp_path / "o", sources_dir=sources)
+        build(recipe, out_dir=tmp_path / "o", sources=sources)
     recipe, sources = _broken(tmp_path / "2")
     with pytest.raises(RecipeError, match="exceeds"):
-        build(recipe, out_dir=tmp_path / "o", sources_dir=sources, max_events=1000)
+        build(recipe, out_dir=tmp_path / "o", sources=sources, max_events=1000)
     with pytest.raises(RecipeError, match="--full"):
-        build(recipe, out_dir=tmp_path / "o", sources_dir=sources, full=True)
+        build(recipe, out_dir=tmp_path / "o", sources=sources, full=True)
     assert not (tmp_path / "o").exists()
 
 

@@ -88,7 +88,7 @@ def test_bad_parameters_are_errors(mutate, message):
 
 def test_full_is_refused(shared_sources, tmp_path):
     with pytest.raises(RecipeError, match="no full variant"):
-        build("trust-game", out_dir=tmp_path, sources_dir=shared_sources, full=True)
+        build("trust-game", out_dir=tmp_path, sources=shared_sources, full=True)
 
 
 # ----------------------------------------------------------------------------- paper pairs
@@ -207,7 +207,7 @@ def test_race_probe_rows_render_the_published_prompts():
 @pytest.fixture(scope="module")
 def built(shared_sources, tmp_path_factory):
     out = tmp_path_factory.mktemp("tg")
-    return build("trust-game", out_dir=out, sources_dir=shared_sources).path
+    return build("trust-game", out_dir=out, sources=shared_sources).path
 
 
 def test_every_config_loads_with_declared_features(built):
@@ -282,7 +282,7 @@ def test_race_probe_config(built):
 
 
 def test_second_build_is_byte_identical_and_card_is_complete(built, shared_sources, tmp_path):
-    again = build("trust-game-names", out_dir=tmp_path, sources_dir=shared_sources).path
+    again = build("trust-game-names", out_dir=tmp_path, sources=shared_sources).path
     files = sorted(p.relative_to(built) for p in built.rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(again) for p in again.rglob("*") if p.is_file())
     for rel in files:

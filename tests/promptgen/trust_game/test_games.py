@@ -420,7 +420,7 @@ def test_recipe_parameters():
 
 @pytest.fixture(scope="module")
 def built(shared_sources, tmp_path_factory):
-    return build("trust-game", out_dir=tmp_path_factory.mktemp("tg-games"), sources_dir=shared_sources).path
+    return build("trust-game", out_dir=tmp_path_factory.mktemp("tg-games"), sources=shared_sources).path
 
 
 def test_built_game_configs(built, paper_pairs):
