@@ -391,7 +391,7 @@ class HFBackend:
         return str(self.model.device)
 
     def hardware(self) -> dict[str, Any]:
-        """What the run loaded and with which memory settings (recorded in the manifest)."""
+        """What the run loaded, with which memory settings, on which torch (recorded in the manifest)."""
         import torch
 
         info: dict[str, Any] = {
@@ -408,7 +408,12 @@ class HFBackend:
             info["gpus"] = sorted(
                 {torch.cuda.get_device_name(d) for d in (placement or {}).values() if str(d) not in ("cpu", "disk")}
             ) or [info["gpu"]]
+        # float32 matmuls' last bits depend on the thread count
+        info.update(torch=torch.__version__, threads=torch.get_num_threads())
         return info
+
+    def close(self) -> None:
+        """Nothing to shut down: no engine process; the weights are freed with the backend."""
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         import torch
