@@ -230,8 +230,7 @@ def run_demo(
                 ),
             )
     finally:
-        if callable(getattr(backend, "close", None)):
-            backend.close()
+        backend.close()
 
     reports = {}
     for name, folder in (("talent-or-luck", tol), ("trust-game", tg), ("intergroup-empathy", emp)):

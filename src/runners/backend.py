@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -111,14 +111,37 @@ def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
 
 @runtime_checkable
 class Backend(Protocol):
+    """What the drivers (`runners.local_run`, `runners.ray_run`, `runners.rows`) use of a backend, all of it.
+
+    Every member is declared here, so no caller probes a backend for what it has: a backend
+    with nothing to say for a member says None (or `{}` for `hardware`).
+    """
+
     #: short backend name recorded in results: "hf", "vllm"
     name: str
     #: model id or path, and the revision (commit) when known
     model_id: str
     model_revision: str | None
+    #: the dtype the model actually runs in ("float32", "bfloat16"; what the numbers depend on),
+    #: recorded in every row and in the result key; None: the backend does not say (the run
+    #: then records the dtype it asked for)
+    dtype: str | None
+    #: where inputs go ("cpu", "cuda:0"), recorded in every row and the manifest; None: not known
+    device: str | None
+    #: the token budget of one forward pass (rows x padded length), after any out-of-memory
+    #: halving; None: the backend batches by itself (vLLM's scheduler)
+    max_batch_tokens: int | None
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         """One result per request, in request order."""
+        ...
+
+    def hardware(self) -> dict[str, Any]:
+        """Where and how the run ran (versions, dtype, device, GPU, memory settings): the manifest's record."""
+        ...
+
+    def close(self) -> None:
+        """Release what the backend holds beyond its Python objects (engine processes); unusable afterwards."""
         ...
 
 

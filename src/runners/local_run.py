@@ -20,8 +20,8 @@ from typing import Any
 
 from promptgen.core.errors import ProbeError
 
+from .backend import Backend
 from .device import ITEMS_PER_CALL, device_type
-from .models import hardware, loaded_dtype
 from .prompts import PromptConfig, check_chat_form, check_number_mode, check_scoring_mode
 from .request import RunRequest
 from .rows import run_items
@@ -30,15 +30,15 @@ from .session import RunSummary, Session, model_name_for, result_key
 __all__ = ["RunRequest", "RunSummary", "run_config"]
 
 
-def default_batch_size(backend: Any) -> int:
+def default_batch_size(backend: Backend) -> int:
     """Items per backend call when `--batch-size` is not given: GPU-sized on CUDA, small on the CPU."""
-    kind = device_type(str(getattr(backend, "device", None) or "cpu"))
+    kind = device_type(backend.device or "cpu")
     return ITEMS_PER_CALL.get(kind, ITEMS_PER_CALL["cuda"])
 
 
 def run_config(
     prompts: PromptConfig,
-    backend: Any,
+    backend: Backend,
     tokenizer: Any,
     request: RunRequest,
     *,
@@ -64,7 +64,7 @@ def run_config(
     check_scoring_mode(prompts, settings)
     check_chat_form(prompts, chat)
     check_number_mode(prompts, settings, tokenizer, chat)
-    dtype = loaded_dtype(backend, request.load.dtype)
+    dtype = backend.dtype or request.load.dtype  # what the backend loaded; what was asked when it does not say
     name = model_name_for(backend.model_id, request.model_name)
     key = result_key(name, model_revision, settings, chat, dtype=dtype, backend=backend.name)
     session = Session.open(
@@ -92,5 +92,5 @@ def run_config(
         session.add(rows)
         if on_advance is not None:
             on_advance(len(items))
-    extra = {"batch_size": batch_size, "device": getattr(backend, "device", None)}
-    return session.finish(backend=backend.name, dtype=dtype, hardware=hardware(backend), extra=extra)
+    extra = {"batch_size": batch_size, "device": backend.device}
+    return session.finish(backend=backend.name, dtype=dtype, hardware=backend.hardware(), extra=extra)

@@ -4,7 +4,7 @@
 load). `load_backend` checks them, locates and keys the model (`model_identity.locate`), loads
 the shared transformers tokenizer and the hf or vLLM backend with `auto` settings resolved for
 the machine (`runners.device`), and checks the weights did not change while they loaded.
-`needs_of` sizes vLLM's context to the run's items; `hardware` and `loaded_dtype` record where and how the run ran.
+`needs_of` sizes vLLM's context to the run's items.
 """
 
 from __future__ import annotations
@@ -168,8 +168,7 @@ def load_backend(
     try:
         ref.check_unchanged()  # weights swapped while they loaded must not be filed under the old key
     except ProbeError:
-        if callable(getattr(scorer, "close", None)):
-            scorer.close()
+        scorer.close()
         raise
     return scorer, tokenizer, ref.revision
 
@@ -190,30 +189,3 @@ def needs_of(
         return context_length.tokens_needed(prompts.dataset, rows, tokenizer, use_chat, settings)
 
     return needed
-
-
-def loaded_dtype(backend: Any, asked: str | None) -> str | None:
-    """The dtype the model was actually loaded in (hf: the weights' dtype), else what was asked."""
-    model = getattr(backend, "model", None)
-    dtype = getattr(model, "dtype", None)
-    if dtype is not None:
-        return str(dtype).removeprefix("torch.")
-    return getattr(backend, "dtype", None) or asked
-
-
-def hardware(backend: Any) -> dict[str, Any]:
-    """Where the run ran: the backend's own record (dtype, device, GPU, memory settings), torch."""
-    info: dict[str, Any] = {}
-    if callable(getattr(backend, "hardware", None)):
-        info.update(backend.hardware())
-    model = getattr(backend, "model", None)
-    if model is not None:
-        import torch
-
-        info.update(torch=torch.__version__, threads=torch.get_num_threads())
-        info.setdefault("device", str(model.device))
-        if model.device.type == "cuda":
-            info.setdefault("gpu", torch.cuda.get_device_name(model.device))
-    if hasattr(backend, "max_batch_tokens"):  # after any out-of-memory halving
-        info["max_batch_tokens"] = backend.max_batch_tokens
-    return info

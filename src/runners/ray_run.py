@@ -103,12 +103,12 @@ class _Replica:
                 f"by {key.model_revision}: is the model the same on every node?"
             )
         keyed = json.loads(key.scoring).get("dtype")
-        if self.error is None and keyed is not None and getattr(self.backend, "dtype", keyed) != keyed:
+        if self.error is None and keyed is not None and self.backend.dtype not in (None, keyed):
             self.error = (
                 f"the worker on {platform.node()} loaded {model} in {self.backend.dtype}, the driver keyed the run "
                 f"by {keyed}: pass an explicit --dtype this engine supports"
             )
-        self.worker = json.dumps({**models.hardware(self.backend), "node": platform.node()}, sort_keys=True)
+        self.worker = json.dumps({**self.backend.hardware(), "node": platform.node()}, sort_keys=True)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         items, error = batch.to_pylist(), self.error

@@ -245,8 +245,8 @@ def run_items(
         "model": backend.model_id,
         "model_revision": backend.model_revision,
         "backend": backend.name,
-        "dtype": getattr(backend, "dtype", None),
-        "device": getattr(backend, "device", None),
+        "dtype": backend.dtype,
+        "device": backend.device,
         "scoring": settings.key(),
     }
     rows: list[dict[str, Any]] = []

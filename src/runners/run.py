@@ -80,8 +80,7 @@ def run_loaded(
             on_advance=on_advance,
         )
     finally:
-        if callable(getattr(backend, "close", None)):
-            backend.close()  # vLLM aborts the process at exit when its engine is left running
+        backend.close()  # vLLM aborts the process at exit when its engine is left running
 
 
 def run(

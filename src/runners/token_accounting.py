@@ -27,13 +27,14 @@ build requests exactly as a run does and pass them here.
 
 Stable API (used by `probes plan`): `TokenCounts`, `count_tokens`, `hf_token_counts`,
 `vllm_token_counts`, `prefix_trie_minimum`; and for the hf backend itself `hf_batches`,
-`context_radix`, `RadixNode`, `continuation_nodes`.
+`budget_chunks`, `context_radix`, `RadixNode`, `continuation_nodes`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from .backend import ScoreRequest
 from .device import ITEMS_PER_CALL
@@ -44,6 +45,7 @@ __all__ = [
     "MIN_SHARED_PREFIX",
     "RadixNode",
     "TokenCounts",
+    "budget_chunks",
     "context_radix",
     "continuation_nodes",
     "count_tokens",
@@ -53,6 +55,8 @@ __all__ = [
     "radix_attribution",
     "vllm_token_counts",
 ]
+
+T = TypeVar("T")
 
 #: the hf backend's default budget of tokens (rows x padded length) in one forward pass
 DEFAULT_MAX_BATCH_TOKENS = 8192
@@ -131,17 +135,21 @@ def _common(a: Sequence[int], b: Sequence[int]) -> int:
     return k
 
 
-def _budget_chunks(order: list[int], cost: Sequence[int], budget: int) -> list[list[int]]:
-    """Consecutive groups whose rows x largest cost stays within `budget` (at least one row each)."""
-    groups: list[list[int]] = []
-    group: list[int] = []
+def budget_chunks(items: Sequence[T], cost: Callable[[T], int], budget: int) -> list[list[T]]:
+    """Consecutive groups of `items` whose rows x largest `cost` stays within `budget` (at least one row each).
+
+    The one batching rule of the hf backend: requests into batches (`hf_batches`), radix
+    nodes and continuation rows into passes, generation requests into `generate` calls.
+    """
+    groups: list[list[T]] = []
+    group: list[T] = []
     worst = 0
-    for i in order:
-        c = cost[i]
+    for item in items:
+        c = cost(item)
         if group and (len(group) + 1) * max(worst, c) > budget:
             groups.append(group)
             group, worst = [], 0
-        group.append(i)
+        group.append(item)
         worst = max(worst, c)
     if group:
         groups.append(group)
@@ -157,7 +165,7 @@ def hf_batches(contexts: Sequence[Sequence[int]], max_batch_tokens: int) -> list
     context stays within `max_batch_tokens` (it bounds the batch's KV store and each pass).
     """
     order = sorted(range(len(contexts)), key=lambda i: tuple(contexts[i]))
-    return _budget_chunks(order, [len(c) for c in contexts], max_batch_tokens)
+    return budget_chunks(order, lambda i: len(contexts[i]), max_batch_tokens)
 
 
 @dataclass(frozen=True)

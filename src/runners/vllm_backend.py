@@ -121,7 +121,8 @@ class VLLMBackend:
     """Scores and generates with a `vllm.LLM` engine (see the module docstring)."""
 
     name = "vllm"
-    model = None  # no torch module in this process (the engine may run in another)
+    #: vLLM's scheduler batches by itself: there is no token budget of ours to record
+    max_batch_tokens = None
 
     def __init__(
         self,

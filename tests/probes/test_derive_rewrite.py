@@ -66,6 +66,15 @@ class ScriptedWriter:
     name = "scripted"
     model_id = "org/scripted-rewriter"
     model_revision = "r1"
+    dtype = None
+    device = None
+    max_batch_tokens = None
+
+    def hardware(self) -> dict[str, Any]:
+        return {}
+
+    def close(self) -> None:
+        pass
 
     def score(self, requests: Sequence[Any]) -> list[Any]:  # pragma: no cover - never scored
         raise AssertionError("rewrite items are generated, never scored")

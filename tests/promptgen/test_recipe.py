@@ -3,7 +3,7 @@ import hashlib
 import pytest
 import yaml
 
-from promptgen.attribution.items import parse_params
+from promptgen.attribution.params import parse_params
 from promptgen.core.errors import RecipeError
 from promptgen.recipe import find_recipe, list_recipes, load_recipe, parse_recipe
 from release_fixture import REPO

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from runners.backend import Backend, ContinuationScore, ScoreRequest, ScoreResult
+from runners.backend import Backend, ContinuationScore, GeneratingBackend, ScoreRequest, ScoreResult
 from runners.distributions import (
     build_number_trie,
     letter_choice_probs,
@@ -27,6 +27,7 @@ from runners.distributions import (
     number_request,
     sentence_choice_probs,
 )
+from runners.token_accounting import DEFAULT_MAX_BATCH_TOKENS
 from runners_fixtures import (
     full_forward_logprobs,
     reference_number_raw,
@@ -53,6 +54,15 @@ class ToyBackend:
     name = "toy"
     model_id = "toy"
     model_revision = None
+    dtype = None
+    device = None
+    max_batch_tokens = None
+
+    def hardware(self) -> dict[str, Any]:
+        return {}
+
+    def close(self) -> None:
+        pass
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         results = []
@@ -87,10 +97,6 @@ def brute_force_number_probs(context: tuple[int, ...], paths: dict) -> np.ndarra
             total += p * toy_dist((*context, *form))[ends].sum()
         raw.append(total)
     return np.array(raw)
-
-
-def test_toy_backend_meets_the_protocol() -> None:
-    assert isinstance(ToyBackend(), Backend)
 
 
 def test_sentence_choice_probs() -> None:
@@ -163,6 +169,22 @@ def backend(smollm2_model: Any) -> Any:
     from runners.hf import HFBackend
 
     return HFBackend(smollm2_model)
+
+
+def test_the_product_backends_meet_the_protocol(backend: Any) -> None:
+    """Both real backends have every member the drivers use (`Backend`, and `generate`).
+
+    The hf backend is a real one over the test model; the vLLM backend is made over a stand-in
+    for `vllm.LLM` (nothing starts an engine), so its members are the class's own.
+    """
+    from runners.vllm_backend import VLLMBackend
+
+    vllm = VLLMBackend(object(), model_id="m")
+    for made in (backend, vllm):
+        assert isinstance(made, Backend) and isinstance(made, GeneratingBackend), type(made).__name__
+    assert (backend.dtype, backend.device, backend.max_batch_tokens) == ("float32", "cpu", DEFAULT_MAX_BATCH_TOKENS)
+    assert list(backend.hardware()) == ["dtype", "device", "max_batch_tokens", "max_logit_rows", "torch", "threads"]
+    assert (vllm.dtype, vllm.device, vllm.max_batch_tokens) == ("float32", None, None)
 
 
 def test_sentence_choice_probs_match_full_passes(backend: Any, smollm2_model: Any, smollm2_tokenizer: Any) -> None:

@@ -115,28 +115,19 @@ def test_log_softmax_reads_float64_values_without_a_float64_copy() -> None:
     require_extra("hf")
     import torch
 
-    from runners.hf import _LogSoftmax
+    from runners.hf_logprobs import LogSoftmax
 
     torch.manual_seed(0)
     logits = torch.randn(3, 5, 49152) * 4
     exact = torch.log_softmax(logits.double(), dim=-1)
-    lp = _LogSoftmax(logits)
+    lp = LogSoftmax(logits)
     rows, tokens = torch.arange(4), torch.tensor([1, 2, 3, 4])
     assert (lp[2, rows, tokens] - exact[2, rows, tokens]).abs().max() < 1e-6
     assert (lp[0, :3][:, [5, 6]] - exact[0, :3][:, [5, 6]]).abs().max() < 1e-6
-    last = _LogSoftmax(logits[:, -1, :])
+    last = LogSoftmax(logits[:, -1, :])
     assert (last[1, [7, 9]] - exact[1, -1, [7, 9]]).abs().max() < 1e-6
     # torch's own float32 log-softmax is further off (which is why it is not used)
     assert (torch.log_softmax(logits, dim=-1).double() - exact).abs().max() > 1e-6
-
-
-def test_shared_prefix_length_stops_short_of_the_shortest_context() -> None:
-    from runners.hf import shared_prefix_length
-
-    assert shared_prefix_length([(1, 2, 3, 4), (1, 2, 3, 5, 6)]) == 3
-    assert shared_prefix_length([(1, 2, 3), (1, 2, 3, 4)]) == 2  # the last token runs with its context
-    assert shared_prefix_length([(1, 2), (3, 2)]) == 0
-    assert shared_prefix_length([(7, 8, 9)]) == 2
 
 
 def test_a_shared_prefix_runs_once_and_changes_nothing(smollm2_model: Any, smollm2_tokenizer: Any) -> None:

@@ -132,11 +132,11 @@ def test_other_runtime_errors_are_not_taken_for_out_of_memory(
 def test_no_earlier_chunk_is_alive_when_the_next_is_built(
     smollm2_model: Any, requests_: list[ScoreRequest], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from runners import hf
+    from runners import hf, hf_tree_pass
 
     spy = _Spy(smollm2_model)
     built: list[int] = []  # per pass cache built from the pool: tensors of earlier passes still alive
-    cache = hf._Pool.cache
+    cache = hf_tree_pass.KVPool.cache
 
     def watched_cache(self: Any, index: Any, new_tokens: int) -> Any:
         # every pass builds its cache from the pool; what earlier passes returned (their caches with
@@ -145,7 +145,7 @@ def test_no_earlier_chunk_is_alive_when_the_next_is_built(
         built.append(sum(r() is not None for r in earlier))
         return cache(self, index, new_tokens)
 
-    monkeypatch.setattr(hf._Pool, "cache", watched_cache)
+    monkeypatch.setattr(hf_tree_pass.KVPool, "cache", watched_cache)
     backend = hf.HFBackend(spy, model_id="m", max_logit_rows=12)  # a few rows per chunk: many chunks
     results = backend.score(requests_)
     assert len(built) >= 4, built  # the requests took several chunks

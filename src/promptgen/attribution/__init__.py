@@ -1,6 +1,8 @@
 """The Talent-or-Luck attribution probe (DESIGN section 3): release -> items -> the `talent-or-luck` dataset.
 
-`release` reads the authors' JSON, `lint` checks it, `items` builds the three settings'
-items (pure), `dataset` wires them to the writer. May import `promptgen.core`, `seeding`,
-`recipe`, `sources` and `hub`; never another probe.
+`release` reads the authors' JSON, `lint` checks it, `params` validates the recipe's
+parameters and corrections, `identities` samples names per identity group, `item_rows`
+renders one item's rows, `items` builds the three settings' items (pure), `side_configs`
+the templates and identities configs, `dataset` wires them to the writer. May import
+`promptgen.core`, `seeding`, `recipe`, `sources` and `hub`; never another probe.
 """

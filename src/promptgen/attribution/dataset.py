@@ -11,25 +11,20 @@ from ..hub.draft import DatasetDraft
 from ..hub.folder import ConfigData, row_batches
 from ..recipe import Recipe
 from ..sources import ResolvedSource
+from .identities import build_identities
+from .item_rows import ITEM_FEATURES
 from .items import (
-    IDENTITY_FEATURES,
-    ITEM_FEATURES,
-    TEMPLATE_FEATURES,
-    Corrections,
     actor_actor_items,
     actor_actor_joint_items,
     actor_observer_items,
-    build_identities,
     check_params_against_release,
     expected_counts,
-    identity_rows,
-    parse_corrections,
-    parse_params,
     single_actor_items,
-    template_rows,
 )
 from .lint import findings_as_dicts, lint_release
+from .params import Corrections, parse_corrections, parse_params
 from .release import Release, load_release
+from .side_configs import IDENTITY_FEATURES, TEMPLATE_FEATURES, identity_rows, template_rows
 
 ITEM_CONFIGS = {
     "single_actor": (single_actor_items, "One actor with an outcome; the model picks the cause."),

@@ -5,7 +5,8 @@ from collections import Counter
 
 import pytest
 
-from promptgen.attribution.items import fill, render_prompt, stratified_scenarios
+from promptgen.attribution.item_rows import fill, render_prompt
+from promptgen.attribution.items import stratified_scenarios
 from promptgen.attribution.release import CAUSES
 from promptgen.build import build
 from promptgen.core.errors import ProbeError, RecipeError, SourceError, SourceFormatError
