@@ -208,7 +208,7 @@ def run_demo(
     )
 
     load = LoadOptions(backend="hf")  # loaded once for every config: each run is a request to the local driver
-    backend, tokenizer, revision = step("load model", lambda: models.load_backend(model_path, **load.load_kwargs()))
+    backend, tokenizer, revision = step("load model", lambda: models.load_backend(model_path, load))
     runs = (
         ("talent-or-luck", tol, "single_actor", attribution_rows, None),
         ("trust-game", tg, GAMES_CONFIG, trust_game_rows, False),

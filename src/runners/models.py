@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from promptgen.core.errors import ProbeError
@@ -37,24 +38,41 @@ from .session import select_rows
 DEFAULT_MAX_MODEL_LEN = 4096
 
 
-def check_load_options(
-    backend: str,
-    dtype: str = AUTO,
-    *,
-    device_map: str | None = None,
-    tensor_parallel_size: int = 1,
-    gguf_file: str | None = None,
-) -> None:
-    """Refuse a bad model option with one line naming its flag, before anything is loaded.
+@dataclass(frozen=True)
+class LoadOptions:
+    """How a model is loaded (the `probes run` options of the same names): what `load_backend` takes.
 
-    The one home of these checks: `LoadOptions` checks the backend when it is made, the Ray
-    driver the backend and dtype before it keys a run, `load_backend` all of them before any
-    weights load. Options left at their defaults pass, so each caller checks what it has decided.
+    The one home of the backend options: `probes run`, `probes rewrite` and the demo build it,
+    both drivers read it, and every option is checked when it is made (`check_load_options`),
+    so a bad flag is one line before any input is read or any weights load.
     """
+
+    backend: str = "hf"
+    revision: str | None = None
+    dtype: str = AUTO
+    device: str = AUTO
+    device_map: str | None = None
+    gguf_file: str | None = None
+    prefix_caching: bool = True
+    enforce_eager: bool = False
+    gpu_memory_utilization: float | None = None
+    max_model_len: int | None = None
+    block_size: int | None = None
+    max_batch_tokens: int | None = None
+    max_logit_rows: int | None = None
+    tensor_parallel_size: int = 1
+
+    def __post_init__(self) -> None:
+        check_load_options(self)
+
+
+def check_load_options(load: LoadOptions) -> None:
+    """Refuse a bad model option with one line naming its flag, before anything is loaded."""
+    backend, device_map, tensor_parallel_size = load.backend, load.device_map, load.tensor_parallel_size
     if backend not in BACKENDS:
         raise ProbeError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    if dtype not in (AUTO, *DTYPES):
-        raise ProbeError(f"--dtype must be one of auto, {', '.join(DTYPES)}, got {dtype!r}")
+    if load.dtype not in (AUTO, *DTYPES):
+        raise ProbeError(f"--dtype must be one of auto, {', '.join(DTYPES)}, got {load.dtype!r}")
     if device_map not in (None, AUTO):
         raise ProbeError(f"--device-map must be auto (or left out), got {device_map!r}")
     if device_map is not None and backend != "hf":
@@ -63,28 +81,12 @@ def check_load_options(
         raise ProbeError(f"--tensor-parallel-size must be positive, got {tensor_parallel_size}")
     if tensor_parallel_size > 1 and backend != "vllm":
         raise ProbeError("--tensor-parallel-size works with --backend vllm; for hf use --device-map auto")
-    if backend == "vllm" and gguf_file:
+    if backend == "vllm" and load.gguf_file:
         raise ProbeError("--gguf-file works with --backend hf; for vllm, save the model as a safetensors folder first")
 
 
 def load_backend(
-    model: str,
-    *,
-    backend: str = "hf",
-    revision: str | None = None,
-    dtype: str = AUTO,
-    device: str = AUTO,
-    device_map: str | None = None,
-    gguf_file: str | None = None,
-    prefix_caching: bool = True,
-    enforce_eager: bool = False,
-    gpu_memory_utilization: float | None = None,
-    max_model_len: int | None = None,
-    block_size: int | None = None,
-    max_batch_tokens: int | None = None,
-    max_logit_rows: int | None = None,
-    tensor_parallel_size: int = 1,
-    needed_tokens: int | Callable[[Any], int] | None = None,
+    model: str, load: LoadOptions | None = None, *, needed_tokens: int | Callable[[Any], int] | None = None
 ):
     """(backend, tokenizer, revision for the result key) of a model folder or Hub id.
 
@@ -100,9 +102,9 @@ def load_backend(
     The model is located and keyed first (`model_identity.locate`): a Hub id is loaded at the
     commit its revision resolves to, and a local folder is checked again after loading.
     """
-    check_load_options(
-        backend, dtype, device_map=device_map, tensor_parallel_size=tensor_parallel_size, gguf_file=gguf_file
-    )
+    load = load or LoadOptions()
+    backend, revision, dtype, device, gguf_file = load.backend, load.revision, load.dtype, load.device, load.gguf_file
+    max_model_len, gpu_memory_utilization = load.max_model_len, load.gpu_memory_utilization
     require_for_scoring(backend=backend)
     # checked, resolved (a Hub id to its commit) and keyed before any weights load
     ref = model_identity.locate(model, revision=revision, gguf_file=gguf_file)
@@ -126,10 +128,10 @@ def load_backend(
                 revision=revision,
                 dtype=weights_dtype,
                 device=on,
-                device_map=device_map,
+                device_map=load.device_map,
                 tokenizer=tokenizer,
-                max_batch_tokens=max_batch_tokens,
-                max_logit_rows=max_logit_rows,
+                max_batch_tokens=load.max_batch_tokens,
+                max_logit_rows=load.max_logit_rows,
                 **extra,
             )
         else:
@@ -147,12 +149,12 @@ def load_backend(
                 model,
                 revision=revision,
                 dtype=weights_dtype,
-                prefix_caching=prefix_caching,
-                enforce_eager=enforce_eager,
+                prefix_caching=load.prefix_caching,
+                enforce_eager=load.enforce_eager,
                 gpu_memory_utilization=gpu_memory_utilization,
                 max_model_len=max_model_len,
-                block_size=block_size,
-                tensor_parallel_size=tensor_parallel_size,
+                block_size=load.block_size,
+                tensor_parallel_size=load.tensor_parallel_size,
             )
     except ImportError as exc:
         raise ProbeError(str(exc)) from exc

@@ -41,6 +41,7 @@ import os
 import platform
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,7 @@ from . import model_identity, models
 from . import results as res
 from .device import AUTO, ITEMS_PER_CALL, device_type, resolve_dtype
 from .extras import require_for_scoring
+from .models import LoadOptions
 from .prompts import PromptConfig, check_chat_form, check_number_mode
 from .request import RunRequest
 from .rows import run_items
@@ -82,7 +84,8 @@ class _Replica:
         settings: ScoringSettings,
         chat: bool,
         batch_size: int,
-        load_options: Mapping[str, Any],
+        load: LoadOptions,
+        needed_tokens: int | None = None,
         cpu_threads: int | None = None,
     ) -> None:
         self.key, self.settings, self.chat, self.batch_size = key, settings, chat, batch_size
@@ -93,7 +96,7 @@ class _Replica:
 
             torch.set_num_threads(cpu_threads)
         try:
-            self.backend, self.tokenizer, revision = models.load_backend(model, **load_options)
+            self.backend, self.tokenizer, revision = models.load_backend(model, load, needed_tokens=needed_tokens)
         except ProbeError as exc:
             self.error = str(exc)
             return
@@ -127,9 +130,7 @@ class _Replica:
         return pa.Table.from_pylist([{name: row.get(name) for name in ROW_SCHEMA.names} for row in rows], ROW_SCHEMA)
 
 
-def resolve_model(
-    model: str, *, revision: str | None, dtype: str, backend: str, gguf_file: str | None = None
-) -> tuple[Any, model_identity.ModelRef, str]:
+def resolve_model(model: str, load: LoadOptions) -> tuple[Any, model_identity.ModelRef, str]:
     """(tokenizer, located model, dtype the weights will load in) of a model, without its weights.
 
     The dtype is `runners.device.resolve_dtype` of the model's config, as `models.load_backend`
@@ -137,9 +138,9 @@ def resolve_model(
     located and keyed by `model_identity.locate`, as `probes run` does, and every actor loads
     the `load_revision` it names (a Hub id's resolved commit), so all replicas load one commit.
     """
-    models.check_load_options(backend, dtype)
-    require_for_scoring(backend=backend, ray=True, what="probes run")
-    ref = model_identity.locate(model, revision=revision, gguf_file=gguf_file)
+    require_for_scoring(backend=load.backend, ray=True, what="probes run")
+    gguf_file = load.gguf_file
+    ref = model_identity.locate(model, revision=load.revision, gguf_file=gguf_file)
     from transformers import AutoConfig, AutoTokenizer
 
     extra = {"gguf_file": gguf_file} if gguf_file else {}
@@ -148,7 +149,7 @@ def resolve_model(
         config = AutoConfig.from_pretrained(model, revision=ref.load_revision, **extra)
     except (OSError, ValueError) as exc:
         raise ProbeError(f"cannot load model {model!r}: {exc}") from exc
-    return tokenizer, ref, resolve_dtype(dtype, None if gguf_file else config)
+    return tokenizer, ref, resolve_dtype(load.dtype, None if gguf_file else config)
 
 
 def _uses_gpu(device: str, backend: str, cluster: Mapping[str, float]) -> bool:
@@ -209,17 +210,15 @@ def run_config_ray(
     started = time.perf_counter()
     if num_workers < 1:
         raise ProbeError("--ray-workers must be positive")
-    options = load.replica_kwargs()
-    tokenizer, ref, weights = resolve_model(
-        model, revision=load.revision, dtype=load.dtype, backend=backend, gguf_file=load.gguf_file
-    )
+    needed = None
+    tokenizer, ref, weights = resolve_model(model, load)
     chat = request.chat
     if chat is None:
         chat = bool(getattr(tokenizer, "chat_template", None))
     check_chat_form(prompts, chat)
     check_number_mode(prompts, settings, tokenizer, chat)
     if backend == "vllm":  # the actors' engines fit the items (models.needs_of)
-        options["needed_tokens"] = models.needs_of(prompts, settings, chat, shard=shard, limit=limit)(tokenizer)
+        needed = models.needs_of(prompts, settings, chat, shard=shard, limit=limit)(tokenizer)
     name = model_name_for(model, request.model_name)
     key = result_key(name, ref.revision, settings, chat, dtype=weights, backend=backend)
     session = Session.open(
@@ -248,7 +247,7 @@ def run_config_ray(
         if not ray.is_initialized():
             ray.init()
         resources = _worker_resources(
-            device, num_workers, backend=backend, tensor_parallel_size=int(options.get("tensor_parallel_size") or 1)
+            device, num_workers, backend=backend, tensor_parallel_size=load.tensor_parallel_size
         )
         if batch_size is None:
             batch_size = ITEMS_PER_CALL["cuda" if "num_gpus" in resources else "cpu"]
@@ -271,13 +270,9 @@ def run_config_ray(
                     "chat": chat,
                     "batch_size": batch_size,
                     "cpu_threads": int(resources["num_cpus"]) if "num_cpus" in resources else None,
-                    "load_options": {
-                        **options,
-                        "backend": backend,
-                        "revision": ref.load_revision,
-                        "dtype": weights,
-                        "device": device,
-                    },
+                    # every replica loads the commit and dtype the run is keyed by
+                    "load": replace(load, revision=ref.load_revision, dtype=weights),
+                    "needed_tokens": needed,
                 },
                 **resources,
             )

@@ -1,4 +1,4 @@
-"""What one `probes run` asks for: `RunRequest`, and `LoadOptions`, how its model is loaded.
+"""What one `probes run` asks for: `RunRequest` (its model loaded as `models.LoadOptions` says).
 
 Built once (by the command line, or by a notebook through `probes.api.run`) and handed down
 unchanged: `runners.run.run` checks it and picks a driver, and both drivers
@@ -11,53 +11,12 @@ These are plain values that import no model library; they live in their own modu
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from .device import AUTO
-from .models import check_load_options
+from .models import LoadOptions
 from .results import parse_shard
 from .scoring_settings import ScoringSettings
-
-
-@dataclass(frozen=True)
-class LoadOptions:
-    """How the model is loaded (the `probes run` options of the same names); `models.load_backend`'s keywords.
-
-    The one home of the backend options: `probes run` and `probes rewrite` build it, both
-    drivers read it. The backend is checked when it is made; the other options when the model
-    loads (`models.check_load_options`), after the cheaper checks of a run.
-    """
-
-    backend: str = "hf"
-    revision: str | None = None
-    dtype: str = AUTO
-    device: str = AUTO
-    device_map: str | None = None
-    gguf_file: str | None = None
-    prefix_caching: bool = True
-    enforce_eager: bool = False
-    gpu_memory_utilization: float | None = None
-    max_model_len: int | None = None
-    block_size: int | None = None
-    max_batch_tokens: int | None = None
-    max_logit_rows: int | None = None
-    tensor_parallel_size: int = 1
-
-    def __post_init__(self) -> None:
-        check_load_options(self.backend)
-
-    def load_kwargs(self) -> dict[str, Any]:
-        """Keywords of `models.load_backend` (all of them but `needed_tokens`)."""
-        return asdict(self)
-
-    def replica_kwargs(self) -> dict[str, Any]:
-        """What every Ray replica passes to `models.load_backend` beyond the model, backend, dtype and device."""
-        kwargs = asdict(self)
-        for name in ("backend", "revision", "dtype", "device"):
-            kwargs.pop(name)
-        return kwargs
 
 
 @dataclass(frozen=True)

@@ -61,14 +61,13 @@ def run_loaded(
     vLLM's `max_model_len` left out follows the items (`runners.context_length`). Warnings of
     the loading (`RunnerWarning`: a GPU-sized model on the CPU) go to `on_warning`.
     """
-    load = request.load
-    kwargs = load.load_kwargs()
-    if load.backend == "vllm":
-        kwargs["needed_tokens"] = models.needs_of(
+    needed = None
+    if request.load.backend == "vllm":
+        needed = models.needs_of(
             prompts, request.settings, request.chat, shard=request.shard_range, limit=request.limit
         )
     with warnings_to(on_warning):
-        backend, tokenizer, key_revision = models.load_backend(request.model, **kwargs)
+        backend, tokenizer, key_revision = models.load_backend(request.model, request.load, needed_tokens=needed)
     try:
         return local_run.run_config(
             prompts,

@@ -21,6 +21,7 @@ from probes.cli import app
 from promptgen.core.errors import ProbeError
 from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
 from runners import local_run, model_identity, models
+from runners.models import LoadOptions
 from runners.prompts import PromptConfig, load_prompt_config
 from runners.request import RunRequest
 from runners.results import RESULT_SCHEMA, key_dir, part_files, prompt_sha256, write_key_file, write_part
@@ -183,14 +184,14 @@ def test_replica_reports_input_errors_as_rows(prompts: PromptConfig, monkeypatch
         load_tokenizer(),
         model_identity.locate(str(folder)).revision,
     )
-    monkeypatch.setattr(models, "load_backend", lambda model, **options: loaded)
+    monkeypatch.setattr(models, "load_backend", lambda model, load, **options: loaded)
     replica = _Replica(
         str(folder),
         result_key(str(folder), loaded[2], settings, False, dtype="float32", backend="hf"),
         settings,
         False,
         2,
-        {},
+        LoadOptions(),
     )
     bad = pa.Table.from_pylist([{**ITEMS[-1], "number_max": None}], FEATURES.arrow_schema)
     rejected = replica(bad)
@@ -203,5 +204,5 @@ def test_replica_reports_input_errors_as_rows(prompts: PromptConfig, monkeypatch
     assert json.loads(row["worker"])["device"] == "cpu"
 
     stale = result_key(str(folder), "local-0000", settings, False, dtype="float32", backend="hf")
-    (row,) = _Replica(str(folder), stale, settings, False, 2, {})(table).to_pylist()
+    (row,) = _Replica(str(folder), stale, settings, False, 2, LoadOptions())(table).to_pylist()
     assert "at revision sha256-" in row["error"] and "keyed the run by local-0000" in row["error"]

@@ -16,6 +16,7 @@ import pytest
 
 from runners import local_run, models
 from runners.backend import GenerateRequest
+from runners.models import LoadOptions
 from runners.prompts import load_prompt_config
 from runners.request import RunRequest
 from runners.tokenize import encode_context
@@ -93,7 +94,7 @@ def test_digit_start_ids_runs_once_per_run(prompts_dir: Path, tmp_path: Path, mo
 
     monkeypatch.setattr(run, "digit_start_ids", counting)
     folder = tiny_llama_folder("float32")
-    backend, tokenizer, revision = models.load_backend(str(folder), backend="hf", device="cpu")
+    backend, tokenizer, revision = models.load_backend(str(folder), LoadOptions(backend="hf", device="cpu"))
     prompts = load_prompt_config(str(prompts_dir), "items")
 
     def request(out: str, batch_size: int) -> RunRequest:
@@ -103,6 +104,6 @@ def test_digit_start_ids_runs_once_per_run(prompts_dir: Path, tmp_path: Path, mo
     assert summary.items == 6 and len(calls) == 1  # three batches, one vocabulary pass
     local_run.run_config(prompts, backend, tokenizer, request("b", 2), model_revision=revision)
     assert len(calls) == 1  # the same tokenizer in a later run: still cached
-    _, other, _ = models.load_backend(str(folder), backend="hf", device="cpu")
+    _, other, _ = models.load_backend(str(folder), LoadOptions(backend="hf", device="cpu"))
     local_run.run_config(prompts, backend, other, request("c", 3), model_revision=revision)
     assert len(calls) == 2 and calls[1] is other  # another tokenizer object: computed for it

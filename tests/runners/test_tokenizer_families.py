@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from runners.models import LoadOptions
 from runners_fixtures import load_vocab_folder, require_extra
 
 FAMILIES = ("llama-bpe", "llama-spm", "qwen2", "gpt-2")
@@ -202,7 +203,7 @@ def test_vllm_equals_hf(family: str) -> None:
     requests = [prepare_request(item, tokenizer, False, settings, digits) for item in items]
     needed = max(len(r.context) + max(len(c) for c in r.continuations) + 1 for r in requests)
     vllm, _, _ = models.load_backend(
-        str(folder), backend="vllm", device="cpu", enforce_eager=True, needed_tokens=needed
+        str(folder), LoadOptions(backend="vllm", device="cpu", enforce_eager=True), needed_tokens=needed
     )
     try:
         assert vllm.hardware()["max_model_len"] == 256  # what the items need, rounded up; not the model's 2048

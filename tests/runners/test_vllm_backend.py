@@ -25,6 +25,7 @@ from typer.testing import CliRunner
 
 from probes.cli import app
 from runners import vllm_backend
+from runners.models import LoadOptions
 from runners_fixtures import load_folder, number_items, require_extra, write_prompt_folder
 
 ITEMS = number_items(3)
@@ -259,8 +260,10 @@ def test_llama3_vocabulary_vllm_equals_hf() -> None:
         ctx, paths = number_paths(tokenizer, item["prompt"], 0, 10, ("", " "))
         requests.append(number_request(ctx, build_number_trie(paths), digits))
 
-    hf, _, _ = models.load_backend(str(folder), backend="hf", device="cpu")
-    vllm, _, _ = models.load_backend(str(folder), backend="vllm", device="cpu", enforce_eager=True, max_model_len=512)
+    hf, _, _ = models.load_backend(str(folder), LoadOptions(backend="hf", device="cpu"))
+    vllm, _, _ = models.load_backend(
+        str(folder), LoadOptions(backend="vllm", device="cpu", enforce_eager=True, max_model_len=512)
+    )
     asked: list[Any] = []
     generate = vllm.llm.generate
 
