@@ -10,7 +10,7 @@ from rich.table import Table
 
 from promptgen.core.errors import ProbeError
 
-from .options import RevisionOpt
+from . import options as opt
 from .shared import _fail, err, out
 
 
@@ -38,7 +38,7 @@ def analyze_cmd(
         list[str] | None,
         typer.Option("--config", help="Only these configs (repeatable; needed for Hub results). Default: all found."),
     ] = None,
-    revision: RevisionOpt = None,
+    revision: opt.Revision = None,
     results_revision: Annotated[
         str | None, typer.Option("--results-revision", help="Results revision (Hub results).")
     ] = None,

@@ -11,18 +11,18 @@ from rich.table import Table
 
 from promptgen.core.errors import ProbeError
 
-from .options import CacheOpt, OfflineOpt, RecipeArg, SourcesOpt
+from . import options as opt
 from .shared import _fail, err, out
 
 
 def build(
-    name: RecipeArg,
+    name: opt.Recipe,
     out_dir: Annotated[
         str, typer.Option("--out", help="Parent folder; the dataset is written to OUT/<name>/.", metavar="DIR")
     ] = "datasets",
-    sources: SourcesOpt = None,
-    cache_dir: CacheOpt = None,
-    offline: OfflineOpt = False,
+    sources: opt.Sources = None,
+    cache_dir: opt.Cache = None,
+    offline: opt.Offline = False,
     full: Annotated[
         bool,
         typer.Option(
@@ -100,10 +100,10 @@ def build(
 
 
 def lint(
-    name: RecipeArg,
-    sources: SourcesOpt = None,
-    cache_dir: CacheOpt = None,
-    offline: OfflineOpt = False,
+    name: opt.Recipe,
+    sources: opt.Sources = None,
+    cache_dir: opt.Cache = None,
+    offline: opt.Offline = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON instead of tables.")] = False,
     strict: Annotated[bool, typer.Option("--strict", help="Exit with code 2 when there is any warning.")] = False,
 ) -> None:

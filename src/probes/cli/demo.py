@@ -8,7 +8,7 @@ import typer
 
 from promptgen.core.errors import ProbeError
 
-from .options import CacheOpt, SourcesOpt
+from . import options as opt
 from .shared import _fail, err, out
 
 
@@ -16,8 +16,8 @@ def demo_cmd(
     out_dir: Annotated[
         str, typer.Option("--out", help="Demo folder: datasets/, results/, reports/, report.html.", metavar="DIR")
     ] = "probes-demo",
-    sources: SourcesOpt = None,
-    cache_dir: CacheOpt = None,
+    sources: opt.Sources = None,
+    cache_dir: opt.Cache = None,
     model: Annotated[
         str | None,
         typer.Option("--model", "-m", help="Model to score with (default: SmolLM2-135M-Instruct from PyPI)."),

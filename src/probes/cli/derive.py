@@ -10,24 +10,7 @@ from rich.table import Table
 
 from promptgen.core.errors import ProbeError
 
-from .options import (
-    BackendOpt,
-    BatchSizeOpt,
-    CacheOpt,
-    DeviceOpt,
-    DtypeOpt,
-    EnforceEagerOpt,
-    FlushEveryOpt,
-    GgufFileOpt,
-    GpuMemoryOpt,
-    LimitOpt,
-    MaxModelLenOpt,
-    ModelNameOpt,
-    ModelRevisionOpt,
-    OfflineOpt,
-    QuietRunOpt,
-    SourcesOpt,
-)
+from . import options as opt
 from .shared import _ENGINE_THREADS, _fail, _progress, _progress_hooks, _warn, err, out
 
 
@@ -79,9 +62,9 @@ def curate_pairs_cmd(
         str,
         typer.Option("--recipe", help="Recipe the dataset is rebuilt from; must be the one --prompts was built from."),
     ] = "trust-game",
-    sources: SourcesOpt = None,
-    cache_dir: CacheOpt = None,
-    offline: OfflineOpt = False,
+    sources: opt.Sources = None,
+    cache_dir: opt.Cache = None,
+    offline: opt.Offline = False,
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="Replace an existing OUT/<name> (swapped in only when complete).")
     ] = False,
@@ -152,7 +135,7 @@ def rewrite_cmd(
             help="Model that rewrites (local folder or Hub id). Left out: use the generations already in --results.",
         ),
     ] = None,
-    model_name: ModelNameOpt = None,
+    model_name: opt.ModelName = None,
     results: Annotated[
         Path | None,
         typer.Option(
@@ -165,8 +148,8 @@ def rewrite_cmd(
     key: Annotated[
         str | None, typer.Option("--key", help="Result key folder to use when --results holds several.")
     ] = None,
-    backend_name: BackendOpt = "hf",
-    limit: LimitOpt = None,
+    backend_name: opt.Backend = "hf",
+    limit: opt.Limit = None,
     chat: Annotated[
         bool,
         typer.Option(
@@ -179,23 +162,23 @@ def rewrite_cmd(
         int,
         typer.Option("--max-new-tokens", min=1, help="Most tokens per rewrite; a rewrite not closed by } is unused."),
     ] = 96,
-    batch_size: BatchSizeOpt = None,
-    flush_every: FlushEveryOpt = 64,
-    dtype: DtypeOpt = "auto",
-    device: DeviceOpt = "auto",
-    model_revision: ModelRevisionOpt = None,
-    gguf_file: GgufFileOpt = None,
-    enforce_eager: EnforceEagerOpt = False,
-    gpu_memory_utilization: GpuMemoryOpt = None,
-    max_model_len: MaxModelLenOpt = None,
+    batch_size: opt.BatchSize = None,
+    flush_every: opt.FlushEvery = 64,
+    dtype: opt.Dtype = "auto",
+    device: opt.Device = "auto",
+    model_revision: opt.ModelRevision = None,
+    gguf_file: opt.GgufFile = None,
+    enforce_eager: opt.EnforceEager = False,
+    gpu_memory_utilization: opt.GpuMemory = None,
+    max_model_len: opt.MaxModelLen = None,
     recipe: Annotated[
         str, typer.Option("--recipe", help="Recipe DATASET was built from (name or YAML path).")
     ] = "intergroup-empathy",
-    sources: SourcesOpt = None,
-    cache_dir: CacheOpt = None,
-    offline: OfflineOpt = False,
+    sources: opt.Sources = None,
+    cache_dir: opt.Cache = None,
+    offline: opt.Offline = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace OUT/<dataset name> if it exists.")] = False,
-    quiet: QuietRunOpt = False,
+    quiet: opt.QuietRun = False,
 ) -> None:
     """Rewrite the T1 narratives in the third person with a model (DESIGN section 4) into a new dataset version.
 

@@ -14,7 +14,7 @@ import typer
 
 from runners.device import ITEMS_PER_CALL, MAX_LOGIT_ROWS
 
-SourcesOpt = Annotated[
+Sources = Annotated[
     Path | None,
     typer.Option(
         "--sources",
@@ -24,7 +24,7 @@ SourcesOpt = Annotated[
         file_okay=False,
     ),
 ]
-CacheOpt = Annotated[
+Cache = Annotated[
     Path | None,
     typer.Option(
         "--cache-dir",
@@ -33,22 +33,22 @@ CacheOpt = Annotated[
         file_okay=False,
     ),
 ]
-OfflineOpt = Annotated[
+Offline = Annotated[
     bool,
     typer.Option("--offline", envvar="PROBES_OFFLINE", help="Never download; use --sources or the cache only."),
 ]
-RecipeArg = Annotated[
+Recipe = Annotated[
     str,
     typer.Argument(help="Dataset name (a recipe in builders/, e.g. talent-or-luck) or a path to a recipe YAML."),
 ]
 
 
 # options of the commands that load a model and score or generate through the runners (`run`, `rewrite`)
-ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Model: a local transformers folder or a Hub id.")]
-BackendOpt = Annotated[
+Model = Annotated[str, typer.Option("--model", "-m", help="Model: a local transformers folder or a Hub id.")]
+Backend = Annotated[
     str, typer.Option("--backend", help="Scoring backend: hf (transformers) or vllm (vLLM offline engine).")
 ]
-ModelNameOpt = Annotated[
+ModelName = Annotated[
     str | None,
     typer.Option(
         "--model-name",
@@ -57,12 +57,12 @@ ModelNameOpt = Annotated[
         "else the folder's name. Never part of the result key, which is the model's content.",
     ),
 ]
-LimitOpt = Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N items (of the shard).")]
-ChatOpt = Annotated[
+Limit = Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N items (of the shard).")]
+Chat = Annotated[
     bool | None,
     typer.Option("--chat/--no-chat", help="Use the chat template (default: when the tokenizer has one)."),
 ]
-BatchSizeOpt = Annotated[
+BatchSize = Annotated[
     int | None,
     typer.Option(
         "--batch-size",
@@ -72,10 +72,10 @@ BatchSizeOpt = Annotated[
         f"{ITEMS_PER_CALL['cpu']} on the CPU).",
     ),
 ]
-FlushEveryOpt = Annotated[
+FlushEvery = Annotated[
     int, typer.Option("--flush-every", min=1, help="Write a result part every N items (resume granularity).")
 ]
-DtypeOpt = Annotated[
+Dtype = Annotated[
     str,
     typer.Option(
         "--dtype",
@@ -83,7 +83,7 @@ DtypeOpt = Annotated[
         "float32, bfloat16, float16. Part of the result key.",
     ),
 ]
-DeviceOpt = Annotated[
+Device = Annotated[
     str,
     typer.Option(
         "--device",
@@ -91,19 +91,19 @@ DeviceOpt = Annotated[
         "cuda, cuda:1 (hf backend; vllm runs where it is installed for, and takes its memory default from this).",
     ),
 ]
-DeviceMapOpt = Annotated[
+DeviceMap = Annotated[
     str | None,
     typer.Option(
         "--device-map", help="hf backend: auto spreads the model's layers over all visible GPUs (for large models)."
     ),
 ]
-TensorParallelOpt = Annotated[
+TensorParallel = Annotated[
     int,
     typer.Option(
         "--tensor-parallel-size", min=1, help="vllm backend: GPUs one model is sharded over (Ray: GPUs per replica)."
     ),
 ]
-MaxLogitRowsOpt = Annotated[
+MaxLogitRows = Annotated[
     int | None,
     typer.Option(
         "--max-logit-rows",
@@ -112,7 +112,7 @@ MaxLogitRowsOpt = Annotated[
         f"(default {MAX_LOGIT_ROWS['cuda']} on CUDA, {MAX_LOGIT_ROWS['cpu']} on the CPU).",
     ),
 ]
-ModelRevisionOpt = Annotated[
+ModelRevision = Annotated[
     str | None,
     typer.Option(
         "--model-revision",
@@ -120,16 +120,16 @@ ModelRevisionOpt = Annotated[
         "results and is what loads; a full 40-hex commit needs no lookup.",
     ),
 ]
-GgufFileOpt = Annotated[
+GgufFile = Annotated[
     str | None, typer.Option("--gguf-file", help="hf backend: load this GGUF file of the model folder / repo.")
 ]
-PrefixCachingOpt = Annotated[
+PrefixCaching = Annotated[
     bool, typer.Option("--prefix-caching/--no-prefix-caching", help="vllm backend: reuse shared prompt prefixes.")
 ]
-EnforceEagerOpt = Annotated[
+EnforceEager = Annotated[
     bool, typer.Option("--enforce-eager", help="vllm backend: no graph capture/compilation (faster start).")
 ]
-GpuMemoryOpt = Annotated[
+GpuMemory = Annotated[
     float | None,
     typer.Option(
         "--gpu-memory-utilization",
@@ -138,7 +138,7 @@ GpuMemoryOpt = Annotated[
         help="vllm backend: share of GPU memory for weights + KV cache (default 0.9 on CUDA, 0.3 on the CPU).",
     ),
 ]
-MaxModelLenOpt = Annotated[
+MaxModelLen = Annotated[
     int | None,
     typer.Option(
         "--max-model-len",
@@ -147,13 +147,11 @@ MaxModelLenOpt = Annotated[
         "to 256, capped by the model's position limit; above the limit it is an error before the engine starts).",
     ),
 ]
-BlockSizeOpt = Annotated[
+BlockSize = Annotated[
     int | None,
     typer.Option("--block-size", min=16, help="vllm backend: KV-cache block (prefix-cache unit) in tokens."),
 ]
-MaxNewTokensOpt = Annotated[
-    int, typer.Option("--max-new-tokens", min=1, help="generate: most tokens generated per item.")
-]
+MaxNewTokens = Annotated[int, typer.Option("--max-new-tokens", min=1, help="generate: most tokens generated per item.")]
 
-RevisionOpt = Annotated[str | None, typer.Option("--revision", help="Prompt dataset revision (Hub).")]
-QuietRunOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
+Revision = Annotated[str | None, typer.Option("--revision", help="Prompt dataset revision (Hub).")]
+QuietRun = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]

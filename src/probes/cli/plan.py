@@ -11,7 +11,7 @@ from rich.table import Table
 
 from promptgen.core.errors import ProbeError
 
-from .options import ChatOpt
+from . import options as opt
 from .shared import _fail, err, out
 
 
@@ -23,7 +23,7 @@ def plan_cmd(
     ] = None,
     gpu: Annotated[str, typer.Option("--gpu", help="h100, h200, a100, a6000 or l40s (dense bf16 peak).")] = "h100",
     mfu: Annotated[float, typer.Option("--mfu", help="Model FLOPs utilisation, above 0 and at most 1.")] = 0.5,
-    chat: ChatOpt = None,
+    chat: opt.Chat = None,
     items_per_call: Annotated[
         int | None, typer.Option("--items-per-call", help="Items per backend call (default: the GPU run's 1024).")
     ] = None,

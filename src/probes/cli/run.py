@@ -8,37 +8,14 @@ import typer
 
 from promptgen.core.errors import ProbeError
 
-from .options import (
-    BackendOpt,
-    BatchSizeOpt,
-    BlockSizeOpt,
-    ChatOpt,
-    DeviceMapOpt,
-    DeviceOpt,
-    DtypeOpt,
-    EnforceEagerOpt,
-    FlushEveryOpt,
-    GgufFileOpt,
-    GpuMemoryOpt,
-    LimitOpt,
-    MaxLogitRowsOpt,
-    MaxModelLenOpt,
-    MaxNewTokensOpt,
-    ModelNameOpt,
-    ModelOpt,
-    ModelRevisionOpt,
-    PrefixCachingOpt,
-    QuietRunOpt,
-    RevisionOpt,
-    TensorParallelOpt,
-)
+from . import options as opt
 from .shared import _ENGINE_THREADS, _fail, _progress, _progress_hooks, _warn, err, out
 
 
 def run(
     dataset: Annotated[str, typer.Argument(help="Prompt dataset: a local Hub-ready folder or a Hub repo id.")],
     config: Annotated[str, typer.Option("--config", "-c", help="Config of the prompt dataset to score.")],
-    model: ModelOpt,
+    model: opt.Model,
     results: Annotated[
         str,
         typer.Option(
@@ -48,8 +25,8 @@ def run(
             metavar="DIR",
         ),
     ],
-    model_name: ModelNameOpt = None,
-    backend_name: BackendOpt = "hf",
+    model_name: opt.ModelName = None,
+    backend_name: opt.Backend = "hf",
     scoring: Annotated[
         str,
         typer.Option(
@@ -74,26 +51,26 @@ def run(
             "next-token distribution after the prompt; only where every number in range is one token).",
         ),
     ] = "exact",
-    limit: LimitOpt = None,
+    limit: opt.Limit = None,
     shard: Annotated[
         str | None, typer.Option("--shard", help="i/n: score the i-th of n shards (split by a hash of the item id).")
     ] = None,
-    chat: ChatOpt = None,
-    batch_size: BatchSizeOpt = None,
-    flush_every: FlushEveryOpt = 64,
-    dtype: DtypeOpt = "auto",
-    device: DeviceOpt = "auto",
-    device_map: DeviceMapOpt = None,
-    tensor_parallel_size: TensorParallelOpt = 1,
-    revision: RevisionOpt = None,
-    model_revision: ModelRevisionOpt = None,
-    gguf_file: GgufFileOpt = None,
-    prefix_caching: PrefixCachingOpt = True,
-    enforce_eager: EnforceEagerOpt = False,
-    gpu_memory_utilization: GpuMemoryOpt = None,
-    max_model_len: MaxModelLenOpt = None,
-    block_size: BlockSizeOpt = None,
-    max_logit_rows: MaxLogitRowsOpt = None,
+    chat: opt.Chat = None,
+    batch_size: opt.BatchSize = None,
+    flush_every: opt.FlushEvery = 64,
+    dtype: opt.Dtype = "auto",
+    device: opt.Device = "auto",
+    device_map: opt.DeviceMap = None,
+    tensor_parallel_size: opt.TensorParallel = 1,
+    revision: opt.Revision = None,
+    model_revision: opt.ModelRevision = None,
+    gguf_file: opt.GgufFile = None,
+    prefix_caching: opt.PrefixCaching = True,
+    enforce_eager: opt.EnforceEager = False,
+    gpu_memory_utilization: opt.GpuMemory = None,
+    max_model_len: opt.MaxModelLen = None,
+    block_size: opt.BlockSize = None,
+    max_logit_rows: opt.MaxLogitRows = None,
     max_batch_tokens: Annotated[
         int | None,
         typer.Option(
@@ -109,7 +86,7 @@ def run(
     top_p: Annotated[
         float, typer.Option("--top-p", help="generate: nucleus sampling mass, above 0 and at most 1.")
     ] = 1.0,
-    max_new_tokens: MaxNewTokensOpt = 16,
+    max_new_tokens: opt.MaxNewTokens = 16,
     seed: Annotated[int, typer.Option("--seed", help="generate: base seed (each item's is derived from its id).")] = 0,
     use_ray: Annotated[
         bool, typer.Option("--ray", help="Score on a Ray Data actor pool (RAY_ADDRESS, else a local Ray); same OUT.")
@@ -122,7 +99,7 @@ def run(
             help="--ray: model replicas (on GPUs: one GPU each for hf, --tensor-parallel-size GPUs for vllm).",
         ),
     ] = 1,
-    quiet: QuietRunOpt = False,
+    quiet: opt.QuietRun = False,
 ) -> None:
     """Score one config of a prompt dataset with a model into a Hub-ready result folder.
 
