@@ -8,6 +8,7 @@ them there. Nothing may be written to --out, and the line must name the extra an
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -152,3 +153,30 @@ def test_ci_runs_the_readme_quick_start_commands() -> None:
     ci_lines = [line.strip() for line in ci.splitlines()]
     assert setup.split(" && ")[0] in ci_lines  # the set-up part (CI leaves the demo to tests/probes/test_demo.py)
     assert test in ci_lines
+
+
+def _without_marker_expression(command: str) -> tuple[list[str], str | None]:
+    """(the command's words less its `-m EXPR`, EXPR or None): what it runs, and which tier."""
+    words = shlex.split(command)
+    if "-m" in words[3:]:  # past `python -m pytest`
+        at = words.index("-m", 3)
+        return words[:at] + words[at + 2 :], words[at + 1]
+    return words, None
+
+
+def test_ci_runs_every_test_the_readme_command_and_then_the_slow_tier() -> None:
+    """The README's test command is the fast tier (`-m "not slow"`); CI runs it, then the rest (`-m slow`).
+
+    The two pytest commands of .ci/run differ in their marker expression alone, and the two
+    expressions are each other's negation, so together they select every test, each once.
+    """
+    readme = (REPO / "README.md").read_text()
+    block = re.search(r"## Quick start.*?```bash\n(.*?)```", readme, re.S)
+    assert block, "README has no Quick start bash block"
+    test = [line.strip() for line in block.group(1).splitlines() if line.strip() and not line.startswith("#")][-1]
+    ci = (REPO / ".ci" / "run").read_text()
+    runs = [line.strip() for line in ci.splitlines() if line.strip().startswith(".venv/bin/python -m pytest")]
+    assert len(runs) == 2 and runs[0] == test, runs
+    (fast, fast_tier), (rest, rest_tier) = (_without_marker_expression(run) for run in runs)
+    assert fast == rest, runs
+    assert (fast_tier, rest_tier) == ("not slow", "slow"), runs
