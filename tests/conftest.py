@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-# Set before anything imports `datasets` or vLLM, so the README's plain `python -m pytest -q` is
+# Set before anything imports `datasets` or vLLM, so the README's test command (and `-m slow`) is
 # the very run CI makes: the tests never reach the Hub (they use local data only), their local
 # dataset folders are cached in a throwaway `datasets` cache instead of the user's, and the vLLM
 # test engines (a few dozen short prompts) take 1 GiB of KV cache on a CPU, not vLLM's default.
