@@ -105,6 +105,7 @@ def trust_results(dataset: Path, results: Path, model: str, seed: int) -> None:
     _write(results, "probing", answers, model)
 
 
+@pytest.mark.slow
 def test_attribution_two_models_side_by_side(datasets, tmp_path) -> None:
     ds = datasets["talent-or-luck"]
     a, b = tmp_path / "a", tmp_path / "b"
@@ -148,6 +149,7 @@ def test_attribution_two_models_side_by_side(datasets, tmp_path) -> None:
     assert not re.search(r'(src|href)="(?!data:)', html)  # self-contained: nothing fetched from elsewhere
 
 
+@pytest.mark.slow
 def test_empathy_tables_and_gap(datasets, tmp_path) -> None:
     ds = datasets["intergroup-empathy"]
     empathy_results(ds, tmp_path / "r", "org/m", 3)
@@ -166,6 +168,7 @@ def test_empathy_tables_and_gap(datasets, tmp_path) -> None:
     assert any(name.startswith("empathy_m") for _, name, _ in result.figures)
 
 
+@pytest.mark.slow
 def test_trust_game_anova_and_probing(datasets, tmp_path) -> None:
     ds = datasets["trust-game"]
     trust_results(ds, tmp_path / "r", "org/m", 4)
@@ -181,6 +184,7 @@ def test_trust_game_anova_and_probing(datasets, tmp_path) -> None:
     assert any(name.startswith("trust_game_interaction") for _, name, _ in result.figures)
 
 
+@pytest.mark.slow
 def test_bad_input_gives_clear_messages(datasets, tmp_path) -> None:
     ds = datasets["trust-game"]
     # result ids that are not in the prompts: the error names the part file
@@ -198,6 +202,7 @@ def test_bad_input_gives_clear_messages(datasets, tmp_path) -> None:
     assert (notes != "").all()  # every game refused: NaN statistics with the reason
 
 
+@pytest.mark.slow
 def test_cli_analyze_writes_the_report(datasets, tmp_path) -> None:
     ds = datasets["intergroup-empathy"]
     empathy_results(ds, tmp_path / "r", "org/m", 5)
@@ -227,6 +232,7 @@ def _local_paths_in(folder: Path, roots: set[str]) -> list[tuple[str, str]]:
     return found
 
 
+@pytest.mark.slow
 def test_no_absolute_local_path_in_what_build_and_analyze_write(datasets, shared_sources, tmp_path) -> None:
     """Published folders and shared reports carry no path of the machine that made them."""
     ds = datasets["trust-game"]

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from runners_fixtures import load_folder
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_scoring.py"
@@ -26,6 +28,7 @@ def _run(*args: str) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_prepare_then_measure_on_the_cpu(built_default: Path, tmp_path: Path) -> None:
     requests = tmp_path / "requests.json"
     folder = load_folder()

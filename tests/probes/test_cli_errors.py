@@ -338,6 +338,7 @@ def test_verbose_log_lines_are_scrubbed_of_tokens(tmp_path):
     assert "E" * 20 not in done.stderr
 
 
+@pytest.mark.slow
 def test_corrupt_result_part_on_run_resume_is_one_line(fixture_release, smollm2, tmp_path):
     """A damaged part in the key being resumed, or junk in another config's folder (read when the
     manifest is refreshed after scoring), raised ArrowInvalid; now one line naming the part."""

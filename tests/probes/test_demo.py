@@ -6,9 +6,11 @@ import re
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from probes.demo import DemoSizes, run_demo
 
+pytestmark = pytest.mark.slow  # the whole demo (build, SmolLM2 scoring, analysis): the slow tier (pytest -m slow)
 TINY = DemoSizes(attribution_per_cell=2, games_per_cell=2, probing_items=3, empathy_events=2)
 
 

@@ -306,6 +306,7 @@ def _config(folder: Path, config: str) -> pd.DataFrame:
     return pq.read_table(folder / "data" / config).to_pandas()
 
 
+@pytest.mark.slow
 def test_end_to_end_pairs_from_smollm2(curated: Path, tiny: dict[str, Path]):
     manifest = json.loads((curated / "build_manifest.json").read_text())
     before = json.loads((tiny["dataset"] / "build_manifest.json").read_text())
@@ -348,6 +349,7 @@ def test_end_to_end_pairs_from_smollm2(curated: Path, tiny: dict[str, Path]):
     assert "| Native American male | 0 | 0 | 0 | 0 | 0 | 0 | 2 | 2 | 0 | 0 |" in card
 
 
+@pytest.mark.slow
 def test_games_of_the_curated_pairs_are_scored(curated: Path, tmp_path: Path):
     from runners_fixtures import load_folder
 
@@ -363,6 +365,7 @@ def test_games_of_the_curated_pairs_are_scored(curated: Path, tmp_path: Path):
         assert len(row.number_probs) == 11 and sum(row.number_probs) == pytest.approx(1.0, abs=1e-9)
 
 
+@pytest.mark.slow
 def test_a_second_curation_carries_the_first(curated: Path, tiny: dict[str, Path], race_results: Path, tmp_path):
     result = _curate(tiny, race_results, curated, tmp_path, "--model-slug", "smollm2_top1", "--per-gender", "1")
     assert result.exit_code == 0, result.output
@@ -388,12 +391,14 @@ def _fails(tiny: dict[str, Path], results: Path, prompts: Path, out: Path, *extr
     return " ".join(result.output.split())
 
 
+@pytest.mark.slow
 def test_results_without_race_probe(curated: Path, tiny: dict[str, Path], tmp_path: Path):
     (tmp_path / "empty" / "data" / "games_x").mkdir(parents=True)
     message = _fails(tiny, tmp_path / "empty", tiny["dataset"], tmp_path / "out")
     assert f"results folder {tmp_path / 'empty'} has no race_probe results" in message
 
 
+@pytest.mark.slow
 def test_result_ids_not_in_the_prompts(curated: Path, tiny: dict[str, Path], race_results: Path, tmp_path: Path):
     from runners.results import part_files
 
@@ -415,6 +420,7 @@ def test_result_ids_not_in_the_prompts(curated: Path, tiny: dict[str, Path], rac
         ("surname", "Nobody", "pairs_smollm2_135m: row 1 (Mr. Nobody), column 'surname'", "not in this build's"),
     ],
 )
+@pytest.mark.slow
 def test_a_broken_carried_pairs_config(curated: Path, tiny, race_results, tmp_path, column, value, where, problem):
     dataset = tmp_path / "broken"
     shutil.copytree(curated, dataset)
@@ -427,6 +433,7 @@ def test_a_broken_carried_pairs_config(curated: Path, tiny, race_results, tmp_pa
     assert f"{where.format(folder=part.parent)}: {problem}" in message
 
 
+@pytest.mark.slow
 def test_other_bad_inputs(curated: Path, tiny: dict[str, Path], race_results: Path, tmp_path: Path):
     out = tmp_path / "out"
     base = _fails(tiny, race_results, tiny["dataset"], out, "--variant", "base")
@@ -440,6 +447,7 @@ def test_other_bad_inputs(curated: Path, tiny: dict[str, Path], race_results: Pa
     assert "already exists" in _fails_existing(tiny, race_results, out)
 
 
+@pytest.mark.slow
 def test_letter_scoring_and_several_keys_are_refused(curated: Path, tiny: dict[str, Path], race_results, tmp_path):
     results = tmp_path / "results"
     shutil.copytree(race_results, results)
@@ -470,6 +478,7 @@ def test_spreads_of_no_pairs_is_empty_not_an_index_error():
     assert spreads(one).iloc[0] == pytest.approx(0.0 - (len(RACES) - 1))
 
 
+@pytest.mark.slow
 def test_no_qualifying_surname_is_one_clear_error(curated: Path, tiny: dict[str, Path], race_results, tmp_path):
     """When the model never gives a surname's seed race the largest log-odds, no pairs are kept: one clear error."""
     results = tmp_path / "results"

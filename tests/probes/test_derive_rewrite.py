@@ -226,6 +226,7 @@ def test_apply_errors_are_clear(built, tmp_path) -> None:
         apply_rewrites(tmp_path / "none", path, path.parent, recipe=str(recipe), sources=sources)
 
 
+@pytest.mark.slow
 def test_probes_rewrite_on_smollm2_for_10_events(built, tmp_path, smollm2) -> None:
     """End to end as users run it: generate 10 rewrites with SmolLM2, rerun (nothing regenerated), new version."""
     path, sources, recipe = built

@@ -30,6 +30,7 @@ from promptgen.core.contract import ITEM_FEATURES
 from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
 from runners_fixtures import load_folder, require_extra
 
+pytestmark = pytest.mark.slow  # vLLM and HF engines, a SIGKILLed run: the slow tier (pytest -m slow)
 FEATURES = Features(dict(ITEM_FEATURES))
 N_CHOICE, N_NUMBER = 40, 20
 

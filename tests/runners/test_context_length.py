@@ -86,6 +86,7 @@ def test_tokens_needed_equals_brute_force_over_every_item(chat: bool) -> None:
     assert cl.tokens_needed(dataset, [0, 1], tokenizer, chat, generate) > 40
 
 
+@pytest.mark.slow
 def test_vllm_with_default_options_runs_a_2048_position_model_and_exits_0(tmp_path: Path) -> None:
     require_extra("vllm")
     model = tiny_llama_folder("float32")

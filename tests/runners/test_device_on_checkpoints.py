@@ -104,6 +104,7 @@ def _require_vllm() -> None:
     require_extra("vllm")
 
 
+@pytest.mark.slow
 def test_vllm_loads_the_checkpoint_dtype_by_default_and_fp32_when_asked() -> None:
     _require_vllm()
     folder = tiny_llama_folder("bfloat16")

@@ -171,6 +171,7 @@ def backend(smollm2_model: Any) -> Any:
     return HFBackend(smollm2_model)
 
 
+@pytest.mark.slow
 def test_the_product_backends_meet_the_protocol(backend: Any) -> None:
     """Both real backends have every member the drivers use (`Backend`, and `generate`).
 
@@ -187,6 +188,7 @@ def test_the_product_backends_meet_the_protocol(backend: Any) -> None:
     assert (vllm.dtype, vllm.device, vllm.max_batch_tokens) == ("float32", None, None)
 
 
+@pytest.mark.slow
 def test_sentence_choice_probs_match_full_passes(backend: Any, smollm2_model: Any, smollm2_tokenizer: Any) -> None:
     from runners.tokenize import encode_continuations, render_chat
 
@@ -207,6 +209,7 @@ def test_sentence_choice_probs_match_full_passes(backend: Any, smollm2_model: An
     assert worst < 1e-5, worst
 
 
+@pytest.mark.slow
 def test_letter_probs_match_a_full_pass(backend: Any, smollm2_model: Any, smollm2_tokenizer: Any) -> None:
     from runners.tokenize import label_token_ids
 
@@ -227,6 +230,7 @@ def test_letter_probs_match_a_full_pass(backend: Any, smollm2_model: Any, smollm
         (False, 100),
     ],
 )
+@pytest.mark.slow
 def test_number_probs_match_brute_force(
     backend: Any, smollm2_model: Any, smollm2_tokenizer: Any, chat: bool, hi: int
 ) -> None:

@@ -61,11 +61,13 @@ def reference(model: Any, request: ScoreRequest) -> tuple[list[np.ndarray], list
     return tokens, after, rows[0][0, cands]
 
 
+@pytest.mark.slow
 def test_backend_satisfies_the_protocol(backend: Any) -> None:
     assert isinstance(backend, Backend)
     assert backend.name == "hf" and backend.model_id == "smollm2-test" and backend.dtype == "float32"
 
 
+@pytest.mark.slow
 def test_kv_reuse_matches_full_forward_passes(backend: Any, smollm2_model: Any, requests_: list) -> None:
     results = backend.score(requests_)
     assert len(results) == len(requests_)
@@ -87,6 +89,7 @@ def test_kv_reuse_matches_full_forward_passes(backend: Any, smollm2_model: Any, 
     assert worst < LOGPROB_ATOL, worst
 
 
+@pytest.mark.slow
 def test_results_do_not_depend_on_batching_or_order(smollm2_model: Any, requests_: list) -> None:
     from runners.hf import HFBackend
 
@@ -130,6 +133,7 @@ def test_log_softmax_reads_float64_values_without_a_float64_copy() -> None:
     assert (torch.log_softmax(logits, dim=-1).double() - exact).abs().max() > 1e-6
 
 
+@pytest.mark.slow
 def test_a_shared_prefix_runs_once_and_changes_nothing(smollm2_model: Any, smollm2_tokenizer: Any) -> None:
     """Contexts sharing an instruction: the prefix pass gives full-forward log-probabilities."""
     from runners.hf import HFBackend
@@ -203,6 +207,7 @@ def _bruteforce_number_raw(model: Any, request: ScoreRequest, paths: dict) -> np
     return raw
 
 
+@pytest.mark.slow
 def test_a_number_trie_runs_in_one_packed_pass_and_equals_brute_force(
     smollm2_model: Any, smollm2_tokenizer: Any
 ) -> None:
@@ -235,6 +240,7 @@ def test_a_number_trie_runs_in_one_packed_pass_and_equals_brute_force(
         np.testing.assert_allclose(dist.probs, want / want.sum(), atol=2e-6 / want.sum(), rtol=0)
 
 
+@pytest.mark.slow
 def test_an_item_gets_the_same_numbers_in_any_batch(smollm2_model: Any, smollm2_tokenizer: Any) -> None:
     """The same number item alone, beside items sharing its prefix, beside unrelated ones, under tight budgets."""
     from runners.distributions import number_distribution
@@ -263,6 +269,7 @@ def test_an_item_gets_the_same_numbers_in_any_batch(smollm2_model: Any, smollm2_
     np.testing.assert_allclose(got[0].raw, _bruteforce_number_raw(smollm2_model, request, paths), atol=1e-6, rtol=0)
 
 
+@pytest.mark.slow
 def test_reported_computed_tokens_are_the_token_accounting_counts(
     smollm2_model: Any, smollm2_tokenizer: Any, requests_: list
 ) -> None:
@@ -285,6 +292,7 @@ def test_reported_computed_tokens_are_the_token_accounting_counts(
         assert sum(r.computed_tokens for r in results) == counts.computed_tokens
 
 
+@pytest.mark.slow
 def test_first_token_mode_reads_the_next_token_distribution(smollm2_model: Any, smollm2_tokenizer: Any) -> None:
     """0-9 with SmolLM2 (one token per digit): P(n) = the digits' next-token probabilities, renormalised."""
     from runners.hf import HFBackend

@@ -23,6 +23,7 @@ import pytest
 from runners.backend import ScoreRequest
 from runners.tokenize import encode_continuations
 
+pytestmark = pytest.mark.slow  # every test runs SmolLM2: the slow tier (pytest -m slow)
 LOGPROB_ATOL = 5e-5  # as tests/runners/test_hf.py: batch shapes change float32 sums by ~1e-5
 
 

@@ -162,6 +162,7 @@ def _assert_same(rows: list[dict], reference: dict[str, list[float]], atol: floa
         np.testing.assert_allclose(got[item_id], probs, atol=atol)
 
 
+@pytest.mark.slow
 def test_cli_end_to_end(prompts_dir: Path, tmp_path: Path, reference: dict) -> None:
     out = tmp_path / "results"
     args = ["run", str(prompts_dir), "--config", "items", "--model", str(load_folder()), "--out", str(out)]
@@ -210,6 +211,7 @@ def test_cli_end_to_end(prompts_dir: Path, tmp_path: Path, reference: dict) -> N
     assert sorted(r["id"] for r in _load(out)) == IDS
 
 
+@pytest.mark.slow
 def test_resume_after_limit_and_crash(
     prompts_dir: Path, env: dict, tmp_path: Path, reference: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -242,6 +244,7 @@ def test_resume_after_limit_and_crash(
     _assert_same(_load(crashed), reference)
 
 
+@pytest.mark.slow
 def test_shards_partition_and_merge(prompts_dir: Path, env: dict, tmp_path: Path, reference: dict) -> None:
     assert {shard_of(i, 2) for i in IDS} == {0, 1}  # both shards get items
     out = tmp_path / "sharded"
@@ -253,6 +256,7 @@ def test_shards_partition_and_merge(prompts_dir: Path, env: dict, tmp_path: Path
     assert parse_shard("1/2") == (1, 2) and parse_shard(None) == (0, 1)
 
 
+@pytest.mark.slow
 def test_other_scoring_never_reuses_rows(prompts_dir: Path, env: dict, tmp_path: Path, reference: dict) -> None:
     out = tmp_path / "two-keys"
     _run(prompts_dir, env, out)
@@ -267,6 +271,7 @@ def test_other_scoring_never_reuses_rows(prompts_dir: Path, env: dict, tmp_path:
     assert _run(prompts_dir, env, out).items == 0  # the sentence key is still complete
 
 
+@pytest.mark.slow
 def test_length_normalize_flag_is_a_mean_softmax_under_its_own_key(prompts_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "mean"
     args = ["run", str(prompts_dir), "--config", "items", "--model", str(load_folder()), "--out", str(out), "--no-chat"]

@@ -30,6 +30,7 @@ from runners.session import result_key
 from runners_fixtures import load_folder, load_model, load_tokenizer, require_extra
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.*")  # inside Ray's DataContext
+pytestmark = [pytestmark, pytest.mark.slow]  # a local Ray cluster scoring with SmolLM2: the slow tier
 #: the key arguments of a float32 hf run (the SmolLM2 test model is stored in float32)
 HF32 = {"backend": "hf", "dtype": "float32"}
 BATCH = 3  # items 0-2 done, then [3, 4, 5] and [6]: the loop and Ray score the very same batches

@@ -14,6 +14,7 @@ from runners.scoring_settings import ScoringSettings
 from runners.tokenize import encode_context, number_paths, render_chat
 from runners_fixtures import reference_number_raw, reference_option_logprobs
 
+pytestmark = pytest.mark.slow  # every test runs SmolLM2: the slow tier (pytest -m slow)
 ATTRIBUTION = (
     "Respond by choosing one of the provided options as the reason to the statement.\n\n### Statement:\n"
     "Maria passed the exam.\n\nOptions:\nA. She worked hard.\nB. She is gifted.\nC. The exam was easy.\n"

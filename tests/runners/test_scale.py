@@ -31,6 +31,7 @@ CONTEXTS = [
 ]
 
 
+@pytest.mark.slow
 def test_batched_greedy_generation_equals_one_request_at_a_time(smollm2_model: Any, smollm2_tokenizer: Any) -> None:
     from runners.hf import HFBackend
 
@@ -62,6 +63,7 @@ def test_batched_greedy_generation_equals_one_request_at_a_time(smollm2_model: A
     assert {g.finish_reason for g in got} <= {"stop", "length"} and any(g.text.endswith(",") for g in got)
 
 
+@pytest.mark.slow
 def test_sampled_requests_run_alone_with_their_seed(smollm2_model: Any, smollm2_tokenizer: Any) -> None:
     from runners.hf import HFBackend
 

@@ -171,6 +171,7 @@ def _brute_force(family: str, item: dict[str, Any]) -> tuple[np.ndarray, float]:
 
 
 @pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.slow
 def test_number_probs_equal_brute_force(family: str) -> None:
     """The hf backend's number distribution equals enumerating every number by full passes, within 1e-6."""
     from runners.hf import HFBackend
@@ -188,6 +189,7 @@ def test_number_probs_equal_brute_force(family: str) -> None:
 
 
 @pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.slow
 def test_vllm_equals_hf(family: str) -> None:
     """vLLM and hf agree within 1e-3 on number (0-100) and choice items; max_model_len comes from the items."""
     require_extra("vllm")

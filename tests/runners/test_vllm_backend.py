@@ -199,6 +199,7 @@ class _ManyDigits:
         ]
 
 
+@pytest.mark.slow
 def test_300_digit_tokens_never_ask_for_the_whole_vocabulary(smollm2_model: Any, smollm2_tokenizer: Any) -> None:
     _require_vllm()
     from runners.hf import HFBackend
@@ -234,6 +235,7 @@ def test_300_digit_tokens_never_ask_for_the_whole_vocabulary(smollm2_model: Any,
         np.testing.assert_allclose(a["number_probs"], b["number_probs"], atol=1e-3)
 
 
+@pytest.mark.slow
 def test_llama3_vocabulary_vllm_equals_hf() -> None:
     """The real Llama-3 vocabulary (about 1,100 digit-starting tokens): groups of 128, the hf backend's numbers.
 
