@@ -56,7 +56,7 @@ AUTO_SCORE = "auto"
 
 
 @dataclass(frozen=True)
-class Options:
+class AnalysisOptions:
     """What the analysis computes with; recorded in the report."""
 
     seed: int = 0
@@ -82,7 +82,7 @@ class AnalysisRequest:
     prompts: str | Path
     results: Sequence[str | Path]
     out: str | Path | None = None
-    options: Options = field(default_factory=Options)
+    options: AnalysisOptions = field(default_factory=AnalysisOptions)
     configs: Sequence[str] | None = None
     revision: str | None = None
     results_revision: str | None = None
@@ -92,7 +92,7 @@ class AnalysisRequest:
 
     def __post_init__(self) -> None:
         if self.options is None:  # None is "the default", as the keyword arguments this request replaces took it
-            object.__setattr__(self, "options", Options())
+            object.__setattr__(self, "options", AnalysisOptions())
 
 
 @dataclass
@@ -113,7 +113,7 @@ class Analysis:
     tables: dict[str, pd.DataFrame]
     figures: list[tuple[str, str, Any]]  # (section, name, Figure)
     provenance: dict[str, Any]
-    options: Options
+    options: AnalysisOptions
     problems: list[dict[str, str]]
     warnings: list[str] = field(default_factory=list)
 
@@ -313,7 +313,7 @@ def _variant_tables(build) -> dict[str, pd.DataFrame]:
     }
 
 
-def empathy_analysis(by_config: dict[str, pd.DataFrame], options: Options) -> dict[str, pd.DataFrame]:
+def empathy_analysis(by_config: dict[str, pd.DataFrame], options: AnalysisOptions) -> dict[str, pd.DataFrame]:
     """M0, M, δ with the permutation test, per-cell tests, summaries, refusals (`analysis.empathy`)."""
     frames = [f for f in by_config.values() if (f["task"] == "number").all()]
     if not frames:
@@ -340,7 +340,7 @@ def empathy_analysis(by_config: dict[str, pd.DataFrame], options: Options) -> di
 
 
 def trust_game_analysis(
-    games: dict[str, pd.DataFrame], probing: dict[str, pd.DataFrame], options: Options
+    games: dict[str, pd.DataFrame], probing: dict[str, pd.DataFrame], options: AnalysisOptions
 ) -> dict[str, pd.DataFrame]:
     """Type III ANOVA, post hoc gender t-tests with Cohen's d, cell means, probing accuracy."""
     out: dict[str, pd.DataFrame] = {}
@@ -370,7 +370,7 @@ def trust_game_analysis(
     return out
 
 
-def compute(collected: Collected, options: Options) -> tuple[dict[str, pd.DataFrame], list[dict[str, str]]]:
+def compute(collected: Collected, options: AnalysisOptions) -> tuple[dict[str, pd.DataFrame], list[dict[str, str]]]:
     """Every table the joined rows allow, and a problem row per probe that could not be analysed."""
     tables: dict[str, pd.DataFrame] = {"refusals": refusal_table(collected)}
     problems = [{"probe": "", **s} for s in collected.skipped]
@@ -398,7 +398,7 @@ def compute(collected: Collected, options: Options) -> tuple[dict[str, pd.DataFr
 # ----------------------------------------------------------------------------- 3. draw
 
 
-def draw(tables: dict[str, pd.DataFrame], options: Options) -> list[tuple[str, str, Any]]:
+def draw(tables: dict[str, pd.DataFrame], options: AnalysisOptions) -> list[tuple[str, str, Any]]:
     """(section, file stem, Figure) for every figure the tables support."""
     from . import plots as fig
 

@@ -34,22 +34,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analysis.pipeline import AnalysisRequest
-from analysis.pipeline import Options as AnalysisOptions
+from analysis.pipeline import AnalysisOptions, AnalysisRequest
 from analysis.report import analyze
 from promptgen.build import BuildResult, LintResult, build, lint
 from promptgen.core.errors import ProbeError
 from promptgen.recipe import Recipe, list_recipes, load_recipe
 from promptgen.sources import SourceOptions
 from runners.extras import MissingExtraError
-from runners.plan import PlanRequest, make_plan, write_json
-from runners.plan import summary_rows as plan_rows
+from runners.plan import PlanRequest, make_plan, plan_rows, write_json
 from runners.request import LoadOptions, RunRequest
 from runners.run import run
 from runners.scoring_settings import ScoringSettings, scoring_settings
 from runners.session import RunSummary
 
-from .demo import run_demo as demo
+from .demo import demo
 from .derive import CurateResult, RewriteRun, curate_pairs, rewrite
 from .publish import plan_table, publish
 

@@ -137,7 +137,7 @@ def probing_rows(prompts: Any, sizes: DemoSizes) -> list[int]:
     return _stratified(base, ["question"], per_question)
 
 
-def run_demo(
+def demo(
     out: Path,
     *,
     sources: Path | None,

@@ -21,7 +21,7 @@ from analysis.headlines import (
     section_headlines,
     trust_game_headline,
 )
-from analysis.pipeline import Analysis, Options
+from analysis.pipeline import Analysis, AnalysisOptions
 from analysis.report import render_html
 from runners.results import ResultKey
 
@@ -102,7 +102,7 @@ def test_each_section_opens_with_its_headline_and_provenance_comes_last():
         "attribution_single_actor": table,
     }
     provenance = {"prompts": {"path": "prompts", "fingerprint": "ab" * 32}, "results": []}
-    analysis = Analysis(tables, [], provenance, Options(), [], ["results scored on other prompts"])
+    analysis = Analysis(tables, [], provenance, AnalysisOptions(), [], ["results scored on other prompts"])
     html = render_html(analysis, {}, "now")
     sections = re.split(r"<h2[^>]*>", html)
     attribution = next(s for s in sections if s.startswith("Attribution"))

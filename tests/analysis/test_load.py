@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 import runners.results as res
 from analysis.load import load_results
-from analysis.pipeline import Options, analyze
+from analysis.pipeline import AnalysisOptions, analyze
 from probes.cli import app
 from promptgen.build import build
 from promptgen.core.errors import ProbeError
@@ -27,7 +27,7 @@ from release_fixture import load_config, write_recipe, write_release
 
 runner = CliRunner()
 SCORING = '{"choice_mode":"sentence"}'
-FAST = Options(n_permutations=50)
+FAST = AnalysisOptions(n_permutations=50)
 
 
 def write_results(results: Path, config: str, rows: list[dict[str, Any]], *, fingerprint: str | None = None) -> Path:

@@ -24,7 +24,7 @@ import runners.results as res
 from analysis import empathy as emp
 from analysis import trust_game as tg
 from analysis.load import join, load_prompts, load_results
-from analysis.pipeline import Options, analyze
+from analysis.pipeline import AnalysisOptions, analyze
 from analysis.report import write_report
 from envent_fixture import write_recipe, write_sources
 from probes.cli import app
@@ -32,7 +32,7 @@ from promptgen.build import build
 from promptgen.core.errors import ProbeError
 
 SCORING = '{"choice_mode":"sentence"}'
-FAST = Options(n_permutations=200)
+FAST = AnalysisOptions(n_permutations=200)
 
 
 def _read(folder: Path, config: str, columns: list[str]) -> pd.DataFrame:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from probes.demo import DemoSizes, run_demo
+from probes.demo import DemoSizes, demo
 
 pytestmark = pytest.mark.slow  # the whole demo (build, SmolLM2 scoring, analysis): the slow tier (pytest -m slow)
 TINY = DemoSizes(attribution_per_cell=2, games_per_cell=2, probing_items=3, empathy_events=2)
@@ -16,7 +16,7 @@ TINY = DemoSizes(attribution_per_cell=2, games_per_cell=2, probing_items=3, empa
 
 def test_demo_builds_scores_analyses_and_resumes(shared_sources: Path, smollm2: Path, tmp_path: Path) -> None:
     lines: list[str] = []
-    result = run_demo(tmp_path / "demo", sources=shared_sources, sizes=TINY, progress=lines.append)
+    result = demo(tmp_path / "demo", sources=shared_sources, sizes=TINY, progress=lines.append)
     assert result.synthetic_corpus  # the crowd-enVent corpus is not among the shared sources
     index = result.report.read_text()
     for probe in ("talent-or-luck", "trust-game", "intergroup-empathy"):
@@ -35,6 +35,6 @@ def test_demo_builds_scores_analyses_and_resumes(shared_sources: Path, smollm2: 
 
     # a second run reuses the datasets and every scored item
     lines.clear()
-    run_demo(tmp_path / "demo", sources=shared_sources, sizes=TINY, overwrite=True, progress=lines.append)
+    demo(tmp_path / "demo", sources=shared_sources, sizes=TINY, overwrite=True, progress=lines.append)
     scored = [line for line in lines if re.match(r"\[demo\] score .*: ", line)]
     assert len(scored) == 4 and all("(0 scored" in line for line in scored), scored

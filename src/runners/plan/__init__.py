@@ -18,7 +18,7 @@ One job per module:
 - `pricing`: the model's shape and parameter count from `config.json`, FLOPs, the GPUs and
   the hours (`count_params`, `flops`, `GPUS`, `hours`);
 - `make`: the request, checked before any work, and the plan of it (`PlanRequest`, `make_plan`);
-- `output`: the `--json` file and the command line's table (`write_json`, `summary_rows`).
+- `output`: the `--json` file and the command line's table (`write_json`, `plan_rows`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from .count import (
     run_requests,
 )
 from .make import PlanRequest, check_request, default_batching, make_plan
-from .output import PLAN_OUTPUT, summary_rows, write_json
+from .output import PLAN_OUTPUT, plan_rows, write_json
 from .pricing import DEFAULT_MFU, GPU, GPUS, ModelShape, count_params, flops, hours, load_model_config
 
 __all__ = [
@@ -64,7 +64,7 @@ __all__ = [
     "item_configs",
     "load_model_config",
     "make_plan",
+    "plan_rows",
     "run_requests",
-    "summary_rows",
     "write_json",
 ]

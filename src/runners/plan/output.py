@@ -1,4 +1,4 @@
-"""A plan's outputs: the `--json` file (`write_json`, `PLAN_OUTPUT`) and the command line's table (`summary_rows`)."""
+"""A plan's outputs: the `--json` file (`write_json`, `PLAN_OUTPUT`) and the command line's table (`plan_rows`)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def write_json(plan: Mapping[str, Any], path: str | Path) -> None:
     atomic_write_text(path, json.dumps(plan, indent=2, default=float) + "\n")
 
 
-def summary_rows(plan: Mapping[str, Any]) -> Iterator[tuple[str, ...]]:
+def plan_rows(plan: Mapping[str, Any]) -> Iterator[tuple[str, ...]]:
     """Table rows (config, backend, mode, items, context/item, computed/item, saved/item, trie min/item,
     continuation/item, hours) for the command line."""
     for name, counts in [*plan["configs"].items(), ("TOTAL", None)]:
