@@ -1,9 +1,10 @@
 """Check the model options and load a model into a backend: the one loader both drivers use.
 
-`check_load_options` refuses a bad backend option (one line per bad flag, before any weights
-load). `load_backend` checks them, locates and keys the model (`model_identity.locate`), loads
-the shared transformers tokenizer and the hf or vLLM backend with `auto` settings resolved for
-the machine (`runners.device`), and checks the weights did not change while they loaded.
+`LoadOptions` holds the backend options and refuses a bad one when it is made
+(`check_load_options`: one line per bad flag, before any input is read). `load_backend` locates
+and keys the model (`model_identity.locate`), loads the shared transformers tokenizer and the hf
+or vLLM backend with `auto` settings resolved for the machine (`runners.device`), and checks the
+weights did not change while they loaded.
 `needs_of` sizes vLLM's context to the run's items.
 """
 

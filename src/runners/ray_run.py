@@ -138,7 +138,6 @@ def resolve_model(model: str, load: LoadOptions) -> tuple[Any, model_identity.Mo
     located and keyed by `model_identity.locate`, as `probes run` does, and every actor loads
     the `load_revision` it names (a Hub id's resolved commit), so all replicas load one commit.
     """
-    require_for_scoring(backend=load.backend, ray=True, what="probes run")
     gguf_file = load.gguf_file
     ref = model_identity.locate(model, revision=load.revision, gguf_file=gguf_file)
     from transformers import AutoConfig, AutoTokenizer
@@ -210,14 +209,14 @@ def run_config_ray(
     started = time.perf_counter()
     if num_workers < 1:
         raise ProbeError("--ray-workers must be positive")
-    needed = None
     tokenizer, ref, weights = resolve_model(model, load)
     chat = request.chat
     if chat is None:
         chat = bool(getattr(tokenizer, "chat_template", None))
     check_chat_form(prompts, chat)
     check_number_mode(prompts, settings, tokenizer, chat)
-    if backend == "vllm":  # the actors' engines fit the items (models.needs_of)
+    needed = None  # the actors' engines fit the items (models.needs_of): vLLM's context length
+    if backend == "vllm":
         needed = models.needs_of(prompts, settings, chat, shard=shard, limit=limit)(tokenizer)
     name = model_name_for(model, request.model_name)
     key = result_key(name, ref.revision, settings, chat, dtype=weights, backend=backend)

@@ -48,14 +48,10 @@ def read_json(path: Path, *, hint: str = "") -> Any:
     the value is the caller's to check.
     """
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        return json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise ProbeError(f"{path}: cannot be read ({exc})") from exc
-    except UnicodeDecodeError as exc:
-        raise ProbeError(f"{path}: not valid JSON ({exc}){'; ' + hint if hint else ''}") from exc
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ProbeError(f"{path}: not valid JSON ({exc}){'; ' + hint if hint else ''}") from exc
 
 
