@@ -32,9 +32,7 @@ from promptgen.core.outputs import Output, Reference, check_output, holds_only
 from promptgen.empathy.narratives import EMOTIONS
 
 SEED = 0
-#: number items are scored as plain text continuations: through its chat template SmolLM2-135M puts
-#: about 6% of its next-token mass on a number (so nearly every item would count as refused), as a
-#: continuation of `... Emotion intensity:` about 50%. Choice items use the chat template.
+#: the Trust Game games of one prompt variant (the paper's base-model prompt), so every cell has games
 NUMBER_VARIANT = "base"
 GAMES_CONFIG = "games_paper_phi_2"
 #: the 0-10 scale (S1): its number trie has ~20 leaves, against ~180 for 0-100, so the demo stays short
@@ -158,8 +156,8 @@ def demo(
     from promptgen.sources import SourceOptions
     from runners import local_run, models
     from runners.extras import require
-    from runners.prompts import load_prompt_config
     from runners.request import LoadOptions, RunRequest
+    from runners.run import resolve_protocol
     from runners.testmodel import MODEL_NAME, ensure_smollm2
 
     require("probes demo", ["hf"])  # before any building: scoring with SmolLM2 needs torch + transformers
@@ -210,18 +208,19 @@ def demo(
     load = LoadOptions(backend="hf")  # loaded once for every config: each run is a request to the local driver
     backend, tokenizer, revision = step("load model", lambda: models.load_backend(model_path, load))
     runs = (
-        ("talent-or-luck", tol, "single_actor", attribution_rows, None),
-        ("trust-game", tg, GAMES_CONFIG, trust_game_rows, False),
-        ("trust-game", tg, "probing", probing_rows, False),
-        ("intergroup-empathy", emp, EMPATHY_CONFIG, lambda p, _: list(range(len(p.dataset))), False),
+        ("talent-or-luck", tol, "single_actor", attribution_rows),
+        ("trust-game", tg, GAMES_CONFIG, trust_game_rows),
+        ("trust-game", tg, "probing", probing_rows),
+        ("intergroup-empathy", emp, EMPATHY_CONFIG, lambda p, _: list(range(len(p.dataset)))),
     )
     results: dict[str, Path] = {}
     try:
-        for name, folder, config, rows, chat in runs:
-            prompts = load_prompt_config(str(folder), config)
-            subset = _subset(prompts, rows(prompts, sizes))
+        for name, folder, config, rows in runs:
             results[name] = out / "results" / name
-            request = RunRequest(folder, config, model_path, results[name], model_name=model_name, load=load, chat=chat)
+            # each dataset's declared protocol: the demo's report is the papers' method on a small model
+            request = RunRequest(folder, config, model_path, results[name], model_name=model_name, load=load)
+            prompts, request, _ = resolve_protocol(request)
+            subset = _subset(prompts, rows(prompts, sizes))
             step(
                 f"score {name} {config} ({len(subset.dataset)} items)",
                 lambda s=subset, q=request: local_run.run_config(s, backend, tokenizer, q, model_revision=revision),

@@ -14,6 +14,7 @@ from .hub.cards import render_card
 from .hub.draft import DatasetDraft
 from .hub.folder import check_dataset_target, write_hub_folder
 from .hub.read import read_build_manifest
+from .protocols import protocols_by_config
 from .recipe import Recipe, load_recipe
 from .sources import ResolvedSource, SourceOptions, resolve_sources
 
@@ -137,6 +138,10 @@ def build_manifest(recipe: Recipe, draft: DatasetDraft, sources: dict[str, Resol
             for s in sources.values()
         ],
         "parameters": draft.parameters,
+        "protocols": {
+            config: protocol.as_manifest()
+            for config, protocol in protocols_by_config(recipe.protocols, [c.name for c in draft.configs]).items()
+        },
         "build_report": draft.report,
         "generator": {"package": "social-bias-probes", "version": __version__, "pyarrow": pyarrow.__version__},
     }

@@ -19,6 +19,7 @@ import yaml
 from .assets import builders_dir
 from .core.errors import RecipeError
 from .core.validate import take
+from .protocols import ProtocolRule, parse_protocols
 
 _SEMVER = re.compile(r"^\d+\.\d+\.\d+$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -62,6 +63,8 @@ class Recipe:
     sources: tuple[SourceSpec, ...]
     parameters: dict[str, Any]
     corrections: dict[str, Any] = field(default_factory=dict)
+    #: the scoring the paper used, per config pattern (`promptgen.protocols`)
+    protocols: tuple[ProtocolRule, ...] = ()
     path: Path | None = None
     sha256: str = ""
 
@@ -82,7 +85,7 @@ _TOP_REQUIRED = {
     "sources": list,
     "parameters": dict,
 }
-_TOP_OPTIONAL = {"description": str, "citation": str, "tags": list, "corrections": dict}
+_TOP_OPTIONAL = {"description": str, "citation": str, "tags": list, "corrections": dict, "protocols": list}
 _SOURCE_REQUIRED = {"id": str, "path": str, "url": str, "license": str}
 _SOURCE_OPTIONAL = {"sha256": (str, type(None)), "citation": str, "member": str, "archive": str}
 
@@ -165,6 +168,7 @@ def parse_recipe(data: Any, *, path: Path, sha256: str) -> Recipe:
         sources=tuple(sources),
         parameters=dict(data["parameters"]),
         corrections=dict(data.get("corrections", {})),
+        protocols=parse_protocols(data.get("protocols"), str(path)),
         path=path,
         sha256=sha256,
     )

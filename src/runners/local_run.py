@@ -25,6 +25,7 @@ from .device import ITEMS_PER_CALL, device_type
 from .prompts import PromptConfig, check_chat_form, check_number_mode, check_scoring_mode
 from .request import RunRequest
 from .rows import run_items
+from .scoring_settings import ScoringSettings
 from .session import RunSummary, Session, model_name_for, result_key
 
 __all__ = ["RunRequest", "RunSummary", "run_config"]
@@ -58,6 +59,11 @@ def run_config(
     """
     started = time.perf_counter()
     settings, chat = request.settings, request.chat
+    # `run.resolve_protocol` lays a dataset's protocol under a request; called directly, the driver
+    # scores a request's own settings, None being the project's defaults
+    settings = ScoringSettings() if settings is None else settings
+    if not isinstance(settings, ScoringSettings):  # a bug, not input
+        raise TypeError("run_config needs complete ScoringSettings; resolve flags with runners.run.resolve_protocol")
     batch_size = default_batch_size(backend) if request.batch_size is None else request.batch_size
     if chat is None:
         chat = bool(getattr(tokenizer, "chat_template", None))

@@ -9,7 +9,8 @@ still before anything is written.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from promptgen.core.errors import ProbeError, dataset_load_errors
 from promptgen.core.layout import BUILD_MANIFEST
 from promptgen.hub.folder import check_data_files, check_path_segment, config_data_files
 from promptgen.hub.read import config_schema, has_build_manifest, local_folder, read_build_manifest, read_card_header
+from promptgen.protocols import Protocol, manifest_protocol
 
 from .scoring_settings import ScoringSettings
 
@@ -37,6 +39,8 @@ class PromptConfig:
     version: str | None = None
     #: the Hub repo id it was loaded from (None for a local folder)
     repo_id: str | None = None
+    #: the scoring its paper used, as the build manifest declares it (None: none declared)
+    protocol: Protocol | None = None
 
     def provenance(self) -> dict[str, Any]:
         """How a results manifest names its prompts: by name, version, fingerprint and Hub repo, never a local path."""
@@ -114,6 +118,7 @@ def load_prompt_config(
         except Exception:
             built = {}
     check_prompt_config(ds, f"{dataset} config {config!r}", chat=chat)
+    protocol = manifest_protocol(built, config, f"{dataset}/{BUILD_MANIFEST}")
     return PromptConfig(
         ds,
         dataset,
@@ -124,7 +129,39 @@ def load_prompt_config(
         name=built.get("name") or (folder.resolve().name if local else dataset.split("/")[-1]),
         version=built.get("version"),
         repo_id=None if local else dataset,
+        protocol=protocol,
     )
+
+
+def select_rows(prompts: PromptConfig, where: Mapping[str, Sequence[str]] | None) -> PromptConfig:
+    """The rows of `prompts` whose `column` holds one of its values, for each column of `where`.
+
+    How a protocol (or `--where`) names the rows its paper scored: the Trust Game's configs hold
+    every prompt variant of a game, and its paper read the plain-text ones. A column the config
+    lacks, or a selection that keeps no row, is one `ProbeError` before a model loads.
+    """
+    if not where:
+        return prompts
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from promptgen.core.contract import arrow_table
+
+    table = arrow_table(prompts.dataset)
+    where_text = " and ".join(f"{column} in ({', '.join(values)})" for column, values in where.items())
+    keep = None
+    for column, values in where.items():
+        if column not in table.column_names:
+            raise ProbeError(
+                f"{prompts.path} config {prompts.config!r} has no column {column!r} to select rows by "
+                f"(--where {column}=...); its columns: {', '.join(table.column_names)}"
+            )
+        hit = pc.fill_null(pc.is_in(pc.cast(table[column], pa.string()), value_set=pa.array(list(values))), False)
+        keep = hit if keep is None else pc.and_(keep, hit)
+    rows = pc.indices_nonzero(keep).to_pylist()
+    if not rows:
+        raise ProbeError(f"{prompts.path} config {prompts.config!r}: no row has {where_text}")
+    return replace(prompts, dataset=prompts.dataset.select(rows))
 
 
 def check_scoring_mode(prompts: PromptConfig, settings: ScoringSettings) -> None:

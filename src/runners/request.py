@@ -11,8 +11,10 @@ These are plain values that import no model library; they live in their own modu
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .models import LoadOptions
 from .results import parse_shard
@@ -24,8 +26,14 @@ class RunRequest:
     """One config of a prompt dataset, scored with one model into one result folder (`probes run`).
 
     `shard` is `i/n` text or an (i, n) pair (None: the whole config); `runners.run.run` checks
-    it and the output folder, and passes on a request with both resolved. `settings` and
-    `load` left as None are the defaults. `ray=True` scores on `ray_workers` Ray replicas.
+    it and the output folder, and passes on a request with both resolved. `load` left as None
+    is the default. `ray=True` scores on `ray_workers` Ray replicas.
+
+    `settings`, `chat` and `where` left as None are the dataset's declared protocol (the paper's
+    scoring, `promptgen.protocols`): `settings` may instead be a complete `ScoringSettings`, or a
+    mapping of `scoring_settings` keywords (the flags given) laid over the protocol. `run`
+    resolves them (`scoring_settings.resolve_scoring`) and passes on a request with a
+    `ScoringSettings`, the prompt form and the row selection decided.
     """
 
     dataset: str | Path
@@ -35,8 +43,10 @@ class RunRequest:
     revision: str | None = None
     model_name: str | None = None
     load: LoadOptions = field(default_factory=LoadOptions)
-    settings: ScoringSettings = field(default_factory=ScoringSettings)
+    settings: ScoringSettings | Mapping[str, Any] | None = None
     chat: bool | None = None
+    #: score only the rows whose column holds one of the values (column -> values)
+    where: Mapping[str, Sequence[str]] | None = None
     shard: str | tuple[int, int] | None = None
     limit: int | None = None
     batch_size: int | None = None
@@ -48,8 +58,6 @@ class RunRequest:
         # None is "the default", as the keyword arguments this request replaces took it
         if self.load is None:
             object.__setattr__(self, "load", LoadOptions())
-        if self.settings is None:
-            object.__setattr__(self, "settings", ScoringSettings())
 
     @property
     def shard_range(self) -> tuple[int, int]:

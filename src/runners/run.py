@@ -28,8 +28,9 @@ from promptgen.core.outputs import Reference
 from . import local_run, models
 from .device import RunnerWarning
 from .extras import require_for_scoring
-from .prompts import PromptConfig, check_scoring_mode, load_prompt_config
+from .prompts import PromptConfig, check_chat_form, check_scoring_mode, load_prompt_config, select_rows
 from .request import LoadOptions, RunRequest
+from .scoring_settings import resolve_scoring
 from .session import RunSummary, check_out_folder
 
 __all__ = ["LoadOptions", "RunRequest", "RunSummary", "run", "run_loaded", "warnings_to"]
@@ -111,10 +112,28 @@ def run(
     # empty, a file, a prompt dataset, an input or unwritable: one line before a model loads
     inputs = [("DATASET", request.dataset), Reference("--model", request.model)]
     request = replace(request, shard=shard, results=check_out_folder(request.results, inputs=inputs))
-    prompts = load_prompt_config(str(request.dataset), request.config, revision=request.revision, chat=request.chat)
-    check_scoring_mode(prompts, request.settings)
+    prompts, request, label = resolve_protocol(request)
     if request.ray:
         from .ray_run import run_config_ray
 
-        return run_config_ray(prompts, request, on_start=on_start, on_advance=on_advance)
-    return run_loaded(prompts, request, on_start=on_start, on_advance=on_advance, on_warning=on_warning)
+        summary = run_config_ray(prompts, request, on_start=on_start, on_advance=on_advance)
+    else:
+        summary = run_loaded(prompts, request, on_start=on_start, on_advance=on_advance, on_warning=on_warning)
+    return replace(summary, protocol=label)
+
+
+def resolve_protocol(request: RunRequest) -> tuple[PromptConfig, RunRequest, str]:
+    """Load the request's config and decide how it is scored: its protocol with the request's settings over it.
+
+    Returns the config restricted to the rows scored (the protocol's or the request's `where`),
+    the request with a `ScoringSettings`, the prompt form and the selection decided, and the
+    run summary's protocol line. Every check here runs before a model loads.
+    """
+    prompts = load_prompt_config(str(request.dataset), request.config, revision=request.revision)
+    scoring = resolve_scoring(prompts.protocol, request.settings, request.chat, request.where)
+    prompts = select_rows(prompts, scoring.where)
+    if scoring.chat is not None:
+        check_chat_form(prompts, scoring.chat)
+    check_scoring_mode(prompts, scoring.settings)
+    request = replace(request, settings=scoring.settings, chat=scoring.chat, where=scoring.where)
+    return prompts, request, scoring.label

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 from promptgen.core.errors import ProbeError
+from promptgen.protocols import Protocol
 
 from .distributions import NUMBER_MODES
 
@@ -116,9 +119,63 @@ def scoring_settings(
         raise ProbeError(f"--scoring must be sentence, letter or generate, got {scoring!r}")
     check_sampling(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)
     if scoring == "generate":
+        # floats as floats: a protocol's `temperature: 0` and the flag's 0.0 must make one key
         return ScoringSettings(
-            mode="generate", temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed
+            mode="generate",
+            temperature=float(temperature),
+            top_p=float(top_p),
+            max_new_tokens=max_new_tokens,
+            seed=seed,
         )
     if number_mode not in NUMBER_MODES:
         raise ProbeError(f"--number-mode must be one of {', '.join(NUMBER_MODES)}, got {number_mode!r}")
     return ScoringSettings(choice_mode=scoring, length_normalize=length_normalize, number_mode=number_mode)
+
+
+@dataclass(frozen=True)
+class ResolvedScoring:
+    """What a run scores with once the dataset's protocol and the user's flags are combined."""
+
+    settings: ScoringSettings
+    #: None: the tokenizer decides (the chat template when it has one)
+    chat: bool | None
+    #: the rows scored, column -> values (None: every row)
+    where: Mapping[str, tuple[str, ...]] | None
+    #: one line for the run summary: the paper's protocol, or how this run differs from it
+    label: str
+
+
+def resolve_scoring(
+    protocol: Protocol | None,
+    settings: ScoringSettings | Mapping[str, Any] | None,
+    chat: bool | None,
+    where: Mapping[str, Sequence[str]] | None = None,
+) -> ResolvedScoring:
+    """The dataset's declared protocol (DESIGN section 6) with each setting the user gave laid over it.
+
+    `settings` is a complete `ScoringSettings` (used as it is), a mapping of `scoring_settings`
+    keywords (the flags given; the protocol supplies the rest), or None (the protocol's). `chat`
+    and `where` left as None are the protocol's too. A dataset without a protocol (built before
+    protocols, or a side config) gets the project's defaults. A protocol value this version
+    does not know is one `ProbeError` naming it, before a model loads.
+    """
+    given = dict(settings) if isinstance(settings, Mapping) else {}
+    declared = dict(protocol.scoring) if protocol is not None else {}
+    try:
+        paper = scoring_settings(**declared)
+    except (ProbeError, TypeError) as exc:
+        raise ProbeError(f"the dataset's protocol {protocol.name!r} is not one this version can run: {exc}") from exc
+    resolved = settings if isinstance(settings, ScoringSettings) else scoring_settings(**{**declared, **given})
+    chat = chat if chat is not None else (protocol.chat if protocol is not None else None)
+    rows = {k: tuple(v) for k, v in where.items()} if where is not None else (protocol.where if protocol else None)
+    if protocol is None:
+        label = "protocol: none declared by the dataset (the project's default scoring)"
+    else:
+        differs = [f.name for f in fields(ScoringSettings) if getattr(resolved, f.name) != getattr(paper, f.name)]
+        differs += ["chat"] * (chat != protocol.chat) + ["where"] * (rows != protocol.where)
+        label = (
+            f"protocol: {protocol.name} (the paper's)"
+            if not differs
+            else f"protocol: custom (differs from the paper's {protocol.name} in {', '.join(differs)})"
+        )
+    return ResolvedScoring(resolved, chat, rows, label)

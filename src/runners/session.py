@@ -60,6 +60,8 @@ class RunSummary:
     tokens_counted: str = "computed"
     #: items rescored because their prompt changed since they were scored
     rescored: int = 0
+    #: which scoring protocol ran: the paper's, or how the run differs from it (`resolve_scoring`)
+    protocol: str = ""
 
     def line(self) -> str:
         again = f", {self.rescored} rescored after a prompt change" if self.rescored else ""
@@ -67,7 +69,7 @@ class RunSummary:
             f"{self.config}: {self.items} items scored ({self.skipped} already done{again}), "
             f"{self.refusals} refusals, {self.items_per_s:.2f} items/s, "
             f"{self.tokens_per_s:.0f} {self.tokens_counted} tokens/s, "
-            f"{self.wall_s:.1f} s"
+            f"{self.wall_s:.1f} s" + (f"; {self.protocol}" if self.protocol else "")
         )
 
 

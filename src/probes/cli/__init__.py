@@ -15,17 +15,21 @@ from .derive import curate_pairs_cmd, rewrite_cmd
 from .plan import plan_cmd
 from .publish import publish_cmd
 from .run import run
-from .shared import _ENGINE_THREADS, _warn, app, entry, err, main, out
+from .shared import _ENGINE_THREADS, _warn, app, entry, err, main, one_line_errors, out
 
-app.command()(build)
-app.command()(run)
-app.command()(lint)
-app.command("curate-pairs")(curate_pairs_cmd)
-app.command("rewrite")(rewrite_cmd)
-app.command("analyze")(analyze_cmd)
-app.command("demo")(demo_cmd)
-app.command("recipes")(list_recipes_cmd)
-app.command("publish")(publish_cmd)
-app.command("plan")(plan_cmd)
+COMMANDS = (
+    ("build", build),
+    ("run", run),
+    ("lint", lint),
+    ("curate-pairs", curate_pairs_cmd),
+    ("rewrite", rewrite_cmd),
+    ("analyze", analyze_cmd),
+    ("demo", demo_cmd),
+    ("recipes", list_recipes_cmd),
+    ("publish", publish_cmd),
+    ("plan", plan_cmd),
+)
+for _name, _command in COMMANDS:
+    app.command(_name)(one_line_errors(_command))
 
 __all__ = ["_ENGINE_THREADS", "_warn", "app", "entry", "err", "main", "out"]

@@ -8,10 +8,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from promptgen.core.errors import ProbeError
-
 from . import options as opt
-from .shared import _fail, err, out
+from .shared import err, out
 
 
 def analyze_cmd(
@@ -84,23 +82,20 @@ def analyze_cmd(
     from probes import api
 
     started = time.perf_counter()
-    try:
-        request = api.AnalysisRequest(
-            prompts,
-            results,
-            out_dir,
-            options=api.AnalysisOptions(seed=seed, n_permutations=permutations, score=score, alpha=alpha),
-            configs=configs,
-            revision=revision,
-            results_revision=results_revision,
-            figures=not no_figures,
-            allow_fingerprint_mismatch=allow_fingerprint_mismatch,
-            overwrite=overwrite,
-        )
-        with err.status("analysing ..."):
-            result, path = api.analyze(request)
-    except ProbeError as exc:
-        _fail(exc)
+    request = api.AnalysisRequest(
+        prompts,
+        results,
+        out_dir,
+        options=api.AnalysisOptions(seed=seed, n_permutations=permutations, score=score, alpha=alpha),
+        configs=configs,
+        revision=revision,
+        results_revision=results_revision,
+        figures=not no_figures,
+        allow_fingerprint_mismatch=allow_fingerprint_mismatch,
+        overwrite=overwrite,
+    )
+    with err.status("analysing ..."):
+        result, path = api.analyze(request)
     table = Table(title=f"analysis -> {path}")
     table.add_column("table")
     table.add_column("rows", justify="right")

@@ -4,25 +4,23 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from promptgen.core.errors import ProbeError
-
 from . import options as opt
-from .shared import _fail, err, out
+from .groups import takes
+from .shared import err, out
 
 
+@takes(opt.SOURCES)
 def build(
     name: opt.Recipe,
     out_dir: Annotated[
         str, typer.Option("--out", help="Parent folder; the dataset is written to OUT/<name>/.", metavar="DIR")
     ] = "datasets",
-    sources: opt.Sources = None,
-    cache_dir: opt.Cache = None,
-    offline: opt.Offline = False,
+    sources: Any = None,
     full: Annotated[
         bool,
         typer.Option(
@@ -73,20 +71,17 @@ def build(
     def on_rows(config: str, n: int) -> None:
         progress.advance(tasks[config], n)
 
-    try:
-        with progress:
-            result = api.build(
-                name,
-                out_dir=out_dir,
-                sources=api.SourceOptions(sources, cache_dir, offline),
-                full=full,
-                max_events=max_events,
-                overwrite=overwrite,
-                on_rows=on_rows,
-                on_draft=on_draft,
-            )
-    except ProbeError as exc:
-        _fail(exc)
+    with progress:
+        result = api.build(
+            name,
+            out_dir=out_dir,
+            sources=sources,
+            full=full,
+            max_events=max_events,
+            overwrite=overwrite,
+            on_rows=on_rows,
+            on_draft=on_draft,
+        )
     if not quiet:
         m = result.manifest
         table = Table(title=f"{m['name']} {m['version']} -> {result.path}")
@@ -99,21 +94,17 @@ def build(
         out.print(f"fingerprint {m['fingerprint']}  ({time.perf_counter() - started:.1f} s)")
 
 
+@takes(opt.SOURCES)
 def lint(
     name: opt.Recipe,
-    sources: opt.Sources = None,
-    cache_dir: opt.Cache = None,
-    offline: opt.Offline = False,
+    sources: Any = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON instead of tables.")] = False,
     strict: Annotated[bool, typer.Option("--strict", help="Exit with code 2 when there is any warning.")] = False,
 ) -> None:
     """Lint a recipe's sources (labels, pronouns, option balance, applied corrections)."""
     from probes import api
 
-    try:
-        linted = api.lint(name, sources=api.SourceOptions(sources, cache_dir, offline))
-    except ProbeError as exc:
-        _fail(exc)
+    linted = api.lint(name, sources=sources)
     recipe, report = linted.recipe, linted.report
     if as_json:
         out.print_json(json.dumps(report))

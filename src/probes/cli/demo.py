@@ -6,10 +6,8 @@ from typing import Annotated
 
 import typer
 
-from promptgen.core.errors import ProbeError
-
 from . import options as opt
-from .shared import _fail, err, out
+from .shared import err, out
 
 
 def demo_cmd(
@@ -32,17 +30,14 @@ def demo_cmd(
     """
     from probes import api
 
-    try:
-        result = api.demo(
-            out_dir,
-            sources=sources,
-            cache_dir=cache_dir,
-            offline=not online,
-            model=model,
-            overwrite=overwrite,
-            progress=lambda line: err.print(line, highlight=False, markup=False, soft_wrap=True),
-        )
-    except ProbeError as exc:
-        _fail(exc)
+    result = api.demo(
+        out_dir,
+        sources=sources,
+        cache_dir=cache_dir,
+        offline=not online,
+        model=model,
+        overwrite=overwrite,
+        progress=lambda line: err.print(line, highlight=False, markup=False, soft_wrap=True),
+    )
     total = sum(s.seconds for s in result.steps)
     out.print(f"demo finished in {total / 60:.1f} min: open {result.report}", highlight=False)

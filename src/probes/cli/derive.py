@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from promptgen.core.errors import ProbeError
-
 from . import options as opt
-from .shared import _ENGINE_THREADS, _fail, _progress, _progress_hooks, _warn, err, out
+from .groups import takes
+from .shared import _ENGINE_THREADS, _progress, _progress_hooks, _warn, err, out
 
 
+@takes(opt.SOURCES)
 def curate_pairs_cmd(
     results: Annotated[
         Path,
@@ -62,9 +62,7 @@ def curate_pairs_cmd(
         str,
         typer.Option("--recipe", help="Recipe the dataset is rebuilt from; must be the one --prompts was built from."),
     ] = "trust-game",
-    sources: opt.Sources = None,
-    cache_dir: opt.Cache = None,
-    offline: opt.Offline = False,
+    sources: Any = None,
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="Replace an existing OUT/<name> (swapped in only when complete).")
     ] = False,
@@ -79,21 +77,18 @@ def curate_pairs_cmd(
     """
     from probes import api
 
-    try:
-        result = api.curate_pairs(
-            results,
-            prompts,
-            out_dir,
-            model_slug=model_slug,
-            per_gender=per_gender,
-            variant=variant,
-            key=key,
-            recipe=recipe,
-            sources=api.SourceOptions(sources, cache_dir, offline),
-            overwrite=overwrite,
-        )
-    except ProbeError as exc:
-        _fail(exc)
+    result = api.curate_pairs(
+        results,
+        prompts,
+        out_dir,
+        model_slug=model_slug,
+        per_gender=per_gender,
+        variant=variant,
+        key=key,
+        recipe=recipe,
+        sources=sources,
+        overwrite=overwrite,
+    )
     groups = result.curated.record["selection"]["groups"]
     table = Table(title=f"pairs_{result.curated.slug}: {len(result.curated.pairs)} pairs")
     for col in ("race", "gender", "scored", "candidates", "kept", "shortfall"):
@@ -114,6 +109,7 @@ def curate_pairs_cmd(
     out.print(f"{m['name']} {m['version']} -> {result.path}  fingerprint {m['fingerprint']}", highlight=False)
 
 
+@takes(opt.SOURCES, opt.LOAD)
 def rewrite_cmd(
     dataset: Annotated[
         Path,
@@ -148,7 +144,6 @@ def rewrite_cmd(
     key: Annotated[
         str | None, typer.Option("--key", help="Result key folder to use when --results holds several.")
     ] = None,
-    backend_name: opt.Backend = "hf",
     limit: opt.Limit = None,
     chat: Annotated[
         bool,
@@ -164,19 +159,11 @@ def rewrite_cmd(
     ] = 96,
     batch_size: opt.BatchSize = None,
     flush_every: opt.FlushEvery = 64,
-    dtype: opt.Dtype = "auto",
-    device: opt.Device = "auto",
-    model_revision: opt.ModelRevision = None,
-    gguf_file: opt.GgufFile = None,
-    enforce_eager: opt.EnforceEager = False,
-    gpu_memory_utilization: opt.GpuMemory = None,
-    max_model_len: opt.MaxModelLen = None,
+    load: Any = None,
     recipe: Annotated[
         str, typer.Option("--recipe", help="Recipe DATASET was built from (name or YAML path).")
     ] = "intergroup-empathy",
-    sources: opt.Sources = None,
-    cache_dir: opt.Cache = None,
-    offline: opt.Offline = False,
+    sources: Any = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace OUT/<dataset name> if it exists.")] = False,
     quiet: opt.QuietRun = False,
 ) -> None:
@@ -192,43 +179,30 @@ def rewrite_cmd(
     """
     from probes import api
 
-    _ENGINE_THREADS["started"] |= model is not None and backend_name == "vllm"
+    _ENGINE_THREADS["started"] |= model is not None and load.backend == "vllm"
     progress = _progress(quiet)
     on_start, on_advance = _progress_hooks(progress, "rewrite_t2")
-    try:
-        load = api.LoadOptions(
-            backend=backend_name,
-            revision=model_revision,
-            dtype=dtype,
-            device=device,
-            gguf_file=gguf_file,
-            enforce_eager=enforce_eager,
-            gpu_memory_utilization=gpu_memory_utilization,
-            max_model_len=max_model_len,
+    with progress:
+        done = api.rewrite(
+            dataset,
+            out_dir,
+            model=model,
+            results=results,
+            key=key,
+            load=load,
+            model_name=model_name,
+            chat=chat,
+            limit=limit,
+            batch_size=batch_size,
+            flush_every=flush_every,
+            max_new_tokens=max_new_tokens,
+            recipe=recipe,
+            sources=sources,
+            overwrite=overwrite,
+            on_start=on_start,
+            on_advance=on_advance,
+            on_warning=_warn,
         )
-        with progress:
-            done = api.rewrite(
-                dataset,
-                out_dir,
-                model=model,
-                results=results,
-                key=key,
-                load=load,
-                model_name=model_name,
-                chat=chat,
-                limit=limit,
-                batch_size=batch_size,
-                flush_every=flush_every,
-                max_new_tokens=max_new_tokens,
-                recipe=recipe,
-                sources=api.SourceOptions(sources, cache_dir, offline),
-                overwrite=overwrite,
-                on_start=on_start,
-                on_advance=on_advance,
-                on_warning=_warn,
-            )
-    except ProbeError as exc:
-        _fail(exc)
     if done.generation is not None:
         err.print(done.generation.line(), highlight=False)
     result = done.result

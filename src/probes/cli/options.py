@@ -8,11 +8,13 @@ and the run options around it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from runners.device import ITEMS_PER_CALL, MAX_LOGIT_ROWS
+
+from .groups import OptionGroup
 
 Sources = Annotated[
     Path | None,
@@ -152,6 +154,131 @@ BlockSize = Annotated[
     typer.Option("--block-size", min=16, help="vllm backend: KV-cache block (prefix-cache unit) in tokens."),
 ]
 MaxNewTokens = Annotated[int, typer.Option("--max-new-tokens", min=1, help="generate: most tokens generated per item.")]
+MaxNewTokensRun = Annotated[
+    int | None,
+    typer.Option(
+        "--max-new-tokens", min=1, help="generate: most tokens generated per item (default: the protocol's, else 16)."
+    ),
+]
+
+MaxBatchTokens = Annotated[
+    int | None,
+    typer.Option(
+        "--max-batch-tokens",
+        min=1,
+        help="hf backend: tokens per forward pass, cache included (default 8192 on the CPU; on CUDA sized "
+        "from the free GPU memory; sweep it with benchmarks/gpu_scoring.py). Out of memory, it is halved.",
+    ),
+]
+
+# the scoring flags of `probes run`: None is "not given", the dataset's declared protocol decides
+Scoring = Annotated[
+    str | None,
+    typer.Option(
+        "--scoring",
+        help="sentence (choice: option texts' log-probabilities), letter (choice: the label token), or "
+        "generate (generate text and parse the answer). Number items are read exactly in the first two. "
+        "Default: the dataset's declared protocol (its paper's scoring).",
+    ),
+]
+LengthNormalize = Annotated[
+    bool | None,
+    typer.Option(
+        "--length-normalize/--no-length-normalize",
+        help="sentence: softmax over the options' MEAN token log-probabilities (cappr's default, which the "
+        "Talent-or-Luck release used) or over their sums. Default: the dataset's protocol.",
+    ),
+]
+NumberMode = Annotated[
+    str | None,
+    typer.Option(
+        "--number-mode",
+        help="Number items: exact (the digit trie: every number's full probability) or first-token (the "
+        "next-token distribution after the prompt; only where every number in range is one token). "
+        "Default: the dataset's protocol, else exact.",
+    ),
+]
+Temperature = Annotated[
+    float | None,
+    typer.Option("--temperature", help="generate: 0 is greedy; above 0 samples (at least 0; default 0)."),
+]
+TopP = Annotated[
+    float | None,
+    typer.Option("--top-p", help="generate: nucleus sampling mass, above 0 and at most 1 (default 1)."),
+]
+Seed = Annotated[
+    int | None, typer.Option("--seed", help="generate: base seed (each item's is derived from its id; default 0).")
+]
 
 Revision = Annotated[str | None, typer.Option("--revision", help="Prompt dataset revision (Hub).")]
 QuietRun = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
+Where = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--where",
+        metavar="COLUMN=V1,V2",
+        help="Score only the rows whose COLUMN holds one of the values (repeatable; all must hold). "
+        "Default: the rows the dataset's protocol names (e.g. the Trust Game's plain-text variants).",
+    ),
+]
+
+
+def _source_options(sources: Path | None, cache_dir: Path | None, offline: bool) -> Any:
+    from promptgen.sources import SourceOptions
+
+    return SourceOptions(sources, cache_dir, offline)
+
+
+def _load_options(**flags: Any) -> Any:
+    from runners.models import LoadOptions
+
+    flags["revision"] = flags.pop("model_revision")
+    flags["backend"] = flags.pop("backend_name")
+    return LoadOptions(**flags)
+
+
+def _given_scoring(**flags: Any) -> dict[str, Any] | None:
+    """The scoring flags the user gave (not None), for `resolve_scoring` to lay over the dataset's protocol."""
+    given = {name: value for name, value in flags.items() if value is not None}
+    return given or None
+
+
+#: where recipe inputs come from: `promptgen.sources.SourceOptions` (build, lint, curate-pairs, rewrite, demo)
+SOURCES = OptionGroup(
+    "sources", _source_options, {"sources": (Sources, None), "cache_dir": (Cache, None), "offline": (Offline, False)}
+)
+#: how a model loads: `runners.models.LoadOptions` (run, rewrite)
+LOAD = OptionGroup(
+    "load",
+    _load_options,
+    {
+        "backend_name": (Backend, "hf"),
+        "dtype": (Dtype, "auto"),
+        "device": (Device, "auto"),
+        "device_map": (DeviceMap, None),
+        "tensor_parallel_size": (TensorParallel, 1),
+        "model_revision": (ModelRevision, None),
+        "gguf_file": (GgufFile, None),
+        "prefix_caching": (PrefixCaching, True),
+        "enforce_eager": (EnforceEager, False),
+        "gpu_memory_utilization": (GpuMemory, None),
+        "max_model_len": (MaxModelLen, None),
+        "block_size": (BlockSize, None),
+        "max_batch_tokens": (MaxBatchTokens, None),
+        "max_logit_rows": (MaxLogitRows, None),
+    },
+)
+#: the scoring flags given, laid over the dataset's protocol (run); None when none is given
+SCORING = OptionGroup(
+    "scoring",
+    _given_scoring,
+    {
+        "scoring": (Scoring, None),
+        "length_normalize": (LengthNormalize, None),
+        "number_mode": (NumberMode, None),
+        "temperature": (Temperature, None),
+        "top_p": (TopP, None),
+        "max_new_tokens": (MaxNewTokensRun, None),
+        "seed": (Seed, None),
+    },
+)

@@ -9,10 +9,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from promptgen.core.errors import ProbeError
-
 from . import options as opt
-from .shared import _fail, err, out
+from .shared import err, out
 
 
 def plan_cmd(
@@ -68,10 +66,7 @@ def plan_cmd(
         tokens_per_s=tokens_per_s,
         json_out=json_out,
     )
-    try:
-        plan = api.plan(request, progress=None if quiet else lambda line: err.print(line, highlight=False))
-    except ProbeError as exc:
-        _fail(exc)
+    plan = api.plan(request, progress=None if quiet else lambda line: err.print(line, highlight=False))
     table = Table(title=f"plan: {model} on {gpu} at MFU {mfu}")
     headers = ("config", "backend", "mode", "items", "ctx/item", "computed ctx/item", "saved/item")
     for header in (*headers, "trie min/item", "cont./item", "GPU hours"):

@@ -7,9 +7,7 @@ from typing import Annotated
 
 import typer
 
-from promptgen.core.errors import ProbeError
-
-from .shared import _fail, err, out
+from .shared import err, out
 
 
 def publish_cmd(
@@ -62,12 +60,7 @@ def publish_cmd(
     """
     from probes import api
 
-    try:
-        result = api.publish(
-            folder, repo_id, revision_tag=revision_tag, private=private, dry_run=dry_run, message=message
-        )
-    except ProbeError as exc:
-        _fail(exc)
+    result = api.publish(folder, repo_id, revision_tag=revision_tag, private=private, dry_run=dry_run, message=message)
     for note in result.notes:
         err.print(f"note: {note}", highlight=False, markup=False, soft_wrap=True)
     out.print(api.plan_table(result, all_files=dry_run))

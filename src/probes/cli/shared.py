@@ -7,17 +7,22 @@ included, is scrubbed of Hub tokens first (`promptgen.core.secrets`).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
 import time
-from typing import Annotated, Any, NoReturn
+from collections.abc import Callable
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from promptgen.core.errors import ProbeError
 from promptgen.core.secrets import install_log_scrubber, scrub, scrubbed_traceback
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 app = typer.Typer(
     name="probes",
@@ -51,6 +56,23 @@ def _fail(exc: Exception) -> NoReturn:
     # escaped: a message's own brackets (`pip install -e ".[hf]"`, a path) are text, not rich markup
     err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True, soft_wrap=True)
     raise typer.Exit(code=getattr(exc, "exit_code", 1))
+
+
+def one_line_errors(command: F) -> F:
+    """Every command's error boundary: a `ProbeError` (bad input) is one line and exit 1 (`_fail`).
+
+    Applied where the commands are registered (`probes.cli`), so no command repeats it; any
+    other exception is a bug and keeps its traceback (`entry`).
+    """
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except ProbeError as exc:
+            _fail(exc)
+
+    return wrapper  # type: ignore[return-value]
 
 
 def _warn(message: str) -> None:
@@ -132,3 +154,17 @@ def entry() -> None:
         sys.stderr.flush()
         os._exit(code if isinstance(code, int) else (0 if code is None else 1))
     raise SystemExit(code)
+
+
+def parse_where(specs: list[str] | None) -> dict[str, list[str]] | None:
+    """`--where COLUMN=V1,V2` (repeatable) -> {column: values}; a malformed one is one `ProbeError` line."""
+    if not specs:
+        return None
+    out: dict[str, list[str]] = {}
+    for spec in specs:
+        column, sep, values = spec.partition("=")
+        picked = [v for v in values.split(",") if v]
+        if not sep or not column.strip() or not picked:
+            raise ProbeError(f"--where {spec!r}: expected COLUMN=VALUE[,VALUE...], e.g. --where variant=base,inst")
+        out.setdefault(column.strip(), []).extend(picked)
+    return out

@@ -57,7 +57,7 @@ def _pairs_json(shared_sources):
 def test_recipe_is_found_by_both_names_and_pins_the_shared_sources(shared_sources):
     assert find_recipe("trust-game") == find_recipe("trust-game-names") == REPO / "builders" / "trust_game.yaml"
     recipe = load_recipe("trust-game")
-    assert (recipe.name, recipe.version, recipe.builder) == ("trust-game-names", "1.1.0", "trust_game")
+    assert (recipe.name, recipe.version, recipe.builder) == ("trust-game-names", "1.2.0", "trust_game")
     for source, folder in (("census", "census-surnames"), ("paper_pairs", "trust-game")):
         spec = recipe.source(source)
         pinned = re.findall(r"sha256 ([0-9a-f]{64})", (shared_sources / folder / "SOURCE.md").read_text())

@@ -1,0 +1,104 @@
+"""`runners.run`: a run without scoring flags follows the dataset's declared protocol (the paper's scoring)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from promptgen.core.errors import ProbeError
+from runners.run import run
+from runners.scoring_settings import scoring_settings
+from runners_fixtures import reference_option_logprobs, tiny_llama_folder
+
+
+def _result_rows(out: Path, config: str) -> list[dict]:
+    return [
+        row for path in sorted((out / "data" / config).rglob("*.parquet")) for row in pq.read_table(path).to_pylist()
+    ]
+
+
+def _prompt_rows(folder: Path, config: str) -> dict[str, dict]:
+    return {
+        r["id"]: r for p in sorted((folder / "data" / config).glob("*.parquet")) for r in pq.read_table(p).to_pylist()
+    }
+
+
+def test_talent_or_luck_default_is_the_release_scorer(built_default: Path, tmp_path: Path) -> None:
+    """Softmax of the MEAN option token log-probability after the plain prompt, as a full transformers pass gives."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model_dir = tiny_llama_folder("float32")
+    summary = run(built_default, "single_actor", str(model_dir), tmp_path / "r", limit=5, batch_size=2)
+    assert summary.items == 5
+    assert summary.protocol == "protocol: talent-or-luck release (cappr) (the paper's)"
+    assert summary.protocol in summary.line()
+    rows = _result_rows(tmp_path / "r", "single_actor")
+    assert len(rows) == 5
+    prompts = _prompt_rows(built_default, "single_actor")
+    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    for row in rows:
+        assert json.loads(row["scoring"])["length_normalize"] is True
+        item = prompts[row["id"]]
+        sums, counts = reference_option_logprobs(model, tokenizer, item["prompt"], item["choices"])
+        mean = np.array(sums) / np.array(counts)
+        expected = np.exp(mean - mean.max()) / np.exp(mean - mean.max()).sum()
+        assert np.abs(np.array(row["choice_probs"]) - expected).max() <= 1e-4, row["id"]
+    key = json.loads((next((tmp_path / "r").rglob("key.json"))).read_text())
+    assert json.loads(key["scoring"])["chat"] is False  # the plain prompt, though the tokenizer has a template
+
+
+def test_a_flag_replaces_its_part_and_the_summary_says_so(built_default: Path, tmp_path: Path) -> None:
+    model_dir = tiny_llama_folder("float32")
+    summary = run(
+        built_default,
+        "single_actor",
+        str(model_dir),
+        tmp_path / "r",
+        limit=2,
+        settings={"length_normalize": False},
+    )
+    assert summary.protocol.startswith("protocol: custom (differs from the paper's talent-or-luck release")
+    (row,) = {r["scoring"] for r in _result_rows(tmp_path / "r", "single_actor")}
+    assert json.loads(row)["length_normalize"] is False
+    explicit = run(built_default, "single_actor", str(model_dir), tmp_path / "r", limit=2, settings=scoring_settings())
+    assert "length_normalize" in explicit.protocol  # a complete ScoringSettings is used as given
+
+
+def test_trust_game_default_scores_the_papers_plain_variants(shared_sources: Path, tmp_path: Path) -> None:
+    """The protocol's row selection (variant base, inst) and plain prompts; `--where` picks the chat rows."""
+    from promptgen.build import build
+
+    games = build("trust-game", out_dir=tmp_path / "ds", sources=shared_sources).path
+    model_dir = tiny_llama_folder("float32")
+    summary = run(games, "probing", str(model_dir), tmp_path / "r", limit=6)
+    assert summary.selected == 6 and "(the paper's)" in summary.protocol
+    prompts = _prompt_rows(games, "probing")
+    scored = _result_rows(tmp_path / "r", "probing")
+    assert {prompts[r["id"]]["variant"] for r in scored} <= {"base", "inst"}
+    assert all(r["number_probs"] for r in scored)  # the number distribution, not a generation
+    with pytest.raises(ProbeError, match="no column 'colour'"):
+        run(games, "probing", str(model_dir), tmp_path / "r2", where={"colour": ["red"]})
+    with pytest.raises(ProbeError, match=r"no row has variant in \(nope\)"):
+        run(games, "probing", str(model_dir), tmp_path / "r2", where={"variant": ["nope"]})
+
+
+def test_empathy_default_is_greedy_generation_on_the_chat_form(tmp_path: Path) -> None:
+    """The paper's method: the chat template, temperature 0, the number parsed from the text."""
+    from envent_fixture import write_recipe, write_sources
+    from promptgen.build import build
+
+    folder = build(
+        str(write_recipe(tmp_path / "r.yaml")), out_dir=tmp_path / "ds", sources=write_sources(tmp_path / "src")
+    ).path
+    model_dir = tiny_llama_folder("float32")
+    summary = run(folder, "religion_P0S1T0", str(model_dir), tmp_path / "out", limit=3)
+    assert summary.items == 3 and "(the paper's)" in summary.protocol
+    rows = _result_rows(tmp_path / "out", "religion_P0S1T0")
+    scoring = json.loads(rows[0]["scoring"])
+    assert scoring["mode"] == "generate" and scoring["temperature"] == 0.0 and scoring["chat"] is True
+    assert all(r["generated_text"] is not None and r["number_probs"] is None for r in rows)
