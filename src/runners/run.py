@@ -17,12 +17,13 @@ model, so a notebook gets exactly what the command line does::
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from promptgen.core.errors import ProbeError
 from promptgen.core.outputs import Reference
 
 from . import local_run, models
@@ -33,7 +34,7 @@ from .request import LoadOptions, RunRequest
 from .scoring_settings import resolve_scoring
 from .session import RunSummary, check_out_folder
 
-__all__ = ["LoadOptions", "RunRequest", "RunSummary", "run", "run_loaded", "warnings_to"]
+__all__ = ["LoadOptions", "RunRequest", "RunSummary", "expand_configs", "run", "run_loaded", "run_many", "warnings_to"]
 
 
 @contextmanager
@@ -50,76 +51,165 @@ def warnings_to(on_warning: Callable[[str], None] | None) -> Iterator[None]:
 
 
 def run_loaded(
-    prompts: PromptConfig,
-    request: RunRequest,
+    prompts: PromptConfig | Sequence[PromptConfig],
+    request: RunRequest | Sequence[RunRequest],
     *,
     on_start: Callable[[int, int], None] | None = None,
     on_advance: Callable[[int], None] | None = None,
     on_warning: Callable[[str], None] | None = None,
-) -> RunSummary:
-    """Load `request.model` in this process, run `prompts` (its config) into `request.results`, always close the engine.
+    on_config: Callable[[RunRequest], tuple[Callable | None, Callable | None]] | None = None,
+) -> Any:
+    """Load the model in this process once, run each config into its request's folder, always close the engine.
 
-    vLLM's `max_model_len` left out follows the items (`runners.context_length`). Warnings of
-    the loading (`RunnerWarning`: a GPU-sized model on the CPU) go to `on_warning`.
+    Takes one config and its request (returns its `RunSummary`), or lists of both, which must
+    name one model loaded one way (returns a summary per config, in order; `on_config(request)`
+    gives each config's progress hooks, else `on_start`/`on_advance` serve them all). vLLM's
+    `max_model_len` left out follows the longest items of all the configs
+    (`runners.context_length`). Warnings of the loading (`RunnerWarning`: a GPU-sized model on
+    the CPU) go to `on_warning`.
     """
+    single = isinstance(request, RunRequest)
+    configs = [prompts] if single else list(prompts)
+    requests = [request] if single else list(request)
+    first = requests[0]
+    if any((r.model, r.load) != (first.model, first.load) for r in requests):
+        raise ValueError("run_loaded scores configs of one model loaded one way")
     needed = None
-    if request.load.backend == "vllm":
-        needed = models.needs_of(
-            prompts, request.settings, request.chat, shard=request.shard_range, limit=request.limit
-        )
+    if first.load.backend == "vllm":
+        sizes = [
+            models.needs_of(p, r.settings, r.chat, shard=r.shard_range, limit=r.limit)
+            for p, r in zip(configs, requests, strict=True)
+        ]
+
+        def needed(tokenizer: Any) -> int:
+            return max(size(tokenizer) for size in sizes)
+
     with warnings_to(on_warning):
-        backend, tokenizer, key_revision = models.load_backend(request.model, request.load, needed_tokens=needed)
+        backend, tokenizer, key_revision = models.load_backend(first.model, first.load, needed_tokens=needed)
+    summaries = []
     try:
-        return local_run.run_config(
-            prompts,
-            backend,
-            tokenizer,
-            request,
-            model_revision=key_revision,
-            on_start=on_start,
-            on_advance=on_advance,
-        )
+        for config, req in zip(configs, requests, strict=True):
+            hooks = on_config(req) if on_config is not None else (on_start, on_advance)
+            summaries.append(
+                local_run.run_config(
+                    config,
+                    backend,
+                    tokenizer,
+                    req,
+                    model_revision=key_revision,
+                    on_start=hooks[0],
+                    on_advance=hooks[1],
+                )
+            )
     finally:
         backend.close()  # vLLM aborts the process at exit when its engine is left running
+    return summaries[0] if single else summaries
+
+
+def expand_configs(dataset: str | Path, patterns: Sequence[str]) -> list[str]:
+    """The config names `patterns` name (exact names or shell globs such as `race_*`), each once, in order.
+
+    A local folder's configs are its `data/<config>/` folders; a Hub dataset's are read with
+    `datasets.get_dataset_config_names`. A pattern that matches no config is one `ProbeError`
+    naming the configs there are, before a model loads.
+    """
+    from fnmatch import fnmatchcase
+
+    from promptgen.hub.read import config_names, local_folder
+
+    if not any(set(p) & set("*?[") for p in patterns):
+        return list(dict.fromkeys(patterns))
+    folder = local_folder(str(dataset), "prompt dataset")
+    if folder is not None:
+        names = config_names(folder)
+    else:  # pragma: no cover - needs the network
+        import datasets
+
+        names = sorted(datasets.get_dataset_config_names(str(dataset)))
+    out: list[str] = []
+    for pattern in patterns:
+        hits = [n for n in names if fnmatchcase(n, pattern)]
+        if not hits:
+            raise ProbeError(f"--config {pattern!r} matches no config of {dataset} (configs: {', '.join(names)})")
+        out.extend(h for h in hits if h not in out)
+    return out
 
 
 def run(
     request: RunRequest | str | Path,
-    config: str | None = None,
+    config: str | Sequence[str] | None = None,
     model: str | None = None,
     results: str | Path | None = None,
     *,
     on_start: Callable[[int, int], None] | None = None,
     on_advance: Callable[[int], None] | None = None,
     on_warning: Callable[[str], None] | None = None,
+    on_config: Callable[[RunRequest], tuple[Callable | None, Callable | None]] | None = None,
     **options: Any,
-) -> RunSummary:
-    """Score one config of a prompt dataset with a model into a resumable result folder (`probes run`).
+) -> Any:
+    """Score configs of a prompt dataset with a model into a resumable result folder (`probes run`).
 
     Takes a `RunRequest`, or its fields: `run(dataset, config, model, results, settings=...,
-    limit=...)` is `run(RunRequest(dataset, config, model, results, settings=..., limit=...))`.
+    limit=...)` is `run(RunRequest(dataset, config, model, results, settings=..., limit=...))`
+    and returns its `RunSummary`. `config` may also be a list of names or glob patterns
+    (`["race_*", "religion_P0S0T0"]`): every config they name is scored with the model loaded
+    once, and a list of summaries comes back (`run_many`).
     Everything that can be checked without a model is checked first (extras, options, the
-    output folder, the prompt config and the scoring mode), so a mistake costs no model load.
+    output folder, the prompt configs and the scoring mode), so a mistake costs no model load.
     `ray=True` scores on `ray_workers` replicas (`runners.ray_run`); this process loads none.
     `on_start(total, done)` and `on_advance(n)` report progress, `on_warning(text)` a warning.
     """
-    if not isinstance(request, RunRequest):
+    if isinstance(request, RunRequest):
+        if config is not None or model is not None or results is not None or options:
+            raise TypeError("run() takes a RunRequest or its fields, not both")
+    elif isinstance(config, str) and not is_pattern(config):
         request = RunRequest(request, config, model, results, **options)  # type: ignore[arg-type]
-    elif config is not None or model is not None or results is not None or options:
-        raise TypeError("run() takes a RunRequest or its fields, not both")
-    require_for_scoring(backend=request.load.backend, ray=request.ray, what="probes run")
-    shard = request.shard_range
+    else:
+        patterns = [config] if isinstance(config, str) else list(config or [])
+        template = RunRequest(request, "", model, results, **options)  # type: ignore[arg-type]
+        return run_many(template, patterns, on_config=on_config, on_warning=on_warning)
+    hooks = on_config(request) if on_config is not None else (on_start, on_advance)
+    (summary,) = run_many(request, [request.config], on_config=lambda _r: hooks, on_warning=on_warning)
+    return summary
+
+
+def is_pattern(config: str) -> bool:
+    """Whether a `--config` value is a glob pattern (`race_*`) rather than a config name."""
+    return bool(set(config) & set("*?["))
+
+
+def run_many(
+    template: RunRequest,
+    configs: Sequence[str],
+    *,
+    on_config: Callable[[RunRequest], tuple[Callable | None, Callable | None]] | None = None,
+    on_warning: Callable[[str], None] | None = None,
+) -> list[RunSummary]:
+    """`template` (its `config` aside) for each config `configs` names, the model loaded once; a summary per config.
+
+    Every config is loaded and checked (protocol, prompt form, scoring mode) before the model
+    loads, so a mistake in the last costs no scoring of the first.
+    """
+    if not configs:
+        raise ProbeError("give at least one --config")
+    require_for_scoring(backend=template.load.backend, ray=template.ray, what="probes run")
     # empty, a file, a prompt dataset, an input or unwritable: one line before a model loads
-    inputs = [("DATASET", request.dataset), Reference("--model", request.model)]
-    request = replace(request, shard=shard, results=check_out_folder(request.results, inputs=inputs))
-    prompts, request, label = resolve_protocol(request)
-    if request.ray:
+    inputs = [("DATASET", template.dataset), Reference("--model", template.model)]
+    template = replace(template, shard=template.shard_range, results=check_out_folder(template.results, inputs=inputs))
+    names = expand_configs(template.dataset, configs)
+    resolved = [resolve_protocol(replace(template, config=name)) for name in names]
+    requests = [request for _, request, _ in resolved]
+    if template.ray:
         from .ray_run import run_config_ray
 
-        summary = run_config_ray(prompts, request, on_start=on_start, on_advance=on_advance)
+        summaries = []
+        for prompts, request, _ in resolved:
+            start, advance = on_config(request) if on_config is not None else (None, None)
+            summaries.append(run_config_ray(prompts, request, on_start=start, on_advance=advance))
     else:
-        summary = run_loaded(prompts, request, on_start=on_start, on_advance=on_advance, on_warning=on_warning)
-    return replace(summary, protocol=label)
+        prompts = [p for p, _, _ in resolved]
+        summaries = run_loaded(prompts, requests, on_config=on_config, on_warning=on_warning)
+    return [replace(summary, protocol=label) for summary, (_, _, label) in zip(summaries, resolved, strict=True)]
 
 
 def resolve_protocol(request: RunRequest) -> tuple[PromptConfig, RunRequest, str]:

@@ -102,3 +102,31 @@ def test_empathy_default_is_greedy_generation_on_the_chat_form(tmp_path: Path) -
     scoring = json.loads(rows[0]["scoring"])
     assert scoring["mode"] == "generate" and scoring["temperature"] == 0.0 and scoring["chat"] is True
     assert all(r["generated_text"] is not None and r["number_probs"] is None for r in rows)
+
+
+def test_several_configs_share_one_model_load(built_default: Path, tmp_path: Path, monkeypatch) -> None:
+    """`config` as names and globs: every match is scored, the model loads once, each config has its summary."""
+    from runners import models
+    from runners.run import expand_configs
+
+    assert expand_configs(built_default, ["actor_*", "single_actor", "actor_actor"]) == [
+        "actor_actor",
+        "actor_observer",
+        "single_actor",
+    ]
+    with pytest.raises(ProbeError, match=r"--config 'race_\*' matches no config of .* \(configs: actor_actor, "):
+        expand_configs(built_default, ["race_*"])
+    loads = []
+    real = models.load_backend
+    monkeypatch.setattr(models, "load_backend", lambda *a, **k: loads.append(a) or real(*a, **k))
+    summaries = run(
+        built_default, ["actor_*", "single_actor"], str(tiny_llama_folder("float32")), tmp_path / "r", limit=2
+    )
+    assert [s.config for s in summaries] == ["actor_actor", "actor_observer", "single_actor"]
+    assert len(loads) == 1 and all(s.items == 2 and "(the paper's)" in s.protocol for s in summaries)
+    for config in ("actor_actor", "actor_observer", "single_actor"):
+        assert len(_result_rows(tmp_path / "r", config)) == 2
+    # a bad config among good ones fails before the model loads
+    with pytest.raises(ProbeError):
+        run(built_default, ["single_actor", "nope"], str(tiny_llama_folder("float32")), tmp_path / "r2", limit=2)
+    assert len(loads) == 1

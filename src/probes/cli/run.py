@@ -14,7 +14,15 @@ from .shared import _ENGINE_THREADS, _progress, _progress_hooks, _warn, err, out
 @takes(opt.LOAD, opt.SCORING)
 def run(
     dataset: Annotated[str, typer.Argument(help="Prompt dataset: a local Hub-ready folder or a Hub repo id.")],
-    config: Annotated[str, typer.Option("--config", "-c", help="Config of the prompt dataset to score.")],
+    configs: Annotated[
+        list[str],
+        typer.Option(
+            "--config",
+            "-c",
+            help="Config of the prompt dataset to score; repeat it, or give a glob ('race_*'), to score several "
+            "with one model load.",
+        ),
+    ],
     model: opt.Model,
     results: Annotated[
         str,
@@ -65,12 +73,7 @@ def run(
 
     _ENGINE_THREADS["started"] |= load.backend == "vllm"
     progress = _progress(quiet)
-    on_start, on_advance = _progress_hooks(progress, config)
-    request = api.RunRequest(
-        dataset,
-        config,
-        model,
-        results,
+    options = dict(
         revision=revision,
         model_name=model_name,
         settings=scoring,
@@ -85,6 +88,16 @@ def run(
         ray_workers=ray_workers,
     )
     with progress:
-        summary = api.run(request, on_start=on_start, on_advance=on_advance, on_warning=_warn)
-    err.print(summary.line(), highlight=False)
-    out.print(f"results: {summary.key_dir}", highlight=False)
+        summaries = api.run(
+            dataset,
+            configs,
+            model,
+            results,
+            on_config=lambda request: _progress_hooks(progress, request.config),
+            on_warning=_warn,
+            **options,
+        )
+    for summary in summaries:
+        err.print(summary.line(), highlight=False)
+    for key_dir in dict.fromkeys(str(summary.key_dir) for summary in summaries):
+        out.print(f"results: {key_dir}", highlight=False)
