@@ -13,7 +13,8 @@ For notebooks and scripts that want what the CLI does without a subprocess::
 |---|---|---|
 | `probes build` | `build` (`sources=`: a folder or `SourceOptions`) | `BuildResult` (folder, manifest) |
 | `probes lint` | `lint` | `LintResult` (recipe, report) |
-| `probes run` | `run` (a `RunRequest`, or its fields: `settings=...`, `load=LoadOptions(...)`) | `RunSummary` |
+| `probes run` | `run` (a `RunRequest`, or its fields) | `RunSummary` (a list for a list) |
+| `probes sweep` | `sweep(SweepRequest(...), confirm=...)` | `SweepResult` (plan, summaries, reports) |
 | `probes curate-pairs` | `curate_pairs` | `CurateResult` |
 | `probes rewrite` | `rewrite` | `RewriteRun` |
 | `probes analyze` | `analyze` (`AnalysisRequest(...)`, or its fields) | (`Analysis`, report folder) |
@@ -50,6 +51,7 @@ from runners.session import RunSummary
 from .demo import demo
 from .derive import CurateResult, RewriteRun, curate_pairs, rewrite
 from .publish import plan_table, publish
+from .sweep import SweepPlan, SweepRequest, SweepResult, sweep
 
 __all__ = [
     "AnalysisOptions",
@@ -67,6 +69,9 @@ __all__ = [
     "RunSummary",
     "ScoringSettings",
     "SourceOptions",
+    "SweepPlan",
+    "SweepRequest",
+    "SweepResult",
     "analyze",
     "build",
     "curate_pairs",
@@ -80,6 +85,7 @@ __all__ = [
     "rewrite",
     "run",
     "scoring_settings",
+    "sweep",
 ]
 
 

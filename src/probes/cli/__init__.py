@@ -16,10 +16,12 @@ from .plan import plan_cmd
 from .publish import publish_cmd
 from .run import run
 from .shared import _ENGINE_THREADS, _warn, app, entry, err, main, one_line_errors, out
+from .sweep import sweep_cmd
 
 COMMANDS = (
     ("build", build),
     ("run", run),
+    ("sweep", sweep_cmd),
     ("lint", lint),
     ("curate-pairs", curate_pairs_cmd),
     ("rewrite", rewrite_cmd),

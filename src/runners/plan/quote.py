@@ -1,0 +1,90 @@
+"""What a sweep is about to score, priced before it scores: a `Quote` per config (`probes sweep`).
+
+`probes plan` prices whole datasets for a model it does not load. A sweep knows more: each
+config's rows after its protocol's selection, the shard and `--limit-per-config`, the scoring
+settings and prompt form each config resolves to, and the loaded tokenizer. So it builds the
+backend requests of a sample of those rows as the run will (`rows.prepare_request`), counts
+their positions with the backend's own accounting (`token_accounting.count_tokens`), and scales
+to the rows selected. Generation items cost their context plus `max_new_tokens` (a ceiling: a
+greedy answer that stops early costs less). Hours are FLOPs over the GPU's peak x MFU
+(`pricing.hours`), or, on a CPU, computed tokens over the rate this machine's CPU measures on
+the loaded model (`cpu_tokens_per_s`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..prompts import PromptConfig
+from ..request import RunRequest
+from ..scoring_settings import ScoringSettings
+from .pricing import GPUS, ModelShape, flops
+
+#: rows per config whose requests are built to estimate its tokens
+QUOTE_SAMPLE = 64
+
+
+@dataclass(frozen=True)
+class Quote:
+    """One config of a sweep: the rows it will score and their estimated computed tokens."""
+
+    config: str
+    items: int
+    computed_tokens: float
+    context_tokens_per_item: float
+    #: how the config is scored, for the table: `choice`/`number` read by the backend, or `generate`
+    scoring: str
+
+    def hours(self, shape: ModelShape, *, gpu: str | None, mfu: float, tokens_per_s: float | None) -> float | None:
+        """On `gpu` (a `pricing.GPUS` name) at `mfu`; else at `tokens_per_s`; None when neither is known."""
+        if gpu is not None:
+            spent = flops(shape, self.computed_tokens, self.context_tokens_per_item + 1)
+            return spent / (GPUS[gpu].bf16_tflops * 1e12 * mfu) / 3600
+        return None if not tokens_per_s else self.computed_tokens / tokens_per_s / 3600
+
+
+def quote_config(prompts: PromptConfig, request: RunRequest, tokenizer: Any, *, sample: int = QUOTE_SAMPLE) -> Quote:
+    """The rows `request` will select of `prompts` (shard, limit) and their computed tokens, from a spread sample."""
+    from ..rows import cached_digit_start_ids, prepare_request, render_context
+    from ..session import select_rows
+    from ..token_accounting import count_tokens
+    from ..tokenize import encode_context
+
+    settings = request.settings if isinstance(request.settings, ScoringSettings) else ScoringSettings()
+    chat = bool(getattr(tokenizer, "chat_template", None)) if request.chat is None else request.chat
+    rows = select_rows(prompts.dataset["id"], request.shard_range, request.limit)
+    if not rows:
+        return Quote(prompts.config, 0, 0.0, 0.0, settings.mode)
+    step = max(len(rows) / min(sample, len(rows)), 1.0)
+    picked = sorted({rows[int(k * step)] for k in range(min(sample, len(rows)))})
+    items = prompts.dataset.select(picked).to_list()
+    contexts = [len(encode_context(tokenizer, render_context(tokenizer, item, chat))) for item in items]
+    if settings.mode == "generate":
+        computed = sum(contexts) + settings.max_new_tokens * len(items)
+        kind = "generate"
+    else:
+        digits = cached_digit_start_ids(tokenizer)
+        requests = [prepare_request(item, tokenizer, chat, settings, digits) for item in items]
+        computed = count_tokens(requests, backend=request.load.backend, items_per_call=None).computed_tokens
+        kind = "/".join(sorted({str(item["task"]) for item in items}))
+    scale = len(rows) / len(items)
+    return Quote(prompts.config, len(rows), computed * scale, sum(contexts) / len(items), kind)
+
+
+def cpu_tokens_per_s(model: Any, length: int, *, rows: int = 8, seconds: float = 2.0) -> float:
+    """Computed tokens/s of a plain batched forward pass on the CPU (every position's logits), as the plan counts them.
+
+    `benchmarks/plan_accuracy.py` measures how far such a rate predicts the hf backend's time.
+    """
+    import torch
+
+    ids = torch.randint(0, int(model.config.vocab_size), (rows, max(int(length), 1)))
+    with torch.inference_mode():
+        model(input_ids=ids)  # warm-up
+        start, done = time.perf_counter(), 0
+        while time.perf_counter() - start < seconds:
+            model(input_ids=ids)
+            done += ids.numel()
+    return done / (time.perf_counter() - start)

@@ -1,0 +1,162 @@
+"""`probes sweep`: every scoreable config of the three datasets with one model load, priced first, resumable."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from promptgen.core.errors import ProbeError
+from runners_fixtures import tiny_llama_folder
+
+LIMIT = 2
+
+
+@pytest.fixture(scope="module")
+def datasets_dir(built_default: Path, shared_sources: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The three datasets built side by side (empathy from the small corpus fixture, 12 events)."""
+    from envent_fixture import write_sources
+    from promptgen.build import build
+
+    root = tmp_path_factory.mktemp("sweep-datasets")
+    out = root / "datasets"
+    build("talent-or-luck", out_dir=out, sources=shared_sources)
+    build("trust-game", out_dir=out, sources=shared_sources)
+    build("intergroup-empathy", out_dir=out, sources=write_sources(root / "envent"), max_events=12)
+    return out
+
+
+def _declared(datasets: Path) -> dict[str, list[str]]:
+    out = {}
+    for manifest in sorted(datasets.glob("*/build_manifest.json")):
+        data = json.loads(manifest.read_text())
+        out[manifest.parent.name] = sorted(data["protocols"])
+    return out
+
+
+def _rows(out: Path) -> dict[tuple[str, str], dict]:
+    """Every result row of a sweep folder by (results folder, id), its scores and texts."""
+    rows = {}
+    for part in sorted((out / "results").glob("*/data/*/*/part-*.parquet")):
+        for row in pq.read_table(part).to_pylist():
+            rows[(part.parts[-5], row["id"])] = row
+    return rows
+
+
+def _same(a: dict, b: dict) -> bool:
+    keys = ("choice_probs", "choice_logprobs", "number_probs", "generated_text", "parsed_value", "refused", "scoring")
+    return all(a[k] == b[k] for k in keys)
+
+
+@pytest.mark.slow
+def test_sweep_scores_every_declared_config_with_one_load(datasets_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    from probes import api
+    from runners import models
+
+    loads = []
+    real = models.load_backend
+    monkeypatch.setattr(models, "load_backend", lambda *a, **k: loads.append(a) or real(*a, **k))
+    planned = []
+    result = api.sweep(
+        api.SweepRequest(
+            str(tiny_llama_folder("float32")), tmp_path / "s", datasets=datasets_dir, limit_per_config=LIMIT
+        ),
+        confirm=lambda plan: planned.append(plan) or True,
+    )
+    assert len(loads) == 1
+    declared = _declared(datasets_dir)
+    assert {(n, s.config) for n, s in result.summaries} == {
+        (("intergroup-empathy" if n.startswith("intergroup") else n), c) for n, cs in declared.items() for c in cs
+    }
+    assert len(declared["talent-or-luck"]) == 3 and len(declared["trust-game-names"]) == 5
+    assert all(s.selected == LIMIT and s.items == LIMIT for _, s in result.summaries)
+    (plan,) = planned
+    assert plan.items == LIMIT * len(result.summaries) and plan.hours is not None and plan.hours > 0
+    for name, report in result.reports.items():
+        assert (tmp_path / "s" / "report" / name / "report.html").is_file() and report.is_file()
+    text = (tmp_path / "s" / "sweep.json").read_text()
+    record = json.loads(text)
+    assert len(record["configs"]) == len(result.summaries)
+    assert str(tmp_path) not in text and "/root" not in text  # no local path in the summary
+    again = api.sweep(
+        api.SweepRequest(
+            str(tiny_llama_folder("float32")), tmp_path / "s", datasets=datasets_dir, limit_per_config=LIMIT
+        )
+    )
+    assert all(s.items == 0 and s.skipped == LIMIT for _, s in again.summaries)  # finished configs are skipped
+
+
+def _sweep_command(datasets: Path, out: Path) -> list[str]:
+    model = str(tiny_llama_folder("float32"))
+    return [
+        sys.executable, "-m", "probes.cli", "sweep", "--model", model, "--datasets", str(datasets), "--out", str(out),
+        "--limit-per-config", "3", "--flush-every", "1", "--batch-size", "1", "--yes", "--quiet",
+    ]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_sigkilled_three_times_then_rerun_equals_an_uninterrupted_sweep(datasets_dir: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "HF_DATASETS_CACHE": str(tmp_path / "hf-cache"), "TOKENIZERS_PARALLELISM": "false"}
+    clean = subprocess.run(_sweep_command(datasets_dir, tmp_path / "clean"), env=env, capture_output=True, text=True)
+    assert clean.returncode == 0, clean.stderr[-3000:]
+    expected = _rows(tmp_path / "clean")
+    killed = tmp_path / "killed"
+    rng = random.Random(11)
+    kills = 0
+    for _ in range(3):
+        proc = subprocess.Popen(
+            _sweep_command(datasets_dir, killed), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        time.sleep(rng.uniform(3.0, 12.0))
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            kills += 1
+        proc.wait(timeout=120)
+    assert kills >= 2, "the sweep finished before it could be killed"
+    again = subprocess.run(_sweep_command(datasets_dir, killed), env=env, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr[-3000:]
+    got = _rows(killed)
+    assert set(got) == set(expected)
+    assert all(_same(got[k], expected[k]) for k in expected)
+    for part in killed.glob("results/*/data/*/*/part-*.parquet"):
+        pq.read_table(part)  # every part is whole
+    record = json.loads((killed / "sweep.json").read_text())
+    assert sum(c["scored"] for c in record["configs"]) < len(expected)  # the rerun reused what was done
+
+
+def test_bad_requests_are_one_line_before_anything_is_written(datasets_dir: Path, tmp_path: Path) -> None:
+    from probes import api
+
+    model = str(tiny_llama_folder("float32"))
+    out = tmp_path / "s"
+    cases = [
+        (dict(probes=("talent",)), "--probe 'talent' is not a probe"),
+        (dict(configs=("nothing_*",)), "--config nothing_* matches no scoreable config"),
+        (dict(datasets=tmp_path / "empty"), "is not a folder of built datasets"),
+    ]
+    for change, message in cases:
+        request = api.SweepRequest(model, out, **{"datasets": datasets_dir, **change})
+        with pytest.raises(ProbeError, match=message.replace("*", r"\*")):
+            api.sweep(request)
+        assert not out.exists()
+    partial = tmp_path / "partial"
+    partial.mkdir()
+    (datasets_dir / "talent-or-luck").rename(partial / "talent-or-luck")
+    try:
+        with pytest.raises(
+            ProbeError, match=r"has no trust-game-names dataset \(build it: probes build trust-game-names"
+        ):
+            api.sweep(api.SweepRequest(model, out, datasets=partial))
+    finally:
+        (partial / "talent-or-luck").rename(datasets_dir / "talent-or-luck")
+    with pytest.raises(ProbeError, match=r"the sweep is priced at .* h, above --max-hours 1e-09; nothing was run"):
+        api.sweep(api.SweepRequest(model, out, datasets=datasets_dir, max_hours=1e-9, limit_per_config=LIMIT))
+    assert not out.exists()
