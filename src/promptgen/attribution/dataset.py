@@ -23,7 +23,7 @@ from .items import (
 from .lint import findings_as_dicts, lint_release
 from .params import Corrections, parse_corrections, parse_params
 from .release import Release, load_release
-from .release_items import RELEASE_CONFIGS, release_counts
+from .release_items import RELEASE_CONFIGS, release_counts, scorer_seed
 from .side_configs import IDENTITY_FEATURES, TEMPLATE_FEATURES, identity_rows, template_rows
 
 ITEM_CONFIGS = {
@@ -135,6 +135,7 @@ def draft_talent_or_luck(recipe: Recipe, sources: dict[str, ResolvedSource], *, 
             "counts_default": expected_counts(release, params, "default"),
             "counts_full": expected_counts(release, params, "full"),
             "counts_release": release_rows,
+            "release_seed": scorer_seed(),
             "params": params,
             "examples": examples,
             "groups": {d: [(g.label_original, g.label) for g in gs] for d, gs in identities.items()},

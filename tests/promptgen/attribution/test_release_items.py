@@ -406,6 +406,7 @@ def test_row_counts_are_the_release_lists(built, references):
     card = (built / "README.md").read_text()
     for config in CONFIGS:
         assert f"{manifest['rows'][config]:,}" in card and f"`{config}`" in card
+    assert f"`release_seed` = {RUN_SEED} + k" in card
 
 
 @pytest.mark.parametrize("config", CONFIGS)
