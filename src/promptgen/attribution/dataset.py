@@ -15,7 +15,6 @@ from .identities import build_identities
 from .item_rows import ITEM_FEATURES
 from .items import (
     actor_actor_items,
-    actor_actor_joint_items,
     actor_observer_items,
     check_params_against_release,
     expected_counts,
@@ -24,6 +23,7 @@ from .items import (
 from .lint import findings_as_dicts, lint_release
 from .params import Corrections, parse_corrections, parse_params
 from .release import Release, load_release
+from .release_items import RELEASE_CONFIGS, release_counts, scorer_seed
 from .side_configs import IDENTITY_FEATURES, TEMPLATE_FEATURES, identity_rows, template_rows
 
 ITEM_CONFIGS = {
@@ -31,17 +31,21 @@ ITEM_CONFIGS = {
     "actor_actor": (actor_actor_items, "Two actors in one scenario; one item per target actor."),
     "actor_observer": (actor_observer_items, "An observer states a cause first; the model picks the actor's cause."),
 }
-JOINT_CONFIG = (
-    actor_actor_joint_items,
-    "Compatibility mode: the release's joint two-actor prompt with all eight options (A-H).",
-)
+
+
+def _files(sources: dict[str, ResolvedSource]) -> dict:
+    return {sid: (src.path, src.spec.path) for sid, src in sources.items()}
 
 
 def read_release(recipe: Recipe, sources: dict[str, ResolvedSource]) -> tuple[Release, Corrections]:
     """Parse the release files with the recipe's text corrections applied."""
     corrections = parse_corrections(recipe.corrections)
-    files = {sid: (src.path, src.spec.path) for sid, src in sources.items()}
-    return load_release(files, list(corrections.texts)), corrections
+    return load_release(_files(sources), list(corrections.texts)), corrections
+
+
+def read_release_as_released(sources: dict[str, ResolvedSource]) -> Release:
+    """Parse the release files without text corrections: the texts the `*_release` configs reproduce."""
+    return load_release(_files(sources), [])
 
 
 def lint_report(release: Release, corrections: Corrections) -> dict[str, Any]:
@@ -93,10 +97,7 @@ def draft_talent_or_luck(recipe: Recipe, sources: dict[str, ResolvedSource], *, 
             expected_rows=sum(len(n) for gs in identities.values() for g in gs for n in g.all_names.values()),
         ),
     ]
-    item_configs = dict(ITEM_CONFIGS)
-    if params.actor_actor.joint:
-        item_configs["actor_actor_joint"] = JOINT_CONFIG
-    for config, (generate, description) in item_configs.items():
+    for config, (generate, description) in ITEM_CONFIGS.items():
         configs.append(
             ConfigData(
                 config,
@@ -107,17 +108,34 @@ def draft_talent_or_luck(recipe: Recipe, sources: dict[str, ResolvedSource], *, 
             )
         )
     examples = {
-        config: next(iter(generate(release, identities, params))) for config, (generate, _) in item_configs.items()
+        config: next(iter(generate(release, identities, params))) for config, (generate, _) in ITEM_CONFIGS.items()
     }
+    release_rows: dict[str, int] = {}
+    if params.release_configs:
+        as_released = read_release_as_released(sources)
+        release_rows = release_counts(as_released)
+        for config, (items, features, description) in RELEASE_CONFIGS.items():
+            configs.append(
+                ConfigData(
+                    config,
+                    features,
+                    (lambda g=items, f=features: row_batches(g(as_released, identities), list(f))),
+                    description,
+                    expected_rows=release_rows[config],
+                )
+            )
+            examples[config] = next(iter(items(as_released, identities)))
     name = recipe.name + ("-full" if params.sampling == "full" else "")
     return DatasetDraft(
         name=name,
         configs=configs,
         parameters=raw_params,
-        report={**report, "expected_rows": counts},
+        report={**report, "expected_rows": {**counts, **release_rows}},
         card_context={
             "counts_default": expected_counts(release, params, "default"),
             "counts_full": expected_counts(release, params, "full"),
+            "counts_release": release_rows,
+            "release_seed": scorer_seed(),
             "params": params,
             "examples": examples,
             "groups": {d: [(g.label_original, g.label) for g in gs] for d, gs in identities.items()},

@@ -92,19 +92,6 @@ def actor_actor_items(
         yield from _pair_items(*instance, params)
 
 
-def actor_actor_joint_items(
-    release: Release, identities: dict[str, list[Identity]], params: AttributionParams
-) -> Iterator[dict[str, Any]]:
-    """The release's joint rendering (compatibility mode): one item per scenario instance with
-    X's and Y's eight options together; `choice_types` are `X:effort` ... `Y:luck`."""
-    for t, dimension, gx, gy, nx, ny in _pair_instances(release, identities, params):
-        meta = {**_pair_meta(t, dimension, gx, gy, nx, ny), "setting": "actor_actor_joint"}
-        scene = fill(t.statement, {"X": nx.name, "dimension_1": gx.label, "Y": ny.name, "dimension_2": gy.label})
-        base = "aj" + _pair_base(t, dimension, gx, gy, nx, ny)[2:]
-        types = tuple(f"X:{c}" for c in CAUSES) + tuple(f"Y:{c}" for c in CAUSES)
-        yield from choice_items(base, scene, t.options_x + t.options_y, meta, params, types)
-
-
 def _pair_instances(
     release: Release, identities: dict[str, list[Identity]], params: AttributionParams
 ) -> Iterator[tuple[PairTemplate, str, Identity, Identity, Name, Name]]:
@@ -301,6 +288,4 @@ def expected_counts(release: Release, params: AttributionParams, sampling: str |
         "actor_actor": cells * per_pair * 2 * rot,
         "actor_observer": observer * rot,
     }
-    if aa.joint:
-        counts["actor_actor_joint"] = cells * per_pair * (8 if params.option_order == "rotations" else 1)
     return counts

@@ -24,7 +24,6 @@ class ActorActorParams:
     gender_pairs: tuple[str, ...]
     scenarios_per_pair: int
     target_cue: dict[str, str]
-    joint: bool
 
 
 @dataclass(frozen=True)
@@ -43,6 +42,8 @@ class AttributionParams:
     rows_per_shard: int
     actor_actor: ActorActorParams
     actor_observer: ActorObserverParams
+    #: add the `*_release` configs (the release's own scorer items, `release_items`)
+    release_configs: bool = True
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,7 @@ def parse_params(raw: dict[str, Any]) -> AttributionParams:
             "actor_actor": dict,
             "actor_observer": dict,
         },
+        {"release_configs": bool},
     )
     aa = take(
         f"{where}.actor_actor",
@@ -84,7 +86,6 @@ def parse_params(raw: dict[str, Any]) -> AttributionParams:
             "gender_pairs": list,
             "scenarios_per_pair": int,
             "target_cue": dict,
-            "joint": bool,
         },
     )
     ao = take(
@@ -130,13 +131,13 @@ def parse_params(raw: dict[str, Any]) -> AttributionParams:
             gender_pairs=tuple(pairs),
             scenarios_per_pair=aa["scenarios_per_pair"],
             target_cue=dict(cue),
-            joint=aa["joint"],
         ),
         actor_observer=ActorObserverParams(
             conditions=choose(f"{where}.actor_observer.conditions", ao["conditions"], CONDITIONS),
             scenarios_per_cell=ao["scenarios_per_cell"],
             anonymous_observer=ao["anonymous_observer"],
         ),
+        release_configs=p.get("release_configs", True),
     )
 
 

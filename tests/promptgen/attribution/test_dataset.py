@@ -33,7 +33,12 @@ def test_every_config_loads_with_the_stated_counts(built_default):
         "actor_actor": 3 * 3 * 297 * 3 * 2,
         "actor_observer": 2 * 2 * 27 * 20 * 4 * 2,
     }
-    assert manifest["rows"] == expected
+    release = {  # the release's own items (test_release_items checks them row by row)
+        "single_actor_release": 2 * 2 * 10 * 20 * 27 * 5,
+        "actor_actor_release": 10 * 20 * (3 + 3 + 4) * (15**2 + 6**2 + 6**2) * 5,
+        "actor_observer_release": 2 * 2 * 10 * 4 * (15**2 + 6**2 + 6**2) * 5,
+    }
+    assert manifest["rows"] == {**expected, **release}
     for config, n in expected.items():
         assert len(load_config(built_default, config)) == n
     assert 135_000 < sum(expected[c] for c in ("single_actor", "actor_actor", "actor_observer")) < 145_000
@@ -135,6 +140,9 @@ def test_manifest_and_card(built_default, shared_sources):
         "single_actor",
         "actor_actor",
         "actor_observer",
+        "single_actor_release",
+        "actor_actor_release",
+        "actor_observer_release",
     ]
     assert header["license"] == "unknown" and header["pretty_name"]
     assert "108,000" in card and "a Russia" in card and "a Russian" in card

@@ -7,7 +7,6 @@ import pytest
 
 from promptgen.attribution.item_rows import fill, render_prompt
 from promptgen.attribution.items import stratified_scenarios
-from promptgen.attribution.release import CAUSES
 from promptgen.build import build
 from promptgen.core.errors import ProbeError, RecipeError, SourceError, SourceFormatError
 from release_fixture import load_config, release_data, write_recipe, write_release
@@ -197,21 +196,3 @@ def test_altered_source_fails_the_build_before_writing(fixture_release, tmp_path
         build(str(recipe), out_dir=out, sources=sources)
     assert "sha256 mismatch" in str(info.value) and "single_actor/success.json" in str(info.value)
     assert not out.exists()
-
-
-def test_joint_compatibility_mode(fixture_release, tmp_path):
-    sources, _ = fixture_release
-    recipe = write_recipe(tmp_path / "r.yaml", sources)
-    recipe.write_text(recipe.read_text().replace("joint: false", "joint: true"))
-    path = build(str(recipe), out_dir=tmp_path / "out", sources=sources).path
-    joint = _load(path, "actor_actor_joint")
-    per_target = _load(path, "actor_actor")
-    assert len(joint) * 2 == len(per_target)
-    # the same scenario instances as the per-target config
-    assert set(joint["id"].str[3:]) == set(per_target["id"].str[3:].str.rsplit(".", n=1).str[0])
-    row = joint.iloc[0]
-    assert list(row["choice_labels"]) == list("ABCDEFGH")
-    assert sorted(row["choice_types"]) == sorted(f"{p}:{c}" for p in "XY" for c in CAUSES)
-    assert row["prompt"].endswith("H. " + row["choices"][7] + "\n### Response:\n")
-    assert joint["target"].isna().all() and not row["statement"].endswith("because")
-    assert "joint" in (path / "README.md").read_text()
