@@ -12,6 +12,7 @@ from .analyze import analyze_cmd
 from .build import build, lint, list_recipes_cmd
 from .demo import demo_cmd
 from .derive import curate_pairs_cmd, rewrite_cmd
+from .export import export_cmd
 from .plan import plan_cmd
 from .publish import publish_cmd
 from .run import run
@@ -23,6 +24,7 @@ app.command()(lint)
 app.command("curate-pairs")(curate_pairs_cmd)
 app.command("rewrite")(rewrite_cmd)
 app.command("analyze")(analyze_cmd)
+app.command("export")(export_cmd)
 app.command("demo")(demo_cmd)
 app.command("recipes")(list_recipes_cmd)
 app.command("publish")(publish_cmd)
