@@ -105,7 +105,7 @@ def export(request: ExportRequest) -> ExportResult:
         rows = {f"{config}.jsonl": len(frame) for config, frame in joined.items()}
     manifest = _manifest(request, collected.provenance, sorted(joined), rows, skipped)
     _write(out, texts, manifest, overwrite=request.overwrite)
-    return ExportResult(out, rows, skipped)
+    return ExportResult(out, dict(sorted(rows.items())), skipped)
 
 
 def _release_configs(

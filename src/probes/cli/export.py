@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from promptgen.core.errors import ProbeError
 
@@ -83,11 +82,9 @@ def export_cmd(
             result = api.export(request)
     except ProbeError as exc:
         _fail(exc)
-    table = Table(title=f"export -> {result.path}")
-    table.add_column("file")
-    table.add_column("rows", justify="right")
+    # one plain line per file: paths are copied from here, so they are never folded
+    out.print(f"export -> {result.path}", highlight=False, markup=False, soft_wrap=True)
     for name, rows in result.files.items():
-        table.add_row(name, f"{rows:,}")
-    out.print(table)
+        out.print(f"{rows:>10,} rows  {name}", highlight=False, markup=False, soft_wrap=True)
     for note in result.skipped:
         err.print(f"warning: not exported: {note}", highlight=False, markup=False, soft_wrap=True)
