@@ -12,6 +12,8 @@ Two formats:
   (the folder is the release's `outputs/`; its scripts read `../../outputs/...` from `src/viz`).
   Probabilities are written at full precision unless `decimals` is given (the release rounded
   them to 2); the chosen option is the most probable one before rounding, as the release's.
+  The release knows no refusals: a row the runner flagged `refused` is written like any other
+  (its probabilities are the model's all the same); the JSONL keeps the flag.
 - `jsonl`: every result row joined to its prompt row, one JSON object a line, per config.
 """
 
