@@ -191,7 +191,7 @@ METRIC_PERSONS: dict[str, dict[str, tuple[str, bool]]] = {
 
 
 def release_metric(keys: np.ndarray, person_probs: np.ndarray) -> np.ndarray:
-    """opt1 + opt2 - opt3 - opt4 per row over the non-NaN entries; NaN for a row without probabilities.
+    """opt1 + opt2 - opt3 - opt4 per row of one person's probabilities (the others NaN); NaN without all four.
 
     Added in that order, left to right, as the release's pandas expression adds its columns: with
     rounded probabilities the sums are multiples of 0.01 up to float noise, and the same noise
