@@ -22,8 +22,9 @@ def export_cmd(
         typer.Option(
             "--out",
             help="Export folder (a new one; with --overwrite, an empty one or an earlier export). "
-            "talent-or-luck-csv: the release's outputs/ folder (closed_ended/<setting>/<dimension>/<model>/closed_ended_<mode>_<model>_"
-            "<dimension>_all_1_runs.csv), so the release's src/viz scripts read it as ../../outputs.",
+            "talent-or-luck-csv: the release's outputs/ folder (closed_ended/<setting>/<dimension>/<model>/"
+            "closed_ended_<mode>_<model>_<dimension>_all_1_runs.csv), so the release's src/viz scripts read it as "
+            "../../outputs.",
             metavar="DIR",
         ),
     ],
