@@ -14,7 +14,9 @@ Three steps, one job each, so a notebook can stop after any of them:
 `analysis.report` writes the result (CSV, parquet, PNG, report.html).
 
 Which probe a config belongs to comes from the prompts' `probe` column, never from the
-config name: `attribution` (configs single_actor, actor_actor, actor_observer), `empathy`
+config name: `attribution` (configs single_actor, actor_actor, actor_observer; the
+`*_release` configs, the release's exact items, get the release's own metrics instead,
+`analysis.attribution_release`, and never reach the designed tables), `empathy`
 (the `{category}_{setting}` number configs; the free-text `rewrite_t2` config is not a
 measurement and is skipped), `trust_game` and `probing` (rows of the `games_*` configs), and
 `race_probe` (the curation input: its refusals are reported, nothing else).
@@ -35,6 +37,7 @@ from promptgen.core.errors import ProbeError
 from runners.results import result_configs as stored_configs
 
 from . import attribution as attr
+from . import attribution_release as attr_release
 from . import empathy as emp
 from . import trust_game as tg
 from .load import (
@@ -64,6 +67,8 @@ class AnalysisOptions:
     #: number items: auto | expected_value | argmax_value | parsed_value
     score: str = AUTO_SCORE
     alpha: float = 0.05
+    #: the `*_release` tables: round each probability (and actor-actor Δ) to 2 decimals as the release did
+    release_rounding: bool = False
 
     def __post_init__(self) -> None:
         if self.score not in (AUTO_SCORE, *emp.SCORES):
@@ -151,11 +156,13 @@ def collect(
     revision: str | None = None,
     results_revision: str | None = None,
     allow_fingerprint_mismatch: bool = False,
+    drop: Sequence[str] = HEAVY_PROMPT_COLUMNS,
 ) -> Collected:
     """Load and join every config of every results folder with its prompt rows.
 
     Results whose manifest records another prompt fingerprint than `prompts` have are refused
     (see `fingerprint_mismatches`), or with `allow_fingerprint_mismatch` kept with a warning.
+    `drop` names the prompt columns left out of the joined rows (`probes export` keeps them all).
     """
     if not results:
         raise ProbeError("give at least one results folder")
@@ -209,7 +216,7 @@ def collect(
                     "pass each run once"
                 )
         prompt_rows = load_prompts(prompts, config, revision=revision)
-        joined = join(prompt_rows, rows, drop=HEAVY_PROMPT_COLUMNS)  # texts read for the prompt_sha256 check only
+        joined = join(prompt_rows, rows, drop=drop)  # texts read for the prompt_sha256 check only
         if joined.empty:
             out.skipped.append({"config": config, "reason": "no result rows"})
             continue
@@ -286,11 +293,26 @@ def _per_run(frame: pd.DataFrame, fn) -> pd.DataFrame:
 
 
 def attribution_analysis(by_config: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
-    """Single-actor d, Δd, Δd_pair, Δd1/Δd2 with SMD, shares (`analysis.attribution`)."""
+    """Single-actor d, Δd, Δd_pair, Δd1/Δd2 with SMD, shares (`analysis.attribution`) of the designed configs."""
+    by_config = designed_configs(by_config)
     single = by_config.get("single_actor")
     if single is None:
         raise ProbeError("attribution: the single-actor results are needed (every comparison is against them)")
     tables = attr.attribution_tables(single, by_config.get("actor_actor"), by_config.get("actor_observer"))
+    return {f"attribution_{name}": table for name, table in tables.items()}
+
+
+def designed_configs(by_config: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """The attribution configs of the design: every one but the `*_release` ones (their columns differ)."""
+    return {c: f for c, f in by_config.items() if not attr_release.is_release_config(c)}
+
+
+def attribution_release_analysis(
+    by_config: dict[str, pd.DataFrame], options: AnalysisOptions
+) -> dict[str, pd.DataFrame]:
+    """The release's own metrics of the `*_release` configs (`analysis.attribution_release`)."""
+    release = {c: f for c, f in by_config.items() if attr_release.is_release_config(c)}
+    tables = attr_release.release_tables(release, rounding=options.release_rounding)
     return {f"attribution_{name}": table for name, table in tables.items()}
 
 
@@ -377,17 +399,22 @@ def compute(collected: Collected, options: AnalysisOptions) -> tuple[dict[str, p
     j = collected.joined
     steps = {
         "attribution": lambda: attribution_analysis(j["attribution"]),
+        "attribution_release": lambda: attribution_release_analysis(j["attribution"], options),
         "empathy": lambda: empathy_analysis(j["empathy"], options),
         "trust_game": lambda: trust_game_analysis(j.get("trust_game", {}), j.get("probing", {}), options),
     }
-    present = set(j) | ({"trust_game"} if "probing" in j else set())
+    attribution = set(j.get("attribution", {}))
+    present = set(j) - ({"attribution"} if attribution and not designed_configs(j["attribution"]) else set())
+    present |= {"trust_game"} if "probing" in j else set()
+    present |= {"attribution_release"} if any(map(attr_release.is_release_config, attribution)) else set()
     for probe, step in steps.items():
         if probe not in present:
             continue
         try:
             tables.update(step())
         except (ProbeError, ValueError, KeyError) as exc:
-            problems.append({"probe": probe, "config": ", ".join(sorted(j.get(probe, {}))), "reason": str(exc)})
+            configs = j.get(probe.removesuffix("_release"), {})
+            problems.append({"probe": probe, "config": ", ".join(sorted(configs)), "reason": str(exc)})
     for probe in sorted(set(j) - {"attribution", "empathy", "trust_game", "probing"}):
         problems.append(
             {"probe": probe, "config": ", ".join(sorted(j[probe])), "reason": "no metric defined; refusals only"}

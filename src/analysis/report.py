@@ -37,6 +37,7 @@ HEADLINE = (
     "attribution_single_actor",
     "attribution_actor_actor_delta",
     "attribution_actor_observer",
+    "attribution_release_single_actor",
     "empathy_gap",
     "empathy_matrix_summary",
     "trust_game_anova",
@@ -64,6 +65,25 @@ DESCRIPTIONS = {
     "(statsmodels OLS + anova_lm, type III sums of squares, sum-to-zero contrasts).",
     "trust_game_posthoc": "Female vs male trustees per race: two-sample t-test (equal variances) and Cohen's d.",
     "trust_game_probing_accuracy": "Share of probing questions answered correctly (construct validity).",
+    "attribution_release_single_actor": "Release metric opt1 + opt2 - opt3 - opt4 (effort + ability - difficulty - "
+    "luck, by the release's option keys) per outcome x identity (as the release labels it) x gender, one-sample "
+    "t-test against 0, on the single_actor_release items; every row counts.",
+    "attribution_release_single_actor_by_domain": "The same per domain.",
+    "attribution_release_single_actor_delta": "Δ = metric(success) - metric(failure), the k-th success row of an "
+    "identity and gender paired with its k-th failure row in the release's order; one-sample t-test of Δ.",
+    "attribution_release_actor_actor": "Per person renormalised probabilities, mean Δ = metric_X - metric_Y per "
+    "outcome configuration x gender pair on the X x Y identity grid (same-identity pairs left out); Wilcoxon "
+    "signed-rank test of metric_X vs metric_Y for cells of at least 5 rows.",
+    "attribution_release_actor_observer": "Mean metric per outcome x observer cause x gender x domain on the actor x "
+    "observer identity grid (gender/domain `all`: pooled); one-sample Wilcoxon (zsplit) for cells of at least 5 rows.",
+}
+#: tables that follow the release's own analysis code (chahatraj/TalentorLuck at 57d6938), not the design
+RELEASE_CODE = {
+    "attribution_release_single_actor": "src/viz/sinact_barplot_aggregate.py",
+    "attribution_release_single_actor_by_domain": "src/viz/sinact_barplot.py",
+    "attribution_release_single_actor_delta": "src/viz/sinact_delta_aggregate.py",
+    "attribution_release_actor_actor": "src/viz/actact_heatmap.py",
+    "attribution_release_actor_observer": "src/viz/obseerver_influence.py, src/viz/actor_observer.py",
 }
 
 
@@ -117,6 +137,7 @@ def render_html(analysis: Analysis, figure_uris: dict[str, str], generated: str)
         entry = {
             "name": name,
             "description": DESCRIPTIONS.get(name, ""),
+            "release_code": RELEASE_CODE.get(name, ""),
             "rows": len(table),
             "html": table_html(shown),
             "open": name in HEADLINE,

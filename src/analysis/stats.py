@@ -12,6 +12,7 @@ Missing values are never dropped silently: `nan_policy="raise"` (the default) re
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -226,3 +227,50 @@ def paired_t(a: np.ndarray, b: np.ndarray) -> dict[str, np.ndarray]:
         "p_value": p,
         "note": note,
     }
+
+
+@dataclass(frozen=True)
+class SignedRank:
+    """Wilcoxon signed-rank test (two-sided), as scipy computes it, or NaN with the reason."""
+
+    n: int  # pairs (or values) used: both finite
+    statistic: float
+    p: float
+    note: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def signed_rank(
+    x: Sequence[float] | np.ndarray,
+    y: Sequence[float] | np.ndarray | None = None,
+    *,
+    zero_method: Literal["wilcox", "pratt", "zsplit"] = "wilcox",
+    min_n: int = 1,
+) -> SignedRank:
+    """`scipy.stats.wilcoxon(x, y, zero_method=...)` over the pairs where both values are finite.
+
+    The Talent-or-Luck release tests its heatmap cells this way and only cells with at least
+    `min_n` rows (5 there); a cell below that, or one scipy cannot test (every difference
+    zero), is NaN with a note, as the release's `except: nan` made it, never an exception.
+    """
+    a = np.asarray(x, dtype=np.float64).ravel()
+    b = None if y is None else np.asarray(y, dtype=np.float64).ravel()
+    keep = np.isfinite(a) if b is None else np.isfinite(a) & np.isfinite(b)
+    a = a[keep]
+    b = None if b is None else b[keep]
+    n = len(a)
+    if n < min_n:
+        return SignedRank(n, math.nan, math.nan, f"n={n} < {min_n}: not tested")
+    diff = a if b is None else a - b
+    if zero_method == "wilcox" and not diff.any():
+        return SignedRank(n, math.nan, math.nan, "every difference is zero: not tested")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        try:
+            result = stats.wilcoxon(a, b, zero_method=zero_method)
+        except ValueError as exc:
+            return SignedRank(n, math.nan, math.nan, f"not tested: {exc}")
+    p = float(result.pvalue)
+    return SignedRank(n, float(result.statistic), p, "" if math.isfinite(p) else "scipy gave no p-value")

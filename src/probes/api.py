@@ -18,6 +18,7 @@ For notebooks and scripts that want what the CLI does without a subprocess::
 | `probes curate-pairs` | `curate_pairs` | `CurateResult` |
 | `probes rewrite` | `rewrite` | `RewriteRun` |
 | `probes analyze` | `analyze` (`AnalysisRequest(...)`, or its fields) | (`Analysis`, report folder) |
+| `probes export` | `export(ExportRequest(...))` | `ExportResult` (folder, files and their rows) |
 | `probes plan` | `plan(PlanRequest(...))` | the plan (tokens, FLOPs, GPU hours per config); `plan_rows` tabulates it |
 | `probes publish` | `publish` | `PublishResult`; `plan_table` shows its file plan |
 | `probes demo` | `demo` | `DemoResult` |
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from analysis.export_files import ExportRequest, ExportResult, export
 from analysis.pipeline import AnalysisOptions, AnalysisRequest
 from analysis.report import analyze
 from promptgen.build import BuildResult, LintResult, build, lint
@@ -58,6 +60,8 @@ __all__ = [
     "AnalysisRequest",
     "BuildResult",
     "CurateResult",
+    "ExportRequest",
+    "ExportResult",
     "LintResult",
     "LoadOptions",
     "MissingExtraError",
@@ -76,6 +80,7 @@ __all__ = [
     "build",
     "curate_pairs",
     "demo",
+    "export",
     "lint",
     "plan",
     "plan_rows",

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from analysis.stats import bonferroni, cohens_d, one_sample_t, pooled_sd, two_sample_t
+from analysis.stats import bonferroni, cohens_d, one_sample_t, pooled_sd, signed_rank, two_sample_t
 
 
 def test_one_sample_matches_scipy_and_its_confidence_interval() -> None:
@@ -112,3 +112,25 @@ def test_bonferroni_counts_only_tests_that_ran() -> None:
     np.testing.assert_allclose(bonferroni([0.01, 0.02], m=10), [0.1, 0.2])
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         bonferroni([1.5])
+
+
+def test_signed_rank_is_scipys_wilcoxon_over_the_finite_pairs() -> None:
+    rng = np.random.default_rng(5)
+    x, y = rng.normal(0.2, 1, 30), rng.normal(0, 1, 30)
+    r = signed_rank(x, y, min_n=5)
+    ref = sps.wilcoxon(x, y)
+    assert (r.n, r.statistic, r.p, r.note) == (30, pytest.approx(ref.statistic), pytest.approx(ref.pvalue), "")
+    z = np.round(rng.normal(0.1, 1, 12), 1)
+    z[:3] = 0.0  # zeros: zsplit halves their ranks between both signs
+    assert signed_rank(z, zero_method="zsplit").p == pytest.approx(sps.wilcoxon(z, zero_method="zsplit").pvalue)
+    x[3] = np.nan
+    assert signed_rank(x, y).n == 29 and signed_rank(x, y).p == pytest.approx(
+        sps.wilcoxon(np.delete(x, 3), np.delete(y, 3)).pvalue
+    )
+
+
+def test_signed_rank_small_or_untestable_cells_are_nan_with_a_note() -> None:
+    few = signed_rank([0.1, 0.2, 0.3, 0.4], min_n=5)
+    assert few.n == 4 and math.isnan(few.p) and "< 5" in few.note
+    zero = signed_rank([0.5] * 6, [0.5] * 6)
+    assert math.isnan(zero.p) and "zero" in zero.note

@@ -12,6 +12,7 @@ from .analyze import analyze_cmd
 from .build import build, lint, list_recipes_cmd
 from .demo import demo_cmd
 from .derive import curate_pairs_cmd, rewrite_cmd
+from .export import export_cmd
 from .plan import plan_cmd
 from .publish import publish_cmd
 from .run import run
@@ -26,6 +27,7 @@ COMMANDS = (
     ("curate-pairs", curate_pairs_cmd),
     ("rewrite", rewrite_cmd),
     ("analyze", analyze_cmd),
+    ("export", export_cmd),
     ("demo", demo_cmd),
     ("recipes", list_recipes_cmd),
     ("publish", publish_cmd),

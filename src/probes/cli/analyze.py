@@ -53,6 +53,15 @@ def analyze_cmd(
         ),
     ] = "auto",
     alpha: Annotated[float, typer.Option("--alpha", min=0.0, max=1.0, help="Significance level of the masks.")] = 0.05,
+    release_rounding: Annotated[
+        bool,
+        typer.Option(
+            "--release-rounding",
+            help="Tables of the *_release configs (the release's own metrics): round each probability to 2 decimals "
+            "before the metric (actor-actor: after the per-person renormalisation, and each Δ too), as the "
+            "release's scorers and heatmap did. Default: full precision.",
+        ),
+    ] = False,
     no_figures: Annotated[bool, typer.Option("--no-figures", help="Tables and report only (faster).")] = False,
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="Replace --out if it is an earlier report (nothing else is replaced).")
@@ -72,7 +81,9 @@ def analyze_cmd(
     Joins results to prompts by id; the probe of each config comes from the prompts' probe
     column. Attribution: d, single-actor t-tests, Δd, Δd_pair, Δd1/Δd2 with SMD, shares. Empathy:
     M0, M, δ with the structured permutation test, per-cell tests, summaries. Trust Game: type III
-    ANOVA, post hoc gender t-tests with Cohen's d, probing accuracy. Refusal rates for all.
+    ANOVA, post hoc gender t-tests with Cohen's d, probing accuracy. Refusal rates for all. The
+    *_release attribution configs (the release's exact items) get the release's own metrics, as
+    its analysis scripts compute them (attribution_release_* tables).
 
     Refused, naming the file, row id and column: probabilities outside [0, 1], distributions not
     summing to 1, NaN in the distribution of an item not refused, null ids, answers outside their
@@ -86,7 +97,9 @@ def analyze_cmd(
         prompts,
         results,
         out_dir,
-        options=api.AnalysisOptions(seed=seed, n_permutations=permutations, score=score, alpha=alpha),
+        options=api.AnalysisOptions(
+            seed=seed, n_permutations=permutations, score=score, alpha=alpha, release_rounding=release_rounding
+        ),
         configs=configs,
         revision=revision,
         results_revision=results_revision,

@@ -1,0 +1,144 @@
+"""`probes export` and `probes analyze --release-rounding` through the real command line.
+
+What a user sees: the files written and listed, or, for bad input, exit 1 with one `error:`
+line and nothing written (no folder, no staging folder left beside it).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from analysis import attribution_release as rel
+from analysis.load import join, load_prompts, load_results
+from probes.cli import app
+from release_configs_fixture import result_rows, single_actor_rows, write_prompts, write_results
+
+runner = CliRunner()
+MODEL = "model-a"
+
+
+@pytest.fixture()
+def scored(tmp_path: Path) -> dict[str, Path]:
+    rng = np.random.default_rng(11)
+    rows = single_actor_rows(rng, scenarios=2)
+    write_prompts(tmp_path / "prompts", {"single_actor_release": rows})
+    write_results(tmp_path / "results", "single_actor_release", result_rows(rows, rng))
+    return {"prompts": tmp_path / "prompts", "results": tmp_path / "results", "root": tmp_path}
+
+
+def _export(scored: dict[str, Path], out: Path, *extra: str):
+    return runner.invoke(
+        app, ["export", str(scored["results"]), "--prompts", str(scored["prompts"]), "--out", str(out), *extra]
+    )
+
+
+def _one_line_error(result, *names: str) -> str:
+    text = re.sub(r"\x1b\[[0-9;]*m", "", result.output)
+    assert result.exit_code == 1, text
+    assert "Traceback" not in text, text
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), text
+    for name in names:
+        assert name in lines[0], (name, lines[0])
+    return lines[0]
+
+
+def _nothing_written(out: Path) -> None:
+    assert not out.exists()
+    assert not [p for p in out.parent.iterdir() if p.name.startswith(f".{out.name}")], "a staging folder was left"
+
+
+def test_export_writes_the_release_files_and_lists_them(scored) -> None:
+    out = scored["root"] / "outputs"
+    result = _export(scored, out, "--round", "2")
+    assert result.exit_code == 0, result.output
+    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.csv"))
+    assert files == [
+        f"closed_ended/single_actor/{d}/{MODEL}/closed_ended_{o}_{MODEL}_{d}_all_1_runs.csv"
+        for d in ("nationality", "religion")
+        for o in ("failure", "success")
+    ]
+    assert all(f"closed_ended_{o}_{MODEL}" in result.output for o in ("failure", "success"))
+    frame = pd.read_csv(out / files[0])
+    assert frame["opt1_loweffort"].map(lambda v: round(v, 2) == v).all()
+    # an earlier export is replaced only with --overwrite
+    _one_line_error(_export(scored, out), "already exists", "--overwrite")
+    assert _export(scored, out, "--overwrite", "--format", "jsonl").exit_code == 0
+    assert sorted(p.name for p in out.iterdir()) == ["export_manifest.json", "single_actor_release.jsonl"]
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--round", "7"], ["--round", "between 0 and 6", "7"]),
+        (["--round", "-1"], ["--round", "between 0 and 6"]),
+        (["--format", "xlsx"], ["--format", "talent-or-luck-csv", "xlsx"]),
+        (["--format", "jsonl", "--round", "2"], ["--round applies to --format talent-or-luck-csv"]),
+    ],
+)
+def test_bad_options_are_one_line_and_write_nothing(scored, args: list[str], words: list[str]) -> None:
+    out = scored["root"] / "outputs"
+    _one_line_error(_export(scored, out, *args), *words)
+    _nothing_written(out)
+
+
+def test_prompts_the_results_were_not_scored_on_are_one_line(scored, tmp_path: Path) -> None:
+    rng = np.random.default_rng(12)
+    rows = single_actor_rows(rng, scenarios=1)
+    other = tmp_path / "other"
+    write_results(other, "single_actor_release", result_rows(rows, rng), fingerprint="e" * 64)
+    out = tmp_path / "outputs"
+    line = _one_line_error(_export({**scored, "results": other}, out), "results_manifest.json", "fingerprint")
+    assert "eeeeeeeeeeee" in line and "ffffffffffff" in line
+    _nothing_written(out)
+
+
+def test_results_of_another_probe_are_one_line(tmp_path: Path) -> None:
+    rng = np.random.default_rng(13)
+    rows = [{**r, "probe": "empathy"} for r in single_actor_rows(rng, scenarios=1)]
+    write_prompts(tmp_path / "prompts", {"religion_P0S0T0": rows})
+    write_results(tmp_path / "results", "religion_P0S0T0", result_rows(rows, rng))
+    out = tmp_path / "outputs"
+    scored = {"prompts": tmp_path / "prompts", "results": tmp_path / "results"}
+    _one_line_error(_export(scored, out), "religion_P0S0T0", "empathy", "not Talent-or-Luck")
+    _nothing_written(out)
+    assert _export(scored, out, "--format", "jsonl").exit_code == 0  # any probe's rows go to JSONL
+
+
+def test_results_without_release_configs_are_one_line(tmp_path: Path) -> None:
+    rng = np.random.default_rng(14)
+    rows = single_actor_rows(rng, scenarios=1)
+    write_prompts(tmp_path / "prompts", {"single_actor": rows})
+    write_results(tmp_path / "results", "single_actor", result_rows(rows, rng))
+    out = tmp_path / "outputs"
+    scored = {"prompts": tmp_path / "prompts", "results": tmp_path / "results"}
+    _one_line_error(_export(scored, out), "no *_release config", "single_actor", "single_actor_release")
+    _nothing_written(out)
+    _one_line_error(_export(scored, out, "--config", "single_actor"), "--config single_actor", "release")
+    _nothing_written(out)
+
+
+def test_analyze_release_rounding_rounds_the_release_tables_only(scored) -> None:
+    tables = {}
+    for flag in ([], ["--release-rounding"]):
+        report = scored["root"] / f"report{len(flag)}"
+        args = ["analyze", "--prompts", str(scored["prompts"]), "--results", str(scored["results"])]
+        result = runner.invoke(app, [*args, "--out", str(report), "--no-figures", "--permutations", "10", *flag])
+        assert result.exit_code == 0, result.output
+        tables[bool(flag)] = pd.read_csv(report / "tables" / "attribution_release_single_actor.csv")
+        html = (report / "report.html").read_text()
+        assert "Follows the release's code" in html
+        assert ("release rounding on" in html) is bool(flag)
+    rows = join(
+        load_prompts(scored["prompts"], "single_actor_release"), load_results(scored["results"], "single_actor_release")
+    )
+    for rounding in (False, True):
+        want = rel.release_tables({rel.SINGLE: rows}, rounding=rounding)["release_single_actor"]
+        assert np.allclose(tables[rounding]["mean"], want["mean"], rtol=0, atol=1e-12)
+    assert not np.allclose(tables[False]["mean"], tables[True]["mean"], rtol=0, atol=1e-6)
