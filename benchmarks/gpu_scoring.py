@@ -293,20 +293,23 @@ def measure(args: argparse.Namespace) -> None:
 
     sweep: dict[str, Any] = {}
     results = None
-    for budget in args.max_batch_tokens:
-        backend = HFBackend(
-            model, model_id=f"{args.shape}-shape-random", max_batch_tokens=budget, max_logit_rows=args.max_logit_rows
-        )
+    settings = {}  # sweep key -> (token budget, logit rows); keyed by the budget alone when one rows value is swept
+    for rows in args.max_logit_rows:
+        for budget in args.max_batch_tokens:
+            settings[str(budget) if len(args.max_logit_rows) == 1 else f"{budget}/{rows}"] = (budget, rows)
+    for key, (budget, rows) in settings.items():
+        backend = HFBackend(model, model_id=f"{args.shape}-shape-random", max_batch_tokens=budget, max_logit_rows=rows)
         if on_gpu:
             torch.cuda.reset_peak_memory_stats()
         seconds, results = time_backend(backend, requests, args.batch_items, args.warmup, device)
-        sweep[str(budget)] = {
+        sweep[key] = {
             **rates(seconds),
             **(computed_rates(seconds, results) if number else {}),
+            **({} if len(args.max_logit_rows) == 1 else {"max_batch_tokens": budget, "max_logit_rows": rows}),
             "max_batch_tokens_after_backoff": backend.max_batch_tokens,
             "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if on_gpu else None,
         }
-        print(f"[gpu_scoring] budget {budget}: {json.dumps(sweep[str(budget)])}", flush=True)
+        print(f"[gpu_scoring] budget {key}: {json.dumps(sweep[key])}", flush=True)
     best = max(sweep, key=lambda k: sweep[k]["items_per_s"])
 
     sweep_ceiling, _ = ceiling(model, streams, args.ceiling_batch_sizes, pad_id=0)  # section 8a's ceiling
@@ -340,9 +343,14 @@ def measure(args: argparse.Namespace) -> None:
         "mean_context_tokens": mean_context,
         **(_number_fields(payload, requests, streams) if number else {}),
         "batch_items": args.batch_items,
-        "max_logit_rows": args.max_logit_rows,
+        "max_logit_rows": args.max_logit_rows[0] if len(args.max_logit_rows) == 1 else args.max_logit_rows,
         "warmup_items": args.warmup,
-        "hf": {**sweep[best], "best_max_batch_tokens": int(best), "sweep": sweep},
+        "hf": {
+            **sweep[best],
+            "best_max_batch_tokens": settings[best][0],
+            **({} if len(args.max_logit_rows) == 1 else {"best_max_logit_rows": settings[best][1]}),
+            "sweep": sweep,
+        },
         "ceiling": {
             "method": "plain forward (all logits, use_cache=False) over "
             + ("context + one token per trie node" if number else "prompt + 4 options")
@@ -436,7 +444,11 @@ def main() -> None:
         help="comma-separated token budgets to sweep (HFBackend max_batch_tokens)",
     )
     m.add_argument(
-        "--max-logit-rows", type=int, default=4096, help="HFBackend max_logit_rows (rows x fed positions per pass)"
+        "--max-logit-rows",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[4096],
+        help="HFBackend max_logit_rows (rows x fed positions per pass); several (comma-separated): swept with "
+        "each budget, and the sweep's keys are BUDGET/ROWS",
     )
     m.add_argument("--batch-items", type=int, default=1024, help="items per backend.score call")
     m.add_argument("--warmup", type=int, default=64, help="untimed warm-up items per budget")

@@ -98,7 +98,7 @@ def test_number_items_prepare_then_measure_on_the_cpu(tmp_path: Path) -> None:
         "measure",
         *("--requests", str(requests), "--out", str(out), "--shape", "tiny", "--device", "cpu"),
         *("--dtype", "float32", "--max-batch-tokens", "100000,64", "--batch-items", "4", "--warmup", "1"),
-        *("--max-logit-rows", "64", "--ceiling-batch-sizes", "4", "--check-items", "3"),
+        *("--max-logit-rows", "400,64", "--ceiling-batch-sizes", "4", "--check-items", "3"),
     )
     result = json.loads(out.read_text())
     assert "items/s" in stdout and "max |dP(n)|" in stdout
@@ -115,15 +115,19 @@ def test_number_items_prepare_then_measure_on_the_cpu(tmp_path: Path) -> None:
         ScoreRequest(tuple(r["context"]), tuple(tuple(c) for c in r["continuations"]), tuple(payload["candidates"]))
         for r in payload["requests"]
     ]
-    for budget, rates in result["hf"]["sweep"].items():
+    # budgets x logit rows, each point keyed BUDGET/ROWS
+    assert set(result["hf"]["sweep"]) == {"100000/400", "100000/64", "64/400", "64/64"}
+    for key, rates in result["hf"]["sweep"].items():
+        assert key == f"{rates['max_batch_tokens']}/{rates['max_logit_rows']}"
         assert rates["mfu_plan_terms"] is None  # no peak is claimed for a CPU
         # what the backend computed is what `probes plan` counts for these calls (4 items each)
-        planned = hf_token_counts(scored, max_batch_tokens=int(budget), items_per_call=4)
+        planned = hf_token_counts(scored, max_batch_tokens=rates["max_batch_tokens"], items_per_call=4)
         assert rates["computed_tokens"] == planned.computed_context_tokens + planned.continuation_positions
         assert rates["computed_tokens"] <= sum(nodes)
     # under a budget that holds a call's contexts, their shared prefix (persona, instructions) runs once
-    assert result["hf"]["sweep"]["100000"]["computed_tokens"] < sum(nodes)
-    # the last budget (64 tokens: contexts split over passes) against one full forward pass per surface form
+    assert result["hf"]["sweep"]["100000/64"]["computed_tokens"] < sum(nodes)
+    # the last point (64 tokens, 64 logit rows: every context and trie in passes of its own) against one full
+    # forward pass per surface form
     assert result["max_abs_prob_diff_vs_bruteforce"] < 1e-6
     assert result["max_abs_log_raw_prob_diff_vs_bruteforce"] < 1e-4
 
