@@ -1,4 +1,4 @@
-"""Benchmark (DESIGN section 8b): choice scoring on a GPU with a Llama-3-8B-shaped model.
+"""Benchmark (DESIGN section 8b): choice and number scoring on a GPU with a Llama-3-8B-shaped model.
 
 Two steps, because the GPU machine has no tokenizer files, no prompt datasets and no `datasets`:
 
@@ -6,6 +6,17 @@ Two steps, because the GPU machine has no tokenizer files, no prompt datasets an
     .venv/bin/python benchmarks/gpu_scoring.py prepare --prompts DIR --items 4096 --out requests.json
     # on the GPU machine (torch + transformers only; `src` on the path)
     python benchmarks/gpu_scoring.py measure --requests requests.json --out gpu_scoring.json
+
+Number items (`prepare --task number --prompts DIR/intergroup-empathy-... --config
+religion_P0S0T0`): the intergroup-empathy probe's 0-100 or 0-10 intensity items, tokenised as
+a run tokenises them in exact mode (the digit trie's leaves as continuations, the digit tokens
+as candidates; `gpu_number.py`), timed the same way. For them, tokens are each item's context
+plus one token per node of its digit trie (what an exact scorer feeds when it shares nothing);
+the JSON adds the positions the backend reports it computed and the MFU in `probes plan`'s
+terms (its FLOPs of those positions, attention included, over the peak), and the check is a
+sample's P(n) against one full forward pass per surface form (largest |probability
+difference|). `corpus --out DIR` writes a crowd-enVent-format TSV of invented 20-40-word events
+to build the dataset from where the real corpus is not at hand.
 
 Where no GPU is lent, `measure --shape tiny --device cpu --dtype float32` runs the same code on a
 two-layer model of the same family: a check of the script (the tests run it), not a measurement.
@@ -110,7 +121,7 @@ def peak_bf16_tflops(device_name: str) -> float | None:
 
 
 def prepare(args: argparse.Namespace) -> None:
-    """Tokenise the first N single-actor items with the project's routine; write their token ids."""
+    """Tokenise the first N single-actor (or number) items with the project's routine; write their token ids."""
     sys.path.insert(0, str(ROOT / "src"))
     sys.path.insert(0, str(HERE))
     from choice_scoring import DEFAULT_SOURCES, load_items
@@ -120,14 +131,23 @@ def prepare(args: argparse.Namespace) -> None:
     from runners.tokenize import encode_continuations
 
     model_path = args.tokenizer or ensure_smollm2()[1]
+    if args.task == "number":
+        from gpu_number import prepare_number
+
+        if args.prompts is None:
+            raise SystemExit("prepare --task number needs --prompts (a built intergroup-empathy folder)")
+        payload = prepare_number(args.prompts, args.config, args.items or 0, model_path)
+        args.out.write_text(json.dumps(payload))
+        print(f"[gpu_scoring] {len(payload['requests'])} number requests of {args.config} -> {args.out}")
+        return
     work = args.out.parent
-    items, source = load_items(args.prompts, args.sources or DEFAULT_SOURCES, args.items, work)
+    items, source = load_items(args.prompts, args.sources or DEFAULT_SOURCES, args.items or 4096, work)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     requests = []
     for item in items:
         context, continuations = encode_continuations(tokenizer, item["prompt"], item["choices"])
         requests.append({"id": item["id"], "context": list(context), "continuations": [list(c) for c in continuations]})
-    payload = {"source": source, "tokenizer": str(model_path), "requests": requests}
+    payload = {"task": "choice", "source": source, "tokenizer": str(model_path), "requests": requests}
     args.out.write_text(json.dumps(payload))
     print(f"[gpu_scoring] {len(requests)} requests -> {args.out}")
 
@@ -220,11 +240,20 @@ def measure(args: argparse.Namespace) -> None:
         raise SystemExit("measure needs a CUDA GPU (torch.cuda.is_available() is False); --device cpu tests the script")
     shape_name, shape = SHAPES[args.shape]
     payload = json.loads(args.requests.read_text())
-    requests = [
-        ScoreRequest(tuple(r["context"]), tuple(tuple(c) for c in r["continuations"])) for r in payload["requests"]
-    ]
+    number = payload.get("task", "choice") == "number"
+    if number:
+        import gpu_number
+
+        requests = gpu_number.number_requests(payload)
+    else:
+        requests = [
+            ScoreRequest(tuple(r["context"]), tuple(tuple(c) for c in r["continuations"])) for r in payload["requests"]
+        ]
     requests = requests[: args.items] if args.items else requests
-    streams = [list(r.context) + [t for c in r.continuations for t in c] for r in requests]
+    if number:
+        streams = gpu_number.number_streams(requests)
+    else:
+        streams = [list(r.context) + [t for c in r.continuations for t in c] for r in requests]
     tokens = sum(len(s) for s in streams)
     device_name = torch.cuda.get_device_name(0) if on_gpu else platform.processor() or platform.machine()
     peak = args.peak_tflops or (peak_bf16_tflops(device_name) if on_gpu else None)
@@ -248,21 +277,39 @@ def measure(args: argparse.Namespace) -> None:
             "mfu_vs_measured_matmul": flops / (reachable * 1e12) if reachable else None,
         }
 
+    mean_context = sum(len(r.context) for r in requests) / len(requests)
+
+    def computed_rates(seconds: float, results: list[Any]) -> dict[str, Any]:
+        """The positions the backend says it computed, and the MFU of `probes plan`'s FLOPs of them."""
+        computed = sum(r.computed_tokens for r in results)
+        flops = gpu_number.plan_flops(n_params, shape, computed, mean_context) / seconds
+        return {
+            "computed_tokens": computed,
+            "computed_tokens_per_item": computed / len(results),
+            "computed_tokens_per_s": computed / seconds,
+            "mfu_plan_terms": flops / (peak * 1e12) if peak else None,
+            "mfu_plan_terms_vs_measured_matmul": flops / (reachable * 1e12) if reachable else None,
+        }
+
     sweep: dict[str, Any] = {}
     results = None
-    for budget in args.max_batch_tokens:
-        backend = HFBackend(
-            model, model_id=f"{args.shape}-shape-random", max_batch_tokens=budget, max_logit_rows=args.max_logit_rows
-        )
+    settings = {}  # sweep key -> (token budget, logit rows); keyed by the budget alone when one rows value is swept
+    for rows in args.max_logit_rows:
+        for budget in args.max_batch_tokens:
+            settings[str(budget) if len(args.max_logit_rows) == 1 else f"{budget}/{rows}"] = (budget, rows)
+    for key, (budget, rows) in settings.items():
+        backend = HFBackend(model, model_id=f"{args.shape}-shape-random", max_batch_tokens=budget, max_logit_rows=rows)
         if on_gpu:
             torch.cuda.reset_peak_memory_stats()
         seconds, results = time_backend(backend, requests, args.batch_items, args.warmup, device)
-        sweep[str(budget)] = {
+        sweep[key] = {
             **rates(seconds),
+            **(computed_rates(seconds, results) if number else {}),
+            **({} if len(args.max_logit_rows) == 1 else {"max_batch_tokens": budget, "max_logit_rows": rows}),
             "max_batch_tokens_after_backoff": backend.max_batch_tokens,
             "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if on_gpu else None,
         }
-        print(f"[gpu_scoring] budget {budget}: {json.dumps(sweep[str(budget)])}", flush=True)
+        print(f"[gpu_scoring] budget {key}: {json.dumps(sweep[key])}", flush=True)
     best = max(sweep, key=lambda k: sweep[k]["items_per_s"])
 
     sweep_ceiling, _ = ceiling(model, streams, args.ceiling_batch_sizes, pad_id=0)  # section 8a's ceiling
@@ -270,7 +317,12 @@ def measure(args: argparse.Namespace) -> None:
     best_ceiling = max(ceilings.values())
     print(f"[gpu_scoring] ceiling tokens/s by batch size: {ceilings}", flush=True)
     sample = args.check_items
-    worst = check_against_full_forward(model, requests[:sample], results[:sample], device) if results else None
+    if number:
+        check = gpu_number.check_against_bruteforce(model, payload, results, sample)
+        print(f"[gpu_scoring] against brute force: {check}", flush=True)
+    else:
+        worst = check_against_full_forward(model, requests[:sample], results[:sample], device) if results else None
+        check = {"max_abs_logprob_diff_vs_full_forward": worst, "checked_items": sample}
 
     out = {
         "benchmark": "gpu_scoring",
@@ -283,25 +335,35 @@ def measure(args: argparse.Namespace) -> None:
             "n_params": n_params,
             "n_params_non_embedding": n_params - n_embed,
         },
+        "task": "number" if number else "choice",
         "items": len(requests),
         "item_source": payload.get("source"),
         "token_ids_from": payload.get("tokenizer"),
         "mean_tokens_per_item": tokens / len(requests),
-        "mean_context_tokens": sum(len(r.context) for r in requests) / len(requests),
+        "mean_context_tokens": mean_context,
+        **(_number_fields(payload, requests, streams) if number else {}),
         "batch_items": args.batch_items,
-        "max_logit_rows": args.max_logit_rows,
+        "max_logit_rows": args.max_logit_rows[0] if len(args.max_logit_rows) == 1 else args.max_logit_rows,
         "warmup_items": args.warmup,
-        "hf": {**sweep[best], "best_max_batch_tokens": int(best), "sweep": sweep},
+        "hf": {
+            **sweep[best],
+            "best_max_batch_tokens": settings[best][0],
+            **({} if len(args.max_logit_rows) == 1 else {"best_max_logit_rows": settings[best][1]}),
+            "sweep": sweep,
+        },
         "ceiling": {
-            "method": "plain forward (all logits, use_cache=False) over prompt + 4 options, length-sorted batches",
+            "method": "plain forward (all logits, use_cache=False) over "
+            + ("context + one token per trie node" if number else "prompt + 4 options")
+            + ", length-sorted batches",
             "tokens_per_s_by_batch_size": ceilings,
             "items_per_s": best_ceiling / (tokens / len(requests)),
             **{k: v for k, v in rates(tokens / best_ceiling).items() if k.startswith("mfu") or k == "tflops"},
         },
         "fraction_of_ceiling": sweep[best]["tokens_per_s"] / best_ceiling,
-        "max_abs_logprob_diff_vs_full_forward": worst,
-        "checked_items": sample,
-        "mfu_definition": "2 x n_params x (prompt + option tokens) / seconds / peak",
+        **check,
+        "mfu_definition": "2 x n_params x ("
+        + ("context + digit-trie node tokens" if number else "prompt + option tokens")
+        + ") / seconds / peak",
         "peak_tflops_spec": peak,
         "peak_tflops_measured_matmul_8192": reachable,
         "machine": {
@@ -318,12 +380,34 @@ def measure(args: argparse.Namespace) -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=2) + "\n")
     hf = out["hf"]
+    if number:
+        plan_terms = (
+            f"; computed {hf['computed_tokens_per_item']:.1f}/item, plan-terms MFU {_fraction(hf['mfu_plan_terms'])}"
+        )
+        worst = f"max |dP(n)| {check['max_abs_prob_diff_vs_bruteforce']}"
+    else:
+        plan_terms, worst = "", f"max |dlogprob| {check['max_abs_logprob_diff_vs_full_forward']}"
     print(
         f"hf {hf['items_per_s']:.1f} items/s, {hf['tokens_per_s']:.0f} tokens/s, "
         f"MFU {_fraction(hf['mfu_vs_spec_peak'])} (spec) / "
-        f"{_fraction(hf['mfu_vs_measured_matmul'])} (measured matmul); "
-        f"fraction of ceiling {out['fraction_of_ceiling']:.2f}; max |dlogprob| {worst} -> {args.out}"
+        f"{_fraction(hf['mfu_vs_measured_matmul'])} (measured matmul){plan_terms}; "
+        f"fraction of ceiling {out['fraction_of_ceiling']:.2f}; {worst} -> {args.out}"
     )
+
+
+def _number_fields(payload: dict[str, Any], requests: list[Any], streams: list[list[int]]) -> dict[str, Any]:
+    """What a number run's JSON says of its items: range, mode, trie size per item."""
+    ranges = sorted(
+        {(min(int(n) for n, _ in r["paths"]), max(int(n) for n, _ in r["paths"])) for r in payload["requests"]}
+    )
+    return {
+        "number_ranges": [list(r) for r in ranges],
+        "number_mode": payload.get("number_mode"),
+        "number_prefixes": payload.get("number_prefixes"),
+        "digit_candidates": len(payload["candidates"]),
+        "mean_trie_leaves": sum(len(r.continuations) for r in requests) / len(requests),
+        "mean_trie_nodes": sum(len(s) - len(r.context) for s, r in zip(streams, requests, strict=True)) / len(requests),
+    }
 
 
 def _fraction(value: float | None) -> str:
@@ -333,11 +417,18 @@ def _fraction(value: float | None) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="step", required=True)
-    p = sub.add_parser("prepare", help="tokenise single-actor items into a requests JSON (CPU)")
-    p.add_argument("--prompts", type=Path, default=None, help="a built talent-or-luck folder (else it is built)")
+    p = sub.add_parser("prepare", help="tokenise single-actor or number items into a requests JSON (CPU)")
+    p.add_argument("--task", choices=("choice", "number"), default="choice", help="single-actor or number items")
+    p.add_argument(
+        "--prompts",
+        type=Path,
+        default=None,
+        help="a built talent-or-luck (else it is built) or intergroup-empathy folder",
+    )
+    p.add_argument("--config", default="religion_P0S0T0", help="the number items' config (--task number)")
     p.add_argument("--sources", type=Path, default=None, help="sources for the build (default ../shared/sources)")
     p.add_argument("--tokenizer", type=Path, default=None, help="tokenizer folder (default: the SmolLM2 test model)")
-    p.add_argument("--items", type=int, default=4096, help="number of single-actor items")
+    p.add_argument("--items", type=int, default=None, help="first N items (default: 4096 choice, all number items)")
     p.add_argument("--out", type=Path, required=True, help="requests JSON to write")
     m = sub.add_parser("measure", help="time the hf backend with a Llama-3-8B-shaped model on a GPU")
     m.add_argument("--requests", type=Path, required=True, help="the JSON written by `prepare`")
@@ -353,7 +444,11 @@ def main() -> None:
         help="comma-separated token budgets to sweep (HFBackend max_batch_tokens)",
     )
     m.add_argument(
-        "--max-logit-rows", type=int, default=4096, help="HFBackend max_logit_rows (rows x fed positions per pass)"
+        "--max-logit-rows",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[4096],
+        help="HFBackend max_logit_rows (rows x fed positions per pass); several (comma-separated): swept with "
+        "each budget, and the sweep's keys are BUDGET/ROWS",
     )
     m.add_argument("--batch-items", type=int, default=1024, help="items per backend.score call")
     m.add_argument("--warmup", type=int, default=64, help="untimed warm-up items per budget")
@@ -365,8 +460,18 @@ def main() -> None:
     )
     m.add_argument("--check-items", type=int, default=16, help="items checked against full forward passes")
     m.add_argument("--peak-tflops", type=float, default=None, help="dense bf16 peak (default: from the device name)")
+    c = sub.add_parser("corpus", help="write a crowd-enVent-format TSV of invented 20-40-word events (CPU)")
+    c.add_argument("--out", type=Path, required=True, help="sources folder (DIR/crowd-envent/corpus/...tsv)")
+    c.add_argument("--events-per-emotion", type=int, default=25, help="events per emotion label (12 labels)")
     args = parser.parse_args()
-    prepare(args) if args.step == "prepare" else measure(args)
+    {"prepare": prepare, "measure": measure, "corpus": corpus}[args.step](args)
+
+
+def corpus(args: argparse.Namespace) -> None:
+    sys.path.insert(0, str(HERE))
+    from gpu_number import write_event_corpus
+
+    print(f"[gpu_scoring] {write_event_corpus(args.out, args.events_per_emotion)}")
 
 
 if __name__ == "__main__":

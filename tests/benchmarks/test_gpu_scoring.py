@@ -1,9 +1,10 @@
 """The DESIGN 8b GPU benchmark script, checked on the CPU with its tiny shape.
 
 No GPU is lent to CI, so the script's two steps run here end to end on a two-layer model of
-the Llama family: `prepare` tokenises real single-actor items with the project's routine,
-`measure` times the hf backend over a budget sweep and compares its log-probabilities with
-full forward passes. The figures are meaningless on a CPU; what is checked is that the
+the Llama family: `prepare` tokenises real single-actor items (or intergroup-empathy number
+items built from the script's own synthetic corpus) with the project's routine, `measure`
+times the hf backend over a budget sweep and compares its log-probabilities (number items:
+their P(n)) with full forward passes. The figures are meaningless on a CPU; what is checked is that the
 script runs, that its JSON has the fields the closing notes quote, and that the scorer it
 times agrees with an independent full forward pass.
 """
@@ -60,6 +61,75 @@ def test_prepare_then_measure_on_the_cpu(built_default: Path, tmp_path: Path) ->
     # the last budget (256 tokens: contexts and options split over many passes) against full forward passes
     assert result["max_abs_logprob_diff_vs_full_forward"] < 1e-4
     assert result["machine"]["device"] == "cpu" and result["model"]["config"]["num_hidden_layers"] == 2
+
+
+@pytest.mark.slow
+def test_number_items_prepare_then_measure_on_the_cpu(tmp_path: Path) -> None:
+    from transformers import AutoTokenizer
+
+    from promptgen.build import build
+    from runners.backend import ScoreRequest
+    from runners.token_accounting import hf_token_counts
+
+    _run("corpus", "--out", str(tmp_path / "src"), "--events-per-emotion", "1")
+    dataset = build("intergroup-empathy", out_dir=tmp_path / "o", sources=tmp_path / "src", max_events=12).path
+    folder = load_folder()
+    requests = tmp_path / "requests.json"
+    _run(
+        "prepare",
+        *("--task", "number", "--prompts", str(dataset), "--config", "religion_P0S0T0"),
+        *("--tokenizer", str(folder), "--items", "6", "--out", str(requests)),
+    )
+    payload = json.loads(requests.read_text())
+    assert payload["task"] == "number" and len(payload["requests"]) == 6
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    # the candidates are the tokens that continue a number: each decodes to text starting with a digit
+    assert payload["candidates"] and all(tokenizer.decode([t])[:1].isdigit() for t in payload["candidates"])
+    for record in payload["requests"]:
+        forms = {int(n): fs for n, fs in record["paths"]}
+        assert sorted(forms) == list(range(101))  # a 0-100 config: every number has a surface form
+        assert all(tokenizer.decode(f).strip() == str(n) for n, fs in forms.items() for f in fs)
+        # every form is sent: it is a leaf or a prefix of one
+        leaves = [tuple(c) for c in record["continuations"]]
+        assert all(any(leaf[: len(f)] == tuple(f) for leaf in leaves) for fs in forms.values() for f in fs)
+
+    out = tmp_path / "gpu_number.json"
+    stdout = _run(
+        "measure",
+        *("--requests", str(requests), "--out", str(out), "--shape", "tiny", "--device", "cpu"),
+        *("--dtype", "float32", "--max-batch-tokens", "100000,64", "--batch-items", "4", "--warmup", "1"),
+        *("--max-logit-rows", "400,64", "--ceiling-batch-sizes", "4", "--check-items", "3"),
+    )
+    result = json.loads(out.read_text())
+    assert "items/s" in stdout and "max |dP(n)|" in stdout
+    assert result["task"] == "number" and result["items"] == 6 and result["checked_items"] == 3
+    assert result["number_ranges"] == [[0, 100]]
+    # tokens per item: the context and one position per distinct prefix of the item's surface forms
+    nodes = [
+        len(record["context"])
+        + len({tuple(f[:k]) for _, fs in record["paths"] for f in fs for k in range(1, len(f) + 1)})
+        for record in payload["requests"]
+    ]
+    assert abs(result["mean_tokens_per_item"] - sum(nodes) / 6) < 1e-9
+    scored = [
+        ScoreRequest(tuple(r["context"]), tuple(tuple(c) for c in r["continuations"]), tuple(payload["candidates"]))
+        for r in payload["requests"]
+    ]
+    # budgets x logit rows, each point keyed BUDGET/ROWS
+    assert set(result["hf"]["sweep"]) == {"100000/400", "100000/64", "64/400", "64/64"}
+    for key, rates in result["hf"]["sweep"].items():
+        assert key == f"{rates['max_batch_tokens']}/{rates['max_logit_rows']}"
+        assert rates["mfu_plan_terms"] is None  # no peak is claimed for a CPU
+        # what the backend computed is what `probes plan` counts for these calls (4 items each)
+        planned = hf_token_counts(scored, max_batch_tokens=rates["max_batch_tokens"], items_per_call=4)
+        assert rates["computed_tokens"] == planned.computed_context_tokens + planned.continuation_positions
+        assert rates["computed_tokens"] <= sum(nodes)
+    # under a budget that holds a call's contexts, their shared prefix (persona, instructions) runs once
+    assert result["hf"]["sweep"]["100000/64"]["computed_tokens"] < sum(nodes)
+    # the last point (64 tokens, 64 logit rows: every context and trie in passes of its own) against one full
+    # forward pass per surface form
+    assert result["max_abs_prob_diff_vs_bruteforce"] < 1e-6
+    assert result["max_abs_log_raw_prob_diff_vs_bruteforce"] < 1e-4
 
 
 def _peak(name: str) -> float | None:
