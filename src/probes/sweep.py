@@ -228,7 +228,7 @@ def sweep(
     from analysis.pipeline import analyze
     from analysis.report import write_report
     from runners import models
-    from runners.run import resolve_protocol, warnings_to
+    from runners.run import resolve_protocol, run_on, warnings_to
 
     started = time.perf_counter()
     names = probe_names(request.probes)
@@ -303,21 +303,14 @@ def sweep(
                     (n, replace(p, path=str(folders[n])), replace(r, dataset=folders[n]), label)
                     for n, p, r, label in resolved
                 ]
-            summaries = []
-            from runners.local_run import run_config
-
-            for name, prompts, run_request, label in resolved:
-                hooks = on_config(run_request) if on_config is not None else (None, None)
-                summary = run_config(
-                    prompts,
-                    backend,
-                    tokenizer,
-                    run_request,
-                    model_revision=revision,
-                    on_start=hooks[0],
-                    on_advance=hooks[1],
-                )
-                summaries.append((name, replace(summary, protocol=label)))
+            runs = run_on(
+                backend, tokenizer, revision, [p for _, p, _, _ in resolved], [r for _, _, r, _ in resolved],
+                on_config=on_config,
+            )  # fmt: skip
+            summaries = [
+                (name, replace(summary, protocol=label))
+                for (name, _, _, label), summary in zip(resolved, runs, strict=True)
+            ]
         finally:
             backend.close()
     finally:

@@ -84,26 +84,41 @@ def run_loaded(
         def needed(tokenizer: Any) -> int:
             return max(size(tokenizer) for size in sizes)
 
+    if on_config is None:
+        on_config = lambda _request: (on_start, on_advance)  # noqa: E731 - one pair of hooks for every config
+
     with warnings_to(on_warning):
         backend, tokenizer, key_revision = models.load_backend(first.model, first.load, needed_tokens=needed)
-    summaries = []
     try:
-        for config, req in zip(configs, requests, strict=True):
-            hooks = on_config(req) if on_config is not None else (on_start, on_advance)
-            summaries.append(
-                local_run.run_config(
-                    config,
-                    backend,
-                    tokenizer,
-                    req,
-                    model_revision=key_revision,
-                    on_start=hooks[0],
-                    on_advance=hooks[1],
-                )
-            )
+        summaries = run_on(backend, tokenizer, key_revision, configs, requests, on_config=on_config)
     finally:
         backend.close()  # vLLM aborts the process at exit when its engine is left running
     return summaries[0] if single else summaries
+
+
+def run_on(
+    backend: Any,
+    tokenizer: Any,
+    model_revision: str,
+    configs: Sequence[PromptConfig],
+    requests: Sequence[RunRequest],
+    *,
+    on_config: Callable[[RunRequest], tuple[Callable | None, Callable | None]] | None = None,
+) -> list[RunSummary]:
+    """Each config with its request on a model already loaded (`models.load_backend`), in turn; a summary each.
+
+    `on_config(request)` gives the config's (on_start, on_advance) progress hooks. The caller owns the backend
+    (and closes it).
+    """
+    summaries = []
+    for config, request in zip(configs, requests, strict=True):
+        start, advance = on_config(request) if on_config is not None else (None, None)
+        summaries.append(
+            local_run.run_config(
+                config, backend, tokenizer, request, model_revision=model_revision, on_start=start, on_advance=advance
+            )
+        )
+    return summaries
 
 
 def expand_configs(dataset: str | Path, patterns: Sequence[str]) -> list[str]:

@@ -32,13 +32,14 @@ def test_talent_or_luck_default_is_the_release_scorer(built_default: Path, tmp_p
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model_dir = tiny_llama_folder("float32")
-    summary = run(built_default, "single_actor", str(model_dir), tmp_path / "r", limit=5, batch_size=2)
+    config = "single_actor_release"  # the release scorer's own items, scored as its cappr call did
+    summary = run(built_default, config, str(model_dir), tmp_path / "r", limit=5, batch_size=2)
     assert summary.items == 5
     assert summary.protocol == "protocol: talent-or-luck release (cappr) (the paper's)"
     assert summary.protocol in summary.line()
-    rows = _result_rows(tmp_path / "r", "single_actor")
+    rows = _result_rows(tmp_path / "r", config)
     assert len(rows) == 5
-    prompts = _prompt_rows(built_default, "single_actor")
+    prompts = _prompt_rows(built_default, config)
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     for row in rows:
@@ -109,10 +110,10 @@ def test_several_configs_share_one_model_load(built_default: Path, tmp_path: Pat
     from runners import models
     from runners.run import expand_configs
 
-    assert expand_configs(built_default, ["actor_*", "single_actor", "actor_actor"]) == [
-        "actor_actor",
-        "actor_observer",
+    assert expand_configs(built_default, ["single_actor*", "actor_observer", "single_actor"]) == [
         "single_actor",
+        "single_actor_release",
+        "actor_observer",
     ]
     with pytest.raises(ProbeError, match=r"--config 'race_\*' matches no config of .* \(configs: actor_actor, "):
         expand_configs(built_default, ["race_*"])
@@ -120,11 +121,11 @@ def test_several_configs_share_one_model_load(built_default: Path, tmp_path: Pat
     real = models.load_backend
     monkeypatch.setattr(models, "load_backend", lambda *a, **k: loads.append(a) or real(*a, **k))
     summaries = run(
-        built_default, ["actor_*", "single_actor"], str(tiny_llama_folder("float32")), tmp_path / "r", limit=2
+        built_default, ["actor_observer", "single_*"], str(tiny_llama_folder("float32")), tmp_path / "r", limit=2
     )
-    assert [s.config for s in summaries] == ["actor_actor", "actor_observer", "single_actor"]
+    assert [s.config for s in summaries] == ["actor_observer", "single_actor", "single_actor_release"]
     assert len(loads) == 1 and all(s.items == 2 and "(the paper's)" in s.protocol for s in summaries)
-    for config in ("actor_actor", "actor_observer", "single_actor"):
+    for config in ("actor_observer", "single_actor", "single_actor_release"):
         assert len(_result_rows(tmp_path / "r", config)) == 2
     # a bad config among good ones fails before the model loads
     with pytest.raises(ProbeError):

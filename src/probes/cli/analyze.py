@@ -32,14 +32,9 @@ def analyze_cmd(
             metavar="DIR",
         ),
     ],
-    configs: Annotated[
-        list[str] | None,
-        typer.Option("--config", help="Only these configs (repeatable; needed for Hub results). Default: all found."),
-    ] = None,
+    configs: opt.ResultConfigs = None,
     revision: opt.Revision = None,
-    results_revision: Annotated[
-        str | None, typer.Option("--results-revision", help="Results revision (Hub results).")
-    ] = None,
+    results_revision: opt.ResultsRevision = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the permutation test and the t-SNE layout.")] = 0,
     permutations: Annotated[
         int, typer.Option("--permutations", min=1, help="Permutations of the empathy gap test.")

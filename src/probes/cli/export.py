@@ -44,14 +44,9 @@ def export_cmd(
             metavar="N",
         ),
     ] = None,
-    configs: Annotated[
-        list[str] | None,
-        typer.Option("--config", help="Only these configs (repeatable; needed for Hub results). Default: all found."),
-    ] = None,
+    configs: opt.ResultConfigs = None,
     revision: opt.Revision = None,
-    results_revision: Annotated[
-        str | None, typer.Option("--results-revision", help="Results revision (Hub results).")
-    ] = None,
+    results_revision: opt.ResultsRevision = None,
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="Replace --out if it is an earlier export (nothing else is replaced).")
     ] = False,

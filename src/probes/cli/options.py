@@ -211,6 +211,12 @@ Seed = Annotated[
 ]
 
 Revision = Annotated[str | None, typer.Option("--revision", help="Prompt dataset revision (Hub).")]
+# what `analyze` and `export` read of a results folder
+ResultConfigs = Annotated[
+    list[str] | None,
+    typer.Option("--config", help="Only these configs (repeatable; needed for Hub results). Default: all found."),
+]
+ResultsRevision = Annotated[str | None, typer.Option("--results-revision", help="Results revision (Hub results).")]
 QuietRun = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
 Where = Annotated[
     list[str] | None,

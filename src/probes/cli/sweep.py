@@ -12,7 +12,7 @@ from rich.table import Table
 
 from . import options as opt
 from .groups import takes
-from .shared import _ENGINE_THREADS, _warn, err, out
+from .shared import _ENGINE_THREADS, _progress, _warn, err, out
 
 
 def _plan_table(plan: Any) -> Table:
@@ -86,14 +86,6 @@ def sweep_cmd(
     else it asks. Each config is scored with its paper's protocol unless scoring flags are given.
     Resumable: run the same command again after an interruption; finished configs are skipped.
     """
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
 
     from probes import api
 
@@ -109,21 +101,13 @@ def sweep_cmd(
             return True
         return typer.confirm("Run this sweep?", default=False)
 
-    progress = Progress(
-        TextColumn("[bold]{task.description:<32}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=err,
-        disable=quiet,
-    )
+    progress = _progress(quiet)
     overall: dict[str, Any] = {}
 
     def on_config(request: Any) -> tuple[Any, Any]:
         def on_start(total: int, done: int) -> None:
             if "task" not in overall:
-                overall["task"] = progress.add_task(request.config, total=overall.get("total"))
+                overall["task"] = progress.add_task(request.config, total=overall.get("total"), rate="")
             progress.update(overall["task"], description=request.config, advance=done)
 
         def on_advance(n: int) -> None:

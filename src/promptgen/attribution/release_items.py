@@ -120,18 +120,38 @@ def _names(group: NameGroup, gender: str) -> tuple[str, ...]:
     return group.names[gender][:NAME_LIMIT]
 
 
-def _base_row(prompt: str, choices: list[str], types: list[str]) -> dict[str, Any]:
+def _base_row(
+    prompt: str,
+    options: list[tuple[str, str, str]],
+    *,
+    item_id: str,
+    setting: str,
+    template: Any,
+    set_id: str,
+    index: int,
+    seed: int,
+) -> dict[str, Any]:
+    """The columns every release row has: the item contract and where the row sits in the release's list."""
+    choices = [text for _, text, _ in options]
     return {
-        "id": "",
+        "id": item_id,
         "probe": "attribution",
         "task": "choice",
         "prompt": prompt,
         "messages": user_messages(prompt),
         "choices": choices,
         "choice_labels": list(CHOICE_LABELS[: len(choices)]),
-        "choice_types": types,
+        "choice_types": [cause for *_, cause in options],
         "number_min": None,
         "number_max": None,
+        "setting": setting,
+        "domain": template.domain,
+        "scenario": template.scenario,
+        "length": LENGTH,
+        "set_id": set_id,
+        "release_index": index,
+        "release_seed": seed,
+        "option_keys": [key for key, _, _ in options],
     }
 
 
@@ -161,21 +181,16 @@ def single_actor_release_items(release: Release, identities: dict[str, list[Iden
                         for i, name in enumerate(_names(group, gender)):
                             statement = t.statement.replace("{X}", name).replace("{dimension}", group.label)
                             options = _shuffled(random.Random(seed0 + k), keys, t.options)
-                            choices = [text for _, text, _ in options]
-                            row = _base_row(render_prompt(statement, choices), choices, [c for *_, c in options])
+                            item_id = (
+                                f"sa-release.{outcome}.{dimension}.{gender}.{t.domain}.{t.scenario:02d}."
+                                f"{labels.key[ident]}.n{i}"
+                            )
+                            prompt = render_prompt(statement, [text for _, text, _ in options])
+                            row = _base_row(
+                                prompt, options, item_id=item_id, setting="single_actor", template=t, set_id=set_id,
+                                index=k, seed=seed0 + k,
+                            )  # fmt: skip
                             row.update(
-                                id=(
-                                    f"sa-release.{outcome}.{dimension}.{gender}.{t.domain}.{t.scenario:02d}."
-                                    f"{labels.key[ident]}.n{i}"
-                                ),
-                                setting="single_actor",
-                                domain=t.domain,
-                                scenario=t.scenario,
-                                length=LENGTH,
-                                set_id=set_id,
-                                release_index=k,
-                                release_seed=seed0 + k,
-                                option_keys=[ok for ok, _, _ in options],
                                 outcome=outcome,
                                 gender=gender,
                                 dimension=dimension,
@@ -219,22 +234,17 @@ def actor_actor_release_items(release: Release, identities: dict[str, list[Ident
                             xs = _shuffled(rng, keys_x, t.options_x)
                             ys = _shuffled(rng, keys_y, t.options_y)
                             options = xs + ys
-                            choices = [text for _, text, _ in options]
-                            row = _base_row(pair_prompt(statement, nx, ny, choices), choices, [c for *_, c in options])
                             ix, iy = (dimension, gx.label), (dimension, gy.label)
+                            item_id = (
+                                f"aa-release.{config}.{dimension}.{t.domain}.{t.scenario:02d}.{t.gender_pair}."
+                                f"{labels.key[ix]}.n{i}.{labels.key[iy]}.n{j}"
+                            )
+                            prompt = pair_prompt(statement, nx, ny, [text for _, text, _ in options])
+                            row = _base_row(
+                                prompt, options, item_id=item_id, setting="actor_actor", template=t, set_id=set_id,
+                                index=k, seed=seed0 + k,
+                            )  # fmt: skip
                             row.update(
-                                id=(
-                                    f"aa-release.{config}.{dimension}.{t.domain}.{t.scenario:02d}.{t.gender_pair}."
-                                    f"{labels.key[ix]}.n{i}.{labels.key[iy]}.n{j}"
-                                ),
-                                setting="actor_actor",
-                                domain=t.domain,
-                                scenario=t.scenario,
-                                length=LENGTH,
-                                set_id=set_id,
-                                release_index=k,
-                                release_seed=seed0 + k,
-                                option_keys=[ok for ok, _, _ in options],
                                 outcome_config=config,
                                 outcome_x=out_x,
                                 outcome_y=out_y,
@@ -285,22 +295,18 @@ def actor_observer_release_items(release: Release, identities: dict[str, list[Id
                                 .replace("{dimension_2}", gy.label)
                             )
                             options = _shuffled(random.Random(seed0 + k), keys, t.options)
-                            choices = [text for _, text, _ in options]
-                            row = _base_row(observer_prompt(statement, choices), choices, [c for *_, c in options])
                             ix, iy = (dimension, gx.label), (dimension, gy.label)
+                            item_id = (
+                                f"ao-release.{outcome}.{dimension}.{t.gender}.{t.domain}.{t.scenario:02d}."
+                                f"{t.observer_cause}.{labels.key[ix]}.n{i}.{labels.key[iy]}.n{j}"
+                            )
+                            set_id = f"{t.domain}_{t.gender}_{gx.label}_{gy.label}_{nx}_{ny}"
+                            prompt = observer_prompt(statement, [text for _, text, _ in options])
+                            row = _base_row(
+                                prompt, options, item_id=item_id, setting="actor_observer", template=t, set_id=set_id,
+                                index=k, seed=seed0 + k,
+                            )  # fmt: skip
                             row.update(
-                                id=(
-                                    f"ao-release.{outcome}.{dimension}.{t.gender}.{t.domain}.{t.scenario:02d}."
-                                    f"{t.observer_cause}.{labels.key[ix]}.n{i}.{labels.key[iy]}.n{j}"
-                                ),
-                                setting="actor_observer",
-                                domain=t.domain,
-                                scenario=t.scenario,
-                                length=LENGTH,
-                                set_id=f"{t.domain}_{t.gender}_{gx.label}_{gy.label}_{nx}_{ny}",
-                                release_index=k,
-                                release_seed=seed0 + k,
-                                option_keys=[ok for ok, _, _ in options],
                                 outcome=outcome,
                                 gender=t.gender,
                                 dimension=dimension,

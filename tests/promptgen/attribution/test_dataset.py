@@ -111,6 +111,7 @@ def test_actor_settings(built_default):
     assert set(ao.groupby(["outcome", "gender", "identity"])["domain"].value_counts()) == {2 * 4 * 2}
 
 
+@pytest.mark.slow
 def test_second_build_is_byte_identical(built_default, shared_sources, tmp_path):
     again = build("talent-or-luck", out_dir=tmp_path, sources=shared_sources).path
     files = sorted(p.relative_to(built_default) for p in built_default.rglob("*") if p.is_file())
