@@ -215,7 +215,7 @@ def collect(
                     f"config {config!r}: the same model run appears in several results folders ({', '.join(files)}); "
                     "pass each run once"
                 )
-        prompt_rows = load_prompts(prompts, config, revision=revision)
+        prompt_rows = load_prompts(prompts, config, revision=revision, ids=rows["id"].drop_duplicates().tolist())
         joined = join(prompt_rows, rows, drop=drop)  # texts read for the prompt_sha256 check only
         if joined.empty:
             out.skipped.append({"config": config, "reason": "no result rows"})
