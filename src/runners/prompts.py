@@ -21,6 +21,7 @@ from promptgen.hub.folder import check_data_files, check_path_segment, config_da
 from promptgen.hub.read import config_schema, has_build_manifest, local_folder, read_build_manifest, read_card_header
 from promptgen.protocols import Protocol, manifest_protocol
 
+from .resume import PromptContent, hub_content, local_content
 from .scoring_settings import ScoringSettings
 
 
@@ -41,6 +42,8 @@ class PromptConfig:
     repo_id: str | None = None
     #: the scoring its paper used, as the build manifest declares it (None: none declared)
     protocol: Protocol | None = None
+    #: what its rows are, checked as it loaded (None: unknown); a resumed run trusts rows scored on it
+    content: PromptContent | None = None
 
     def provenance(self) -> dict[str, Any]:
         """How a results manifest names its prompts: by name, version, fingerprint and Hub repo, never a local path."""
@@ -86,9 +89,11 @@ def load_prompt_config(
     local = found is not None
     folder = found if found is not None else Path(dataset)
     built: dict[str, Any] = {}
+    files: dict[str, Any] = {}
     if local and has_build_manifest(folder):  # before the (costly) load: the files are the listed ones
         built = read_build_manifest(folder)
-        check_data_files(folder, built, config_data_files(folder, config), config=config)
+        files = config_data_files(folder, config)
+        check_data_files(folder, built, files, config=config)
     try:
         # datasets 4 keys its cache of a local folder by name, not content: a rebuilt folder
         # would give the old rows, so a local folder is always re-read
@@ -119,6 +124,7 @@ def load_prompt_config(
             built = {}
     check_prompt_config(ds, f"{dataset} config {config!r}", chat=chat)
     protocol = manifest_protocol(built, config, f"{dataset}/{BUILD_MANIFEST}")
+    content = local_content(config, files, built, len(ds)) if local else hub_content(dataset, revision, config, len(ds))
     return PromptConfig(
         ds,
         dataset,
@@ -130,6 +136,7 @@ def load_prompt_config(
         version=built.get("version"),
         repo_id=None if local else dataset,
         protocol=protocol,
+        content=content,
     )
 
 

@@ -233,7 +233,6 @@ def run_config_ray(
         name_given=request.model_name is not None,
     )
     key = session.key  # under the name the folder already records, when a default name gave way
-    ids = prompts.dataset["id"]
     todo = session.todo
     if on_start is not None:
         on_start(len(session.selected), len(session.selected) - len(todo))
@@ -252,7 +251,7 @@ def run_config_ray(
             batch_size = ITEMS_PER_CALL["cuda" if "num_gpus" in resources else "cpu"]
         table = prompts.dataset.select(todo).with_format("arrow")[:]
         blocks = [table.slice(start, batch_size) for start in range(0, len(todo), batch_size)]
-        expected, seen = {ids[k] for k in todo}, set()
+        expected, seen = set(session.hashes), set()  # the ids of the items to score
         context = ray.data.DataContext.get_current()
         # a dataset copies the context when it is created: Ray's bars go off before that
         progress_bars, context.enable_progress_bars = context.enable_progress_bars, False

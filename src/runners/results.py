@@ -15,14 +15,18 @@ changed never sees (or reuses) another key's rows. Each row also carries `prompt
 hash of what was scored (prompt, messages, options, range): a resumed item whose prompt
 changed is scored again, never reused.
 
+A part's metadata (`PART_CONTENT`) names the prompt content its rows were scored on: a run on
+that content trusts their `prompt_sha256` unhashed; other rows are hashed (`runners.resume`).
+
 Every part is written to a hidden temporary file and renamed into place, so a killed run
 leaves only complete parts; its name holds the writing time and a per-process writer tag, so
 concurrent writers never collide. Readers merge on read: when an id appears in several parts
 of a key (two processes on one key, or an item rescored after its prompt changed), the row of
 the newest part wins, deterministically. At the end of a run the key folder is compacted
-under a lock (the merged rows rewritten as one part, the superseded parts removed), so a
-finished folder has one row per id, as `probes publish` requires. The manifest is updated
-under a lock too. Every part has the same explicit schema, so readers glob all parts.
+under a lock (the merged rows rewritten as one part per prompt content, the parts read
+removed), so a finished folder has one row per id, as `probes publish` requires, in few files.
+The manifest is updated under a lock too. Every part has the same explicit schema, so readers
+glob all parts.
 
 This module is the one home of the layout: the file names (`CARD_NAME`, `MANIFEST_NAME`,
 `DATA_DIR`, `KEY_FILE`), and the readers every stage uses (`read_manifest`, `read_key_file`,
@@ -38,13 +42,15 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from promptgen.core.errors import ProbeError
@@ -89,6 +95,9 @@ RESULT_SCHEMA = pa.schema(
         ("prompt_sha256", pa.string()),
     ]
 )
+
+#: a part's Parquet metadata key for the prompt content its rows were scored on (module docstring)
+PART_CONTENT = b"probes.prompt_content"
 
 #: `seq` is the writing time in ns (older layouts: a per-shard counter); `writer` tells concurrent writers apart
 _PART = re.compile(r"^part-(?P<shard>[0-9]+of[0-9]+)-(?P<seq>[0-9]+)(?:-(?P<writer>[0-9a-z]+))?\.parquet$")
@@ -266,7 +275,7 @@ def part_files(folder: Path) -> list[Path]:
 
 
 def read_part(path: Path, columns: Sequence[str] | None = None) -> pa.Table:
-    """One part, or one line naming the file when it cannot be read (truncated, not parquet).
+    """One part (its schema keeps the part's metadata), or one line naming the file when it cannot be read.
 
     Asked columns a part lacks (an older layout) come back as nulls.
     """
@@ -300,26 +309,23 @@ def read_key_rows(folder: Path, columns: Sequence[str] | None = None, *, file_co
         empty = RESULT_SCHEMA.empty_table().select(cols) if cols else RESULT_SCHEMA.empty_table()
         return empty.append_column(file_column, pa.array([], pa.string())) if file_column else empty
     table = pa.concat_tables(tables, promote_options="default")
-    ids = table.column("id").to_pylist()
-    last = {item_id: k for k, item_id in enumerate(ids)}
-    if len(last) == len(ids):
-        return table
-    keep = sorted(last.values())
-    return table.take(pa.array(keep, pa.int64()))
+    keep = newest_rows(table.column("id"))
+    return table if keep is None else table.take(keep)
+
+
+def newest_rows(ids: pa.ChunkedArray | pa.Array) -> pa.Array | None:
+    """The row of each id's last occurrence, in row order (None when no id repeats): the merge rule, in Arrow."""
+    if pc.count_distinct(ids).as_py() == len(ids):
+        return None
+    rows = pa.table({"id": ids, "row": pa.array(np.arange(len(ids), dtype=np.int64))})
+    last = rows.group_by("id", use_threads=False).aggregate([("row", "max")]).column("row_max")
+    return pa.array(np.sort(last.to_numpy()))
 
 
 def read_done(folder: Path) -> dict[str, tuple[bool, str | None]]:
     """{item id: (refused, prompt_sha256)} over a key folder, merged as `read_key_rows` merges."""
-    table = read_key_rows(folder, ["refused", "prompt_sha256"])
-    return {
-        i: (bool(r), h)
-        for i, r, h in zip(
-            table.column("id").to_pylist(),
-            table.column("refused").to_pylist(),
-            table.column("prompt_sha256").to_pylist(),
-            strict=True,
-        )
-    }
+    rows = read_key_rows(folder, ["refused", "prompt_sha256"]).to_pydict()
+    return {i: (bool(r), h) for i, r, h in zip(rows["id"], rows["refused"], rows["prompt_sha256"], strict=True)}
 
 
 def write_key_file(folder: Path, key: ResultKey) -> None:
@@ -329,14 +335,25 @@ def write_key_file(folder: Path, key: ResultKey) -> None:
         atomic_write_text(target, json.dumps(key.as_dict(), indent=2, sort_keys=True) + "\n")
 
 
-def write_part(folder: Path, shard: tuple[int, int], rows: Sequence[Mapping[str, Any]]) -> Path:
-    """Write rows as a new `part-<i>of<n>-<time>-<writer>.parquet`, atomically, never over another part."""
+def write_part(
+    folder: Path, shard: tuple[int, int], rows: Sequence[Mapping[str, Any]], *, content: str | None = None
+) -> Path:
+    """Write rows as a new `part-<i>of<n>-<time>-<writer>.parquet`, atomically; `content`: see `PART_CONTENT`."""
     label = f"{shard[0]:05d}of{shard[1]:05d}"
     table = pa.Table.from_pylist([{name: row.get(name) for name in RESULT_SCHEMA.names} for row in rows], RESULT_SCHEMA)
-    return _write_new_part(folder, label, table)
+    return _write_new_part(folder, label, table, content=content)
 
 
-def _write_new_part(folder: Path, label: str, table: pa.Table, seq: int | None = None) -> Path:
+def part_content(schema: pa.Schema) -> str | None:
+    """The prompt content a part's rows were scored on, from its schema's metadata (None: not recorded)."""
+    value = (schema.metadata or {}).get(PART_CONTENT)
+    return value.decode("ascii", "replace") if value else None
+
+
+def _write_new_part(
+    folder: Path, label: str, table: pa.Table, seq: int | None = None, content: str | None = None
+) -> Path:
+    table = table.replace_schema_metadata({PART_CONTENT: content.encode("ascii")} if content else None)
     seq = time.time_ns() if seq is None else seq
     while True:
         path = folder / f"part-{label}-{seq:020d}-{_WRITER}.parquet"
@@ -354,28 +371,46 @@ def _lock(path: Path):
     return FileLock(str(path.parent / f".{path.name}.lock"))
 
 
-def compact_key(folder: Path) -> bool:
-    """Rewrite a key folder whose parts repeat ids as one part of the merged rows (True when it did).
+def compact_key(
+    folder: Path, *, content: str | None = None, checked: Collection[str] = (), ids: pa.Array | None = None
+) -> bool:
+    """Rewrite a key folder as one part per prompt content with one row per id (True when it did; else as it was).
 
-    Runs under the folder's lock. Only the parts read are removed, after the merged part is in
-    place, so a part another process adds meanwhile is kept, and a crash at any point leaves
-    rows that still merge to the same result.
+    The rows of the parts `checked` (those whose id is in `ids`, when given) were found current
+    under `content` by a run (`runners.resume`): they join its part. Under the folder's lock;
+    only the parts read are removed, after the merged ones are in place, so a part another
+    process adds meanwhile is kept, and a crash at any point leaves rows that merge the same.
     """
     with _lock(folder / "parts"):
         parts = part_files(folder)
-        if len(parts) < 2:
+        stored = [part_content(read_part(p, []).schema) for p in parts]
+        relabel = [k for k, p in enumerate(parts) if content and p.name in checked and stored[k] != content]
+        if not relabel and len(set(stored)) == len(parts) and not _repeats(parts):
             return False
-        tables = [read_part(p) for p in parts]
-        ids = [i for t in tables for i in t.column("id").to_pylist()]
-        if len(set(ids)) == len(ids):
-            return False
-        merged = read_key_rows(folder)
+        tables = [read_part(p, RESULT_SCHEMA.names) for p in parts]
+        merged = pa.concat_tables(tables, promote_options="default")
+        origin = np.repeat(np.arange(len(parts)), [len(t) for t in tables])
+        keep = newest_rows(merged.column("id"))
+        merged, origin = (merged, origin) if keep is None else (merged.take(keep), origin[keep.to_numpy()])
+        labels = [*sorted({*stored, content} - {None}), None]
+        row_label = np.array([labels.index(c) for c in stored], dtype=np.int64)[origin]
+        moved = np.isin(origin, relabel)
+        if ids is not None:
+            moved &= pc.is_in(merged.column("id"), value_set=ids).to_numpy(zero_copy_only=False)
+        row_label[moved] = labels.index(content)
         newest = _PART.match(parts[-1].name)
         assert newest is not None
-        _write_new_part(folder, newest["shard"], merged.cast(RESULT_SCHEMA), seq=int(newest["seq"]) + 1)
+        for n, code in enumerate(np.unique(row_label).tolist()):
+            rows = merged.take(pa.array(np.flatnonzero(row_label == code))).cast(RESULT_SCHEMA)
+            _write_new_part(folder, newest["shard"], rows, int(newest["seq"]) + 1 + n, labels[code])
         for path in parts:
             path.unlink(missing_ok=True)
         return True
+
+
+def _repeats(parts: list[Path]) -> bool:
+    """Whether an id has rows in two of `parts`."""
+    return len(parts) > 1 and newest_rows(pa.concat_tables(read_part(p, ["id"]) for p in parts)["id"]) is not None
 
 
 def key_folders(results: Path, config: str) -> list[Path]:
@@ -402,12 +437,12 @@ def summarize(results: Path) -> dict[str, dict[str, dict[str, Any]]]:
         return out
     for config_dir in sorted(p for p in data.iterdir() if p.is_dir()):
         for folder in key_folders(results, config_dir.name):
-            done = {i: refused for i, (refused, _) in read_done(folder).items()}
+            refused = read_key_rows(folder, ["refused"]).column("refused")
             key = read_key_file(folder) if (folder / KEY_FILE).is_file() else {}
             out.setdefault(config_dir.name, {})[folder.name] = {
                 **key,
-                "rows": len(done),
-                "refusals": sum(done.values()),
+                "rows": len(refused),
+                "refusals": pc.sum(refused.cast(pa.int64())).as_py() or 0,
             }
     return out
 

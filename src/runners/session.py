@@ -6,11 +6,14 @@
 1. selection: the shard (a hash of the item id), then `--limit` (the first N of the shard);
 2. resume: an item is skipped only when its id is already under the key AND its stored
    `prompt_sha256` equals the current item's (`results.prompt_sha256`), so a rebuilt dataset
-   with changed prompts is rescored, never served stale rows;
+   with changed prompts is rescored, never served stale rows; rows scored on the prompt
+   content the config has now are trusted without hashing their prompts (`runners.resume`);
 3. rows get the key's fields (portable model name, revision, scoring JSON, chat) and their
-   prompt hash, and are flushed as an atomically written part every `flush_every` rows;
-4. at the end the key folder is compacted to one row per id, and the run's manifest entry
-   (provenance, throughput, hardware) and the card are written under the manifest's lock.
+   prompt hash, and are flushed as an atomically written part (labelled with the prompt
+   content) every `flush_every` rows;
+4. at the end the key folder is compacted to one row per id (one part per prompt content),
+   and the run's manifest entry (provenance, throughput, hardware) and the card are written
+   under the manifest's lock.
 
 Drivers only load models and move items to scorers and rows back.
 """
@@ -20,20 +23,20 @@ from __future__ import annotations
 import json
 import platform
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+import pyarrow as pa
 
 from promptgen.core.errors import ProbeError
 from promptgen.core.outputs import Input, Output, check_output, visible_entries
 from promptgen.core.version import __version__
 
-from . import model_identity
+from . import model_identity, resume
 from . import results as res
 from .scoring_settings import ScoringSettings
-
-_HASH_BATCH = 4096
 
 
 @dataclass
@@ -71,16 +74,6 @@ class RunSummary:
             f"{self.tokens_per_s:.0f} {self.tokens_counted} tokens/s, "
             f"{self.wall_s:.1f} s" + (f"; {self.protocol}" if self.protocol else "")
         )
-
-
-def prompt_hashes(dataset: Any, rows: list[int]) -> list[str]:
-    """`results.prompt_sha256` of the dataset rows `rows`, read in batches of the hashed columns only."""
-    columns = [c for c in res.PROMPT_FIELDS if c in dataset.column_names]  # those a config lacks are None
-    out: list[str] = []
-    for start in range(0, len(rows), _HASH_BATCH):
-        batch = dataset.select(rows[start : start + _HASH_BATCH]).select_columns(columns).to_list()
-        out.extend(res.prompt_sha256(item) for item in batch)
-    return out
 
 
 def result_key(
@@ -142,6 +135,8 @@ class Session:
     rescored: int
     hashes: dict[str, str]  # id -> prompt hash of the items to score
     started: float
+    #: the prompt content this run's rows are scored on, and the stored rows it checked (`runners.resume`)
+    checked: resume.Checked = field(default_factory=resume.Checked)
     scoring_started: float = 0.0
     pending: list[dict[str, Any]] = field(default_factory=list)
     parts: int = 0
@@ -180,20 +175,9 @@ class Session:
         key = keep_one_name(Path(results), key, name_given=name_given)
         folder = res.key_dir(results, prompts.config, key)
         remove_stale_temp_files(folder)
-        ids = prompts.dataset["id"]
+        ids = resume.id_column(prompts.dataset)
         selected = select_rows(ids, shard, limit)
-        done = res.read_done(folder)
-        current = prompt_hashes(prompts.dataset, selected)
-        todo: list[int] = []
-        hashes: dict[str, str] = {}
-        rescored = 0
-        for k, digest in zip(selected, current, strict=True):
-            before = done.get(ids[k])
-            if before is not None and before[1] == digest:
-                continue
-            rescored += before is not None
-            todo.append(k)
-            hashes[ids[k]] = digest
+        plan = resume.plan(prompts.dataset, ids, selected, folder, prompts.content)
         return cls(
             prompts=prompts,
             results=Path(results),
@@ -204,11 +188,12 @@ class Session:
             flush_every=flush_every,
             folder=folder,
             selected=selected,
-            todo=todo,
-            rescored=rescored,
-            hashes=hashes,
+            todo=plan.todo,
+            rescored=plan.rescored,
+            hashes=plan.hashes,
             started=time.perf_counter() if started is None else started,
             scoring_started=time.perf_counter(),
+            checked=plan.checked,
         )
 
     def add(self, rows: Iterable[dict[str, Any]]) -> int:
@@ -239,7 +224,7 @@ class Session:
         """Write the pending rows as one part (a killed run loses at most these)."""
         if self.pending:
             res.write_key_file(self.folder, self.key)
-            res.write_part(self.folder, self.shard, self.pending)
+            res.write_part(self.folder, self.shard, self.pending, content=self.checked.content)
             self.parts += 1
             self.pending = []
 
@@ -249,7 +234,10 @@ class Session:
         """Flush, compact the key folder, write the manifest entry and the card; the run's summary."""
 
         self.flush()
-        res.compact_key(self.folder)
+        # the rows it checked are all current only once every stale one was rescored
+        done = self.scored >= len(self.todo)
+        checked = self.checked if done else resume.Checked()
+        res.compact_key(self.folder, content=checked.content, checked=checked.parts, ids=checked.ids)
         scoring_s = time.perf_counter() - self.scoring_started
         wall_s = time.perf_counter() - self.started
         rate = (lambda n: n / scoring_s) if self.todo and scoring_s > 0 else (lambda n: 0.0)
@@ -311,9 +299,12 @@ class Session:
         )
 
 
-def select_rows(ids: list[str], shard: tuple[int, int], limit: int | None) -> list[int]:
+def select_rows(ids: Sequence[str] | pa.ChunkedArray, shard: tuple[int, int], limit: int | None) -> list[int]:
     """The rows of a shard (a hash of the item id, so shards partition a config in any row order), then --limit."""
-    selected = [k for k, i in enumerate(ids) if shard[1] == 1 or res.shard_of(i, shard[1]) == shard[0]]
+    if shard[1] == 1:
+        return list(range(len(ids) if limit is None else min(limit, len(ids))))
+    values = ids.to_pylist() if isinstance(ids, pa.ChunkedArray | pa.Array) else ids
+    selected = [k for k, i in enumerate(values) if res.shard_of(i, shard[1]) == shard[0]]
     return selected if limit is None else selected[:limit]
 
 

@@ -179,7 +179,7 @@ def test_cli_end_to_end(prompts_dir: Path, tmp_path: Path, reference: dict) -> N
         assert row["model"] == load_folder().name and row["model_revision"].startswith("sha256-")  # no local path
         assert json.loads(row["scoring"])["chat"] is False and row["chat"] is False
     (key_dir,) = (out / "data" / "items").iterdir()
-    assert len(list(key_dir.glob("part-*.parquet"))) == 2  # flushed every 4 items
+    assert len(list(key_dir.glob("part-*.parquet"))) == 1  # flushed every 4 items, compacted at the end
     manifest = json.loads((out / "results_manifest.json").read_text())
     (run,) = manifest["runs"].values()
     assert run["items"] == 7 and run["dtype"] == "float32" and run["backend"] == "hf"

@@ -24,7 +24,15 @@ from runners import local_run, model_identity, models
 from runners.models import LoadOptions
 from runners.prompts import PromptConfig, load_prompt_config
 from runners.request import RunRequest
-from runners.results import RESULT_SCHEMA, key_dir, part_files, prompt_sha256, write_key_file, write_part
+from runners.results import (
+    PART_CONTENT,
+    RESULT_SCHEMA,
+    key_dir,
+    part_files,
+    prompt_sha256,
+    write_key_file,
+    write_part,
+)
 from runners.scoring_settings import ScoringSettings
 from runners.session import result_key
 from runners_fixtures import load_folder, load_model, load_tokenizer, require_extra
@@ -142,7 +150,9 @@ def test_ray_resumes_a_loop_run_and_matches_it(prompts: PromptConfig, tmp_path: 
     for row, expected in zip(rows, want, strict=True):
         for column in RESULT_SCHEMA.names:
             _assert_same(row[column], expected[column], f"{row['id']}.{column}")
-    assert len(part_files(folder)) == 3  # the seeded part and one per Ray batch (flushed every row)
+    # the seeded part and one per Ray batch (flushed every row), compacted into one for the prompt content
+    (part,) = part_files(folder)
+    assert pq.read_schema(part).metadata[PART_CONTENT] == prompts.content.sha256.encode()
 
     manifest = json.loads((out / "results_manifest.json").read_text())
     (run,) = manifest["runs"].values()  # same run id as `probes run`: the entry is the latest run's
@@ -154,7 +164,7 @@ def test_ray_resumes_a_loop_run_and_matches_it(prompts: PromptConfig, tmp_path: 
 
     again = CliRunner().invoke(app, [*args, "--ray"])  # nothing left: no replica is started
     assert again.exit_code == 0 and "0 items scored (7 already done)" in again.output
-    assert len(part_files(folder)) == 3
+    assert part_files(folder) == [part]
 
 
 def test_more_workers_than_the_cluster_holds_is_one_error(prompts: PromptConfig, tmp_path: Path) -> None:

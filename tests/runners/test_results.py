@@ -306,3 +306,49 @@ def test_a_killed_writers_temp_files_are_removed_at_the_next_run(tmp_path: Path)
     os.utime(old, (stale, stale))
     assert remove_stale_temp_files(folder) == [old]
     assert not old.exists() and fresh.exists() and part.exists()
+
+
+def test_newest_rows_is_the_last_occurrence_of_each_id() -> None:
+    import random
+
+    rng = random.Random(0)
+    ids = [f"i{rng.randrange(50)}" for _ in range(300)]
+    last = {item_id: k for k, item_id in enumerate(ids)}
+    keep = res.newest_rows(pa.array(ids))
+    assert keep is not None and keep.to_pylist() == sorted(last.values())
+    assert res.newest_rows(pa.array(sorted(set(ids)))) is None
+
+
+def test_compaction_keeps_the_newest_row_per_id_in_one_part_per_prompt_content(tmp_path: Path) -> None:
+    folder = tmp_path / "key"
+    folder.mkdir()
+    written = [  # (content label, ids), oldest first
+        (None, ["a", "b", "c", "d"]),
+        ("X", ["c", "e"]),
+        (None, ["d", "f", "g", "z"]),  # z: not checked, stays unlabelled
+        ("Y", ["g", "h"]),
+    ]
+    parts = [
+        res.write_part(folder, (0, 1), [{"id": i, "context_tokens": n} for i in ids], content=label)
+        for n, (label, ids) in enumerate(written)
+    ]
+    # a run under X checked the rows of the unlabelled parts whose ids it selected: a, b, d, f
+    checked = {parts[0].name, parts[2].name}
+    assert res.compact_key(folder, content="X", checked=checked, ids=pa.array(["a", "b", "d", "f"]))
+    want: dict[str, tuple[str | None, int]] = {}  # id -> (label, part it came from), by the rule
+    for n, (label, ids) in enumerate(written):
+        for i in ids:
+            moved = parts[n].name in checked and i in ("a", "b", "d", "f")
+            want[i] = ("X" if moved else label, n)
+    got = {}
+    for part in res.part_files(folder):
+        label = res.part_content(pq.read_schema(part))
+        for row in pq.read_table(part).to_pylist():
+            assert row["id"] not in got
+            got[row["id"]] = (label, row["context_tokens"])
+    assert got == want
+    labels = [res.part_content(pq.read_schema(p)) for p in res.part_files(folder)]
+    assert sorted(labels, key=str) == sorted({label for label, _ in want.values()}, key=str)  # one part each
+    before = res.part_files(folder)
+    assert not res.compact_key(folder, content="X", checked=checked)  # in shape, and those parts are gone
+    assert res.part_files(folder) == before
