@@ -32,6 +32,7 @@ from .device import (
 )
 from .extras import require_for_scoring
 from .prompts import PromptConfig
+from .resume import id_column
 from .scoring_settings import ScoringSettings
 from .session import select_rows
 
@@ -188,7 +189,7 @@ def needs_of(
 
     def needed(tokenizer: Any) -> int:
         use_chat = bool(getattr(tokenizer, "chat_template", None)) if chat is None else chat
-        rows = select_rows(prompts.dataset["id"], shard, limit)
+        rows = select_rows(id_column(prompts.dataset), shard, limit)
         return context_length.tokens_needed(prompts.dataset, rows, tokenizer, use_chat, settings)
 
     return needed

@@ -203,6 +203,9 @@ def run_config_ray(
     progress bars are off during the run: `on_start(total, done)` and `on_advance(n)` report progress.
     """
     load, model, settings = request.load, request.model, request.settings
+    # `run.resolve_protocol` lays a dataset's protocol under a request; called directly, the driver
+    # scores a request's own settings, None being the project's defaults (as `local_run.run_config`)
+    settings = ScoringSettings() if settings is None else settings
     backend, device, num_workers = load.backend, load.device, request.ray_workers
     shard, limit, batch_size = request.shard_range, request.limit, request.batch_size
     require_for_scoring(backend=backend, ray=True, what="run_config_ray")

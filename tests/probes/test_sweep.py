@@ -77,7 +77,7 @@ def test_sweep_scores_every_declared_config_with_one_load(datasets_dir: Path, tm
     assert {(n, s.config) for n, s in result.summaries} == {
         (("intergroup-empathy" if n.startswith("intergroup") else n), c) for n, cs in declared.items() for c in cs
     }
-    assert len(declared["talent-or-luck"]) == 3 and len(declared["trust-game-names"]) == 5
+    assert len(declared["talent-or-luck"]) == 6 and len(declared["trust-game-names"]) == 5
     assert all(s.selected == LIMIT and s.items == LIMIT for _, s in result.summaries)
     (plan,) = planned
     assert plan.items == LIMIT * len(result.summaries) and plan.hours is not None and plan.hours > 0
@@ -100,6 +100,7 @@ def _sweep_command(datasets: Path, out: Path) -> list[str]:
     return [
         sys.executable, "-m", "probes.cli", "sweep", "--model", model, "--datasets", str(datasets), "--out", str(out),
         "--limit-per-config", "3", "--flush-every", "1", "--batch-size", "1", "--yes", "--quiet",
+        "--config", "single_actor", "--config", "race_probe", "--config", "probing", "--config", "religion_P0S1T0",
     ]  # fmt: skip
 
 
@@ -113,10 +114,16 @@ def test_sigkilled_three_times_then_rerun_equals_an_uninterrupted_sweep(datasets
     rng = random.Random(11)
     kills = 0
     for _ in range(3):
-        proc = subprocess.Popen(
-            _sweep_command(datasets_dir, killed), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        time.sleep(rng.uniform(3.0, 12.0))
+        before = len(list(killed.glob("results/*/data/*/*/part-*.parquet")))
+        command = _sweep_command(datasets_dir, killed)
+        proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 600
+        # a random moment once this start has written something: mid-config, between configs or mid-write
+        while proc.poll() is None and time.monotonic() < deadline:
+            if len(list(killed.glob("results/*/data/*/*/part-*.parquet"))) > before:
+                time.sleep(rng.uniform(0.0, 1.5))
+                break
+            time.sleep(0.05)
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             kills += 1
