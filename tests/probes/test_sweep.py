@@ -66,17 +66,17 @@ def test_sweep_scores_every_declared_config_with_one_load(datasets_dir: Path, tm
     real = models.load_backend
     monkeypatch.setattr(models, "load_backend", lambda *a, **k: loads.append(a) or real(*a, **k))
     planned = []
-    result = api.sweep(
-        api.SweepRequest(
-            str(tiny_llama_folder("float32")), tmp_path / "s", datasets=datasets_dir, limit_per_config=LIMIT
-        ),
-        confirm=lambda plan: planned.append(plan) or True,
-    )
-    assert len(loads) == 1
     declared = _declared(datasets_dir)
+    # every declared config but the 2.97 M-row actor_actor_release, whose `datasets` cache takes 7.5 GiB of disk
+    wanted = tuple(c for cs in declared.values() for c in cs if c != "actor_actor_release")
+    request = api.SweepRequest(
+        str(tiny_llama_folder("float32")), tmp_path / "s", datasets=datasets_dir, limit_per_config=LIMIT, configs=wanted
+    )
+    result = api.sweep(request, confirm=lambda plan: planned.append(plan) or True)
+    assert len(loads) == 1
     assert {(n, s.config) for n, s in result.summaries} == {
         (("intergroup-empathy" if n.startswith("intergroup") else n), c) for n, cs in declared.items() for c in cs
-    }
+    } - {("talent-or-luck", "actor_actor_release")}
     assert len(declared["talent-or-luck"]) == 6 and len(declared["trust-game-names"]) == 5
     assert all(s.selected == LIMIT and s.items == LIMIT for _, s in result.summaries)
     (plan,) = planned
@@ -87,11 +87,7 @@ def test_sweep_scores_every_declared_config_with_one_load(datasets_dir: Path, tm
     record = json.loads(text)
     assert len(record["configs"]) == len(result.summaries)
     assert str(tmp_path) not in text and "/root" not in text  # no local path in the summary
-    again = api.sweep(
-        api.SweepRequest(
-            str(tiny_llama_folder("float32")), tmp_path / "s", datasets=datasets_dir, limit_per_config=LIMIT
-        )
-    )
+    again = api.sweep(request)
     assert all(s.items == 0 and s.skipped == LIMIT for _, s in again.summaries)  # finished configs are skipped
 
 
@@ -99,7 +95,7 @@ def _sweep_command(datasets: Path, out: Path) -> list[str]:
     model = str(tiny_llama_folder("float32"))
     return [
         sys.executable, "-m", "probes.cli", "sweep", "--model", model, "--datasets", str(datasets), "--out", str(out),
-        "--limit-per-config", "3", "--flush-every", "1", "--batch-size", "1", "--yes", "--quiet",
+        "--limit-per-config", "8", "--flush-every", "1", "--batch-size", "1", "--yes", "--quiet",
         "--config", "single_actor", "--config", "race_probe", "--config", "probing", "--config", "religion_P0S1T0",
     ]  # fmt: skip
 
@@ -121,7 +117,7 @@ def test_sigkilled_three_times_then_rerun_equals_an_uninterrupted_sweep(datasets
         # a random moment once this start has written something: mid-config, between configs or mid-write
         while proc.poll() is None and time.monotonic() < deadline:
             if len(list(killed.glob("results/*/data/*/*/part-*.parquet"))) > before:
-                time.sleep(rng.uniform(0.0, 1.5))
+                time.sleep(rng.uniform(0.0, 0.4))
                 break
             time.sleep(0.05)
         if proc.poll() is None:
