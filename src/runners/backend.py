@@ -29,12 +29,26 @@ BACKENDS = ("hf", "vllm")
 
 
 @dataclass(frozen=True)
+class NumberBound:
+    """A number request scored to a tolerance (`runners.number_bound`), not over its whole trie."""
+
+    #: the certified L1 bound the expansion stops at (relative to the resolved mass), in (0, 1)
+    tolerance: float
+    #: the token paths at which a number in range ends (the trie's surface forms)
+    ends: tuple[tuple[int, ...], ...]
+
+
+@dataclass(frozen=True)
 class ScoreRequest:
     context: tuple[int, ...]
     continuations: tuple[tuple[int, ...], ...] = ()
     #: token ids whose next-token log-probabilities are wanted (after the context and, if
     #: there are continuations, after each of their tokens)
     candidates: tuple[int, ...] = ()
+    #: None: every continuation token is scored. Set (number items with a tolerance): the
+    #: backend expands the continuation trie only as far as the bound needs, and the result
+    #: holds NaN for every token and candidate row it did not compute
+    bound: NumberBound | None = None
 
     def __post_init__(self) -> None:
         if not self.context:
@@ -43,6 +57,8 @@ class ScoreRequest:
             raise ValueError("continuations must be non-empty")
         if not self.continuations and not self.candidates:
             raise ValueError("a request asks for continuations, candidates or both")
+        if self.bound is not None and not (self.continuations and self.candidates):
+            raise ValueError("a bounded request needs continuations (the trie's leaves) and candidates")
 
 
 @dataclass(frozen=True)

@@ -47,9 +47,11 @@ from typing import Any
 import numpy as np
 
 from .backend import ContinuationScore, GenerateRequest, Generation, ScoreRequest, ScoreResult
+from .hf_bounded import bounded_passes
 from .hf_generate import generate
 from .hf_logprobs import LogSoftmax, candidate_logprobs_by_row, gather_logprobs
 from .hf_tree_pass import KVPool, TreeRow, tree_pass
+from .number_bound import TrieExpansion
 from .token_accounting import (
     DEFAULT_MAX_BATCH_TOKENS,
     MIN_SHARED_PREFIX,
@@ -282,7 +284,24 @@ class HFBackend:
         token_lp: list[list[np.ndarray]] = []
         next_lp: list[list[np.ndarray]] = []
         fed: list[list[tuple[int, ...]]] = []
+        bounded = {i: TrieExpansion(r) for i, r in enumerate(requests) if r.bound is not None}
+        for i, exp in bounded.items():
+            exp.root(after[i])
+        if bounded:
+            bounded_passes(
+                self.model,
+                pool,
+                bounded,
+                {i: paths[end_node[i]] for i in bounded},
+                max_batch_tokens=self.max_batch_tokens,
+                max_logit_rows=self.max_logit_rows,
+            )
         for i, r in enumerate(requests):
+            if i in bounded:
+                token_lp.append([])
+                next_lp.append([])
+                fed.append([])
+                continue
             token_lp.append(
                 [np.array([after[i][c[0]]] + [np.nan] * (len(c) - 1), dtype=np.float64) for c in r.continuations]
             )
@@ -296,6 +315,9 @@ class HFBackend:
 
         results = []
         for i, r in enumerate(requests):
+            if i in bounded:
+                results.append(bounded[i].result(computed[i] + bounded[i].positions))
+                continue
             conts = tuple(ContinuationScore(token_lp[i][j], next_lp[i][j]) for j in range(len(r.continuations)))
             cands = np.array([after[i][c] for c in r.candidates], dtype=np.float64)
             results.append(ScoreResult(conts, cands, len(r.context), computed[i] + len(fed[i])))

@@ -39,6 +39,10 @@ class TreeRow:
     positions: Sequence[int]
     #: pool slots where the tokens' keys and values are kept (context passes), else None
     slots: Sequence[int] | None = None
+    #: (tokens, len(past)) booleans: which past slots each token sees; None: all of them. A
+    #: bounded number trie (`runners.hf_bounded`) keeps every computed node in the past, and
+    #: each new node sees the context and its own ancestors only
+    sees: np.ndarray | None = None
 
 
 def _ancestry(parents: Sequence[int]) -> np.ndarray:
@@ -103,6 +107,25 @@ class KVPool:
         self.config = config
         self.keys: list[Any] = []
         self.values: list[Any] = []
+
+    def reserve(self, n: int) -> list[int]:
+        """`n` more slots at the end (a bounded trie's nodes, kept between its passes); their indices.
+
+        Storage grows by doubling, so a batch's passes copy the pool a logarithmic number of times.
+        """
+        import torch
+
+        start = self.size
+        self.size += n
+        for layer in range(len(self.keys)):
+            held = self.keys[layer].shape[0]
+            if self.size > held:
+                grown = max(self.size, 2 * held)
+                for store in (self.keys, self.values):
+                    old = store[layer]
+                    store[layer] = torch.zeros((grown, *old.shape[1:]), dtype=old.dtype, device=old.device)
+                    store[layer][:held] = old
+        return list(range(start, start + n))
 
     def cache(self, index: Any, new_tokens: int) -> Any:
         """A cache holding the slots `index` (rows, positions) per row, with room for `new_tokens` more.
@@ -172,7 +195,7 @@ def tree_pass(model: Any, pool: KVPool, rows: list[TreeRow], *, all_logits: bool
         ids[b, pad:] = r.tokens
         positions[b, pad:] = r.positions
         past[b, : len(r.past)] = r.past
-        allowed[b, pad:, : len(r.past)] = True
+        allowed[b, pad:, : len(r.past)] = True if r.sees is None else r.sees
         allowed[b, pad:, past_len + pad :] = _ancestry(r.parents)
         allowed[b, np.arange(pad), past_len + np.arange(pad)] = True
         if r.slots is not None:

@@ -92,6 +92,10 @@ RESULT_SCHEMA = pa.schema(
         ("parsed_value", pa.int64()),
         ("parse_status", pa.string()),
         ("finish_reason", pa.string()),
+        #: number items: the certified L1 bound on `number_probs` (0 exact; `runners.number_bound`)
+        #: and the trie positions computed for the item
+        ("number_bound", pa.float64()),
+        ("trie_positions", pa.int64()),
         ("prompt_sha256", pa.string()),
     ]
 )

@@ -17,14 +17,22 @@ from __future__ import annotations
 import math
 import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from promptgen.seeding import hash_int
 
-from .backend import Backend, GenerateRequest, GeneratingBackend, Generation, ScoreRequest, ScoreResult
+from .backend import (
+    Backend,
+    GenerateRequest,
+    GeneratingBackend,
+    Generation,
+    NumberBound,
+    ScoreRequest,
+    ScoreResult,
+)
 from .distributions import (
     NumberTrie,
     build_number_trie,
@@ -37,6 +45,7 @@ from .distributions import (
     number_request,
     sentence_choice_probs,
 )
+from .number_bound import bounded_number_distribution, trie_size
 from .parse import parse_choice, parse_number, parse_text
 from .scoring_settings import ScoringSettings
 from .tokenize import (
@@ -96,7 +105,10 @@ def _prepare(
             ids = first_token_ids(paths)
             return _Prepared(item, first_token_request(ctx, ids), first_ids=ids)
         trie = build_number_trie(paths)
-        return _Prepared(item, number_request(ctx, trie, digits), trie=trie)
+        request = number_request(ctx, trie, digits)
+        if settings.number_tolerance > 0:
+            request = replace(request, bound=NumberBound(settings.number_tolerance, tuple(dict.fromkeys(trie.forms))))
+        return _Prepared(item, request, trie=trie)
     if task == "text":
         raise ValueError(f"{where}: a free-text item (task `text`) can only be generated: use --scoring generate")
     raise ValueError(f"{where}: task must be `choice` or `number`, got {task!r}")
@@ -125,14 +137,20 @@ def _empty_row(context_tokens: int) -> dict[str, Any]:
         "parsed_value": None,
         "parse_status": None,
         "finish_reason": None,
+        "number_bound": None,
+        "trie_positions": None,
     }
 
 
 def _row(prepared: _Prepared, result: ScoreResult, settings: ScoringSettings) -> dict[str, Any]:
     row = _empty_row(result.context_tokens)
     if prepared.trie is not None or prepared.first_ids is not None:
-        if prepared.trie is not None:
+        if prepared.trie is not None and prepared.request.bound is not None:
+            dist, bound, positions = bounded_number_distribution(prepared.trie, result)
+            row.update(number_bound=bound, trie_positions=positions)
+        elif prepared.trie is not None:
             dist = number_distribution(prepared.trie, result)
+            row.update(number_bound=0.0, trie_positions=trie_size(prepared.trie))
         else:
             dist = first_token_distribution(prepared.first_ids, result)
         row.update(

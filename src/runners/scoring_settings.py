@@ -17,6 +17,7 @@ from promptgen.core.errors import ProbeError
 from promptgen.protocols import Protocol
 
 from .distributions import NUMBER_MODES
+from .number_bound import check_tolerance
 
 CHOICE_MODES = ("sentence", "letter")
 MODES = ("score", "generate")
@@ -39,6 +40,9 @@ class ScoringSettings:
     #: number items: "exact" (the digit trie) or "first-token" (the next-token distribution
     #: after the context, over the numbers' one-token forms; `runners.distributions`)
     number_mode: str = "exact"
+    #: exact number items: 0 computes every trie node; above 0, the trie is expanded only until
+    #: the certified L1 bound on `number_probs` is at most this (`runners.number_bound`)
+    number_tolerance: float = 0.0
     #: an item is refused when the valid mass (letter and number modes) is below this
     refusal_threshold: float = 0.5
     #: "score" reads probabilities; "generate" generates text and parses the answer from it
@@ -62,6 +66,9 @@ class ScoringSettings:
             raise ValueError(f"refusal_threshold must be in [0, 1], got {self.refusal_threshold}")
         if self.number_mode not in NUMBER_MODES:
             raise ValueError(f"number_mode must be one of {', '.join(NUMBER_MODES)}, got {self.number_mode!r}")
+        check_tolerance(self.number_tolerance)
+        if self.number_tolerance > 0 and (self.mode != "score" or self.number_mode != "exact"):
+            raise ValueError("a number tolerance applies to the exact number mode only")
         if not self.label_prefixes or not self.number_prefixes:
             raise ValueError("label_prefixes and number_prefixes must not be empty")
 
@@ -77,6 +84,9 @@ class ScoringSettings:
         # before the mode existed stay valid, and a first-token key never equals an exact one
         if self.number_mode == "exact" or self.mode != "score":
             values.pop("number_mode")
+        # likewise the tolerance: 0 (exact) keeps the keys of runs made before it existed
+        if not self.number_tolerance:
+            values.pop("number_tolerance")
         if self.mode == "score":
             for name in (*GENERATION_FIELDS, "mode"):
                 values.pop(name)
@@ -113,11 +123,19 @@ def scoring_settings(
     max_new_tokens: int = 16,
     seed: int = 0,
     number_mode: str = "exact",
+    number_tolerance: float = 0.0,
 ) -> ScoringSettings:
     """The settings of `probes run --scoring NAME`: `sentence`, `letter` read probabilities; `generate` generates."""
     if scoring not in SCORING_NAMES:
         raise ProbeError(f"--scoring must be sentence, letter or generate, got {scoring!r}")
     check_sampling(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)
+    if not (math.isfinite(number_tolerance) and 0 <= number_tolerance < 1):
+        raise ProbeError(
+            f"--number-tolerance must be at least 0 (exact) and below 1 (an L1 bound on the number distribution), "
+            f"got {number_tolerance}"
+        )
+    if number_tolerance and scoring == "generate":
+        raise ProbeError("--number-tolerance bounds a scored number distribution: not for --scoring generate")
     if scoring == "generate":
         # floats as floats: a protocol's `temperature: 0` and the flag's 0.0 must make one key
         return ScoringSettings(
@@ -129,7 +147,16 @@ def scoring_settings(
         )
     if number_mode not in NUMBER_MODES:
         raise ProbeError(f"--number-mode must be one of {', '.join(NUMBER_MODES)}, got {number_mode!r}")
-    return ScoringSettings(choice_mode=scoring, length_normalize=length_normalize, number_mode=number_mode)
+    if number_tolerance and number_mode != "exact":
+        raise ProbeError(
+            f"--number-tolerance bounds the exact trie; --number-mode {number_mode} reads no trie: drop one of the two"
+        )
+    return ScoringSettings(
+        choice_mode=scoring,
+        length_normalize=length_normalize,
+        number_mode=number_mode,
+        number_tolerance=float(number_tolerance),
+    )
 
 
 @dataclass(frozen=True)

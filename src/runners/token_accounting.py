@@ -417,6 +417,24 @@ def vllm_token_counts(
     return _counts(requests, computed_context, continuation, per_request)
 
 
+def vllm_bounded_trie_positions(
+    request: ScoreRequest, positions: float, *, block_size: int = DEFAULT_VLLM_BLOCK_SIZE, max_candidates: int = 128
+) -> float:
+    """The positions vLLM computes for a bounded number item's expanded nodes, its context's blocks cached.
+
+    The vLLM backend expands a bounded trie (`runners.vllm_bounded`) with one prompt per
+    expanded node: the context and the node's path, whose next-token candidates (the digits)
+    are read in groups of `max_candidates`. Each prompt recomputes the context's last partial
+    block and the path (whole blocks come from the cache); `positions` such prompts, at the
+    trie's mean node depth. The root's candidates are read from the context's own prompt,
+    which the context positions already count.
+    """
+    nodes = continuation_nodes(request.continuations, True)
+    depth = sum(len(node) for node in nodes) / len(nodes)
+    groups = max(1, -(-len(request.candidates) // max_candidates))
+    return min(positions, len(nodes)) * (len(request.context) % block_size + depth) * groups
+
+
 def count_tokens(
     requests: Sequence[ScoreRequest],
     *,

@@ -198,6 +198,17 @@ NumberMode = Annotated[
         "Default: the dataset's protocol, else exact.",
     ),
 ]
+NumberTolerance = Annotated[
+    float | None,
+    typer.Option(
+        "--number-tolerance",
+        metavar="EPS",
+        help="Exact number items: 0 computes every node of the digit trie; EPS in (0, 1) expands the trie only "
+        "until a certified bound on the L1 distance between the reported and the exact number distribution is at "
+        "most EPS (relative to the resolved mass; each row records number_bound and trie_positions). Part of the "
+        "result key. Default: 0.",
+    ),
+]
 Temperature = Annotated[
     float | None,
     typer.Option("--temperature", help="generate: 0 is greedy; above 0 samples (at least 0; default 0)."),
@@ -282,6 +293,7 @@ SCORING = OptionGroup(
         "scoring": (Scoring, None),
         "length_normalize": (LengthNormalize, None),
         "number_mode": (NumberMode, None),
+        "number_tolerance": (NumberTolerance, None),
         "temperature": (Temperature, None),
         "top_p": (TopP, None),
         "max_new_tokens": (MaxNewTokensRun, None),

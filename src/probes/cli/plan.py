@@ -45,6 +45,32 @@ def plan_cmd(
             "--json", help="Write the full plan as JSON to this file (a new file or an earlier plan).", metavar="FILE"
         ),
     ] = None,
+    number_tolerance: Annotated[
+        float,
+        typer.Option(
+            "--number-tolerance",
+            metavar="EPS",
+            help="Also price a bounded run (`probes run --number-tolerance EPS`): number items computed to a certified "
+            "L1 bound EPS, at the trie positions per item of --profile or --trie-positions. Default 0: not priced.",
+        ),
+    ] = 0.0,
+    profile: Annotated[
+        Path | None,
+        typer.Option(
+            "--profile",
+            metavar="RESULTS",
+            help="Results folder of a sample scored at --number-tolerance EPS: its mean trie_positions per number "
+            "item prices the bounded run (the positions depend on the model and prompt; measure them).",
+        ),
+    ] = None,
+    trie_positions: Annotated[
+        float | None,
+        typer.Option(
+            "--trie-positions",
+            metavar="N",
+            help="Instead of --profile: N trie positions per number item (an exact 0-100 trie has ~203).",
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
 ) -> None:
     """Price a sweep without running the model: tokens per backend and number mode, FLOPs, GPU hours."""
@@ -65,6 +91,9 @@ def plan_cmd(
         seed=seed,
         tokens_per_s=tokens_per_s,
         json_out=json_out,
+        number_tolerance=number_tolerance,
+        profile=profile,
+        trie_positions=trie_positions,
     )
     plan = api.plan(request, progress=None if quiet else lambda line: err.print(line, highlight=False))
     table = Table(title=f"plan: {model} on {gpu} at MFU {mfu}")

@@ -33,6 +33,8 @@ from .configs import ConfigRows
 DEFAULT_SAMPLE_CALLS = 4
 #: number items per sampled call whose trie request is built (the costly part: ~200 tokenisations each)
 DEFAULT_TRIE_ITEMS = 16
+#: the plan's third number mode: exact with a tolerance (`--number-tolerance`), priced from a node profile
+BOUNDED = "bounded"
 
 
 @dataclass
@@ -107,6 +109,8 @@ class PlanSettings:
     #: number items per sampled call whose full trie request is built (None: all of them)
     trie_items: int | None = DEFAULT_TRIE_ITEMS
     seed: int = 0
+    #: the bounded mode's trie positions per number item (a measured profile; None: not priced)
+    trie_positions: float | None = None
 
 
 def context_request(item: Mapping[str, Any], tokenizer: Any, chat: bool, candidates: tuple[int, ...]) -> ScoreRequest:
@@ -146,6 +150,10 @@ def count_call(
     """
     from .. import token_accounting as ta
 
+    bounded = mode == BOUNDED
+    if bounded and settings.trie_positions is None:
+        raise ValueError("the bounded mode is priced from a node profile (trie_positions)")
+    mode = "exact" if bounded else mode  # a bounded run builds the exact requests
     numbers = [k for k, item in enumerate(items) if item.get("task") == "number"]
     want = len(numbers) if settings.trie_items is None else min(settings.trie_items, len(numbers))
     picked = [numbers[(j * len(numbers)) // want] for j in range(want)] if want else []
@@ -153,15 +161,16 @@ def count_call(
     others = [k for k in range(len(items)) if k not in set(numbers)]
     full.update(zip(others, prepare([items[k] for k in others], mode), strict=True) if others else {})
     template = next((full[k] for k in picked), None)
-    requests = [
-        full[k] if k not in set(numbers) else contexts(items[k], template.candidates if template else ())
-        for k in range(len(items))
-    ]
+    candidates = template.candidates if template else ()
+    requests = [full[k] if k not in set(numbers) else contexts(items[k], candidates) for k in range(len(items))]
     out: dict[str, dict[str, float]] = {}
     hf = ta.hf_token_counts(requests, max_batch_tokens=settings.max_batch_tokens, items_per_call=None)
     vl = ta.vllm_token_counts(requests, block_size=settings.block_size, items_per_call=None)
-    # hf: a trie costs its nodes, whatever its context, so the picked tries scale to the call
+    # hf: a trie costs its nodes (bounded: the profile's positions, at most its nodes), whatever
+    # its context, so the picked tries scale to the call
     per_trie = [ta.hf_token_counts([full[k]], items_per_call=None).continuation_positions for k in picked]
+    if bounded:
+        per_trie = [min(settings.trie_positions, n) for n in per_trie]
     scale = len(numbers) / len(picked) if picked else 0.0
     tries = {"hf": scale * sum(per_trie), "vllm": 0.0}
     # vLLM: every level prompt recomputes its context's last partial block, so a trie's cost
@@ -171,9 +180,13 @@ def count_call(
     for k in numbers:
         near = full[k] if k in full else full[max((p for p in picked if p <= k), default=picked[0])]
         own = ScoreRequest(requests[k].context, near.continuations, near.candidates)
-        tries["vllm"] += ta.vllm_token_counts(
-            [own], block_size=settings.block_size, items_per_call=None
-        ).continuation_positions
+        if bounded:
+            positions = settings.trie_positions
+            tries["vllm"] += ta.vllm_bounded_trie_positions(own, positions, block_size=settings.block_size)
+        else:
+            tries["vllm"] += ta.vllm_token_counts(
+                [own], block_size=settings.block_size, items_per_call=None
+            ).continuation_positions
     for name, counts in (("hf", hf), ("vllm", vl)):
         out[name] = {
             "items": len(items),
@@ -227,7 +240,7 @@ def count_config(
             try:
                 counted = count_call(items, run_prepare, contexts, mode, settings)
             except ValueError as exc:
-                if mode == "exact":
+                if mode != "first-token":
                     raise ProbeError(str(exc)) from None
                 unavailable[mode] = str(exc)  # e.g. first-token mode on a digit-by-digit tokenizer
                 continue
@@ -237,6 +250,8 @@ def count_config(
             on_call(done + 1, len(chosen))
     out: dict[str, Any] = {"items": rows.rows, "calls": calls, "sampled_calls": None if exact else chosen}
     out["trie_items_per_call"] = settings.trie_items
+    if BOUNDED in modes:
+        out["trie_positions_per_item"] = settings.trie_positions
     for (backend, mode), tally in tallies.items():
         if mode in unavailable:
             out.setdefault(backend, {})[mode] = {"items": rows.rows, "unavailable": unavailable[mode]}

@@ -22,9 +22,10 @@ from promptgen.hub.read import config_files, is_path_like
 from ..backend import BACKENDS
 from ..distributions import NUMBER_MODES
 from .configs import ConfigRows, item_configs
-from .count import DEFAULT_SAMPLE_CALLS, DEFAULT_TRIE_ITEMS, PlanSettings, count_config
+from .count import BOUNDED, DEFAULT_SAMPLE_CALLS, DEFAULT_TRIE_ITEMS, PlanSettings, count_config
 from .output import PLAN_OUTPUT
 from .pricing import DEFAULT_MFU, GPUS, ModelShape, count_params, hours, load_model_config
+from .profile import TrieProfile, read_profile
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,17 @@ class PlanRequest:
     modes: tuple[str, ...] = NUMBER_MODES
     #: where `--json` writes the plan (`write_json`), checked with the rest before any counting
     json_out: str | Path | None = None
+    #: above 0: also price the bounded mode at this tolerance, from `profile` or `trie_positions`
+    number_tolerance: float = 0.0
+    #: a results folder of a bounded sample run at `number_tolerance` (`plan.profile.read_profile`)
+    profile: Path | None = None
+    #: or the trie positions per number item, given directly
+    trie_positions: float | None = None
+
+    @property
+    def priced_modes(self) -> tuple[str, ...]:
+        """The number modes priced: the run's two (or those asked), and the bounded one with a tolerance."""
+        return (*self.modes, BOUNDED) if self.number_tolerance else self.modes
 
 
 def check_request(req: PlanRequest) -> None:
@@ -68,6 +80,22 @@ def check_request(req: PlanRequest) -> None:
     bad = [m for m in req.modes if m not in NUMBER_MODES]
     if bad or not req.modes:
         raise ProbeError(f"--number-mode must be among {', '.join(NUMBER_MODES)}, got {', '.join(bad) or 'none'}")
+    if not (math.isfinite(req.number_tolerance) and 0 <= req.number_tolerance < 1):
+        raise ProbeError(f"--number-tolerance must be at least 0 and below 1, got {req.number_tolerance}")
+    if req.trie_positions is not None and not (math.isfinite(req.trie_positions) and req.trie_positions > 0):
+        raise ProbeError(f"--trie-positions must be a positive number of positions per item, got {req.trie_positions}")
+    given = [
+        flag for flag, v in (("--profile", req.profile), ("--trie-positions", req.trie_positions)) if v is not None
+    ]
+    if req.number_tolerance and len(given) != 1:
+        raise ProbeError(
+            "--number-tolerance prices a bounded run from its trie positions per item: give --profile RESULTS "
+            "(a sample run at that tolerance) or --trie-positions N" + (" (not both)" if given else "")
+        )
+    if given and not req.number_tolerance:
+        raise ProbeError(f"{given[0]} prices a bounded run: give its --number-tolerance too")
+    if req.profile is not None and not req.profile.is_dir():
+        raise ProbeError(f"--profile {req.profile} is not a results folder")
     if not req.dataset.is_dir():
         raise ProbeError(f"prompt dataset folder {req.dataset} does not exist")
     folder = Path(req.model).expanduser()
@@ -134,6 +162,15 @@ def make_plan(req: PlanRequest, *, progress: Callable[[str], None] | None = None
         raise ProbeError(f"{req.dataset} has no config of scorable items")
     files = {c: config_files(req.dataset, c, required=True) for c in configs}  # every name checked before any counting
     settings = default_batching(req, config, shape)
+    profile = None
+    if req.number_tolerance:
+        profile = (
+            read_profile(req.profile, req.number_tolerance)
+            if req.profile is not None
+            else TrieProfile(float(req.trie_positions or 0), "--trie-positions")
+        )
+        settings = dataclasses.replace(settings, trie_positions=profile.trie_positions)
+    modes = req.priced_modes
     per_config: dict[str, Any] = {}
     for name in configs:
         rows = ConfigRows(files[name])
@@ -142,9 +179,9 @@ def make_plan(req: PlanRequest, *, progress: Callable[[str], None] | None = None
             if progress:
                 progress(f"{name}: call {done}/{total}")
 
-        counts = count_config(rows, tokenizer, chat, settings, modes=req.modes, on_call=tick)
+        counts = count_config(rows, tokenizer, chat, settings, modes=modes, on_call=tick)
         for backend in BACKENDS:
-            for mode in req.modes:
+            for mode in modes:
                 if "unavailable" not in counts[backend][mode]:
                     counts[backend][mode].update(
                         hours(shape, counts[backend][mode], req.gpu, req.mfu, req.tokens_per_s)
@@ -152,7 +189,7 @@ def make_plan(req: PlanRequest, *, progress: Callable[[str], None] | None = None
         per_config[name] = counts
     totals: dict[str, Any] = {}
     for backend in BACKENDS:
-        for mode in req.modes:
+        for mode in modes:
             cells = [per_config[c][backend][mode] for c in configs]
             missing = sorted({cell["unavailable"] for cell in cells if "unavailable" in cell})
             if missing:
@@ -186,6 +223,13 @@ def make_plan(req: PlanRequest, *, progress: Callable[[str], None] | None = None
         "x computed tokens",
         "counting": "exact per call where a config has at most sample_calls calls, else a ratio estimate from "
         "sampled calls (each counted exactly), with its standard error (*_se)",
+        "bounded": None
+        if profile is None
+        else {
+            "number_tolerance": req.number_tolerance,
+            "trie_positions_per_item": profile.trie_positions,
+            "profile": profile.source,
+        },
         "configs": per_config,
         "totals": totals,
         "wall_s": time.perf_counter() - started,

@@ -12,6 +12,7 @@ from promptgen.core.outputs import Output
 
 from ..backend import BACKENDS
 from ..distributions import NUMBER_MODES
+from .count import BOUNDED
 
 
 def _is_plan(path: Path) -> bool:
@@ -40,7 +41,7 @@ def plan_rows(plan: Mapping[str, Any]) -> Iterator[tuple[str, ...]]:
     continuation/item, hours) for the command line."""
     for name, counts in [*plan["configs"].items(), ("TOTAL", None)]:
         for backend in BACKENDS:
-            for mode in NUMBER_MODES:
+            for mode in (*NUMBER_MODES, BOUNDED):
                 cell = (counts or plan["totals"])[backend].get(mode)
                 if cell is None:
                     continue
