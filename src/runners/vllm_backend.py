@@ -48,6 +48,7 @@ from promptgen.core.errors import ProbeError
 
 from .backend import GenerateRequest, Generation, ScoreRequest, ScoreResult
 from .device import RunnerWarning
+from .vllm_bounded import score_bounded
 from .vllm_logprobs import assemble, candidate_logprobs, continuation_logprobs, plan_queries
 
 #: candidate ids per engine request: vLLM's V1 sampler returns at most this many
@@ -352,6 +353,14 @@ class VLLMBackend:
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         if not requests:
             return []
+        bounded = [i for i, r in enumerate(requests) if r.bound is not None]
+        if bounded:  # number items with a tolerance: level by level (`runners.vllm_bounded`)
+            rest = [i for i, r in enumerate(requests) if r.bound is None]
+            results = dict.fromkeys(range(len(requests)))
+            done = score_bounded(lambda qs: self._run(qs, []), [requests[i] for i in bounded])
+            results.update(zip(bounded, done, strict=True))
+            results.update(zip(rest, self.score([requests[i] for i in rest]) if rest else [], strict=True))
+            return list(results.values())
         queries = plan_queries(requests)
         if self.prefix_caching:
             contexts = {r.context for r in requests}

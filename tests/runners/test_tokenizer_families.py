@@ -207,14 +207,24 @@ def test_vllm_equals_hf(family: str) -> None:
     vllm, _, _ = models.load_backend(
         str(folder), LoadOptions(backend="vllm", device="cpu", enforce_eager=True), needed_tokens=needed
     )
+    bounded = ScoringSettings(number_tolerance=1e-3)
     try:
         assert vllm.hardware()["max_model_len"] == 256  # what the items need, rounded up; not the model's 2048
         got = run_items(items, vllm, tokenizer, chat=False)
+        got_bounded = run_items(items[:1], vllm, tokenizer, chat=False, settings=bounded)
     finally:
         vllm.close()
     from runners.hf import HFBackend
 
-    want = run_items(items, HFBackend(_model(family), model_id=family), tokenizer, chat=False)
+    hf = HFBackend(_model(family), model_id=family)
+    want = run_items(items, hf, tokenizer, chat=False)
+    # bounded (level by level on both backends): within 1e-3 of hf's bounded run, and within its own bound of exact
+    want_bounded = run_items(items[:1], hf, tokenizer, chat=False, settings=bounded)
+    for a, b, exact in zip(got_bounded, want_bounded, want[:1], strict=True):
+        np.testing.assert_allclose(a["number_probs"], b["number_probs"], rtol=0, atol=1e-3)
+        distance = np.abs(np.asarray(a["number_probs"]) - np.asarray(exact["number_probs"])).sum()
+        assert distance <= a["number_bound"] + 1e-3 and a["number_bound"] <= 1e-3
+        assert abs(a["trie_positions"] - b["trie_positions"]) <= 0.05 * b["trie_positions"]
     for a, b in zip(got, want, strict=True):
         key = "number_probs" if a["id"].startswith("n") else "choice_probs"
         np.testing.assert_allclose(a[key], b[key], rtol=0, atol=1e-3)
