@@ -31,6 +31,19 @@ torch threads everywhere, plain prompts (no chat template), one run times:
   number) read from that pass's logits, summed per number and renormalised; the figure is
   the largest absolute difference from the hf rows' `number_probs`.
 
+- `bounded`: the same items through the same backend with `--number-tolerance` (`--tolerance`,
+  default 1e-3; `runners.number_bound`): items/s, trie positions and computed tokens per item,
+  `oracle_positions_per_item` (the fewest nodes that meet each item's bound, from the exact
+  run's per-node probabilities: `number_bound.oracle_positions`), `max_bound`, and
+  `bound_violations`: items whose L1 distance to the exact run's `number_probs` exceeds their
+  own `number_bound` by more than float32 round-off (1e-6). At the top level
+  `ratio_bounded_vs_exact` (items/s) and `work_ratio_bounded_vs_exact` (computed tokens per
+  item, exact over bounded): the speed-up should follow the work saved.
+
+`--chat` scores the chat-template prompts instead (no lm-eval peer), and `--profile-only` times
+only exact, bounded and generation: how the node profile moves with the prompt, e.g. on a
+0-10 Trust Game config (`--prompts <built trust-game-names> --config games_paper_mistral_7b`).
+
 The JSON has `ratio_vs_lm_eval`, `ratio_vs_generation`, `fraction_of_ceiling`,
 `max_abs_prob_diff_vs_bruteforce`, the targets, the token accounting, and the machine with
 its load average per stage (other work on the cores shifts every number). `flop_bounds` gives
@@ -216,6 +229,70 @@ def flop_bounds(
     }
 
 
+class Recording:
+    """A backend that keeps every `ScoreResult` it returns (the exact run's per-node probabilities, for the oracle)."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self.results: list[Any] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.backend, name)
+
+    def score(self, requests: Any) -> Any:
+        out = self.backend.score(requests)
+        self.results.extend(out)
+        return out
+
+
+#: float32 passes over differently shaped batches move a probability by ~1e-7: a distance over
+#: the bound by less than this is round-off, not a violation
+ROUND_OFF = 1e-6
+
+
+def bounded_section(
+    requests: list[Any],
+    exact_results: list[Any],
+    exact_rows: list[dict[str, Any]],
+    bounded_rows: list[dict[str, Any]],
+    tolerance: float,
+    items_per_s: float,
+    generation_items_per_s: float,
+) -> dict[str, Any]:
+    """The bounded run against the exact one: positions (and the oracle's), bounds, violations."""
+    import numpy as np
+
+    from runners.number_bound import TrieShape, node_probabilities, oracle_positions
+
+    oracle = []
+    for request, result in zip(requests, exact_results[-len(requests) :], strict=True):
+        shape = TrieShape(request.continuations, request.bound.ends)  # the bounded request names the forms
+        step, p_end = node_probabilities(shape, request.continuations, result)
+        oracle.append(oracle_positions(shape, step, p_end, tolerance))
+    distances = [
+        float(np.abs(np.asarray(b["number_probs"]) - np.asarray(e["number_probs"])).sum())
+        for b, e in zip(bounded_rows, exact_rows, strict=True)
+    ]
+    bounds = [float(b["number_bound"]) for b in bounded_rows]
+    positions = float(np.mean([b["trie_positions"] for b in bounded_rows]))
+    return {
+        "tolerance": tolerance,
+        "tolerance_kind": "relative: number_bound = 2F / (M + F), a certified L1 bound on number_probs",
+        "items_per_s": items_per_s,
+        "trie_positions_per_item": positions,
+        "computed_tokens_per_item": float(np.mean([b["computed_tokens"] for b in bounded_rows])),
+        "oracle_positions_per_item": float(np.mean(oracle)),
+        "positions_over_oracle": positions / float(np.mean(oracle)),
+        "exact_trie_positions_per_item": float(np.mean([e["trie_positions"] for e in exact_rows])),
+        "max_bound": max(bounds),
+        "max_l1_vs_exact": max(distances),
+        "bound_violations": sum(d > b + ROUND_OFF for d, b in zip(distances, bounds, strict=True)),
+        "round_off_allowed": ROUND_OFF,
+        "mean_valid_mass_exact": float(np.mean([e["valid_mass"] for e in exact_rows])),
+        "ratio_vs_generation": items_per_s / generation_items_per_s,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=200, help="number items of the config")
@@ -234,7 +311,12 @@ def main() -> None:
     parser.add_argument("--bruteforce-items", type=int, default=20, help="items checked by brute force")
     parser.add_argument("--skip-peers", action="store_true", help="do not run the lm-eval peer")
     parser.add_argument("--work", type=Path, default=None, help="keep the build, model copy and peer logs here")
+    parser.add_argument("--tolerance", type=float, default=1e-3, help="the bounded section's --number-tolerance")
+    parser.add_argument("--chat", action="store_true", help="score the chat-template prompts (no lm-eval peer)")
+    parser.add_argument("--profile-only", action="store_true", help="time only exact, bounded and generation")
     args = parser.parse_args()
+    if args.chat or args.profile_only:
+        args.skip_peers = True
 
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     os.environ["MKL_NUM_THREADS"] = str(args.threads)
@@ -250,7 +332,7 @@ def main() -> None:
     from runners.backend import GenerateRequest
     from runners.hf import HFBackend
     from runners.parse import parse_number
-    from runners.rows import cached_digit_start_ids, prepare_request, run_items
+    from runners.rows import cached_digit_start_ids, prepare_request, render_context, run_items
     from runners.scoring_settings import ScoringSettings
     from runners.testmodel import ensure_smollm2
     from runners.token_accounting import continuation_nodes, hf_token_counts
@@ -267,7 +349,8 @@ def main() -> None:
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     settings = ScoringSettings()
     digits = cached_digit_start_ids(tokenizer)
-    requests = [prepare_request(item, tokenizer, False, settings, digits) for item in items]
+    chat = args.chat
+    requests = [prepare_request(item, tokenizer, chat, settings, digits) for item in items]
     nodes = [continuation_nodes(r.continuations, True) for r in requests]
     positions_per_item = float(np.mean([len(r.context) + len(n) for r, n in zip(requests, nodes, strict=True)]))
 
@@ -312,13 +395,18 @@ def main() -> None:
     backend = HFBackend.from_pretrained(str(model_path), dtype="float32", tokenizer=tokenizer)
     print("[number_scoring] timing the hf backend (exact mode) ...", flush=True)
 
-    def time_hf() -> tuple[float, list[dict[str, Any]]]:
-        run_items(items[: args.warmup], backend, tokenizer, False, settings=settings, batch_items=args.batch_items)
+    recording = Recording(backend)
+
+    def time_hf(scoring: ScoringSettings = settings, scorer: Any = backend) -> tuple[float, list[dict[str, Any]]]:
+        run_items(items[: args.warmup], backend, tokenizer, chat, settings=scoring, batch_items=args.batch_items)
         start = time.perf_counter()
-        rows = run_items(items, backend, tokenizer, False, settings=settings, batch_items=args.batch_items)
+        rows = run_items(items, scorer, tokenizer, chat, settings=scoring, batch_items=args.batch_items)
         return time.perf_counter() - start, rows
 
-    hf_seconds, hf_rows = common._stage("hf", time_hf, loads)
+    hf_seconds, hf_rows = common._stage("hf", lambda: time_hf(scorer=recording), loads)
+    print(f"[number_scoring] bounded, tolerance {args.tolerance} ...", flush=True)
+    bounded_settings = ScoringSettings(number_tolerance=args.tolerance)
+    bounded_seconds, bounded_rows = common._stage("bounded", lambda: time_hf(bounded_settings), loads)
     hf_rate = len(items) / hf_seconds
     counts = hf_token_counts(
         requests,
@@ -331,7 +419,9 @@ def main() -> None:
     print("[number_scoring] greedy generation ...", flush=True)
 
     def time_generation() -> tuple[float, list[Any]]:
-        gen = [GenerateRequest(encode_context(tokenizer, item["prompt"]), max_tokens=4) for item in items]
+        gen = [
+            GenerateRequest(encode_context(tokenizer, render_context(tokenizer, i, chat)), max_tokens=4) for i in items
+        ]
         backend.generate(gen[: args.warmup])
         start = time.perf_counter()
         out = backend.generate(gen)
@@ -341,25 +431,33 @@ def main() -> None:
     gen_rate = len(items) / gen_seconds
     parsed = [parse_number(g.text, i["number_min"], i["number_max"]) for g, i in zip(generations, items, strict=True)]
 
-    print("[number_scoring] measuring the ceiling ...", flush=True)
-    streams = [[*r.context, *(n[-1] for n in ns)] for r, ns in zip(requests, nodes, strict=True)]
-    sizes = [int(s) for s in args.ceiling_batch_sizes.split(",") if s.strip()]
-    sweep, best = common._stage("ceiling", lambda: ceiling(backend.model, streams[: args.ceiling_items], sizes), loads)
-    ceiling_tokens = sweep[str(best)]["tokens_per_s"]
-    ceiling_positions = float(np.mean([len(s) for s in streams[: args.ceiling_items]]))
-    ceiling_rate = ceiling_tokens / ceiling_positions
+    if args.profile_only:
+        sweep, best = {}, None
+        ceiling_tokens = ceiling_positions = ceiling_rate = float("nan")
+        diff = None
+    else:
+        print("[number_scoring] measuring the ceiling ...", flush=True)
+        streams = [[*r.context, *(n[-1] for n in ns)] for r, ns in zip(requests, nodes, strict=True)]
+        sizes = [int(s) for s in args.ceiling_batch_sizes.split(",") if s.strip()]
+        sweep, best = common._stage(
+            "ceiling", lambda: ceiling(backend.model, streams[: args.ceiling_items], sizes), loads
+        )
+        ceiling_tokens = sweep[str(best)]["tokens_per_s"]
+        ceiling_positions = float(np.mean([len(s) for s in streams[: args.ceiling_items]]))
+        ceiling_rate = ceiling_tokens / ceiling_positions
 
-    print("[number_scoring] brute force ...", flush=True)
+        print("[number_scoring] brute force ...", flush=True)
 
-    def brute() -> float:
-        worst = 0.0
-        for item, row in zip(items[: args.bruteforce_items], hf_rows, strict=False):
-            ctx, paths = number_paths(tokenizer, item["prompt"], item["number_min"], item["number_max"])
-            want = bruteforce_probs(backend.model, ctx, paths, digits)
-            worst = max(worst, float(np.max(np.abs(np.asarray(row["number_probs"]) - want))))
-        return worst
+        def brute() -> float:
+            worst = 0.0
+            for item, row in zip(items[: args.bruteforce_items], hf_rows, strict=False):
+                text = render_context(tokenizer, item, chat)
+                ctx, paths = number_paths(tokenizer, text, item["number_min"], item["number_max"])
+                want = bruteforce_probs(backend.model, ctx, paths, digits)
+                worst = max(worst, float(np.max(np.abs(np.asarray(row["number_probs"]) - want))))
+            return worst
 
-    diff = common._stage("bruteforce", brute, loads)
+        diff = common._stage("bruteforce", brute, loads)
 
     bounds = flop_bounds(
         backend.model,
@@ -370,9 +468,21 @@ def main() -> None:
         counts.prefix_trie_minimum / len(items),
         max_new_tokens=4,
     )
+    bounded_requests = [prepare_request(item, tokenizer, chat, bounded_settings, digits) for item in items]
+    bounded = bounded_section(
+        bounded_requests,
+        recording.results,
+        hf_rows,
+        bounded_rows,
+        args.tolerance,
+        len(items) / bounded_seconds,
+        gen_rate,
+    )
+    bounded["wall_s"] = bounded_seconds
+    exact_work = float(np.mean([r["computed_tokens"] for r in hf_rows]))
     no_cache_ratio = common._ratio(hf_rate, peer_no_cache.get("items_per_s"))
     figures = {
-        "fraction_of_ceiling": hf_rate / ceiling_rate,
+        "fraction_of_ceiling": None if args.profile_only else hf_rate / ceiling_rate,
         "ratio_vs_lm_eval": common._ratio(hf_rate, peer.get("items_per_s")),
         "ratio_vs_generation": hf_rate / gen_rate,
         "max_abs_prob_diff_vs_bruteforce": diff,
@@ -381,7 +491,7 @@ def main() -> None:
         "benchmark": "number_scoring",
         "items": len(items),
         "item_source": source,
-        "chat_template": False,
+        "chat_template": chat,
         "model": str(model_path),
         "dtype": "float32",
         "device": "cpu",
@@ -418,7 +528,10 @@ def main() -> None:
             "parsed_ok": sum(status == "ok" for _, status in parsed),
             "method": "HFBackend.generate, greedy, batched under the token budget; runners.parse.parse_number",
         },
-        "bruteforce_items": min(args.bruteforce_items, len(items)),
+        "bounded": bounded,
+        "ratio_bounded_vs_exact": bounded["items_per_s"] / hf_rate,
+        "work_ratio_bounded_vs_exact": exact_work / bounded["computed_tokens_per_item"],
+        "bruteforce_items": 0 if args.profile_only else min(args.bruteforce_items, len(items)),
         "positions_per_item_any_exact_scorer": positions_per_item,
         **figures,
         "ratio_vs_lm_eval_no_logits_cache_target_met": (
@@ -438,7 +551,8 @@ def main() -> None:
         result["accounting_mismatch"] = f"backend reported {reported}, token_accounting {counts.computed_tokens}"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps({k: result[k] for k in ("items", *figures)}, indent=2))
+    shown = ("items", *figures, "ratio_bounded_vs_exact", "work_ratio_bounded_vs_exact")
+    print(json.dumps({k: result[k] for k in shown} | {"bounded": bounded}, indent=2))
     if args.work is None and "error" not in peer:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -256,3 +256,23 @@ def _min_plus(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     for i, value in enumerate(a):
         np.minimum(out[i : i + len(b)], value + b, out=out[i : i + len(b)])
     return out
+
+
+def node_probabilities(
+    shape: TrieShape, leaves: Sequence[Sequence[int]], result: ScoreResult
+) -> tuple[np.ndarray, np.ndarray]:
+    """(step, p_end) per node of `shape` from an exact result: what `oracle_positions` needs.
+
+    `step[k]` is log P(node k's last token | its parent), `p_end[k]` the end-of-number mass
+    after node k; every leaf row of the result passes through its nodes.
+    """
+    step = np.full(len(shape.nodes), np.nan)
+    p_end = np.zeros(len(shape.nodes))
+    for leaf, row in zip(leaves, result.continuations, strict=True):
+        for d in range(len(leaf)):
+            k = shape.index[tuple(leaf[: d + 1])]
+            step[k] = row.token_logprobs[d]
+            p_end[k] = _p_end(row.next_logprobs[d])
+    if np.isnan(step).any():
+        raise ValueError("the result does not cover every node (not an exact result)")
+    return step, p_end

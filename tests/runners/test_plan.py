@@ -109,6 +109,14 @@ def test_flops_and_hours_by_hand() -> None:
         (["--mfu", "1.5"], "--mfu must be above 0 and at most 1"),
         (["--gpu", "tpu"], "--gpu must be one of h100, h200, a100, a6000, l40s, got 'tpu'"),
         (["--model-without-config"], "has no config.json"),
+        (
+            ["--number-tolerance", "0.001"],
+            "give --profile RESULTS (a sample run at that tolerance) or --trie-positions",
+        ),
+        (["--trie-positions", "10"], "--trie-positions prices a bounded run: give its --number-tolerance too"),
+        (["--number-tolerance", "1", "--trie-positions", "5"], "--number-tolerance must be at least 0 and below 1"),
+        (["--number-tolerance", "0.01", "--trie-positions", "0"], "--trie-positions must be a positive number"),
+        (["--number-tolerance", "0.01", "--profile", "nowhere"], "--profile nowhere is not a results folder"),
     ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, args: list[str], message: str) -> None:
@@ -239,3 +247,62 @@ def test_sampled_tries_count_vllm_with_each_items_own_context() -> None:
         ta.vllm_token_counts([r], block_size=16, items_per_call=None).continuation_positions for r in picked
     )
     assert scaled != whole.continuation_positions
+
+
+def test_bounded_plan_prices_the_positions_a_bounded_run_computes(tmp_path: Path) -> None:
+    """With the bounded run's own mean trie positions, the plan's bounded hf count is what the backend reports."""
+    require_extra("hf")
+    import numpy as np
+    import pyarrow.parquet as pq
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from runners.hf import HFBackend
+    from runners.rows import run_items
+    from runners.scoring_settings import ScoringSettings
+    from runners_fixtures import tiny_llama_folder
+
+    folder = tiny_llama_folder("float32")
+    items = _mixed_items(40)
+    dataset = write_prompt_folder(tmp_path / "prompts", items)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    backend = HFBackend(AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32), max_batch_tokens=8192)
+    rows = run_items(items, backend, tokenizer, False, settings=ScoringSettings(number_tolerance=0.05), batch_items=16)
+    positions = [r["trie_positions"] for r in rows if r["trie_positions"] is not None]
+    assert len(positions) == sum(item["task"] == "number" for item in items)
+    mean = float(np.mean(positions))
+    request = plan.PlanRequest(
+        dataset, str(folder), chat=False, items_per_call=16, max_batch_tokens=8192, sample_calls=100, modes=("exact",)
+    )
+    result = plan.make_plan(dataclasses.replace(request, number_tolerance=0.05, trie_positions=mean))
+    bounded = result["configs"]["items"]["hf"]["bounded"]
+    exact = result["configs"]["items"]["hf"]["exact"]
+    assert bounded["computed_tokens"] == pytest.approx(sum(r["computed_tokens"] for r in rows), rel=1e-12)
+    assert bounded["continuation_positions"] < exact["continuation_positions"]
+    assert result["bounded"] == {
+        "number_tolerance": 0.05,
+        "trie_positions_per_item": mean,
+        "profile": "--trie-positions",
+    }
+    vllm = result["configs"]["items"]["vllm"]
+    assert vllm["bounded"]["continuation_positions"] < vllm["exact"]["continuation_positions"]
+
+    # the same figure from a results folder (`--profile`), and one line for a profile at another tolerance
+    model = str(folder)
+    results = tmp_path / "results"
+    run = ["run", str(dataset), "-c", "items", "--model", model, "--no-chat", "--number-tolerance", "0.05"]
+    done = CliRunner().invoke(app, [*run, "--out", str(results), "--batch-size", "16", "-q"])
+    assert done.exit_code == 0, done.output
+    got = plan.make_plan(dataclasses.replace(request, number_tolerance=0.05, profile=results))
+    assert got["bounded"]["trie_positions_per_item"] == pytest.approx(mean, rel=1e-12)
+    out = tmp_path / "plan.json"
+    cli = ["plan", str(dataset), "--model", model, "--no-chat", "--json", str(out), "--profile", str(results)]
+    other = CliRunner().invoke(app, [*cli, "--number-tolerance", "0.01"])
+    assert other.exit_code == 1 and "it has rows at tolerance 0.05" in other.output.replace("\n", " ")
+    # results made before the tolerance existed: parts without the trie_positions column
+    for part in results.glob("data/**/*.parquet"):
+        table = pq.read_table(part)
+        pq.write_table(table.drop_columns(["trie_positions", "number_bound"]), part)
+    old = CliRunner().invoke(app, [*cli, "--number-tolerance", "0.05"])
+    assert old.exit_code == 1 and "no number rows with trie_positions" in old.output.replace("\n", " ")
+    assert not out.exists()
