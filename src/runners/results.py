@@ -23,15 +23,13 @@ leaves only complete parts; its name holds the writing time and a per-process wr
 concurrent writers never collide. Readers merge on read: when an id appears in several parts
 of a key (two processes on one key, or an item rescored after its prompt changed), the row of
 the newest part wins, deterministically. At the end of a run the key folder is compacted
-under a lock (the merged rows rewritten as one part per prompt content, the parts read
-removed), so a finished folder has one row per id, as `probes publish` requires, in few files.
-The manifest is updated under a lock too. Every part has the same explicit schema, so readers
-glob all parts.
+under a lock (the merged rows rewritten as one part per prompt content, with the current
+schema, the parts read removed), so a finished folder has one row per id and one schema, as
+`probes publish` requires. The manifest is updated under a lock too.
 
 This module is the one home of the layout: the file names (`CARD_NAME`, `MANIFEST_NAME`,
-`DATA_DIR`, `KEY_FILE`), and the readers every stage uses (`read_manifest`, `read_key_file`,
-`part_columns`, `read_key_rows`): run, analyze and publish refuse the same fault with the same
-line. `runners.results_check` validates a whole folder before it is published.
+`DATA_DIR`, `KEY_FILE`) and the readers every stage uses (`read_manifest`, `read_key_file`,
+`part_columns`, `read_key_rows`); `runners.results_check` validates a folder before publishing.
 """
 
 from __future__ import annotations
@@ -92,9 +90,7 @@ RESULT_SCHEMA = pa.schema(
         ("parsed_value", pa.int64()),
         ("parse_status", pa.string()),
         ("finish_reason", pa.string()),
-        #: number items: the certified L1 bound on `number_probs` (0 exact; `runners.number_bound`)
-        #: and the trie positions computed for the item
-        ("number_bound", pa.float64()),
+        ("number_bound", pa.float64()),  # number items: certified L1 bound (`runners.number_bound`); trie positions
         ("trie_positions", pa.int64()),
         ("prompt_sha256", pa.string()),
     ]
@@ -389,7 +385,9 @@ def compact_key(
         parts = part_files(folder)
         stored = [part_content(read_part(p, []).schema) for p in parts]
         relabel = [k for k, p in enumerate(parts) if content and p.name in checked and stored[k] != content]
-        if not relabel and len(set(stored)) == len(parts) and not _repeats(parts):
+        # parts written before a column existed get it (null): a finished key has the schema publishing checks
+        current = all(set(RESULT_SCHEMA.names) <= set(part_columns(p)) for p in parts)
+        if not relabel and len(set(stored)) == len(parts) and not _repeats(parts) and current:
             return False
         tables = [read_part(p, RESULT_SCHEMA.names) for p in parts]
         merged = pa.concat_tables(tables, promote_options="default")

@@ -107,7 +107,10 @@ def schema_problems(part: str, schema: pa.Schema) -> list[str]:
     for expected in RESULT_SCHEMA:
         index = schema.get_field_index(expected.name)
         if index < 0:
-            problems.append(f"part {part}: no column {expected.name!r} (the result schema has it)")
+            problems.append(
+                f"part {part}: no column {expected.name!r} (the result schema has it; a part written before the "
+                "column existed gets it, null, when `probes run` finishes that key again: nothing is rescored)"
+            )
         elif not schema.field(index).type.equals(expected.type):
             problems.append(
                 f"part {part}: column {expected.name!r} is {schema.field(index).type}, "

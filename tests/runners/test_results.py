@@ -352,3 +352,24 @@ def test_compaction_keeps_the_newest_row_per_id_in_one_part_per_prompt_content(t
     before = res.part_files(folder)
     assert not res.compact_key(folder, content="X", checked=checked)  # in shape, and those parts are gone
     assert res.part_files(folder) == before
+
+
+def test_compaction_brings_parts_of_an_older_schema_up_to_date(tmp_path: Path) -> None:
+    """A part written before `number_bound`/`trie_positions` existed is rewritten with them null, rows unchanged."""
+    folder = tmp_path / "key"
+    folder.mkdir()
+    part = res.write_part(folder, (0, 1), [{"id": i, "context_tokens": n} for n, i in enumerate("abc")], content="X")
+    table = pq.read_table(part)
+    pq.write_table(
+        table.drop_columns(["number_bound", "trie_positions"]).replace_schema_metadata(table.schema.metadata), part
+    )
+    assert res.compact_key(folder, content="X")
+    (merged,) = res.part_files(folder)
+    assert pq.read_schema(merged).names == res.RESULT_SCHEMA.names
+    rows = pq.read_table(merged).to_pylist()
+    assert [(r["id"], r["context_tokens"], r["number_bound"], r["trie_positions"]) for r in rows] == [
+        ("a", 0, None, None),
+        ("b", 1, None, None),
+        ("c", 2, None, None),
+    ]
+    assert not res.compact_key(folder, content="X")  # current now: nothing to rewrite
