@@ -17,6 +17,8 @@ One job per module:
   calls with a standard error (`count_config`, `count_call`);
 - `pricing`: the model's shape and parameter count from `config.json`, FLOPs, the GPUs and
   the hours (`count_params`, `flops`, `GPUS`, `hours`);
+- `profile`: a bounded run's trie positions per number item, read from a sample's results
+  (`read_profile`), which price the bounded mode (`--number-tolerance`);
 - `make`: the request, checked before any work, and the plan of it (`PlanRequest`, `make_plan`);
 - `output`: the `--json` file and the command line's table (`write_json`, `plan_rows`).
 """
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 from .configs import ITEM_COLUMNS, ConfigRows, item_configs
 from .count import (
+    BOUNDED,
     DEFAULT_SAMPLE_CALLS,
     DEFAULT_TRIE_ITEMS,
     PlanSettings,
@@ -38,8 +41,10 @@ from .count import (
 from .make import PlanRequest, check_request, default_batching, make_plan
 from .output import PLAN_OUTPUT, plan_rows, write_json
 from .pricing import DEFAULT_MFU, GPU, GPUS, ModelShape, count_params, flops, hours, load_model_config
+from .profile import TrieProfile, read_profile
 
 __all__ = [
+    "BOUNDED",
     "DEFAULT_MFU",
     "DEFAULT_SAMPLE_CALLS",
     "DEFAULT_TRIE_ITEMS",
@@ -53,6 +58,7 @@ __all__ = [
     "PlanSettings",
     "Prepare",
     "Tally",
+    "TrieProfile",
     "check_request",
     "context_request",
     "count_call",
@@ -65,6 +71,7 @@ __all__ = [
     "load_model_config",
     "make_plan",
     "plan_rows",
+    "read_profile",
     "run_requests",
     "write_json",
 ]
