@@ -2,11 +2,12 @@
 
 After the context passes, each bounded request's `TrieExpansion` names the nodes the next pass
 computes. A pass feeds each request's nodes in one row, over a past of its context slots and
-every node computed before; through `TreeRow.sees`, a node sees the context and its own
-ancestors only, at position `len(context) + depth - 1`, as in the exact packed row. The new
-nodes' keys and values go to pool slots reserved for them (`KVPool.reserve`), so the next
-level reads them instead of computing them again: a node is computed once, and only the nodes
-the bound needs are. The logits at a node give its children's tokens and the candidates.
+every inner node computed before; through `TreeRow.sees`, a node sees the context and its
+own ancestors only, at position `len(context) + depth - 1`, as in the exact packed row. The
+keys and values of new nodes that have children go to pool slots reserved for them
+(`KVPool.reserve`), so the next level reads them instead of computing them again (a leaf's are
+never read, so not kept): a node is computed once, and only the nodes the bound needs are.
+The logits at a node give its children's tokens and the candidates.
 
 torch is imported by the passes only, so `import runners` works without the `hf` extra.
 """
@@ -67,13 +68,16 @@ def _pass(
                 sees[j, where[a]] = True
                 a = exp.shape.parent[a]
         n_context = len(exp.request.context)
+        # only a node with children is read again (by them): a leaf's keys and values are not kept
+        inner = [bool(exp.shape.children[k]) for k in nodes]
+        reserved = iter(pool.reserve(sum(inner)))
         rows.append(
             TreeRow(
                 past=[*ctx, *(slot for _, slot in done[i])],
                 tokens=[exp.shape.nodes[k][-1] for k in nodes],
                 parents=[-1] * len(nodes),
                 positions=[n_context + len(exp.shape.nodes[k]) - 1 for k in nodes],
-                slots=pool.reserve(len(nodes)),
+                slots=[next(reserved) if keep else -1 for keep in inner],
                 sees=sees,
             )
         )
@@ -93,4 +97,5 @@ def _pass(
             ids = expansions[i].child_ids(k)
             expansions[i].record(k, dict(zip(ids, values[at : at + len(ids)].tolist(), strict=True)))
             at += len(ids)
-            done[i].append((k, slot))
+            if slot >= 0:
+                done[i].append((k, slot))
