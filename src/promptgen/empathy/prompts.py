@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 from datasets import Features, List, Value
 
-from ..core.contract import item_features, user_messages
+from ..core.contract import contract_row, item_features, user_messages
 from .corpus import Event
 from .narratives import build_t0, build_t1
 from .third_person import REWRITE_STOP, RULE_METHOD, rewrite_prompt, to_third_person
@@ -211,16 +211,7 @@ def rewrite_rows(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         prompt = rewrite_prompt(e["narrative_t1"])
         rows.append(
             {
-                "id": rewrite_item_id(e["text_id"]),
-                "probe": "empathy",
-                "task": "text",
-                "prompt": prompt,
-                "messages": user_messages(prompt),
-                "choices": [],
-                "choice_labels": [],
-                "choice_types": [],
-                "number_min": None,
-                "number_max": None,
+                **contract_row(rewrite_item_id(e["text_id"]), "empathy", "text", prompt, user_messages(prompt)),
                 "text_id": e["text_id"],
                 "emotion": e["emotion"],
                 "stop": list(REWRITE_STOP),
