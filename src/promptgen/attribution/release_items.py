@@ -36,14 +36,15 @@ import random
 from collections import Counter
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
+from functools import cache
 from itertools import islice
 from typing import Any
 
 from datasets import Features, List, Value
 
-from ..core.contract import CHOICE_LABELS, item_features, user_messages
+from ..core.contract import CHOICE_LABELS, item_features
 from .identities import Identity
-from .item_rows import render_prompt
+from .item_rows import choice_row, render_prompt
 from .release import CAUSE_SUFFIX, CAUSES, DIMENSIONS, OUTCOME_CONFIGS, OUTCOMES, NameGroup, Release
 
 #: `generate_expanded.py --name_limit 5`: the first five names of each group and gender
@@ -61,6 +62,7 @@ PAIR_INSTRUCTION = "Respond by choosing one of the provided options for each per
 OBSERVER_INSTRUCTION = "Respond by choosing one of the provided options."
 
 
+@cache
 def scorer_seed(global_seed: int = GLOBAL_SEED) -> int:
     """The first run's seed: the scorer's `random.seed(42)` followed by `random.randint(0, 100000)` (83810)."""
     return random.Random(global_seed).randint(0, 100000)
@@ -120,7 +122,7 @@ def _names(group: NameGroup, gender: str) -> tuple[str, ...]:
     return group.names[gender][:NAME_LIMIT]
 
 
-def _base_row(
+def _release_row(
     prompt: str,
     options: list[tuple[str, str, str]],
     *,
@@ -129,30 +131,30 @@ def _base_row(
     template: Any,
     set_id: str,
     index: int,
-    seed: int,
+    fields: dict[str, Any],
 ) -> dict[str, Any]:
-    """The columns every release row has: the item contract and where the row sits in the release's list."""
-    choices = [text for _, text, _ in options]
+    """A release row: the item contract, where the row sits in the release's list, then its setting's `fields`."""
     return {
-        "id": item_id,
-        "probe": "attribution",
-        "task": "choice",
-        "prompt": prompt,
-        "messages": user_messages(prompt),
-        "choices": choices,
-        "choice_labels": list(CHOICE_LABELS[: len(choices)]),
-        "choice_types": [cause for *_, cause in options],
-        "number_min": None,
-        "number_max": None,
+        **choice_row(item_id, prompt, _texts(options), [cause for *_, cause in options]),
         "setting": setting,
         "domain": template.domain,
         "scenario": template.scenario,
         "length": LENGTH,
         "set_id": set_id,
         "release_index": index,
-        "release_seed": seed,
+        "release_seed": scorer_seed() + index,
         "option_keys": [key for key, _, _ in options],
+        **fields,
     }
+
+
+def _entry_rng(k: int) -> random.Random:
+    """The scorer's `random.seed(s + k)` before it shuffles the options of entry k of its list."""
+    return random.Random(scorer_seed() + k)
+
+
+def _texts(options: list[tuple[str, str, str]]) -> list[str]:
+    return [text for _, text, _ in options]
 
 
 def _shuffled(rng: random.Random, keys: list[str], texts: tuple[str, ...]) -> list[tuple[str, str, str]]:
@@ -162,13 +164,39 @@ def _shuffled(rng: random.Random, keys: list[str], texts: tuple[str, ...]) -> li
     return items
 
 
+def _pair_statement(statement: str, name_x: str, name_y: str, gx: NameGroup, gy: NameGroup) -> str:
+    """A two-person template with X's and Y's names and group labels put in verbatim, as the release did."""
+    return (
+        statement.replace("{X}", name_x)
+        .replace("{Y}", name_y)
+        .replace("{dimension_1}", gx.label)
+        .replace("{dimension_2}", gy.label)
+    )
+
+
+def _group_pairs(groups: list[NameGroup]) -> Iterator[tuple[NameGroup, NameGroup]]:
+    """(X's group, Y's group) in the generator's order: X's group outer, one group paired with itself too."""
+    return ((gx, gy) for gx in groups for gy in groups)
+
+
+def _persons_xy(labels: _Labels, ix: tuple[str, str], iy: tuple[str, str], nx: str, ny: str) -> dict[str, str]:
+    """The columns of `_PERSONS_XY` from X's and Y's (dimension, released label) and names."""
+    return {
+        "identity_x_release": ix[1],
+        "identity_y_release": iy[1],
+        "identity_x": labels.corrected[ix],
+        "identity_y": labels.corrected[iy],
+        "name_x": nx,
+        "name_y": ny,
+    }
+
+
 # ----------------------------------------------------------------------------- single actor
 
 
 def single_actor_release_items(release: Release, identities: dict[str, list[Identity]]) -> Iterator[dict[str, Any]]:
     """`singleactor_mcq.py`'s items: one list per (outcome, dimension), in that order."""
     labels = _Labels.of(identities)
-    seed0 = scorer_seed()
     for outcome in OUTCOMES:
         keys = option_keys(outcome)
         for dimension in DIMENSIONS:
@@ -180,25 +208,24 @@ def single_actor_release_items(release: Release, identities: dict[str, list[Iden
                         ident = (dimension, group.label)
                         for i, name in enumerate(_names(group, gender)):
                             statement = t.statement.replace("{X}", name).replace("{dimension}", group.label)
-                            options = _shuffled(random.Random(seed0 + k), keys, t.options)
+                            options = _shuffled(_entry_rng(k), keys, t.options)
                             item_id = (
                                 f"sa-release.{outcome}.{dimension}.{gender}.{t.domain}.{t.scenario:02d}."
                                 f"{labels.key[ident]}.n{i}"
                             )
-                            prompt = render_prompt(statement, [text for _, text, _ in options])
-                            row = _base_row(
+                            fields = {
+                                "outcome": outcome,
+                                "gender": gender,
+                                "dimension": dimension,
+                                "identity_release": group.label,
+                                "identity": labels.corrected[ident],
+                                "name": name,
+                            }
+                            prompt = render_prompt(statement, _texts(options))
+                            yield _release_row(
                                 prompt, options, item_id=item_id, setting="single_actor", template=t, set_id=set_id,
-                                index=k, seed=seed0 + k,
+                                index=k, fields=fields,
                             )  # fmt: skip
-                            row.update(
-                                outcome=outcome,
-                                gender=gender,
-                                dimension=dimension,
-                                identity_release=group.label,
-                                identity=labels.corrected[ident],
-                                name=name,
-                            )
-                            yield row
                             k += 1
 
 
@@ -208,60 +235,45 @@ def single_actor_release_items(release: Release, identities: dict[str, list[Iden
 def actor_actor_release_items(release: Release, identities: dict[str, list[Identity]]) -> Iterator[dict[str, Any]]:
     """`actoractor_mcq.py`'s items: one list per (outcome configuration, dimension), in that order."""
     labels = _Labels.of(identities)
-    seed0 = scorer_seed()
     for config, (out_x, out_y) in OUTCOME_CONFIGS.items():
         keys_x, keys_y = option_keys(out_x, "optX"), option_keys(out_y, "optY")
         templates = [p for p in release.pairs if p.outcome_config == config]
         for dimension in DIMENSIONS:
             k, counter = 0, Counter()
-            groups = release.groups[dimension]
             for t in templates:
                 g_x, g_y = t.genders
                 set_id = f"{config}_{t.gender_pair}_{t.domain}_{LENGTH}_set{t.scenario}"
-                for gx in groups:
-                    for gy in groups:
-                        # the release keys a string "{X group}_{Y group}_{domain}_{gender pair}_{scenario}"; the
-                        # labels hold no "_", so the tuple names the same counters
-                        key = (gx.label, gy.label, t.domain, t.gender_pair, t.scenario)
-                        for i, nx, j, ny in capped_pairs(counter, key, _names(gx, g_x), _names(gy, g_y)):
-                            statement = (
-                                t.statement.replace("{X}", nx)
-                                .replace("{Y}", ny)
-                                .replace("{dimension_1}", gx.label)
-                                .replace("{dimension_2}", gy.label)
-                            )
-                            rng = random.Random(seed0 + k)
-                            xs = _shuffled(rng, keys_x, t.options_x)
-                            ys = _shuffled(rng, keys_y, t.options_y)
-                            options = xs + ys
-                            ix, iy = (dimension, gx.label), (dimension, gy.label)
-                            item_id = (
-                                f"aa-release.{config}.{dimension}.{t.domain}.{t.scenario:02d}.{t.gender_pair}."
-                                f"{labels.key[ix]}.n{i}.{labels.key[iy]}.n{j}"
-                            )
-                            prompt = pair_prompt(statement, nx, ny, [text for _, text, _ in options])
-                            row = _base_row(
-                                prompt, options, item_id=item_id, setting="actor_actor", template=t, set_id=set_id,
-                                index=k, seed=seed0 + k,
-                            )  # fmt: skip
-                            row.update(
-                                outcome_config=config,
-                                outcome_x=out_x,
-                                outcome_y=out_y,
-                                gender_pair=t.gender_pair,
-                                gender_x=g_x,
-                                gender_y=g_y,
-                                dimension=dimension,
-                                identity_x_release=gx.label,
-                                identity_y_release=gy.label,
-                                identity_x=labels.corrected[ix],
-                                identity_y=labels.corrected[iy],
-                                name_x=nx,
-                                name_y=ny,
-                                choice_person=["X"] * len(xs) + ["Y"] * len(ys),
-                            )
-                            yield row
-                            k += 1
+                for gx, gy in _group_pairs(release.groups[dimension]):
+                    # the release keys a string "{X group}_{Y group}_{domain}_{gender pair}_{scenario}"; the
+                    # labels hold no "_", so the tuple names the same counters
+                    key = (gx.label, gy.label, t.domain, t.gender_pair, t.scenario)
+                    for i, nx, j, ny in capped_pairs(counter, key, _names(gx, g_x), _names(gy, g_y)):
+                        rng = _entry_rng(k)
+                        xs = _shuffled(rng, keys_x, t.options_x)
+                        ys = _shuffled(rng, keys_y, t.options_y)
+                        options = xs + ys
+                        ix, iy = (dimension, gx.label), (dimension, gy.label)
+                        item_id = (
+                            f"aa-release.{config}.{dimension}.{t.domain}.{t.scenario:02d}.{t.gender_pair}."
+                            f"{labels.key[ix]}.n{i}.{labels.key[iy]}.n{j}"
+                        )
+                        fields = {
+                            "outcome_config": config,
+                            "outcome_x": out_x,
+                            "outcome_y": out_y,
+                            "gender_pair": t.gender_pair,
+                            "gender_x": g_x,
+                            "gender_y": g_y,
+                            "dimension": dimension,
+                            **_persons_xy(labels, ix, iy, nx, ny),
+                            "choice_person": ["X"] * len(xs) + ["Y"] * len(ys),
+                        }
+                        prompt = pair_prompt(_pair_statement(t.statement, nx, ny, gx, gy), nx, ny, _texts(options))
+                        yield _release_row(
+                            prompt, options, item_id=item_id, setting="actor_actor", template=t, set_id=set_id,
+                            index=k, fields=fields,
+                        )  # fmt: skip
+                        k += 1
 
 
 # ----------------------------------------------------------------------------- actor-observer
@@ -274,53 +286,38 @@ def actor_observer_release_items(release: Release, identities: dict[str, list[Id
     observer causes y_opt1 ... y_opt4), which is the order the generator walks them.
     """
     labels = _Labels.of(identities)
-    seed0 = scorer_seed()
     for outcome in OUTCOMES:
         keys = option_keys(outcome)
         templates = [t for t in release.observer if t.outcome == outcome]
         for dimension in DIMENSIONS:
             k, counter = 0, Counter()
-            groups = release.groups[dimension]
             for t in templates:
                 y_opt_key = f"y_opt{CAUSES.index(t.observer_cause) + 1}_{CAUSE_SUFFIX[(outcome, t.observer_cause)]}"
-                for gx in groups:
-                    for gy in groups:
-                        # no scenario in the release's counter key: scenario 0 uses up every cap
-                        key = (t.gender, t.domain, LENGTH, y_opt_key, gx.label, gy.label)
-                        for i, nx, j, ny in capped_pairs(counter, key, _names(gx, t.gender), _names(gy, t.gender)):
-                            statement = (
-                                t.statement.replace("{X}", nx)
-                                .replace("{Y}", ny)
-                                .replace("{dimension_1}", gx.label)
-                                .replace("{dimension_2}", gy.label)
-                            )
-                            options = _shuffled(random.Random(seed0 + k), keys, t.options)
-                            ix, iy = (dimension, gx.label), (dimension, gy.label)
-                            item_id = (
-                                f"ao-release.{outcome}.{dimension}.{t.gender}.{t.domain}.{t.scenario:02d}."
-                                f"{t.observer_cause}.{labels.key[ix]}.n{i}.{labels.key[iy]}.n{j}"
-                            )
-                            set_id = f"{t.domain}_{t.gender}_{gx.label}_{gy.label}_{nx}_{ny}"
-                            prompt = observer_prompt(statement, [text for _, text, _ in options])
-                            row = _base_row(
-                                prompt, options, item_id=item_id, setting="actor_observer", template=t, set_id=set_id,
-                                index=k, seed=seed0 + k,
-                            )  # fmt: skip
-                            row.update(
-                                outcome=outcome,
-                                gender=t.gender,
-                                dimension=dimension,
-                                observer_cause=t.observer_cause,
-                                y_opt_key=y_opt_key,
-                                identity_x_release=gx.label,
-                                identity_y_release=gy.label,
-                                identity_x=labels.corrected[ix],
-                                identity_y=labels.corrected[iy],
-                                name_x=nx,
-                                name_y=ny,
-                            )
-                            yield row
-                            k += 1
+                for gx, gy in _group_pairs(release.groups[dimension]):
+                    # no scenario in the release's counter key: scenario 0 uses up every cap
+                    key = (t.gender, t.domain, LENGTH, y_opt_key, gx.label, gy.label)
+                    for i, nx, j, ny in capped_pairs(counter, key, _names(gx, t.gender), _names(gy, t.gender)):
+                        options = _shuffled(_entry_rng(k), keys, t.options)
+                        ix, iy = (dimension, gx.label), (dimension, gy.label)
+                        item_id = (
+                            f"ao-release.{outcome}.{dimension}.{t.gender}.{t.domain}.{t.scenario:02d}."
+                            f"{t.observer_cause}.{labels.key[ix]}.n{i}.{labels.key[iy]}.n{j}"
+                        )
+                        set_id = f"{t.domain}_{t.gender}_{gx.label}_{gy.label}_{nx}_{ny}"
+                        fields = {
+                            "outcome": outcome,
+                            "gender": t.gender,
+                            "dimension": dimension,
+                            "observer_cause": t.observer_cause,
+                            "y_opt_key": y_opt_key,
+                            **_persons_xy(labels, ix, iy, nx, ny),
+                        }
+                        prompt = observer_prompt(_pair_statement(t.statement, nx, ny, gx, gy), _texts(options))
+                        yield _release_row(
+                            prompt, options, item_id=item_id, setting="actor_observer", template=t, set_id=set_id,
+                            index=k, fields=fields,
+                        )  # fmt: skip
+                        k += 1
 
 
 # ----------------------------------------------------------------------------- schema and counts
