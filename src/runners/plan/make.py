@@ -48,6 +48,10 @@ class PlanRequest:
     #: where `--json` writes the plan (`write_json`), checked with the rest before any counting
     json_out: str | Path | None = None
 
+    def __post_init__(self) -> None:
+        # `configs` may come as a list (a repeated flag) or None (none given): a tuple either way
+        object.__setattr__(self, "configs", tuple(self.configs or ()))
+
 
 def check_request(req: PlanRequest) -> None:
     """Every input error as one `ProbeError` line, before anything is loaded or written."""
