@@ -104,6 +104,11 @@ class ObserverTemplate(_Scenario):
     options: tuple[str, ...]
 
     @property
+    def genders(self) -> tuple[str, str]:
+        """(actor X's, observer Y's): the release samples the observer's name with the actor's gender."""
+        return self.gender, self.gender
+
+    @property
     def template_id(self) -> str:
         return f"{super().template_id}.{self.observer_cause}"
 

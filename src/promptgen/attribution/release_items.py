@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from itertools import islice
@@ -45,7 +45,17 @@ from datasets import Features, List, Value
 from ..core.contract import CHOICE_LABELS, item_features
 from .identities import Identity
 from .item_rows import choice_row, render_prompt
-from .release import CAUSE_SUFFIX, CAUSES, DIMENSIONS, OUTCOME_CONFIGS, OUTCOMES, NameGroup, Release
+from .release import (
+    CAUSE_SUFFIX,
+    CAUSES,
+    DIMENSIONS,
+    OUTCOME_CONFIGS,
+    OUTCOMES,
+    NameGroup,
+    ObserverTemplate,
+    PairTemplate,
+    Release,
+)
 
 #: `generate_expanded.py --name_limit 5`: the first five names of each group and gender
 NAME_LIMIT = 5
@@ -179,16 +189,9 @@ def _group_pairs(groups: list[NameGroup]) -> Iterator[tuple[NameGroup, NameGroup
     return ((gx, gy) for gx in groups for gy in groups)
 
 
-def _persons_xy(labels: _Labels, ix: tuple[str, str], iy: tuple[str, str], nx: str, ny: str) -> dict[str, str]:
-    """The columns of `_PERSONS_XY` from X's and Y's (dimension, released label) and names."""
-    return {
-        "identity_x_release": ix[1],
-        "identity_y_release": iy[1],
-        "identity_x": labels.corrected[ix],
-        "identity_y": labels.corrected[iy],
-        "name_x": nx,
-        "name_y": ny,
-    }
+def _person(labels: _Labels, ident: tuple[str, str], name: str) -> dict[str, str]:
+    """The single actor's columns from its (dimension, released label) and name."""
+    return {"identity_release": ident[1], "identity": labels.corrected[ident], "name": name}
 
 
 # ----------------------------------------------------------------------------- single actor
@@ -200,36 +203,71 @@ def single_actor_release_items(release: Release, identities: dict[str, list[Iden
     for outcome in OUTCOMES:
         keys = option_keys(outcome)
         for dimension in DIMENSIONS:
-            k = 0
-            for gender in SINGLE_GENDER_ORDER:
-                for t in (t for t in release.single if t.outcome == outcome and t.gender == gender):
-                    set_id = f"{outcome}_{gender}_{t.domain}_{LENGTH}_set{t.scenario}"
-                    for group in release.groups[dimension]:
-                        ident = (dimension, group.label)
-                        for i, name in enumerate(_names(group, gender)):
-                            statement = t.statement.replace("{X}", name).replace("{dimension}", group.label)
-                            options = _shuffled(_entry_rng(k), keys, t.options)
-                            item_id = (
-                                f"sa-release.{outcome}.{dimension}.{gender}.{t.domain}.{t.scenario:02d}."
-                                f"{labels.key[ident]}.n{i}"
-                            )
-                            fields = {
-                                "outcome": outcome,
-                                "gender": gender,
-                                "dimension": dimension,
-                                "identity_release": group.label,
-                                "identity": labels.corrected[ident],
-                                "name": name,
-                            }
-                            prompt = render_prompt(statement, _texts(options))
-                            yield _release_row(
-                                prompt, options, item_id=item_id, setting="single_actor", template=t, set_id=set_id,
-                                index=k, fields=fields,
-                            )  # fmt: skip
-                            k += 1
+            entries = (
+                (t, group, i, name)
+                for gender in SINGLE_GENDER_ORDER
+                for t in release.single
+                if t.outcome == outcome and t.gender == gender
+                for group in release.groups[dimension]
+                for i, name in enumerate(_names(group, gender))
+            )
+            for k, (t, group, i, name) in enumerate(entries):
+                ident = (dimension, group.label)
+                statement = t.statement.replace("{X}", name).replace("{dimension}", group.label)
+                options = _shuffled(_entry_rng(k), keys, t.options)
+                item_id = (
+                    f"sa-release.{outcome}.{dimension}.{t.gender}.{t.domain}.{t.scenario:02d}.{labels.key[ident]}.n{i}"
+                )
+                set_id = f"{outcome}_{t.gender}_{t.domain}_{LENGTH}_set{t.scenario}"
+                fields = {
+                    "outcome": outcome,
+                    "gender": t.gender,
+                    "dimension": dimension,
+                    **_person(labels, ident, name),
+                }
+                prompt = render_prompt(statement, _texts(options))
+                yield _release_row(
+                    prompt, options, item_id=item_id, setting="single_actor", template=t, set_id=set_id,
+                    index=k, fields=fields,
+                )  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- actor-actor
+
+
+def _two_person_entries(
+    templates: list[Any],
+    groups: list[NameGroup],
+    key: Callable[[Any, NameGroup, NameGroup], Hashable],
+    labels: _Labels,
+) -> Iterator[tuple[Any, str, str, str, str, dict[str, str]]]:
+    """One two-person list in the generator's order: (template, X's name, Y's name, the statement with both filled
+    in, the item-id fragment naming them, their `_PERSONS_XY` columns).
+
+    Name pairs are capped per counter `key(template, X's group, Y's group)` (`capped_pairs`), over the whole list.
+    """
+    counter: Counter = Counter()
+    for t in templates:
+        g_x, g_y = t.genders
+        for gx, gy in _group_pairs(groups):
+            ix, iy = (gx.dimension, gx.label), (gy.dimension, gy.label)
+            for i, nx, j, ny in capped_pairs(counter, key(t, gx, gy), _names(gx, g_x), _names(gy, g_y)):
+                persons = {
+                    "identity_x_release": gx.label,
+                    "identity_y_release": gy.label,
+                    "identity_x": labels.corrected[ix],
+                    "identity_y": labels.corrected[iy],
+                    "name_x": nx,
+                    "name_y": ny,
+                }
+                id_part = f"{labels.key[ix]}.n{i}.{labels.key[iy]}.n{j}"
+                yield t, nx, ny, _pair_statement(t.statement, nx, ny, gx, gy), id_part, persons
+
+
+def _pair_key(t: PairTemplate, gx: NameGroup, gy: NameGroup) -> Hashable:
+    """The release keys a string "{X group}_{Y group}_{domain}_{gender pair}_{scenario}"; the labels hold no "_",
+    so the tuple names the same counters."""
+    return (gx.label, gy.label, t.domain, t.gender_pair, t.scenario)
 
 
 def actor_actor_release_items(release: Release, identities: dict[str, list[Identity]]) -> Iterator[dict[str, Any]]:
@@ -239,44 +277,43 @@ def actor_actor_release_items(release: Release, identities: dict[str, list[Ident
         keys_x, keys_y = option_keys(out_x, "optX"), option_keys(out_y, "optY")
         templates = [p for p in release.pairs if p.outcome_config == config]
         for dimension in DIMENSIONS:
-            k, counter = 0, Counter()
-            for t in templates:
-                g_x, g_y = t.genders
+            entries = _two_person_entries(templates, release.groups[dimension], _pair_key, labels)
+            for k, (t, nx, ny, statement, persons_id, persons) in enumerate(entries):
+                rng = _entry_rng(k)
+                xs = _shuffled(rng, keys_x, t.options_x)
+                ys = _shuffled(rng, keys_y, t.options_y)
+                options = xs + ys
+                item_id = f"aa-release.{config}.{dimension}.{t.domain}.{t.scenario:02d}.{t.gender_pair}.{persons_id}"
                 set_id = f"{config}_{t.gender_pair}_{t.domain}_{LENGTH}_set{t.scenario}"
-                for gx, gy in _group_pairs(release.groups[dimension]):
-                    # the release keys a string "{X group}_{Y group}_{domain}_{gender pair}_{scenario}"; the
-                    # labels hold no "_", so the tuple names the same counters
-                    key = (gx.label, gy.label, t.domain, t.gender_pair, t.scenario)
-                    for i, nx, j, ny in capped_pairs(counter, key, _names(gx, g_x), _names(gy, g_y)):
-                        rng = _entry_rng(k)
-                        xs = _shuffled(rng, keys_x, t.options_x)
-                        ys = _shuffled(rng, keys_y, t.options_y)
-                        options = xs + ys
-                        ix, iy = (dimension, gx.label), (dimension, gy.label)
-                        item_id = (
-                            f"aa-release.{config}.{dimension}.{t.domain}.{t.scenario:02d}.{t.gender_pair}."
-                            f"{labels.key[ix]}.n{i}.{labels.key[iy]}.n{j}"
-                        )
-                        fields = {
-                            "outcome_config": config,
-                            "outcome_x": out_x,
-                            "outcome_y": out_y,
-                            "gender_pair": t.gender_pair,
-                            "gender_x": g_x,
-                            "gender_y": g_y,
-                            "dimension": dimension,
-                            **_persons_xy(labels, ix, iy, nx, ny),
-                            "choice_person": ["X"] * len(xs) + ["Y"] * len(ys),
-                        }
-                        prompt = pair_prompt(_pair_statement(t.statement, nx, ny, gx, gy), nx, ny, _texts(options))
-                        yield _release_row(
-                            prompt, options, item_id=item_id, setting="actor_actor", template=t, set_id=set_id,
-                            index=k, fields=fields,
-                        )  # fmt: skip
-                        k += 1
+                fields = {
+                    "outcome_config": config,
+                    "outcome_x": out_x,
+                    "outcome_y": out_y,
+                    "gender_pair": t.gender_pair,
+                    "gender_x": t.genders[0],
+                    "gender_y": t.genders[1],
+                    "dimension": dimension,
+                    **persons,
+                    "choice_person": ["X"] * len(xs) + ["Y"] * len(ys),
+                }
+                prompt = pair_prompt(statement, nx, ny, _texts(options))
+                yield _release_row(
+                    prompt, options, item_id=item_id, setting="actor_actor", template=t, set_id=set_id,
+                    index=k, fields=fields,
+                )  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- actor-observer
+
+
+def _y_opt_key(t: ObserverTemplate) -> str:
+    """The release's key of the observer's statement, e.g. `y_opt2_highability`."""
+    return f"y_opt{CAUSES.index(t.observer_cause) + 1}_{CAUSE_SUFFIX[(t.outcome, t.observer_cause)]}"
+
+
+def _observer_key(t: ObserverTemplate, gx: NameGroup, gy: NameGroup) -> Hashable:
+    """No scenario in the release's counter key: scenario 0 of each domain uses up every cap."""
+    return (t.gender, t.domain, LENGTH, _y_opt_key(t), gx.label, gy.label)
 
 
 def actor_observer_release_items(release: Release, identities: dict[str, list[Identity]]) -> Iterator[dict[str, Any]]:
@@ -290,34 +327,28 @@ def actor_observer_release_items(release: Release, identities: dict[str, list[Id
         keys = option_keys(outcome)
         templates = [t for t in release.observer if t.outcome == outcome]
         for dimension in DIMENSIONS:
-            k, counter = 0, Counter()
-            for t in templates:
-                y_opt_key = f"y_opt{CAUSES.index(t.observer_cause) + 1}_{CAUSE_SUFFIX[(outcome, t.observer_cause)]}"
-                for gx, gy in _group_pairs(release.groups[dimension]):
-                    # no scenario in the release's counter key: scenario 0 uses up every cap
-                    key = (t.gender, t.domain, LENGTH, y_opt_key, gx.label, gy.label)
-                    for i, nx, j, ny in capped_pairs(counter, key, _names(gx, t.gender), _names(gy, t.gender)):
-                        options = _shuffled(_entry_rng(k), keys, t.options)
-                        ix, iy = (dimension, gx.label), (dimension, gy.label)
-                        item_id = (
-                            f"ao-release.{outcome}.{dimension}.{t.gender}.{t.domain}.{t.scenario:02d}."
-                            f"{t.observer_cause}.{labels.key[ix]}.n{i}.{labels.key[iy]}.n{j}"
-                        )
-                        set_id = f"{t.domain}_{t.gender}_{gx.label}_{gy.label}_{nx}_{ny}"
-                        fields = {
-                            "outcome": outcome,
-                            "gender": t.gender,
-                            "dimension": dimension,
-                            "observer_cause": t.observer_cause,
-                            "y_opt_key": y_opt_key,
-                            **_persons_xy(labels, ix, iy, nx, ny),
-                        }
-                        prompt = observer_prompt(_pair_statement(t.statement, nx, ny, gx, gy), _texts(options))
-                        yield _release_row(
-                            prompt, options, item_id=item_id, setting="actor_observer", template=t, set_id=set_id,
-                            index=k, fields=fields,
-                        )  # fmt: skip
-                        k += 1
+            entries = _two_person_entries(templates, release.groups[dimension], _observer_key, labels)
+            for k, (t, nx, ny, statement, persons_id, persons) in enumerate(entries):
+                options = _shuffled(_entry_rng(k), keys, t.options)
+                item_id = (
+                    f"ao-release.{outcome}.{dimension}.{t.gender}.{t.domain}.{t.scenario:02d}.{t.observer_cause}."
+                    f"{persons_id}"
+                )
+                x_label, y_label = persons["identity_x_release"], persons["identity_y_release"]
+                set_id = f"{t.domain}_{t.gender}_{x_label}_{y_label}_{nx}_{ny}"
+                fields = {
+                    "outcome": outcome,
+                    "gender": t.gender,
+                    "dimension": dimension,
+                    "observer_cause": t.observer_cause,
+                    "y_opt_key": _y_opt_key(t),
+                    **persons,
+                }
+                prompt = observer_prompt(statement, _texts(options))
+                yield _release_row(
+                    prompt, options, item_id=item_id, setting="actor_observer", template=t, set_id=set_id,
+                    index=k, fields=fields,
+                )  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- schema and counts
