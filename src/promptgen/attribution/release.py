@@ -14,6 +14,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,14 @@ _SUFFIX = {
     "badluck": ("failure", "luck"),
 }
 CAUSE_SUFFIX = {(o, c): s for s, (o, c) in _SUFFIX.items()}
+
+
+@cache
+def observer_key(outcome: str, cause: str) -> str:
+    """The release's key of an observer's statement: `y_opt2_highability` (the cause's number in CAUSES, its suffix)."""
+    return f"y_opt{CAUSES.index(cause) + 1}_{CAUSE_SUFFIX[(outcome, cause)]}"
+
+
 _PLACEHOLDER = re.compile(r"\{[^{}]*\}")
 
 
@@ -283,7 +292,7 @@ def read_pairs(path: Path, display: str, config: str, rules: list[TextRule], rel
 
 def read_observer(path: Path, display: str, outcome: str, rules: list[TextRule], release: Release) -> None:
     r = _Reader(path, display, rules, release.corrections_applied)
-    cause_keys = {f"y_opt{i + 1}_{CAUSE_SUFFIX[(outcome, c)]}": c for i, c in enumerate(CAUSES)}
+    cause_keys = {observer_key(outcome, c): c for c in CAUSES}
     for place, where, t in r.gendered_scenarios(outcome):
         unknown = sorted(set(t) - set(cause_keys))
         if unknown:

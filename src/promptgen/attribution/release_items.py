@@ -55,6 +55,7 @@ from .release import (
     ObserverTemplate,
     PairTemplate,
     Release,
+    observer_key,
 )
 
 #: `generate_expanded.py --name_limit 5`: the first five names of each group and gender
@@ -306,14 +307,9 @@ def actor_actor_release_items(release: Release, identities: dict[str, list[Ident
 # ----------------------------------------------------------------------------- actor-observer
 
 
-def _y_opt_key(t: ObserverTemplate) -> str:
-    """The release's key of the observer's statement, e.g. `y_opt2_highability`."""
-    return f"y_opt{CAUSES.index(t.observer_cause) + 1}_{CAUSE_SUFFIX[(t.outcome, t.observer_cause)]}"
-
-
 def _observer_key(t: ObserverTemplate, gx: NameGroup, gy: NameGroup) -> Hashable:
     """No scenario in the release's counter key: scenario 0 of each domain uses up every cap."""
-    return (t.gender, t.domain, LENGTH, _y_opt_key(t), gx.label, gy.label)
+    return (t.gender, t.domain, LENGTH, observer_key(t.outcome, t.observer_cause), gx.label, gy.label)
 
 
 def actor_observer_release_items(release: Release, identities: dict[str, list[Identity]]) -> Iterator[dict[str, Any]]:
@@ -341,7 +337,7 @@ def actor_observer_release_items(release: Release, identities: dict[str, list[Id
                     "gender": t.gender,
                     "dimension": dimension,
                     "observer_cause": t.observer_cause,
-                    "y_opt_key": _y_opt_key(t),
+                    "y_opt_key": observer_key(outcome, t.observer_cause),
                     **persons,
                 }
                 prompt = observer_prompt(statement, _texts(options))
