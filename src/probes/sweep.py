@@ -164,8 +164,7 @@ def _build_datasets(
     only, and the sweep says so (a warning, and `synthetic_sources` in sweep.json).
     """
     from promptgen.build import build
-
-    from .demo import write_synthetic_corpus
+    from promptgen.empathy.synthetic import write_synthetic_corpus
 
     built, synthetic = {}, []
     for name in names:
