@@ -13,12 +13,11 @@ import random
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from .corpus import REQUIRED_COLUMNS
 from .narratives import EMOTIONS
 
 #: where a `--sources` folder holds the extracted corpus (the recipe's `path`)
 CORPUS_FILE = Path("crowd-envent") / "corpus" / "crowd-enVent_generation.tsv"
-#: the columns the builder reads (`promptgen.empathy.corpus`)
-COLUMNS = ("text_id", "emotion", "generated_text", "hidden_emo_text", "intensity")
 #: the demo's events: short, so the demo stays quick to score
 DEMO_EVENTS = (
     "when my best friend forgot my birthday",
@@ -30,7 +29,7 @@ DEMO_EVENTS = (
 )
 
 
-def write_corpus_rows(root: Path, rows: Iterable[Sequence[str]], header: Sequence[str] = COLUMNS) -> Path:
+def write_corpus_rows(root: Path, rows: Iterable[Sequence[str]], header: Sequence[str] = REQUIRED_COLUMNS) -> Path:
     """Write `header` and `rows` as the corpus TSV of the `--sources` folder `root`; the file's path."""
     path = root / CORPUS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
