@@ -6,7 +6,8 @@ evaluation computes. `gpu_scoring.py` times them on a GPU with the same machiner
 items; this module holds what differs:
 
 - `write_event_corpus`: a crowd-enVent-format TSV of invented events of 20 to 40 words (the
-  real corpus is not on every machine; `probes build intergroup-empathy --sources` reads it).
+  real corpus is not on every machine; `probes build intergroup-empathy --sources` reads it),
+  written by the project's synthetic-corpus writer (`promptgen.empathy.synthetic`).
   crowd-enVent's narratives are one or two sentences; these are composed from clause pools,
   so their token counts approximate real ones only roughly;
 - `prepare_number`: the first N items of one config, tokenised as a run tokenises them
@@ -19,32 +20,17 @@ items; this module holds what differs:
   directly over every non-digit token of the vocabulary (the backend takes 1 - digits).
 
 Runs on the GPU machine with torch + transformers + numpy only (`src` on the path): nothing
-here imports `datasets`, `runners.plan` or a tokenizer outside `prepare_number`.
+here imports `datasets`, `runners.plan` or a tokenizer outside `prepare_number` (and the CPU-side
+`write_event_corpus`, whose writer's package imports `datasets`).
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import random
 from pathlib import Path
 from typing import Any
 
-#: crowd-enVent's 12 emotion labels (`promptgen.empathy.narratives.EMOTIONS`)
-EMOTIONS = (
-    "anger",
-    "boredom",
-    "disgust",
-    "fear",
-    "guilt",
-    "joy",
-    "pride",
-    "relief",
-    "sadness",
-    "shame",
-    "surprise",
-    "trust",
-)
 _OPENERS = ("when", "because", "", "I felt it when", "after")
 _SUBJECTS = (
     "my best friend",
@@ -134,19 +120,10 @@ def invent_event(rng: random.Random, low: int = 20, high: int = 40) -> str:
 
 def write_event_corpus(root: Path, events_per_emotion: int, seed: int = 0) -> Path:
     """`root/crowd-envent/corpus/crowd-enVent_generation.tsv`: `events_per_emotion` invented events per emotion."""
-    path = root / "crowd-envent" / "corpus" / "crowd-enVent_generation.tsv"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    rng = random.Random(seed)
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh, delimiter="\t", lineterminator="\n")
-        writer.writerow(["text_id", "emotion", "generated_text", "hidden_emo_text", "intensity"])
-        n = 0
-        for emotion in EMOTIONS:
-            for _ in range(events_per_emotion):
-                n += 1
-                text = invent_event(rng)
-                writer.writerow([f"gen{n:05d}", emotion, text, text, str(1 + n % 5)])
-    return path
+    from promptgen.empathy.synthetic import CORPUS_FILE, write_synthetic_corpus
+
+    write_synthetic_corpus(root, events_per_emotion, invent=invent_event, seed=seed, id_format="gen{:05d}")
+    return root / CORPUS_FILE
 
 
 # ----------------------------------------------------------------------------- prepare (CPU)

@@ -468,6 +468,7 @@ def main() -> None:
 
 
 def corpus(args: argparse.Namespace) -> None:
+    sys.path.insert(0, str(ROOT / "src"))  # the corpus writer is the project's (`promptgen.empathy.synthetic`)
     sys.path.insert(0, str(HERE))
     from gpu_number import write_event_corpus
 

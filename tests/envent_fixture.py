@@ -7,29 +7,16 @@ appraisal/demographic columns that the builder must ignore.
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import zipfile
 from pathlib import Path
 
 import yaml
 
+from promptgen.empathy.narratives import EMOTIONS
+from promptgen.empathy.synthetic import write_corpus_rows
 from release_fixture import REPO
 
-EMOTIONS = (
-    "anger",
-    "boredom",
-    "disgust",
-    "fear",
-    "guilt",
-    "joy",
-    "pride",
-    "relief",
-    "sadness",
-    "shame",
-    "surprise",
-    "trust",
-)
 TEXTS = (
     "when I received dozens of job rejections",
     'because my friend lied to me about "the party"',
@@ -52,18 +39,9 @@ def corpus_rows() -> list[list[str]]:
     return rows
 
 
-def write_corpus(path: Path, rows: list[list[str]] | None = None, header: list[str] | None = None) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh, delimiter="\t", quoting=csv.QUOTE_MINIMAL, lineterminator="\n")
-        writer.writerow(header or HEADER)
-        writer.writerows(corpus_rows() if rows is None else rows)
-    return path
-
-
 def write_sources(root: Path, rows=None, header=None, as_zip: bool = False) -> Path:
     """A --sources folder holding the corpus as the extracted TSV or as the zip."""
-    tsv = write_corpus(root / "crowd-envent" / "corpus" / "crowd-enVent_generation.tsv", rows, header)
+    tsv = write_corpus_rows(root, corpus_rows() if rows is None else rows, header or HEADER)
     if as_zip:
         with zipfile.ZipFile(root / "crowd-envent" / "crowd-enVent2023.zip", "w") as zf:
             zf.write(tsv, "crowd-enVent2023/corpus/crowd-enVent_generation.tsv")

@@ -31,7 +31,8 @@ matches; an item without a match gets NaN and a note.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -40,7 +41,7 @@ import pandas as pd
 from promptgen.attribution.release import CAUSES
 from promptgen.core.errors import ProbeError
 
-from .load import RESULT_FILE_COLUMN, RUN_COLUMNS
+from .load import RUN_COLUMNS, require_columns, results_where
 from .stats import one_sample_t, two_sample_t
 
 INTERNAL = ("effort", "ability")
@@ -117,17 +118,9 @@ _ROTATION_SUFFIX = re.compile(r"\.r[0-9]+$")
 # ----------------------------------------------------------------------------- per item
 
 
-def _where(frame: pd.DataFrame) -> str:
-    if RESULT_FILE_COLUMN in frame.columns and not frame.empty:
-        files = sorted(set(frame[RESULT_FILE_COLUMN].astype(str)))
-        return ", ".join(files[:3]) + (" ..." if len(files) > 3 else "")
-    return "attribution results"
-
-
-def _require(frame: pd.DataFrame, columns: Iterable[str], what: str) -> None:
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise ProbeError(f"{_where(frame)}: {what} needs column(s) {', '.join(missing)}")
+#: the results the errors name (`load.results_where`): the rows' files, else this
+_where = partial(results_where, fallback="attribution results")
+_require = partial(require_columns, fallback="attribution results")
 
 
 def cause_matrix(frame: pd.DataFrame) -> np.ndarray:

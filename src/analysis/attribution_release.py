@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -50,7 +51,7 @@ import pandas as pd
 from promptgen.attribution.release import CAUSES
 from promptgen.core.errors import ProbeError
 
-from .load import RESULT_FILE_COLUMN, RUN_COLUMNS
+from .load import RUN_COLUMNS, require_columns, results_where
 from .stats import one_sample_t, signed_rank
 
 RELEASE_SUFFIX = "_release"
@@ -93,17 +94,9 @@ def is_release_config(config: str) -> bool:
 # ----------------------------------------------------------------------------- per row
 
 
-def _where(frame: pd.DataFrame) -> str:
-    if RESULT_FILE_COLUMN in frame.columns and not frame.empty:
-        files = sorted(set(frame[RESULT_FILE_COLUMN].astype(str)))
-        return ", ".join(files[:3]) + (" ..." if len(files) > 3 else "")
-    return "release attribution results"
-
-
-def _require(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise ProbeError(f"{_where(frame)}: {what} needs column(s) {', '.join(missing)}")
+#: the results the errors name (`load.results_where`): the rows' files, else this
+_where = partial(results_where, fallback="release attribution results")
+_require = partial(require_columns, fallback="release attribution results")
 
 
 def key_parts(key: str) -> tuple[str, int]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -178,18 +178,50 @@ def _ordered(rows: pd.DataFrame) -> pd.DataFrame:
     return rows.sort_values("release_index", kind="stable").reset_index(drop=True)
 
 
+def _one_person(rows: pd.DataFrame, config: str) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, list, list]:
+    """(rows in the scorer's order, option keys, probabilities as its scorer wrote them, labels, choices)."""
+    rows = _ordered(rows)
+    keys, probs = option_matrices(rows)
+    person, renormalise = METRIC_PERSONS[config]["metric"]
+    p = person_probabilities(keys, probs, person, renormalise=renormalise)
+    return rows, keys, p, [list(x) for x in rows["choice_labels"]], [list(x) for x in rows["choices"]]
+
+
+def _release_frame(
+    out: dict[str, list[Any]],
+    rows: pd.DataFrame,
+    copied: Sequence[tuple[str, str]],
+    by_key: list[dict[str, float]],
+    key_order: list[str],
+) -> pd.DataFrame:
+    """The computed columns `out`, the run and its seed, the prompt columns `copied` ((CSV column, prompt
+    column) pairs) and one column per option key, in `key_order`, as the release's CSVs hold them."""
+    frame = pd.DataFrame(out)
+    frame["run"] = RUN_NUMBER
+    frame["seed"] = run_seeds(rows)
+    for column, source in copied:
+        frame[column] = rows[source].to_numpy()
+    for k in key_order:
+        frame[k] = [v.get(k, math.nan) for v in by_key]
+    return frame
+
+
+#: (CSV column, prompt column) of the two persons in the two-person CSVs
+_PERSONS_COPIED = (
+    ("name1", "name_x"),
+    ("name2", "name_y"),
+    ("dimension1", "identity_x_release"),
+    ("dimension2", "identity_y_release"),
+)
+
+
 def single_actor_csv(rows: pd.DataFrame, dimension: str, decimals: int | None = None) -> pd.DataFrame:
     """One release CSV of `singleactor_mcq.py`: one outcome, dimension and model, in the scorer's order.
 
     The option-key columns come in the first row's presented order, as the scorer's
     `pd.DataFrame(list of dicts)` made them.
     """
-    rows = _ordered(rows)
-    keys, probs = option_matrices(rows)
-    person, renormalise = METRIC_PERSONS[SINGLE]["metric"]
-    p = person_probabilities(keys, probs, person, renormalise=renormalise)
-    labels = [list(x) for x in rows["choice_labels"]]
-    choices = [list(x) for x in rows["choices"]]
+    rows, keys, p, labels, choices = _one_person(rows, SINGLE)
     out: dict[str, list[Any]] = {c: [] for c in SINGLE_COLUMNS[:6]}
     by_key: list[dict[str, float]] = []
     for i, statement in enumerate(statements(rows)):
@@ -206,16 +238,10 @@ def single_actor_csv(rows: pd.DataFrame, dimension: str, decimals: int | None = 
         out["option_probs"].append(
             str({lab: values[k] for lab, k in zip(row_labels, row_keys, strict=True)}) if known else None
         )
-    frame = pd.DataFrame(out)
-    frame["run"] = RUN_NUMBER
-    frame["seed"] = run_seeds(rows)
-    for column, source in (("gender", "gender"), (dimension, "identity_release"), ("name", "name")):
-        frame[column] = rows[source].to_numpy()
-    frame["set_id"] = rows["set_id"].to_numpy()
-    frame["domain"] = rows["domain"].to_numpy()
+    copied = (("gender", "gender"), (dimension, "identity_release"), ("name", "name"))
+    copied += (("set_id", "set_id"), ("domain", "domain"))
     key_order = list(keys[0]) if len(rows) else []
-    for k in key_order:
-        frame[k] = [v.get(k, math.nan) for v in by_key]
+    frame = _release_frame(out, rows, copied, by_key, key_order)
     return frame[[c.replace("{dimension}", dimension) for c in SINGLE_COLUMNS] + key_order]
 
 
@@ -256,34 +282,15 @@ def actor_actor_csv(rows: pd.DataFrame, dimension: str, decimals: int | None = N
         out["option_probs"].append(_probs_text(text_order, values, decimals) if len(values) == 8 else None)
         out["initial_prompt"].append(statement[i])
         by_key.append(values)
-    frame = pd.DataFrame(out)
-    frame["run"] = RUN_NUMBER
-    frame["seed"] = run_seeds(rows)
-    for column, source in (
-        ("gender_pair", "gender_pair"),
-        ("domain", "domain"),
-        ("length", "length"),
-        ("name1", "name_x"),
-        ("name2", "name_y"),
-        ("dimension1", "identity_x_release"),
-        ("dimension2", "identity_y_release"),
-        ("set_id", "set_id"),
-    ):
-        frame[column] = rows[source].to_numpy()
+    copied = (("gender_pair", "gender_pair"), ("domain", "domain"), ("length", "length"), ("set_id", "set_id"))
     key_order = sorted({k for row in keys for k in row})
-    for k in key_order:
-        frame[k] = [v.get(k, math.nan) for v in by_key]
+    frame = _release_frame(out, rows, (*copied, *_PERSONS_COPIED), by_key, key_order)
     return frame[[*PAIR_COLUMNS, *key_order]]
 
 
 def actor_observer_csv(rows: pd.DataFrame, dimension: str, decimals: int | None = None) -> pd.DataFrame:
     """One release CSV of `actorobserver_mcq.py` (one outcome, dimension and model)."""
-    rows = _ordered(rows)
-    keys, probs = option_matrices(rows)
-    person, renormalise = METRIC_PERSONS[OBSERVER]["metric"]
-    p = person_probabilities(keys, probs, person, renormalise=renormalise)
-    labels = [list(x) for x in rows["choice_labels"]]
-    choices = [list(x) for x in rows["choices"]]
+    rows, keys, p, labels, choices = _one_person(rows, OBSERVER)
     text_order = list(keys[0]) if len(rows) else []
     computed = ("initial_prompt", "choice_letter", "choice_key", "choice_text", "shuffled_options", "option_probs")
     out: dict[str, list[Any]] = {c: [] for c in computed}
@@ -299,22 +306,9 @@ def actor_observer_csv(rows: pd.DataFrame, dimension: str, decimals: int | None 
         out["choice_text"].append(choices[i][best] if best is not None else None)
         out["shuffled_options"].append(", ".join(f"{lab}:{k}" for lab, k in zip(labels[i], keys[i], strict=True)))
         out["option_probs"].append(_probs_text(text_order, values, decimals) if known else None)
-    frame = pd.DataFrame(out)
-    frame["run"] = RUN_NUMBER
-    frame["seed"] = run_seeds(rows)
-    for column, source in (
-        ("gender", "gender"),
-        ("domain", "domain"),
-        ("name1", "name_x"),
-        ("name2", "name_y"),
-        ("dimension1", "identity_x_release"),
-        ("dimension2", "identity_y_release"),
-        ("y_opt_key", "y_opt_key"),
-    ):
-        frame[column] = rows[source].to_numpy()
+    copied = (("gender", "gender"), ("domain", "domain"), *_PERSONS_COPIED, ("y_opt_key", "y_opt_key"))
     key_order = sorted({k for row in keys for k in row})
-    for k in key_order:
-        frame[k] = [v.get(k, math.nan) for v in by_key]
+    frame = _release_frame(out, rows, copied, by_key, key_order)
     return frame[[*OBSERVER_COLUMNS, *key_order]]
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -263,6 +263,21 @@ def join(
     joined = prompts.merge(results, on="id", how="inner", validate="one_to_many", sort=False).reset_index(drop=True)
     check_result_values(joined)
     return joined
+
+
+def results_where(frame: pd.DataFrame, fallback: str = "results") -> str:
+    """The result files a frame's rows came from (the first three), for an error to name; `fallback` without any."""
+    if RESULT_FILE_COLUMN in frame.columns and not frame.empty:
+        files = sorted(set(frame[RESULT_FILE_COLUMN].astype(str)))
+        return ", ".join(files[:3]) + (" ..." if len(files) > 3 else "")
+    return fallback
+
+
+def require_columns(frame: pd.DataFrame, columns: Iterable[str], what: str, fallback: str = "results") -> None:
+    """One error naming the result files and every column `what` needs that the frame lacks."""
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ProbeError(f"{results_where(frame, fallback)}: {what} needs column(s) {', '.join(missing)}")
 
 
 def _files(results: pd.DataFrame) -> str:

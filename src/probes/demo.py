@@ -19,8 +19,6 @@ published), so the empathy stage still runs end to end.
 
 from __future__ import annotations
 
-import csv
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -29,7 +27,7 @@ from typing import Any
 
 from promptgen.core.errors import ProbeError
 from promptgen.core.outputs import Output, Reference, check_output, holds_only
-from promptgen.empathy.narratives import EMOTIONS
+from promptgen.empathy.synthetic import write_synthetic_corpus  # re-exported: scripts and tests write it from here
 
 SEED = 0
 #: the Trust Game games of one prompt variant (the paper's base-model prompt), so every cell has games
@@ -37,15 +35,6 @@ NUMBER_VARIANT = "base"
 GAMES_CONFIG = "games_paper_phi_2"
 #: the 0-10 scale (S1): its number trie has ~20 leaves, against ~180 for 0-100, so the demo stays short
 EMPATHY_CONFIG = "religion_P0S1T0"
-
-_SYNTHETIC_EVENTS = (
-    "when my best friend forgot my birthday",
-    "because my team won the final match after a long season",
-    "I lost my keys on the way to an important interview.",
-    "when my neighbour helped me carry the groceries",
-    "because I failed the exam I had studied for all month",
-    "when a stranger shouted at me on the bus",
-)
 
 
 #: a demo folder: the demo adds to it (resuming) only when it holds nothing but what a demo writes
@@ -78,22 +67,6 @@ class DemoResult:
     report: Path
     steps: list[DemoStep] = field(default_factory=list)
     synthetic_corpus: bool = False
-
-
-def write_synthetic_corpus(root: Path, events_per_emotion: int = 2) -> Path:
-    """A crowd-enVent-format TSV (`root/crowd-envent/corpus/crowd-enVent_generation.tsv`) of invented events."""
-    path = root / "crowd-envent" / "corpus" / "crowd-enVent_generation.tsv"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    rng = random.Random(SEED)
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh, delimiter="\t", lineterminator="\n")
-        writer.writerow(["text_id", "emotion", "generated_text", "hidden_emo_text", "intensity"])
-        n = 0
-        for emotion in EMOTIONS:
-            for text in rng.sample(_SYNTHETIC_EVENTS, events_per_emotion):
-                n += 1
-                writer.writerow([f"demo{n:04d}", emotion, text, text, str(1 + n % 5)])
-    return root
 
 
 def _stratified(frame: Any, by: list[str], n: int) -> list[int]:

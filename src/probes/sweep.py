@@ -73,6 +73,11 @@ class SweepRequest:
     mfu: float = 0.5
     max_hours: float | None = None
 
+    def __post_init__(self) -> None:
+        # `probes` and `configs` may come as lists (repeated flags) or None (none given): tuples either way
+        object.__setattr__(self, "probes", tuple(self.probes or ()))
+        object.__setattr__(self, "configs", tuple(self.configs or ()))
+
 
 @dataclass
 class SweepPlan:
@@ -159,8 +164,7 @@ def _build_datasets(
     only, and the sweep says so (a warning, and `synthetic_sources` in sweep.json).
     """
     from promptgen.build import build
-
-    from .demo import write_synthetic_corpus
+    from promptgen.empathy.synthetic import write_synthetic_corpus
 
     built, synthetic = {}, []
     for name in names:

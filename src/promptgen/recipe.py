@@ -75,16 +75,9 @@ class Recipe:
         raise RecipeError(f"{self.path}: recipe has no source with id {source_id!r}")
 
 
-_TOP_REQUIRED = {
-    "name": str,
-    "version": str,
-    "builder": str,
-    "pretty_name": str,
-    "license": str,
-    "card": str,
-    "sources": list,
-    "parameters": dict,
-}
+#: the required texts a `Recipe` holds as written
+_TOP_TEXTS = ("name", "version", "builder", "pretty_name", "license", "card")
+_TOP_REQUIRED = {**dict.fromkeys(_TOP_TEXTS, str), "sources": list, "parameters": dict}
 _TOP_OPTIONAL = {"description": str, "citation": str, "tags": list, "corrections": dict, "protocols": list}
 _SOURCE_REQUIRED = {"id": str, "path": str, "url": str, "license": str}
 _SOURCE_OPTIONAL = {"sha256": (str, type(None)), "citation": str, "member": str, "archive": str}
@@ -145,23 +138,15 @@ def parse_recipe(data: Any, *, path: Path, sha256: str) -> Recipe:
         seen.add(raw["id"])
         sources.append(
             SourceSpec(
-                id=raw["id"],
-                path=raw["path"],
-                url=raw["url"],
+                **{key: raw[key] for key in _SOURCE_REQUIRED},
                 sha256=sha,
-                license=raw["license"],
                 citation=str(raw.get("citation", "")),
                 member=raw.get("member"),
                 archive=raw.get("archive"),
             )
         )
     return Recipe(
-        name=data["name"],
-        version=data["version"],
-        builder=data["builder"],
-        pretty_name=data["pretty_name"],
-        license=data["license"],
-        card=data["card"],
+        **{key: data[key] for key in _TOP_TEXTS},
         description=str(data.get("description", "")).strip(),
         citation=str(data.get("citation", "")).strip(),
         tags=tuple(str(t) for t in data.get("tags", [])),

@@ -171,8 +171,9 @@ class Session:
             raise ProbeError("--batch-size and --flush-every must be positive")
         if limit is not None and limit < 1:
             raise ProbeError(f"--limit must be positive, got {limit}")
-        check_out_folder(Path(results))
-        key = keep_one_name(Path(results), key, name_given=name_given)
+        results = Path(results)
+        check_out_folder(results)
+        key = keep_one_name(results, key, name_given=name_given)
         folder = res.key_dir(results, prompts.config, key)
         remove_stale_temp_files(folder)
         ids = resume.id_column(prompts.dataset)
@@ -180,7 +181,7 @@ class Session:
         plan = resume.plan(prompts.dataset, ids, selected, folder, prompts.content)
         return cls(
             prompts=prompts,
-            results=Path(results),
+            results=results,
             key=key,
             chat=chat,
             shard=shard,

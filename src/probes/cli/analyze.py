@@ -58,9 +58,7 @@ def analyze_cmd(
         ),
     ] = False,
     no_figures: Annotated[bool, typer.Option("--no-figures", help="Tables and report only (faster).")] = False,
-    overwrite: Annotated[
-        bool, typer.Option("--overwrite", help="Replace --out if it is an earlier report (nothing else is replaced).")
-    ] = False,
+    overwrite: opt.OverwriteOutput = False,
     allow_fingerprint_mismatch: Annotated[
         bool,
         typer.Option(

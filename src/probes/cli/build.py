@@ -38,9 +38,7 @@ def build(
             "emotions (seeded), same structure; written to OUT/<name>-eventsN.",
         ),
     ] = None,
-    overwrite: Annotated[
-        bool, typer.Option("--overwrite", help="Replace an existing OUT/<name> (swapped in only when complete).")
-    ] = False,
+    overwrite: opt.OverwriteDataset = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")] = False,
 ) -> None:
     """Build a Hub-ready prompt dataset folder from its recipe and sources.

@@ -31,10 +31,7 @@ def curate_pairs_cmd(
             file_okay=False,
         ),
     ],
-    out_dir: Annotated[
-        str,
-        typer.Option("--out", help="Parent folder; the new dataset version is written to OUT/<name>/.", metavar="DIR"),
-    ],
+    out_dir: opt.VersionOut,
     model_slug: Annotated[
         str | None,
         typer.Option(
@@ -52,20 +49,10 @@ def curate_pairs_cmd(
             "--variant", help="Race-probe prompt variant whose scores are used: base (Llama-2 / Mistral) or phi."
         ),
     ] = "base",
-    key: Annotated[
-        str | None,
-        typer.Option(
-            "--key", help="Result key folder (<model>-<hash>) when RESULTS holds race_probe rows of several keys."
-        ),
-    ] = None,
-    recipe: Annotated[
-        str,
-        typer.Option("--recipe", help="Recipe the dataset is rebuilt from; must be the one --prompts was built from."),
-    ] = "trust-game",
+    key: opt.ResultKey = None,
+    recipe: opt.BuiltFrom = "trust-game",
     sources: Any = None,
-    overwrite: Annotated[
-        bool, typer.Option("--overwrite", help="Replace an existing OUT/<name> (swapped in only when complete).")
-    ] = False,
+    overwrite: opt.OverwriteDataset = False,
 ) -> None:
     """Select a model's Trust Game pairs from its race-probe scores (DESIGN section 5, step 7).
 
@@ -119,10 +106,7 @@ def rewrite_cmd(
             file_okay=False,
         ),
     ],
-    out_dir: Annotated[
-        str,
-        typer.Option("--out", help="Where the new dataset version is written (as OUT/<dataset name>).", metavar="DIR"),
-    ],
+    out_dir: opt.VersionOut,
     model: Annotated[
         str | None,
         typer.Option(
@@ -141,9 +125,7 @@ def rewrite_cmd(
             file_okay=False,
         ),
     ] = None,
-    key: Annotated[
-        str | None, typer.Option("--key", help="Result key folder to use when --results holds several.")
-    ] = None,
+    key: opt.ResultKey = None,
     limit: opt.Limit = None,
     chat: Annotated[
         bool,
@@ -160,11 +142,9 @@ def rewrite_cmd(
     batch_size: opt.BatchSize = None,
     flush_every: opt.FlushEvery = 64,
     load: Any = None,
-    recipe: Annotated[
-        str, typer.Option("--recipe", help="Recipe DATASET was built from (name or YAML path).")
-    ] = "intergroup-empathy",
+    recipe: opt.BuiltFrom = "intergroup-empathy",
     sources: Any = None,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace OUT/<dataset name> if it exists.")] = False,
+    overwrite: opt.OverwriteDataset = False,
     quiet: opt.QuietRun = False,
 ) -> None:
     """Rewrite the T1 narratives in the third person with a model (DESIGN section 4) into a new dataset version.

@@ -47,9 +47,7 @@ def export_cmd(
     configs: opt.ResultConfigs = None,
     revision: opt.Revision = None,
     results_revision: opt.ResultsRevision = None,
-    overwrite: Annotated[
-        bool, typer.Option("--overwrite", help="Replace --out if it is an earlier export (nothing else is replaced).")
-    ] = False,
+    overwrite: opt.OverwriteOutput = False,
 ) -> None:
     """Write a model's results in another tool's layout: the Talent-or-Luck release's CSV files, or JSONL.
 

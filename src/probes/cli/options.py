@@ -240,6 +240,32 @@ Where = Annotated[
 ]
 
 
+# output folders: one flag each for what the commands that write a dataset, a report or an export replace
+OverwriteDataset = Annotated[
+    bool, typer.Option("--overwrite", help="Replace an existing OUT/<name> (swapped in only when complete).")
+]
+OverwriteOutput = Annotated[
+    bool,
+    typer.Option(
+        "--overwrite", help="Replace --out if it is this command's earlier output (nothing else is replaced)."
+    ),
+]
+# what `curate-pairs` and `rewrite` derive a new dataset version from, and where they write it
+VersionOut = Annotated[
+    str, typer.Option("--out", help="Parent folder; the new dataset version is written to OUT/<name>/.", metavar="DIR")
+]
+ResultKey = Annotated[
+    str | None, typer.Option("--key", help="Result key folder (<model>-<hash>) to use when the results hold several.")
+]
+BuiltFrom = Annotated[
+    str, typer.Option("--recipe", help="Recipe the scored dataset was built from (name or YAML path); rebuilt from it.")
+]
+Shard = Annotated[
+    str | None,
+    typer.Option("--shard", help="i/n: score the i-th of n shards of each config (split by a hash of the item id)."),
+]
+
+
 def _source_options(sources: Path | None, cache_dir: Path | None, offline: bool) -> Any:
     from promptgen.sources import SourceOptions
 

@@ -79,7 +79,7 @@ def plan_cmd(
     request = api.PlanRequest(
         dataset=dataset,
         model=model,
-        configs=tuple(configs or ()),
+        configs=configs,
         gpu=gpu,
         mfu=mfu,
         chat=chat,

@@ -38,9 +38,7 @@ def run(
     model_name: opt.ModelName = None,
     where: opt.Where = None,
     limit: opt.Limit = None,
-    shard: Annotated[
-        str | None, typer.Option("--shard", help="i/n: score the i-th of n shards (split by a hash of the item id).")
-    ] = None,
+    shard: opt.Shard = None,
     chat: opt.Chat = None,
     batch_size: opt.BatchSize = None,
     flush_every: opt.FlushEvery = 64,
@@ -73,29 +71,26 @@ def run(
 
     _ENGINE_THREADS["started"] |= load.backend == "vllm"
     progress = _progress(quiet)
-    options = dict(
-        revision=revision,
-        model_name=model_name,
-        settings=scoring,
-        load=load,
-        chat=chat,
-        where=parse_where(where),
-        shard=shard,
-        limit=limit,
-        batch_size=batch_size,
-        flush_every=flush_every,
-        ray=use_ray,
-        ray_workers=ray_workers,
-    )
     with progress:
         summaries = api.run(
             dataset,
             configs,
             model,
             results,
+            revision=revision,
+            model_name=model_name,
+            settings=scoring,
+            load=load,
+            chat=chat,
+            where=parse_where(where),
+            shard=shard,
+            limit=limit,
+            batch_size=batch_size,
+            flush_every=flush_every,
+            ray=use_ray,
+            ray_workers=ray_workers,
             on_config=lambda request: _progress_hooks(progress, request.config),
             on_warning=_warn,
-            **options,
         )
     for summary in summaries:
         err.print(summary.line(), highlight=False)

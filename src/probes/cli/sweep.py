@@ -65,9 +65,7 @@ def sweep_cmd(
     ] = None,
     model_name: opt.ModelName = None,
     chat: opt.Chat = None,
-    shard: Annotated[
-        str | None, typer.Option("--shard", help="i/n: score the i-th of n shards of every config.")
-    ] = None,
+    shard: opt.Shard = None,
     batch_size: opt.BatchSize = None,
     flush_every: opt.FlushEvery = 64,
     mfu: Annotated[
@@ -127,8 +125,8 @@ def sweep_cmd(
         out_dir,
         datasets=datasets,
         sources=sources,
-        probes=tuple(probes or ()),
-        configs=tuple(configs or ()),
+        probes=probes,
+        configs=configs,
         limit_per_config=limit_per_config,
         model_name=model_name,
         load=load,

@@ -12,7 +12,7 @@ from typing import Any
 
 from datasets import List, Value
 
-from ..core.contract import CHOICE_LABELS, item_features, user_messages
+from ..core.contract import CHOICE_LABELS, contract_row, item_features, user_messages
 from ..seeding import hash_int, option_permutation
 from .identities import Identity, Name
 from .params import AttributionParams
@@ -81,6 +81,13 @@ ITEM_FEATURES = item_features(META_FEATURES)
 _EMPTY_META = dict.fromkeys(META_FEATURES)
 
 
+def choice_row(item_id: str, prompt: str, choices: list[str], types: list[str]) -> dict[str, Any]:
+    """The item-contract columns of an attribution choice row (`contract_row`), designed or `*_release` alike."""
+    return contract_row(
+        item_id, "attribution", "choice", prompt, user_messages(prompt), choices=choices, choice_types=types
+    )
+
+
 def choice_items(
     base_id: str,
     statement: str,
@@ -94,16 +101,7 @@ def choice_items(
         choices = [options[i] for i in order]
         prompt = render_prompt(statement, choices)
         row = {
-            "id": item_id,
-            "probe": "attribution",
-            "task": "choice",
-            "prompt": prompt,
-            "messages": user_messages(prompt),
-            "choices": choices,
-            "choice_labels": list(CHOICE_LABELS[: len(options)]),
-            "choice_types": [types[i] for i in order],
-            "number_min": None,
-            "number_max": None,
+            **choice_row(item_id, prompt, choices, [types[i] for i in order]),
             **_EMPTY_META,
             **meta,
             "statement": statement,

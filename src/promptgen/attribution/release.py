@@ -14,6 +14,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,14 @@ _SUFFIX = {
     "badluck": ("failure", "luck"),
 }
 CAUSE_SUFFIX = {(o, c): s for s, (o, c) in _SUFFIX.items()}
+
+
+@cache
+def observer_key(outcome: str, cause: str) -> str:
+    """The release's key of an observer's statement: `y_opt2_highability` (the cause's number in CAUSES, its suffix)."""
+    return f"y_opt{CAUSES.index(cause) + 1}_{CAUSE_SUFFIX[(outcome, cause)]}"
+
+
 _PLACEHOLDER = re.compile(r"\{[^{}]*\}")
 
 
@@ -53,7 +62,7 @@ class _Scenario:
     gender: str
 
     @property
-    def scenario_id(self) -> str:
+    def template_id(self) -> str:
         return f"{self.outcome}.{self.domain}.{self.scenario:02d}.{self.gender}"
 
 
@@ -65,10 +74,6 @@ class SingleTemplate(_Scenario):
     instruction: str
     options: tuple[str, ...]
     option_keys: tuple[str, ...]
-
-    @property
-    def template_id(self) -> str:
-        return self.scenario_id
 
 
 @dataclass(frozen=True)
@@ -108,8 +113,13 @@ class ObserverTemplate(_Scenario):
     options: tuple[str, ...]
 
     @property
+    def genders(self) -> tuple[str, str]:
+        """(actor X's, observer Y's): the release samples the observer's name with the actor's gender."""
+        return self.gender, self.gender
+
+    @property
     def template_id(self) -> str:
-        return f"{self.scenario_id}.{self.observer_cause}"
+        return f"{super().template_id}.{self.observer_cause}"
 
 
 @dataclass(frozen=True)
@@ -188,15 +198,16 @@ class _Reader:
             raise self.fail(f"{where}.short", "expected a non-empty list of scenarios")
         return short
 
-    def gendered_scenarios(self) -> Iterator[tuple[str, str, int, str, dict]]:
-        """(gender, domain, scenario index, JSON path, template object) of a gender -> domain -> `short` file."""
+    def gendered_scenarios(self, outcome: str) -> Iterator[tuple[dict[str, Any], str, dict]]:
+        """(`_Scenario` fields, JSON path, template object) of each template of a gender -> domain -> `short` file."""
         top = self.mapping(self.data, "(top)")
         for gender in GENDERS:
             doms = self.mapping(self.get(top, gender, "(top)"), gender)
             for domain, dom_obj in doms.items():
                 for i, t in enumerate(self.scenarios(dom_obj, f"{gender}.{domain}")):
                     where = f"{gender}.{domain}.short[{i}]"
-                    yield gender, domain, i, where, self.mapping(t, where)
+                    place = {"outcome": outcome, "domain": domain, "scenario": i, "gender": gender}
+                    yield place, where, self.mapping(t, where)
 
     def placeholders(self, text: str, required: tuple[str, ...], where: str) -> None:
         found = _PLACEHOLDER.findall(text)
@@ -228,7 +239,7 @@ def _outcome_key_check(reader: _Reader, obj: dict, allowed: set[str], where: str
 
 def read_single(path: Path, display: str, outcome: str, rules: list[TextRule], release: Release) -> None:
     r = _Reader(path, display, rules, release.corrections_applied)
-    for gender, domain, i, where, t in r.gendered_scenarios():
+    for place, where, t in r.gendered_scenarios(outcome):
         statement = r.text(t, "initial_prompt", where)
         r.placeholders(statement, ("{X}", "{dimension}"), f"{where}.initial_prompt")
         options = r.options(t, outcome, where)
@@ -236,10 +247,7 @@ def read_single(path: Path, display: str, outcome: str, rules: list[TextRule], r
         _outcome_key_check(r, t, {"initial_prompt", "instruction"} | keys, where)
         release.single.append(
             SingleTemplate(
-                outcome=outcome,
-                domain=domain,
-                scenario=i,
-                gender=gender,
+                **place,
                 statement=statement,
                 instruction=r.text(t, "instruction", where),
                 options=options,
@@ -284,8 +292,8 @@ def read_pairs(path: Path, display: str, config: str, rules: list[TextRule], rel
 
 def read_observer(path: Path, display: str, outcome: str, rules: list[TextRule], release: Release) -> None:
     r = _Reader(path, display, rules, release.corrections_applied)
-    cause_keys = {f"y_opt{i + 1}_{CAUSE_SUFFIX[(outcome, c)]}": c for i, c in enumerate(CAUSES)}
-    for gender, domain, i, where, t in r.gendered_scenarios():
+    cause_keys = {observer_key(outcome, c): c for c in CAUSES}
+    for place, where, t in r.gendered_scenarios(outcome):
         unknown = sorted(set(t) - set(cause_keys))
         if unknown:
             raise r.fail(where, f"unknown observer-cause key(s) {unknown}; expected {sorted(cause_keys)}")
@@ -300,10 +308,7 @@ def read_observer(path: Path, display: str, outcome: str, rules: list[TextRule],
             _outcome_key_check(r, c, {"initial_prompt", "instruction"} | keys, cw)
             release.observer.append(
                 ObserverTemplate(
-                    outcome=outcome,
-                    domain=domain,
-                    scenario=i,
-                    gender=gender,
+                    **place,
                     observer_cause=cause,
                     statement=statement,
                     instruction=r.text(c, "instruction", cw),
@@ -339,16 +344,10 @@ def read_names(path: Path, display: str, dimension: str, release: Release) -> No
 
 #: source id in the recipe -> (reader, argument)
 SOURCE_LAYOUT: dict[str, tuple[str, str]] = {
-    "single_actor/success": ("single", "success"),
-    "single_actor/failure": ("single", "failure"),
-    "actor_actor/both_success": ("pairs", "both_success"),
-    "actor_actor/both_failure": ("pairs", "both_failure"),
-    "actor_actor/success_failure": ("pairs", "success_failure"),
-    "actor_observer/success": ("observer", "success"),
-    "actor_observer/failure": ("observer", "failure"),
-    "names/nationality": ("names", "nationality"),
-    "names/race": ("names", "race"),
-    "names/religion": ("names", "religion"),
+    **{f"single_actor/{o}": ("single", o) for o in OUTCOMES},
+    **{f"actor_actor/{c}": ("pairs", c) for c in OUTCOME_CONFIGS},
+    **{f"actor_observer/{o}": ("observer", o) for o in OUTCOMES},
+    **{f"names/{d}": ("names", d) for d in DIMENSIONS},
 }
 
 

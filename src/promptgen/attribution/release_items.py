@@ -34,17 +34,29 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
+from functools import cache
 from itertools import islice
 from typing import Any
 
 from datasets import Features, List, Value
 
-from ..core.contract import CHOICE_LABELS, item_features, user_messages
+from ..core.contract import CHOICE_LABELS, item_features
 from .identities import Identity
-from .item_rows import render_prompt
-from .release import CAUSE_SUFFIX, CAUSES, DIMENSIONS, OUTCOME_CONFIGS, OUTCOMES, NameGroup, Release
+from .item_rows import choice_row, render_prompt
+from .release import (
+    CAUSE_SUFFIX,
+    CAUSES,
+    DIMENSIONS,
+    OUTCOME_CONFIGS,
+    OUTCOMES,
+    NameGroup,
+    ObserverTemplate,
+    PairTemplate,
+    Release,
+    observer_key,
+)
 
 #: `generate_expanded.py --name_limit 5`: the first five names of each group and gender
 NAME_LIMIT = 5
@@ -61,6 +73,7 @@ PAIR_INSTRUCTION = "Respond by choosing one of the provided options for each per
 OBSERVER_INSTRUCTION = "Respond by choosing one of the provided options."
 
 
+@cache
 def scorer_seed(global_seed: int = GLOBAL_SEED) -> int:
     """The first run's seed: the scorer's `random.seed(42)` followed by `random.randint(0, 100000)` (83810)."""
     return random.Random(global_seed).randint(0, 100000)
@@ -120,7 +133,7 @@ def _names(group: NameGroup, gender: str) -> tuple[str, ...]:
     return group.names[gender][:NAME_LIMIT]
 
 
-def _base_row(
+def _release_row(
     prompt: str,
     options: list[tuple[str, str, str]],
     *,
@@ -129,30 +142,30 @@ def _base_row(
     template: Any,
     set_id: str,
     index: int,
-    seed: int,
+    fields: dict[str, Any],
 ) -> dict[str, Any]:
-    """The columns every release row has: the item contract and where the row sits in the release's list."""
-    choices = [text for _, text, _ in options]
+    """A release row: the item contract, where the row sits in the release's list, then its setting's `fields`."""
     return {
-        "id": item_id,
-        "probe": "attribution",
-        "task": "choice",
-        "prompt": prompt,
-        "messages": user_messages(prompt),
-        "choices": choices,
-        "choice_labels": list(CHOICE_LABELS[: len(choices)]),
-        "choice_types": [cause for *_, cause in options],
-        "number_min": None,
-        "number_max": None,
+        **choice_row(item_id, prompt, _texts(options), [cause for *_, cause in options]),
         "setting": setting,
         "domain": template.domain,
         "scenario": template.scenario,
         "length": LENGTH,
         "set_id": set_id,
         "release_index": index,
-        "release_seed": seed,
+        "release_seed": scorer_seed() + index,
         "option_keys": [key for key, _, _ in options],
+        **fields,
     }
+
+
+def _entry_rng(k: int) -> random.Random:
+    """The scorer's `random.seed(s + k)` before it shuffles the options of entry k of its list."""
+    return random.Random(scorer_seed() + k)
+
+
+def _texts(options: list[tuple[str, str, str]]) -> list[str]:
+    return [text for _, text, _ in options]
 
 
 def _shuffled(rng: random.Random, keys: list[str], texts: tuple[str, ...]) -> list[tuple[str, str, str]]:
@@ -162,109 +175,141 @@ def _shuffled(rng: random.Random, keys: list[str], texts: tuple[str, ...]) -> li
     return items
 
 
+def _pair_statement(statement: str, name_x: str, name_y: str, gx: NameGroup, gy: NameGroup) -> str:
+    """A two-person template with X's and Y's names and group labels put in verbatim, as the release did."""
+    return (
+        statement.replace("{X}", name_x)
+        .replace("{Y}", name_y)
+        .replace("{dimension_1}", gx.label)
+        .replace("{dimension_2}", gy.label)
+    )
+
+
+def _group_pairs(groups: list[NameGroup]) -> Iterator[tuple[NameGroup, NameGroup]]:
+    """(X's group, Y's group) in the generator's order: X's group outer, one group paired with itself too."""
+    return ((gx, gy) for gx in groups for gy in groups)
+
+
+def _person(labels: _Labels, ident: tuple[str, str], name: str) -> dict[str, str]:
+    """The single actor's columns from its (dimension, released label) and name."""
+    return {"identity_release": ident[1], "identity": labels.corrected[ident], "name": name}
+
+
 # ----------------------------------------------------------------------------- single actor
 
 
 def single_actor_release_items(release: Release, identities: dict[str, list[Identity]]) -> Iterator[dict[str, Any]]:
     """`singleactor_mcq.py`'s items: one list per (outcome, dimension), in that order."""
     labels = _Labels.of(identities)
-    seed0 = scorer_seed()
     for outcome in OUTCOMES:
         keys = option_keys(outcome)
         for dimension in DIMENSIONS:
-            k = 0
-            for gender in SINGLE_GENDER_ORDER:
-                for t in (t for t in release.single if t.outcome == outcome and t.gender == gender):
-                    set_id = f"{outcome}_{gender}_{t.domain}_{LENGTH}_set{t.scenario}"
-                    for group in release.groups[dimension]:
-                        ident = (dimension, group.label)
-                        for i, name in enumerate(_names(group, gender)):
-                            statement = t.statement.replace("{X}", name).replace("{dimension}", group.label)
-                            options = _shuffled(random.Random(seed0 + k), keys, t.options)
-                            item_id = (
-                                f"sa-release.{outcome}.{dimension}.{gender}.{t.domain}.{t.scenario:02d}."
-                                f"{labels.key[ident]}.n{i}"
-                            )
-                            prompt = render_prompt(statement, [text for _, text, _ in options])
-                            row = _base_row(
-                                prompt, options, item_id=item_id, setting="single_actor", template=t, set_id=set_id,
-                                index=k, seed=seed0 + k,
-                            )  # fmt: skip
-                            row.update(
-                                outcome=outcome,
-                                gender=gender,
-                                dimension=dimension,
-                                identity_release=group.label,
-                                identity=labels.corrected[ident],
-                                name=name,
-                            )
-                            yield row
-                            k += 1
+            entries = (
+                (t, group, i, name)
+                for gender in SINGLE_GENDER_ORDER
+                for t in release.single
+                if t.outcome == outcome and t.gender == gender
+                for group in release.groups[dimension]
+                for i, name in enumerate(_names(group, gender))
+            )
+            for k, (t, group, i, name) in enumerate(entries):
+                ident = (dimension, group.label)
+                statement = t.statement.replace("{X}", name).replace("{dimension}", group.label)
+                options = _shuffled(_entry_rng(k), keys, t.options)
+                item_id = (
+                    f"sa-release.{outcome}.{dimension}.{t.gender}.{t.domain}.{t.scenario:02d}.{labels.key[ident]}.n{i}"
+                )
+                set_id = f"{outcome}_{t.gender}_{t.domain}_{LENGTH}_set{t.scenario}"
+                fields = {
+                    "outcome": outcome,
+                    "gender": t.gender,
+                    "dimension": dimension,
+                    **_person(labels, ident, name),
+                }
+                prompt = render_prompt(statement, _texts(options))
+                yield _release_row(
+                    prompt, options, item_id=item_id, setting="single_actor", template=t, set_id=set_id,
+                    index=k, fields=fields,
+                )  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- actor-actor
 
 
+def _two_person_entries(
+    templates: list[Any],
+    groups: list[NameGroup],
+    key: Callable[[Any, NameGroup, NameGroup], Hashable],
+    labels: _Labels,
+) -> Iterator[tuple[Any, str, str, str, str, dict[str, str]]]:
+    """One two-person list in the generator's order: (template, X's name, Y's name, the statement with both filled
+    in, the item-id fragment naming them, their `_PERSONS_XY` columns).
+
+    Name pairs are capped per counter `key(template, X's group, Y's group)` (`capped_pairs`), over the whole list.
+    """
+    counter: Counter = Counter()
+    for t in templates:
+        g_x, g_y = t.genders
+        for gx, gy in _group_pairs(groups):
+            ix, iy = (gx.dimension, gx.label), (gy.dimension, gy.label)
+            for i, nx, j, ny in capped_pairs(counter, key(t, gx, gy), _names(gx, g_x), _names(gy, g_y)):
+                persons = {
+                    "identity_x_release": gx.label,
+                    "identity_y_release": gy.label,
+                    "identity_x": labels.corrected[ix],
+                    "identity_y": labels.corrected[iy],
+                    "name_x": nx,
+                    "name_y": ny,
+                }
+                id_part = f"{labels.key[ix]}.n{i}.{labels.key[iy]}.n{j}"
+                yield t, nx, ny, _pair_statement(t.statement, nx, ny, gx, gy), id_part, persons
+
+
+def _pair_key(t: PairTemplate, gx: NameGroup, gy: NameGroup) -> Hashable:
+    """The release keys a string "{X group}_{Y group}_{domain}_{gender pair}_{scenario}"; the labels hold no "_",
+    so the tuple names the same counters."""
+    return (gx.label, gy.label, t.domain, t.gender_pair, t.scenario)
+
+
 def actor_actor_release_items(release: Release, identities: dict[str, list[Identity]]) -> Iterator[dict[str, Any]]:
     """`actoractor_mcq.py`'s items: one list per (outcome configuration, dimension), in that order."""
     labels = _Labels.of(identities)
-    seed0 = scorer_seed()
     for config, (out_x, out_y) in OUTCOME_CONFIGS.items():
         keys_x, keys_y = option_keys(out_x, "optX"), option_keys(out_y, "optY")
         templates = [p for p in release.pairs if p.outcome_config == config]
         for dimension in DIMENSIONS:
-            k, counter = 0, Counter()
-            groups = release.groups[dimension]
-            for t in templates:
-                g_x, g_y = t.genders
+            entries = _two_person_entries(templates, release.groups[dimension], _pair_key, labels)
+            for k, (t, nx, ny, statement, persons_id, persons) in enumerate(entries):
+                rng = _entry_rng(k)
+                xs = _shuffled(rng, keys_x, t.options_x)
+                ys = _shuffled(rng, keys_y, t.options_y)
+                options = xs + ys
+                item_id = f"aa-release.{config}.{dimension}.{t.domain}.{t.scenario:02d}.{t.gender_pair}.{persons_id}"
                 set_id = f"{config}_{t.gender_pair}_{t.domain}_{LENGTH}_set{t.scenario}"
-                for gx in groups:
-                    for gy in groups:
-                        # the release keys a string "{X group}_{Y group}_{domain}_{gender pair}_{scenario}"; the
-                        # labels hold no "_", so the tuple names the same counters
-                        key = (gx.label, gy.label, t.domain, t.gender_pair, t.scenario)
-                        for i, nx, j, ny in capped_pairs(counter, key, _names(gx, g_x), _names(gy, g_y)):
-                            statement = (
-                                t.statement.replace("{X}", nx)
-                                .replace("{Y}", ny)
-                                .replace("{dimension_1}", gx.label)
-                                .replace("{dimension_2}", gy.label)
-                            )
-                            rng = random.Random(seed0 + k)
-                            xs = _shuffled(rng, keys_x, t.options_x)
-                            ys = _shuffled(rng, keys_y, t.options_y)
-                            options = xs + ys
-                            ix, iy = (dimension, gx.label), (dimension, gy.label)
-                            item_id = (
-                                f"aa-release.{config}.{dimension}.{t.domain}.{t.scenario:02d}.{t.gender_pair}."
-                                f"{labels.key[ix]}.n{i}.{labels.key[iy]}.n{j}"
-                            )
-                            prompt = pair_prompt(statement, nx, ny, [text for _, text, _ in options])
-                            row = _base_row(
-                                prompt, options, item_id=item_id, setting="actor_actor", template=t, set_id=set_id,
-                                index=k, seed=seed0 + k,
-                            )  # fmt: skip
-                            row.update(
-                                outcome_config=config,
-                                outcome_x=out_x,
-                                outcome_y=out_y,
-                                gender_pair=t.gender_pair,
-                                gender_x=g_x,
-                                gender_y=g_y,
-                                dimension=dimension,
-                                identity_x_release=gx.label,
-                                identity_y_release=gy.label,
-                                identity_x=labels.corrected[ix],
-                                identity_y=labels.corrected[iy],
-                                name_x=nx,
-                                name_y=ny,
-                                choice_person=["X"] * len(xs) + ["Y"] * len(ys),
-                            )
-                            yield row
-                            k += 1
+                fields = {
+                    "outcome_config": config,
+                    "outcome_x": out_x,
+                    "outcome_y": out_y,
+                    "gender_pair": t.gender_pair,
+                    "gender_x": t.genders[0],
+                    "gender_y": t.genders[1],
+                    "dimension": dimension,
+                    **persons,
+                    "choice_person": ["X"] * len(xs) + ["Y"] * len(ys),
+                }
+                prompt = pair_prompt(statement, nx, ny, _texts(options))
+                yield _release_row(
+                    prompt, options, item_id=item_id, setting="actor_actor", template=t, set_id=set_id,
+                    index=k, fields=fields,
+                )  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- actor-observer
+
+
+def _observer_key(t: ObserverTemplate, gx: NameGroup, gy: NameGroup) -> Hashable:
+    """No scenario in the release's counter key: scenario 0 of each domain uses up every cap."""
+    return (t.gender, t.domain, LENGTH, observer_key(t.outcome, t.observer_cause), gx.label, gy.label)
 
 
 def actor_observer_release_items(release: Release, identities: dict[str, list[Identity]]) -> Iterator[dict[str, Any]]:
@@ -274,53 +319,32 @@ def actor_observer_release_items(release: Release, identities: dict[str, list[Id
     observer causes y_opt1 ... y_opt4), which is the order the generator walks them.
     """
     labels = _Labels.of(identities)
-    seed0 = scorer_seed()
     for outcome in OUTCOMES:
         keys = option_keys(outcome)
         templates = [t for t in release.observer if t.outcome == outcome]
         for dimension in DIMENSIONS:
-            k, counter = 0, Counter()
-            groups = release.groups[dimension]
-            for t in templates:
-                y_opt_key = f"y_opt{CAUSES.index(t.observer_cause) + 1}_{CAUSE_SUFFIX[(outcome, t.observer_cause)]}"
-                for gx in groups:
-                    for gy in groups:
-                        # no scenario in the release's counter key: scenario 0 uses up every cap
-                        key = (t.gender, t.domain, LENGTH, y_opt_key, gx.label, gy.label)
-                        for i, nx, j, ny in capped_pairs(counter, key, _names(gx, t.gender), _names(gy, t.gender)):
-                            statement = (
-                                t.statement.replace("{X}", nx)
-                                .replace("{Y}", ny)
-                                .replace("{dimension_1}", gx.label)
-                                .replace("{dimension_2}", gy.label)
-                            )
-                            options = _shuffled(random.Random(seed0 + k), keys, t.options)
-                            ix, iy = (dimension, gx.label), (dimension, gy.label)
-                            item_id = (
-                                f"ao-release.{outcome}.{dimension}.{t.gender}.{t.domain}.{t.scenario:02d}."
-                                f"{t.observer_cause}.{labels.key[ix]}.n{i}.{labels.key[iy]}.n{j}"
-                            )
-                            set_id = f"{t.domain}_{t.gender}_{gx.label}_{gy.label}_{nx}_{ny}"
-                            prompt = observer_prompt(statement, [text for _, text, _ in options])
-                            row = _base_row(
-                                prompt, options, item_id=item_id, setting="actor_observer", template=t, set_id=set_id,
-                                index=k, seed=seed0 + k,
-                            )  # fmt: skip
-                            row.update(
-                                outcome=outcome,
-                                gender=t.gender,
-                                dimension=dimension,
-                                observer_cause=t.observer_cause,
-                                y_opt_key=y_opt_key,
-                                identity_x_release=gx.label,
-                                identity_y_release=gy.label,
-                                identity_x=labels.corrected[ix],
-                                identity_y=labels.corrected[iy],
-                                name_x=nx,
-                                name_y=ny,
-                            )
-                            yield row
-                            k += 1
+            entries = _two_person_entries(templates, release.groups[dimension], _observer_key, labels)
+            for k, (t, nx, ny, statement, persons_id, persons) in enumerate(entries):
+                options = _shuffled(_entry_rng(k), keys, t.options)
+                item_id = (
+                    f"ao-release.{outcome}.{dimension}.{t.gender}.{t.domain}.{t.scenario:02d}.{t.observer_cause}."
+                    f"{persons_id}"
+                )
+                x_label, y_label = persons["identity_x_release"], persons["identity_y_release"]
+                set_id = f"{t.domain}_{t.gender}_{x_label}_{y_label}_{nx}_{ny}"
+                fields = {
+                    "outcome": outcome,
+                    "gender": t.gender,
+                    "dimension": dimension,
+                    "observer_cause": t.observer_cause,
+                    "y_opt_key": observer_key(outcome, t.observer_cause),
+                    **persons,
+                }
+                prompt = observer_prompt(statement, _texts(options))
+                yield _release_row(
+                    prompt, options, item_id=item_id, setting="actor_observer", template=t, set_id=set_id,
+                    index=k, fields=fields,
+                )  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- schema and counts

@@ -9,7 +9,7 @@ rather than inferred, so every shard of every config has exactly the same Arrow 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -46,6 +46,38 @@ def item_features(extra: dict) -> Features:
     if clash:
         raise ValueError(f"metadata columns {sorted(clash)} clash with the item contract")
     return Features({**ITEM_FEATURES, **extra})
+
+
+def contract_row(
+    item_id: str,
+    probe: str,
+    task: str,
+    prompt: str | None,
+    messages: list[dict[str, str]] | None,
+    *,
+    choices: Sequence[str] = (),
+    choice_labels: Sequence[str] | None = None,
+    choice_types: Sequence[str] = (),
+    number_range: tuple[int | None, int | None] = (None, None),
+) -> dict[str, Any]:
+    """The item contract's columns of one row, in `ITEM_FEATURES` order; a probe's own columns follow them.
+
+    Every builder writes its rows through this, so no builder re-types the contract. `choice_labels`
+    left out labels the choices A, B, ... (`CHOICE_LABELS`); a number item gives its `number_range`.
+    """
+    labels = CHOICE_LABELS[: len(choices)] if choice_labels is None else choice_labels
+    return {
+        "id": item_id,
+        "probe": probe,
+        "task": task,
+        "prompt": prompt,
+        "messages": messages,
+        "choices": list(choices),
+        "choice_labels": list(labels),
+        "choice_types": list(choice_types),
+        "number_min": number_range[0],
+        "number_max": number_range[1],
+    }
 
 
 def slug(text: str) -> str:

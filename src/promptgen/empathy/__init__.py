@@ -2,7 +2,8 @@
 
 `corpus` reads the crowd-enVent TSV, `narratives` makes the T0/T1 forms, `third_person` the
 rule-based T2 rewrite, `model_rewrites` carries a model's T2 rewrites into a build, `prompts`
-expands perceiver x experiencer x event x setting (pure), `dataset` wires them to the writer.
+expands perceiver x experiencer x event x setting (pure), `dataset` wires them to the writer;
+`synthetic` writes a stand-in corpus in crowd-enVent's format where the real one is missing.
 May import `promptgen.core`, `seeding`, `recipe`, `sources` and `hub`; never another probe.
 """
 

@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 from datasets import Features, List, Value
 
-from ..core.contract import item_features, user_messages
+from ..core.contract import contract_row, item_features, user_messages
 from .corpus import Event
 from .narratives import build_t0, build_t1
 from .third_person import REWRITE_STOP, RULE_METHOD, rewrite_prompt, to_third_person
@@ -211,16 +211,7 @@ def rewrite_rows(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         prompt = rewrite_prompt(e["narrative_t1"])
         rows.append(
             {
-                "id": rewrite_item_id(e["text_id"]),
-                "probe": "empathy",
-                "task": "text",
-                "prompt": prompt,
-                "messages": user_messages(prompt),
-                "choices": [],
-                "choice_labels": [],
-                "choice_types": [],
-                "number_min": None,
-                "number_max": None,
+                **contract_row(rewrite_item_id(e["text_id"]), "empathy", "text", prompt, user_messages(prompt)),
                 "text_id": e["text_id"],
                 "emotion": e["emotion"],
                 "stop": list(REWRITE_STOP),
@@ -278,16 +269,26 @@ def setting_rows() -> list[dict[str, Any]]:
 # ----------------------------------------------------------------------------- prompts
 
 
+def _role_features(role: str) -> dict[str, Value]:
+    """The columns of one role (`perceiver`, `experiencer`): its identity, the identity's group and order."""
+    return {role: Value("string"), f"{role}_group": Value("string"), f"{role}_order": Value("int32")}
+
+
+def _role_columns(role: str, person: Identity, n: int) -> dict[str, pa.Array]:
+    """`_role_features` of one person, for n rows."""
+    return {
+        role: pa.array([person.identity] * n, pa.string()),
+        f"{role}_group": pa.array([person.group] * n, pa.string()),
+        f"{role}_order": pa.array([person.order] * n, pa.int32()),
+    }
+
+
 PROMPT_FEATURES = item_features(
     {
         "category": Value("string"),
         "setting": Value("string"),
-        "perceiver": Value("string"),
-        "perceiver_group": Value("string"),
-        "perceiver_order": Value("int32"),
-        "experiencer": Value("string"),
-        "experiencer_group": Value("string"),
-        "experiencer_order": Value("int32"),
+        **_role_features("perceiver"),
+        **_role_features("experiencer"),
         "text_id": Value("string"),
         "emotion": Value("string"),
     }
@@ -353,12 +354,8 @@ def prompt_batches(category: str, setting_name: str, events: list[dict[str, Any]
                 "choices": empty_lists,
                 "choice_labels": empty_lists,
                 "choice_types": empty_lists,
-                "perceiver": pa.array([p.identity] * n, pa.string()),
-                "perceiver_group": pa.array([p.group] * n, pa.string()),
-                "perceiver_order": pa.array([p.order] * n, pa.int32()),
-                "experiencer": pa.array([e.identity] * n, pa.string()),
-                "experiencer_group": pa.array([e.group] * n, pa.string()),
-                "experiencer_order": pa.array([e.order] * n, pa.int32()),
+                **_role_columns("perceiver", p, n),
+                **_role_columns("experiencer", e, n),
             }
             yield pa.Table.from_arrays([columns[name] for name in _SCHEMA.names], schema=_SCHEMA)
 

@@ -51,7 +51,7 @@ from typing import Any
 
 from datasets import Value
 
-from ..core.contract import item_features, slug
+from ..core.contract import contract_row, item_features, slug
 from ..core.errors import RecipeError, SourceFormatError
 from ..core.validate import choose, positive, take
 from ..seeding import hash_sample
@@ -409,17 +409,9 @@ def game_rows(games: list[Game], variants: Iterable[str], amounts: Amounts) -> I
     for variant in variants:
         for game in games:
             prompt, messages = render_game(game, variant, amounts)
+            item_id = f"trust_game/{variant}/{game_key(game)}"
             yield {
-                "id": f"trust_game/{variant}/{game_key(game)}",
-                "probe": "trust_game",
-                "task": "number",
-                "prompt": prompt,
-                "messages": messages,
-                "choices": [],
-                "choice_labels": [],
-                "choice_types": [],
-                "number_min": 0,
-                "number_max": amounts.investor,
+                **contract_row(item_id, "trust_game", "number", prompt, messages, number_range=(0, amounts.investor)),
                 **_meta(game, variant),
             }
 
@@ -477,17 +469,9 @@ def probing_rows(
                 answers = probing_answers(amt, amounts)
                 for question in range(1, len(PROBING_STEMS) + 1):
                     prompt, messages = render_probing(game, amt, question, variant, amounts)
+                    item_id = f"probing/{variant}/{game_key(game)}/amt{amt:02d}/q{question}"
                     yield {
-                        "id": f"probing/{variant}/{game_key(game)}/amt{amt:02d}/q{question}",
-                        "probe": "probing",
-                        "task": "number",
-                        "prompt": prompt,
-                        "messages": messages,
-                        "choices": [],
-                        "choice_labels": [],
-                        "choice_types": [],
-                        "number_min": 0,
-                        "number_max": number_max,
+                        **contract_row(item_id, "probing", "number", prompt, messages, number_range=(0, number_max)),
                         **_meta(game, variant),
                         "question": question,
                         "amt": amt,

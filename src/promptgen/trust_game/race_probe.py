@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 from datasets import Value
 
-from ..core.contract import item_features, slug, user_messages
+from ..core.contract import contract_row, item_features, slug, user_messages
 from .census import RACES
 from .paper_pairs import TITLES
 
@@ -76,21 +76,14 @@ def race_probe_rows(seed: pd.DataFrame, params: RaceProbeParams) -> Iterator[dic
     surnames = list(zip(seed["race"], seed["surname"], strict=True))
     for variant in params.variants:
         spec = RACE_PROBE_VARIANTS[variant]
+        options = {"choices": spec.choices, "choice_labels": RACE_PROBE_LABELS, "choice_types": RACE_PROBE_CHOICE_TYPES}
         for title in params.titles:
             for seed_race, surname in surnames:
                 for race in RACES:
                     prompt = render_race_probe(variant, title, surname, race)
+                    item_id = race_probe_id(variant, title, seed_race, surname, race)
                     yield {
-                        "id": race_probe_id(variant, title, seed_race, surname, race),
-                        "probe": "race_probe",
-                        "task": "choice",
-                        "prompt": prompt,
-                        "messages": user_messages(prompt),
-                        "choices": list(spec.choices),
-                        "choice_labels": list(RACE_PROBE_LABELS),
-                        "choice_types": list(RACE_PROBE_CHOICE_TYPES),
-                        "number_min": None,
-                        "number_max": None,
+                        **contract_row(item_id, "race_probe", "choice", prompt, user_messages(prompt), **options),
                         "title": title,
                         "gender": TITLES[title],
                         "surname": surname,

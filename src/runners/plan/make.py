@@ -60,6 +60,10 @@ class PlanRequest:
         """The number modes priced: the run's two (or those asked), and the bounded one with a tolerance."""
         return (*self.modes, BOUNDED) if self.number_tolerance else self.modes
 
+    def __post_init__(self) -> None:
+        # `configs` may come as a list (a repeated flag) or None (none given): a tuple either way
+        object.__setattr__(self, "configs", tuple(self.configs or ()))
+
 
 def check_request(req: PlanRequest) -> None:
     """Every input error as one `ProbeError` line, before anything is loaded or written."""
