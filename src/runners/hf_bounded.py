@@ -41,7 +41,9 @@ def bounded_passes(
             return
         cost = {i: len(context_slots[i]) + len(done[i]) + len(nodes) for i, nodes in todo.items()}
         width = {i: len(nodes) for i, nodes in todo.items()}
-        for group in budget_chunks(list(todo), cost.__getitem__, max_batch_tokens):
+        # rows of similar widths share a pass: a row is left-padded to the widest, and padding is computed
+        order = sorted(todo, key=lambda i: (len(todo[i]), i))
+        for group in budget_chunks(order, cost.__getitem__, max_batch_tokens):
             for chunk in budget_chunks(group, width.__getitem__, max_logit_rows):
                 _pass(model, pool, chunk, todo, expansions, context_slots, done)
 

@@ -105,7 +105,8 @@ class TrieExpansion:
         #: log π(node): the path's log-probability after the context
         self.logp = np.full(n, np.nan)
         self.expanded = np.zeros(n, dtype=bool)
-        self.candidates: list[np.ndarray | None] = [None] * n
+        #: the candidates' log-probabilities after each node, NaN rows until it is computed
+        self.candidates = np.full((n, len(request.candidates)), np.nan)
         self.p_end = np.zeros(n)
         self.after_context: np.ndarray | None = None
 
@@ -131,9 +132,8 @@ class TrieExpansion:
 
     def record(self, node: int, logprobs: Mapping[int, float]) -> None:
         """Node `node` computed: its log-probabilities by token id (at least `child_ids(node)`)."""
-        cands = np.array([logprobs[c] for c in self.request.candidates], dtype=np.float64)
-        self.candidates[node] = cands
-        self.p_end[node] = _p_end(cands)
+        self.candidates[node] = [logprobs[c] for c in self.request.candidates]
+        self.p_end[node] = _p_end(self.candidates[node])
         self.expanded[node] = True
         for c in self.shape.children[node]:
             self.step[c] = logprobs[self.shape.nodes[c][-1]]
@@ -171,16 +171,11 @@ class TrieExpansion:
         """The request's `ScoreResult`: NaN for every token or candidate row not computed."""
         if self.after_context is None:
             raise ValueError("result() before root()")
+        index = self.shape.index
         conts = []
-        width = len(self.request.candidates)
         for leaf in self.request.continuations:
-            ks = [self.shape.index[leaf[: d + 1]] for d in range(len(leaf))]
-            token_lp = self.step[ks].astype(np.float64)
-            nxt = np.full((len(leaf), width), np.nan)
-            for d, k in enumerate(ks):
-                if self.candidates[k] is not None:
-                    nxt[d] = self.candidates[k]
-            conts.append(ContinuationScore(token_lp, nxt))
+            ks = [index[leaf[: d + 1]] for d in range(len(leaf))]
+            conts.append(ContinuationScore(self.step[ks], self.candidates[ks]))
         return ScoreResult(tuple(conts), self.after_context, len(self.request.context), computed_tokens)
 
 
