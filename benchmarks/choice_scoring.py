@@ -539,7 +539,7 @@ def main() -> None:
         "item_source": source,
         "chat_template": False,
         "note": CHAT_NOTE,
-        "model": str(model_path),
+        "model": str(model_path).replace(str(Path.home()), "~"),
         "dtype": "float32",
         "device": "cpu",
         "threads": args.threads,

@@ -505,7 +505,7 @@ def main() -> None:
         "items": len(items),
         "item_source": source,
         "chat_template": chat,
-        "model": str(model_path),
+        "model": str(model_path).replace(str(Path.home()), "~"),  # no local home path in a committed file
         "dtype": "float32",
         "device": "cpu",
         "threads": args.threads,

@@ -111,7 +111,7 @@ def main() -> None:
         "benchmark": "plan_accuracy",
         "config": args.config,
         "rows": rows.rows,
-        "model": str(model_path),
+        "model": str(model_path).replace(str(Path.home()), "~"),
         "sampling": {
             "items_per_call": args.items_per_call,
             "calls": exact["calls"],
