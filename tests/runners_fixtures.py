@@ -250,3 +250,20 @@ def load_vocab_folder(family: str) -> Path:
     from runners.testmodel import ensure_vocab_tiny
 
     return ensure_vocab_tiny(family)
+
+
+@functools.lru_cache(maxsize=4)
+def vocab_tokenizer(family: str) -> Any:
+    """The tokenizer of `load_vocab_folder(family)`, loaded once per test session."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(load_vocab_folder(family))
+
+
+@functools.lru_cache(maxsize=1)
+def vocab_model(family: str) -> Any:
+    """The tiny random float32 Llama of `load_vocab_folder(family)` (one family kept at a time)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(load_vocab_folder(family), dtype=torch.float32).eval()

@@ -9,7 +9,6 @@ random tries, the expansion against a table of known log-probabilities.
 
 from __future__ import annotations
 
-import functools
 import itertools
 from typing import Any
 
@@ -20,7 +19,7 @@ from promptgen.core.errors import ProbeError
 from runners.backend import NumberBound, ScoreRequest
 from runners.number_bound import TrieExpansion, TrieShape, certified_bound, oracle_positions
 from runners.scoring_settings import ScoringSettings, scoring_settings
-from runners_fixtures import load_vocab_folder
+from runners_fixtures import vocab_model, vocab_tokenizer
 
 FAMILIES = ("llama-bpe", "llama-spm", "qwen2", "gpt-2")
 #: float32 passes over a different batch shape differ by ~1e-7 in a probability
@@ -147,21 +146,6 @@ def test_tolerance_key_and_flag_errors() -> None:
         ScoringSettings(number_mode="first-token", number_tolerance=1e-3)
 
 
-@functools.lru_cache(maxsize=4)
-def _tokenizer(family: str) -> Any:
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(load_vocab_folder(family))
-
-
-@functools.lru_cache(maxsize=1)
-def _model(family: str) -> Any:
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    return AutoModelForCausalLM.from_pretrained(load_vocab_folder(family), dtype=torch.float32).eval()
-
-
 def _items(n: int, hi: int = 100) -> list[dict[str, Any]]:
     return [
         {
@@ -182,15 +166,17 @@ def test_bounded_rows_are_within_their_bound_of_exact(family: str) -> None:
     from runners.hf import HFBackend
     from runners.rows import run_items
 
-    backend = HFBackend(_model(family), model_id=family, max_batch_tokens=512)
+    backend = HFBackend(vocab_model(family), model_id=family, max_batch_tokens=512)
     items = _items(4)
-    exact = run_items(items, backend, _tokenizer(family), chat=False)
+    exact = run_items(items, backend, vocab_tokenizer(family), chat=False)
     assert {r["number_bound"] for r in exact} == {0.0}
     full = exact[0]["trie_positions"]
     assert full == (202 if family == "gpt-2" else 203)
     seen = []
     for eps in (1e-3, 0.05, 0.5):
-        rows = run_items(items, backend, _tokenizer(family), chat=False, settings=ScoringSettings(number_tolerance=eps))
+        rows = run_items(
+            items, backend, vocab_tokenizer(family), chat=False, settings=ScoringSettings(number_tolerance=eps)
+        )
         for want, got in zip(exact, rows, strict=True):
             distance = np.abs(np.asarray(got["number_probs"]) - np.asarray(want["number_probs"])).sum()
             assert distance <= got["number_bound"] + ROUND_OFF, (eps, got["id"])

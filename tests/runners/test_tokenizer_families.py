@@ -15,7 +15,6 @@ the tests hold whatever the backends do inside.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -24,7 +23,7 @@ import numpy as np
 import pytest
 
 from runners.models import LoadOptions
-from runners_fixtures import load_vocab_folder, require_extra
+from runners_fixtures import load_vocab_folder, require_extra, vocab_model, vocab_tokenizer
 
 FAMILIES = ("llama-bpe", "llama-spm", "qwen2", "gpt-2")
 CONTEXT = "How much empathy do you feel for them, from 0 to 100?\nAnswer:"
@@ -37,21 +36,6 @@ EXPECTED_FORMS = {
 }
 #: the BOS token string each family puts before any text (None: no BOS)
 EXPECTED_BOS = {"llama-bpe": "<|begin_of_text|>", "llama-spm": "<s>", "qwen2": None, "gpt-2": None}
-
-
-@functools.lru_cache(maxsize=4)
-def _tokenizer(family: str) -> Any:
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(load_vocab_folder(family))
-
-
-@functools.lru_cache(maxsize=1)
-def _model(family: str) -> Any:
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    return AutoModelForCausalLM.from_pretrained(load_vocab_folder(family), dtype=torch.float32).eval()
 
 
 def _ends_number_mask(tokenizer: Any) -> np.ndarray:
@@ -102,7 +86,7 @@ def test_number_forms_end_set_and_bos(family: str) -> None:
     from runners.distributions import build_number_trie
     from runners.tokenize import bos_ids, digit_start_ids, encode_context, number_paths
 
-    tokenizer = _tokenizer(family)
+    tokenizer = vocab_tokenizer(family)
     context, paths = number_paths(tokenizer, CONTEXT, 0, 100)
     for n in range(101):
         got = [tokenizer.convert_ids_to_tokens(list(form)) for form in paths[n]]
@@ -142,7 +126,7 @@ def _brute_force(family: str, item: dict[str, Any]) -> tuple[np.ndarray, float]:
     """
     import torch
 
-    tokenizer, model = _tokenizer(family), _model(family)
+    tokenizer, model = vocab_tokenizer(family), vocab_model(family)
     ends = torch.tensor(_ends_number_mask(tokenizer))
     context = tokenizer(item["prompt"])["input_ids"]
     values = range(item["number_min"], item["number_max"] + 1)
@@ -178,7 +162,7 @@ def test_number_probs_equal_brute_force(family: str) -> None:
     from runners.rows import run_items
 
     items = [_number_item(k) for k in range(2)]
-    rows = run_items(items, HFBackend(_model(family), model_id=family), _tokenizer(family), chat=False)
+    rows = run_items(items, HFBackend(vocab_model(family), model_id=family), vocab_tokenizer(family), chat=False)
     for item, row in zip(items, rows, strict=True):
         want, mass = _brute_force(family, item)
         got = np.asarray(row["number_probs"])
@@ -198,7 +182,7 @@ def test_vllm_equals_hf(family: str) -> None:
     from runners.scoring_settings import ScoringSettings
 
     folder = load_vocab_folder(family)
-    tokenizer = _tokenizer(family)
+    tokenizer = vocab_tokenizer(family)
     items = [_number_item(0), _choice_item(0), _choice_item(1)]
     settings = ScoringSettings()
     digits = cached_digit_start_ids(tokenizer)
@@ -216,7 +200,7 @@ def test_vllm_equals_hf(family: str) -> None:
         vllm.close()
     from runners.hf import HFBackend
 
-    hf = HFBackend(_model(family), model_id=family)
+    hf = HFBackend(vocab_model(family), model_id=family)
     want = run_items(items, hf, tokenizer, chat=False)
     # bounded (level by level on both backends): within 1e-3 of hf's bounded run, and within its own bound of exact
     want_bounded = run_items(items[:1], hf, tokenizer, chat=False, settings=bounded)
@@ -297,13 +281,13 @@ def test_first_token_equals_exact_where_numbers_are_one_token(family: str) -> No
     from runners.scoring_settings import ScoringSettings
     from runners.tokenize import number_paths
 
-    tokenizer = _tokenizer(family)
+    tokenizer = vocab_tokenizer(family)
     items = [_number_item(k) for k in range(2)]
     first = ScoringSettings(number_mode="first-token")
     _, paths = number_paths(tokenizer, items[0]["prompt"], 0, 100)
     one_token = {f[0] for forms in paths.values() for f in forms if len(f) == 1}
     if any(all(len(f) > 1 for f in forms) for forms in paths.values()):  # some number needs two tokens
-        backend = HFBackend(_model(family), model_id=family)
+        backend = HFBackend(vocab_model(family), model_id=family)
         with pytest.raises(ValueError, match="has no one-token form for this tokenizer"):
             run_items(items, backend, tokenizer, chat=False, settings=first)
         assert family in ("llama-spm", "qwen2")  # the digit-by-digit families
@@ -311,7 +295,7 @@ def test_first_token_equals_exact_where_numbers_are_one_token(family: str) -> No
     blocked = sorted({f[0] for forms in paths.values() for f in forms if len(f) > 1} - one_token)
     digit = ~_ends_number_mask(tokenizer)
     pieces = sorted(one_token)
-    backend = HFBackend(_one_token_answers(_model(family), digit, pieces, blocked), model_id=family)
+    backend = HFBackend(_one_token_answers(vocab_model(family), digit, pieces, blocked), model_id=family)
     exact = run_items(items, backend, tokenizer, chat=False)
     fast = run_items(items, backend, tokenizer, chat=False, settings=first)
     for a, b in zip(exact, fast, strict=True):
@@ -320,7 +304,7 @@ def test_first_token_equals_exact_where_numbers_are_one_token(family: str) -> No
         assert b["computed_tokens"] < a["computed_tokens"]  # first-token feeds nothing after the context
     # where numbers usually go on after their first token, exact mode differs: the check above can fail
     evens = [ids[0] for n, ids in first_token_ids(paths).items() if n % 2 == 0]
-    going_on = HFBackend(_one_token_answers(_model(family), digit, pieces, blocked, evens), model_id=family)
+    going_on = HFBackend(_one_token_answers(vocab_model(family), digit, pieces, blocked, evens), model_id=family)
     other = run_items(items[:1], going_on, tokenizer, chat=False)
     assert np.max(np.abs(np.asarray(other[0]["number_probs"]) - np.asarray(fast[0]["number_probs"]))) > 1e-3
     assert family in ("llama-bpe", "gpt-2")
