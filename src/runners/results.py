@@ -29,7 +29,7 @@ schema, the parts read removed), so a finished folder has one row per id and one
 
 This module is the one home of the layout: the file names (`CARD_NAME`, `MANIFEST_NAME`,
 `DATA_DIR`, `KEY_FILE`) and the readers every stage uses (`read_manifest`, `read_key_file`,
-`part_columns`, `read_key_rows`); `runners.results_check` validates a folder before publishing.
+`part_schema`, `read_key_rows`); `runners.results_check` validates a folder before publishing.
 """
 
 from __future__ import annotations
@@ -227,17 +227,17 @@ def read_key_file(folder: Path) -> dict[str, Any]:
     return key
 
 
-def part_columns(path: Path) -> list[str]:
-    """The column names of a result part (its schema only), or one line naming the file when it cannot be read."""
+def part_schema(path: Path) -> pa.Schema:
+    """A result part's schema (with its metadata), or one line naming the file when it cannot be read."""
     try:
-        return pq.read_schema(path).names
+        return pq.read_schema(path)
     except (OSError, pa.ArrowException) as exc:
         raise ProbeError(f"{path}: cannot read result part parquet ({exc})") from exc
 
 
 def missing_columns(path: Path, columns: Sequence[str]) -> list[str]:
     """Which of `columns` the result part `path` lacks, in the order asked."""
-    names = part_columns(path)
+    names = part_schema(path).names
     return [c for c in columns if c not in names]
 
 
@@ -383,10 +383,10 @@ def compact_key(
     """
     with _lock(folder / "parts"):
         parts = part_files(folder)
-        stored = [part_content(read_part(p, []).schema) for p in parts]
+        schemas = [part_schema(p) for p in parts]  # one footer read per part: its content label and columns
+        stored = [part_content(schema) for schema in schemas]
         relabel = [k for k, p in enumerate(parts) if content and p.name in checked and stored[k] != content]
-        # parts written before a column existed get it (null): a finished key has the schema publishing checks
-        current = all(set(RESULT_SCHEMA.names) <= set(part_columns(p)) for p in parts)
+        current = all(set(RESULT_SCHEMA.names) <= set(s.names) for s in schemas)  # else: older columns, added null
         if not relabel and len(set(stored)) == len(parts) and not _repeats(parts) and current:
             return False
         tables = [read_part(p, RESULT_SCHEMA.names) for p in parts]

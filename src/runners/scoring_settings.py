@@ -114,6 +114,17 @@ def check_sampling(*, temperature: float, top_p: float, max_new_tokens: int) -> 
         raise ProbeError(f"--max-new-tokens must be at least 1, got {max_new_tokens}")
 
 
+def check_number_tolerance(number_tolerance: float) -> None:
+    """`--number-tolerance`'s range (`number_bound.check_tolerance`) as one `ProbeError` line naming the flag."""
+    try:
+        check_tolerance(number_tolerance)
+    except ValueError:
+        raise ProbeError(
+            f"--number-tolerance must be at least 0 and below 1 (0 is exact; above, an L1 bound on the number "
+            f"distribution), got {number_tolerance}"
+        ) from None
+
+
 def scoring_settings(
     scoring: str = "sentence",
     *,
@@ -129,11 +140,7 @@ def scoring_settings(
     if scoring not in SCORING_NAMES:
         raise ProbeError(f"--scoring must be sentence, letter or generate, got {scoring!r}")
     check_sampling(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)
-    if not (math.isfinite(number_tolerance) and 0 <= number_tolerance < 1):
-        raise ProbeError(
-            f"--number-tolerance must be at least 0 (exact) and below 1 (an L1 bound on the number distribution), "
-            f"got {number_tolerance}"
-        )
+    check_number_tolerance(number_tolerance)
     if number_tolerance and scoring == "generate":
         raise ProbeError("--number-tolerance bounds a scored number distribution: not for --scoring generate")
     if scoring == "generate":

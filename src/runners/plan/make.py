@@ -21,6 +21,7 @@ from promptgen.hub.read import config_files, is_path_like
 
 from ..backend import BACKENDS
 from ..distributions import NUMBER_MODES
+from ..scoring_settings import check_number_tolerance
 from .configs import ConfigRows, item_configs
 from .count import BOUNDED, DEFAULT_SAMPLE_CALLS, DEFAULT_TRIE_ITEMS, PlanSettings, count_config
 from .output import PLAN_OUTPUT
@@ -84,8 +85,7 @@ def check_request(req: PlanRequest) -> None:
     bad = [m for m in req.modes if m not in NUMBER_MODES]
     if bad or not req.modes:
         raise ProbeError(f"--number-mode must be among {', '.join(NUMBER_MODES)}, got {', '.join(bad) or 'none'}")
-    if not (math.isfinite(req.number_tolerance) and 0 <= req.number_tolerance < 1):
-        raise ProbeError(f"--number-tolerance must be at least 0 and below 1, got {req.number_tolerance}")
+    check_number_tolerance(req.number_tolerance)
     if req.trie_positions is not None and not (math.isfinite(req.trie_positions) and req.trie_positions > 0):
         raise ProbeError(f"--trie-positions must be a positive number of positions per item, got {req.trie_positions}")
     given = [
