@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from probes.cli import app
+from promptgen.core.errors import ProbeError
 from runners import plan
 from runners_fixtures import number_items, require_extra, write_prompt_folder
 
@@ -306,3 +307,18 @@ def test_bounded_plan_prices_the_positions_a_bounded_run_computes(tmp_path: Path
     old = CliRunner().invoke(app, [*cli, "--number-tolerance", "0.05"])
     assert old.exit_code == 1 and "no number rows with trie_positions" in old.output.replace("\n", " ")
     assert not out.exists()
+
+
+def test_a_profile_whose_scoring_is_not_json_is_one_line(tmp_path: Path) -> None:
+    """A hand-edited `scoring` in a profile's results is one line naming the key folder, not a traceback."""
+    from runners import results as res
+    from runners.plan.profile import read_profile
+
+    folder = tmp_path / "results" / "data" / "items" / "m-0123456789abcdef"
+    folder.mkdir(parents=True)
+    (tmp_path / "results" / res.MANIFEST_NAME).write_text("{}")
+    res.write_part(folder, (0, 1), [{"id": "a", "scoring": "not json", "trie_positions": 7}])
+    with pytest.raises(ProbeError, match="a row's `scoring` is not a scoring settings JSON"):
+        read_profile(tmp_path / "results", 0.01)
+    res.write_part(folder, (0, 1), [{"id": "a", "scoring": '{"number_tolerance":0.01}', "trie_positions": 7}])
+    assert read_profile(tmp_path / "results", 0.01).trie_positions == 7

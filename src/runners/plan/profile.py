@@ -42,14 +42,18 @@ def read_profile(results: Path, tolerance: float) -> TrieProfile:
     for config in result_configs(results):
         for folder in key_folders(results, config):
             table = read_key_rows(folder, ["trie_positions", "scoring"])
-            keep = pc.is_valid(table["trie_positions"])
-            for scoring, positions in zip(
-                table["scoring"].filter(keep).to_pylist(), table["trie_positions"].filter(keep).to_pylist(), strict=True
-            ):
-                eps = float(json.loads(scoring).get("number_tolerance", 0.0))
+            table = table.filter(pc.is_valid(table["trie_positions"]))
+            # one scoring per key, in practice: each distinct one parsed once
+            sums = table.group_by("scoring").aggregate([("trie_positions", "sum"), ("trie_positions", "count")])
+            names = ("scoring", "trie_positions_sum", "trie_positions_count")
+            for scoring, positions, rows in zip(*(sums[c].to_pylist() for c in names), strict=True):
+                try:
+                    eps = float(json.loads(scoring).get("number_tolerance", 0.0))
+                except (TypeError, ValueError, AttributeError):
+                    raise ProbeError(f"--profile {folder}: a row's `scoring` is not a scoring settings JSON") from None
                 if math.isclose(eps, tolerance, rel_tol=1e-9, abs_tol=0.0):
                     total += positions
-                    count += 1
+                    count += rows
                 else:
                     others.add(eps)
     if not count:
