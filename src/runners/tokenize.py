@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import weakref
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -213,10 +214,35 @@ def number_paths(
     whose first token would merge with the end of the context cannot follow the shared
     context's ids and is left out (its mass then counts as invalid); a number left with no
     form at all is an error.
+
+    The paths are those of encoding each `context + form` whole (`encode_pairs`), but that
+    costs ~200 encodings of the whole context per item. A form can only change the tokens
+    near the end of the context, and every item of a config ends with the same question, so
+    the forms are encoded after the context's last tokens only (`_tail_paths`, cached per
+    tail text) and the context is encoded once. Where the tail's tokens do not line up with
+    the whole context's, the whole strings are encoded as before.
     """
     if lo > hi:
         raise ValueError(f"empty number range {lo}..{hi}")
-    shared = encode_context(tokenizer, context)
+    ids, offsets = _encode_with_offsets(tokenizer, [context])[0]
+    shared = tuple(_with_bos(tokenizer, ids))
+    if not shared:
+        raise ValueError("empty context: there is nothing to condition the first token on")
+    cut = len(ids) - _TAIL_TOKENS
+    if cut > _MARGIN_TOKENS and offsets[cut - 1][1] <= offsets[cut][0]:
+        start, boundary = offsets[cut - _MARGIN_TOKENS][0], offsets[cut][0]
+        tail = _tail_paths(tokenizer, context[start:], boundary - start, lo, hi, tuple(prefixes))
+        if tail is not None and tail.context_tail == tuple(ids[cut:]):
+            if tail.missing is not None:
+                raise ValueError(tail.missing)
+            return shared, {n: list(forms) for n, forms in tail.paths.items()}
+    return shared, _whole_number_paths(tokenizer, context, shared, lo, hi, prefixes)
+
+
+def _whole_number_paths(
+    tokenizer: Tokenizer, context: str, shared: tuple[int, ...], lo: int, hi: int, prefixes: Sequence[str]
+) -> dict[int, list[tuple[int, ...]]]:
+    """`number_paths` by encoding every `context + form` whole (the definition; the fallback)."""
     paths: dict[int, list[tuple[int, ...]]] = {}
     texts = [prefix + str(n) for n in range(lo, hi + 1) for prefix in prefixes]
     encoded = iter(encode_pairs(tokenizer, context, texts))
@@ -227,9 +253,98 @@ def number_paths(
             if enc.context_ids == shared and enc.continuation_ids not in forms:
                 forms.append(enc.continuation_ids)
         if not forms:
-            raise ValueError(f"no form of {n} in {list(prefixes)} follows the context without merging into it")
+            raise ValueError(_no_form(n, prefixes))
         paths[n] = forms
-    return shared, paths
+    return paths
+
+
+def _no_form(n: int, prefixes: Sequence[str]) -> str:
+    return f"no form of {n} in {list(prefixes)} follows the context without merging into it"
+
+
+#: the context's last tokens that the forms are encoded after (`number_paths`): the end of the
+#: question every item of a config shares, so one encoding of the forms serves them all
+_TAIL_TOKENS = 24
+#: tokens before the tail that are encoded too and then dropped: the start of a text can encode
+#: differently from the same characters inside it (SentencePiece's prepended `▁`)
+_MARGIN_TOKENS = 8
+#: tails kept per tokenizer (a config has one or a few; a sweep walks configs in turn)
+_TAIL_CACHE_SIZE = 256
+
+
+@dataclass(frozen=True)
+class _TailPaths:
+    """The forms' paths after one context tail: what `number_paths` returns, for every context ending in it."""
+
+    #: the tail's own ids as encoded inside the window: a context whose last tokens differ is not served
+    context_tail: tuple[int, ...]
+    paths: dict[int, tuple[tuple[int, ...], ...]]
+    #: the error of a number with no form (raised for every context ending in this tail)
+    missing: str | None = None
+
+
+_TAILS: weakref.WeakKeyDictionary[Any, OrderedDict[tuple, _TailPaths | None]] = weakref.WeakKeyDictionary()
+
+
+def _tail_paths(
+    tokenizer: Tokenizer, window: str, aligned: int, lo: int, hi: int, prefixes: tuple[str, ...]
+) -> _TailPaths | None:
+    """The paths after `window` (the context's last characters), its tokens from `aligned` on kept.
+
+    None when an encoding has no token boundary at `aligned` (the window's start reached into
+    the kept part): the caller then encodes the whole strings.
+    """
+    try:
+        cache = _TAILS.setdefault(tokenizer, OrderedDict())
+    except TypeError:  # an object that takes no weak reference: nothing is cached
+        cache = OrderedDict()
+    key = (window, aligned, lo, hi, prefixes)
+    if key in cache:
+        cache.move_to_end(key)
+        return cache[key]
+    found = _compute_tail_paths(tokenizer, window, aligned, lo, hi, prefixes)
+    cache[key] = found
+    if len(cache) > _TAIL_CACHE_SIZE:
+        cache.popitem(last=False)
+    return found
+
+
+def _compute_tail_paths(
+    tokenizer: Tokenizer, window: str, aligned: int, lo: int, hi: int, prefixes: tuple[str, ...]
+) -> _TailPaths | None:
+    texts = [window] + [window + prefix + str(n) for n in range(lo, hi + 1) for prefix in prefixes]
+    encoded = _encode_with_offsets(tokenizer, texts)
+    kept = [_from_boundary(ids, offsets, aligned) for ids, offsets in encoded]
+    if any(k is None for k in kept):
+        return None
+    (tail, _), *forms_kept = kept
+    boundary = len(window) - aligned  # the context's end, in the kept part's characters
+    paths: dict[int, tuple[tuple[int, ...], ...]] = {}
+    forms_iter = iter(forms_kept)
+    for n in range(lo, hi + 1):
+        forms: list[tuple[int, ...]] = []
+        for _ in prefixes:
+            ids, offsets = next(forms_iter)
+            cut = next((i for i, (_, end) in enumerate(offsets) if end > boundary), len(ids))
+            if cut == len(ids):
+                return None  # no token after the context: the whole encoding raises its own error
+            if ids[:cut] == tail and ids[cut:] not in forms:
+                forms.append(ids[cut:])
+        if not forms:
+            return _TailPaths(tail, {}, _no_form(n, prefixes))
+        paths[n] = tuple(forms)
+    return _TailPaths(tail, paths)
+
+
+def _from_boundary(
+    ids: list[int], offsets: list[tuple[int, int]], aligned: int
+) -> tuple[tuple[int, ...], list[tuple[int, int]]] | None:
+    """The ids from the token that starts at character `aligned` on, offsets made relative to it; None
+    when no token starts there or one before it reaches past it."""
+    first = next((i for i, (start, _) in enumerate(offsets) if start >= aligned), None)
+    if first is None or offsets[first][0] != aligned or (first and offsets[first - 1][1] > aligned):
+        return None
+    return tuple(ids[first:]), [(start - aligned, end - aligned) for start, end in offsets[first:]]
 
 
 def digit_start_ids(tokenizer: Tokenizer) -> tuple[int, ...]:

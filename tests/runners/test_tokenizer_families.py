@@ -80,6 +80,85 @@ def _choice_item(k: int) -> dict[str, Any]:
     }
 
 
+#: endings that meet a number form in every way a tokenizer can join them: spaces, blank lines, a
+#: currency sign, a digit or a letter the form can merge with, non-Latin and accented letters
+TAIL_ENDINGS = (
+    "Answer with a number between 0 and 100.\nAnswer:",
+    "Rate it: ",
+    "I pass $",
+    "On a scale from 0 to 100, the intensity is",
+    "Intensity (0-100):\n\n",
+    "Ответ: ",
+    "score=",
+    "It was 5",
+    "Answer:  ",
+    "naïve café →",
+    "x" * 50,
+    "\t\t",
+)
+
+
+def _random_contexts(seed: int, n: int) -> list[str]:
+    """Long contexts (a story, then a random tail of letters, digits, spaces, punctuation and non-ASCII)."""
+    import random
+
+    rng = random.Random(seed)
+    story = "When my sister finally called me after three years of silence, I felt emotions I could not name. "
+    alphabet = "ab cd e1 2 3\n\t$:=-.,?!éß→Жд ' \"  0"
+    out = [story * 3 + ending for ending in TAIL_ENDINGS]
+    for _ in range(n):
+        tail = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 60)))
+        out.append(story * rng.randint(1, 4) + tail)
+    return out
+
+
+@pytest.mark.parametrize("family", [*FAMILIES, "smollm2"])
+def test_number_paths_from_the_tail_equal_whole_encodings(family: str) -> None:
+    """`number_paths` encodes the forms after the context's last tokens only (cached per tail); its
+    context ids and paths equal encoding every `context + form` whole, on every family, for
+    contexts that end in ways a form can merge with, and the tail path did serve them."""
+    from runners import tokenize
+    from runners_fixtures import load_tokenizer
+
+    tokenizer = load_tokenizer() if family == "smollm2" else vocab_tokenizer(family)
+    served = 0
+    for context in _random_contexts(seed=len(family), n=60):
+        for lo, hi in ((0, 100), (0, 10)):
+            tokenize._TAILS.pop(tokenizer, None)
+            shared = tokenize.encode_context(tokenizer, context)
+            try:
+                whole: Any = (shared, tokenize._whole_number_paths(tokenizer, context, shared, lo, hi, ("", " ")))
+            except ValueError as exc:
+                whole = str(exc)
+            try:
+                fast: Any = tokenize.number_paths(tokenizer, context, lo, hi)
+            except ValueError as exc:
+                fast = str(exc)
+            assert fast == whole, (family, context[-30:], lo, hi)
+            served += any(tail is not None for tail in tokenize._TAILS.get(tokenizer, {}).values())
+    # every context above is long enough for the tail path; a tail that does not line up falls back
+    assert served >= 0.75 * 2 * (len(TAIL_ENDINGS) + 60), served
+
+
+def test_number_paths_tail_cache_serves_a_config_from_one_encoding_of_its_forms() -> None:
+    """Items that end in the same question share one cached tail: the forms are encoded once."""
+    from runners import tokenize
+
+    tokenizer = vocab_tokenizer("llama-bpe")
+    tokenize._TAILS.pop(tokenizer, None)
+    middle = " It was a long day." * 6 + "\n"
+    contexts = [f"Story {k}: a neighbour lost their job.{middle}{CONTEXT}" for k in range(20)]
+    calls = []
+    original = tokenize._compute_tail_paths
+    try:
+        tokenize._compute_tail_paths = lambda *a: calls.append(a) or original(*a)  # type: ignore[assignment]
+        results = [tokenize.number_paths(tokenizer, c, 0, 100) for c in contexts]
+    finally:
+        tokenize._compute_tail_paths = original  # type: ignore[assignment]
+    assert len(calls) == 1
+    assert results[3][1] == results[0][1] and results[3][0] != results[0][0]
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_number_forms_end_set_and_bos(family: str) -> None:
     """Number tries, the end-of-number set and the BOS policy are those of the published tokenizer."""
