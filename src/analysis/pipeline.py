@@ -35,6 +35,7 @@ import pandas as pd
 
 from promptgen.core.errors import ProbeError
 from runners.results import result_configs as stored_configs
+from runners.session import REFUSED_EXAMPLES, all_refused_advice, refused_answer
 
 from . import attribution as attr
 from . import attribution_release as attr_release
@@ -121,6 +122,10 @@ class Analysis:
     options: AnalysisOptions
     problems: list[dict[str, str]]
     warnings: list[str] = field(default_factory=list)
+    #: a line per config and run that refused every item (`all_refused_lines`), shown before any table
+    refused_all: list[str] = field(default_factory=list)
+    #: what the caller says about how the results were made (the demo: its scoring), shown first
+    notes: list[str] = field(default_factory=list)
 
 
 # ----------------------------------------------------------------------------- 1. collect
@@ -255,12 +260,14 @@ def fingerprint_mismatches(provenance: dict[str, Any], wanted: dict[str, list[st
 
 
 def refusal_table(collected: Collected) -> pd.DataFrame:
-    """Per config and run: items, refused items and their share (every probe, one table)."""
+    """Per config and run: items, refused items and their share (every probe, one table), and the
+    first refused answers (`runners.session.refused_answer`: the generated text, else the valid mass)."""
     rows = []
     for probe, by_config in collected.joined.items():
         for config, frame in by_config.items():
             for key, g in frame.groupby(list(RUN_COLUMNS), sort=False, dropna=False):
                 refused = g["refused"].fillna(False).astype(bool)
+                first_refused = g[refused.to_numpy()].head(REFUSED_EXAMPLES).to_dict("records")
                 rows.append(
                     {
                         **dict(zip(RUN_COLUMNS, key, strict=True)),
@@ -269,10 +276,27 @@ def refusal_table(collected: Collected) -> pd.DataFrame:
                         "n_items": len(g),
                         "n_refused": int(refused.sum()),
                         "refusal_rate": float(refused.mean()),
-                        "note": "all items refused" if refused.all() else "",
+                        "note": ALL_REFUSED if refused.all() else "",
+                        "first_refused": " | ".join(map(refused_answer, first_refused)),
                     }
                 )
-    return pd.DataFrame(rows, columns=[*RUN_COLUMNS, "probe", "config", "n_items", "n_refused", "refusal_rate", "note"])
+    columns = [*RUN_COLUMNS, "probe", "config", "n_items", "n_refused", "refusal_rate", "note", "first_refused"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+#: the refusal table's note for a run that refused every item of a config
+ALL_REFUSED = "all items refused"
+
+
+def all_refused_lines(refusals: pd.DataFrame) -> list[str]:
+    """One line per config and run whose every item was refused: the report shows them first."""
+    from .headlines import run_label
+
+    return [
+        f"{row.config} ({run_label(row.model, row.model_revision, row.scoring)}): "
+        + all_refused_advice([a for a in str(row.first_refused).split(" | ") if a])
+        for row in refusals[refusals["note"] == ALL_REFUSED].itertuples(index=False)
+    ]
 
 
 def number_score(frame: pd.DataFrame, score: str) -> str:
@@ -515,4 +539,7 @@ def analyze(
     )
     tables, problems = compute(collected, request.options)
     drawn = draw(tables, request.options) if request.figures else []
-    return Analysis(tables, drawn, collected.provenance, request.options, problems, list(collected.warnings))
+    refused_all = all_refused_lines(tables["refusals"])
+    return Analysis(
+        tables, drawn, collected.provenance, request.options, problems, list(collected.warnings), refused_all
+    )

@@ -163,6 +163,8 @@ def render_html(analysis: Analysis, figure_uris: dict[str, str], generated: str)
         options=analysis.options,
         problems=analysis.problems,
         warnings=getattr(analysis, "warnings", []),
+        refused_all=getattr(analysis, "refused_all", []),
+        notes=getattr(analysis, "notes", []),
         runs=runs,
         version=__version__,
         generated=generated,

@@ -28,6 +28,7 @@ from typing import Any
 from promptgen.core.errors import ProbeError
 from promptgen.core.outputs import Output, Reference, check_output, holds_only
 from promptgen.empathy.synthetic import write_synthetic_corpus  # re-exported: scripts and tests write it from here
+from runners.scoring_settings import scoring_settings
 
 SEED = 0
 #: the Trust Game games of one prompt variant (the paper's base-model prompt), so every cell has games
@@ -35,6 +36,21 @@ NUMBER_VARIANT = "base"
 GAMES_CONFIG = "games_paper_phi_2"
 #: the 0-10 scale (S1): its number trie has ~20 leaves, against ~180 for 0-100, so the demo stays short
 EMPATHY_CONFIG = "religion_P0S1T0"
+#: the empathy items are read by their number distribution (`--scoring sentence`), not the paper's
+#: greedy answers: SmolLM2-135M answers "The person felt anger." to every item, so the paper's
+#: protocol leaves nothing to analyse. It also puts only ~6% of its mass on numbers under the chat
+#: form, under the default refusal threshold (0.5 of the mass), so the demo reads the renormalised
+#: distribution whatever that mass (`refusal_threshold` 0; `valid_mass` stays in every row). The
+#: paper's protocol runs on `EMPATHY_PAPER_ITEMS` items beside it, into a folder of its own, to
+#: show its refusal accounting.
+EMPATHY_SETTINGS = replace(scoring_settings("sentence"), refusal_threshold=0.0)
+EMPATHY_PAPER_ITEMS = 6
+EMPATHY_NOTE = (
+    "The paper's empathy protocol is greedy generation, parsed for a number; a 135M model does not answer in "
+    "numbers, so the demo reads its distribution over 0-10 instead (--scoring sentence: the expected value of the "
+    "distribution renormalised over the numbers, with no refusal threshold, since a 135M model puts only a few "
+    "percent of its mass on numbers; each row keeps that mass as valid_mass). {paper}"
+)
 
 
 #: a demo folder: the demo adds to it (resuming) only when it holds nothing but what a demo writes
@@ -67,6 +83,18 @@ class DemoResult:
     report: Path
     steps: list[DemoStep] = field(default_factory=list)
     synthetic_corpus: bool = False
+    #: the empathy items scored with the paper's protocol beside the demo's, and how many were refused
+    paper_protocol: tuple[int, int] | None = None
+
+    def empathy_note(self) -> str:
+        """What the demo says of its empathy scoring (output, index page and the empathy report)."""
+        if self.paper_protocol is None:
+            return EMPATHY_NOTE.format(paper="")
+        items, refused = self.paper_protocol
+        return EMPATHY_NOTE.format(
+            paper=f"With the paper's protocol, {refused} of {items} items were refused "
+            "(results/intergroup-empathy-paper)."
+        )
 
 
 def _stratified(frame: Any, by: list[str], n: int) -> list[int]:
@@ -180,37 +208,60 @@ def demo(
 
     load = LoadOptions(backend="hf")  # loaded once for every config: each run is a request to the local driver
     backend, tokenizer, revision = step("load model", lambda: models.load_backend(model_path, load))
+    every_row = lambda p, _: list(range(len(p.dataset)))  # noqa: E731
+    paper_rows = lambda p, _: list(range(min(EMPATHY_PAPER_ITEMS, len(p.dataset))))  # noqa: E731
     runs = (
-        ("talent-or-luck", tol, "single_actor", attribution_rows),
-        ("trust-game", tg, GAMES_CONFIG, trust_game_rows),
-        ("trust-game", tg, "probing", probing_rows),
-        ("intergroup-empathy", emp, EMPATHY_CONFIG, lambda p, _: list(range(len(p.dataset)))),
+        ("talent-or-luck", "talent-or-luck", tol, "single_actor", attribution_rows, None),
+        ("trust-game", "trust-game", tg, GAMES_CONFIG, trust_game_rows, None),
+        ("trust-game", "trust-game", tg, "probing", probing_rows, None),
+        ("intergroup-empathy", "intergroup-empathy", emp, EMPATHY_CONFIG, every_row, EMPATHY_SETTINGS),
+        ("intergroup-empathy", "intergroup-empathy-paper", emp, EMPATHY_CONFIG, paper_rows, None),
     )
     results: dict[str, Path] = {}
     try:
-        for name, folder, config, rows in runs:
-            results[name] = out / "results" / name
-            # each dataset's declared protocol: the demo's report is the papers' method on a small model
-            request = RunRequest(folder, config, model_path, results[name], model_name=model_name, load=load)
+        for name, folder_name, folder, config, rows, settings in runs:
+            results[folder_name] = out / "results" / folder_name
+            # each dataset's declared protocol (the papers' method on a small model), but for the empathy
+            # items, read by their number distribution (EMPATHY_SETTINGS)
+            request = RunRequest(
+                folder, config, model_path, results[folder_name], model_name=model_name, load=load, settings=settings
+            )
             prompts, request, _ = resolve_protocol(request)
             subset = _subset(prompts, rows(prompts, sizes))
-            step(
-                f"score {name} {config} ({len(subset.dataset)} items)",
+            how = ", the paper's protocol" if folder_name != name else ""
+            summary = step(
+                f"score {name} {config} ({len(subset.dataset)} items{how})",
                 lambda s=subset, q=request: local_run.run_config(s, backend, tokenizer, q, model_revision=revision),
                 lambda summary: (
-                    f"({summary.items} scored, {summary.skipped} already done, {summary.items_per_s:.2f} items/s)"
+                    f"({summary.items} scored, {summary.skipped} already done, {summary.refusals} refused, "
+                    f"{summary.items_per_s:.2f} items/s)"
                 ),
             )
+            if folder_name == "intergroup-empathy-paper":
+                result.paper_protocol = (summary.selected, _refused(summary.key_dir))
     finally:
         backend.close()
+    progress(f"[demo] {result.empathy_note()}")
 
     reports = {}
     for name, folder in (("talent-or-luck", tol), ("trust-game", tg), ("intergroup-empathy", emp)):
         analysis = step(f"analyze {name}", lambda f=folder, n=name: analyze(f, [results[n]]))
+        if name == "intergroup-empathy":
+            analysis.notes.append(result.empathy_note())
         reports[name] = write_report(analysis, out / "reports" / name, overwrite=True) / "report.html"
     index.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(index, index_html(result, reports))
     return result
+
+
+def _refused(key_dir: Path) -> int:
+    """Refused rows stored under one result key (a rerun of the demo scores nothing and still counts them)."""
+    import pyarrow.compute as pc
+
+    from runners.results import read_key_rows
+
+    refused = read_key_rows(key_dir, ["refused"]).column("refused")
+    return int(pc.sum(refused.cast("int64")).as_py() or 0)
 
 
 def index_html(result: DemoResult, reports: dict[str, Path]) -> str:
@@ -236,7 +287,7 @@ def index_html(result: DemoResult, reports: dict[str, Path]) -> str:
         "td{padding:.2rem .6rem;border-bottom:1px solid #eee}</style></head><body>"
         "<h1>social-bias-probes demo</h1><p>SmolLM2-135M-Instruct on small stratified subsets of the three datasets: "
         "a check that every stage runs, not a measurement of bias.</p>"
-        f"{synthetic}<h2>Reports</h2><ul>{links}</ul><h2>Steps</h2><table>{steps}</table></body></html>"
+        f"{synthetic}<p>{escape(result.empathy_note())}</p><h2>Reports</h2><ul>{links}</ul><h2>Steps</h2><table>{steps}</table></body></html>"
     )
 
 

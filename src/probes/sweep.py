@@ -348,6 +348,7 @@ def sweep_record(request: SweepRequest, result: SweepResult) -> dict[str, Any]:
                 "scored": s.items,
                 "reused": s.skipped,
                 "refusals": s.refusals,
+                "all_refused": s.all_refused,
                 "items_per_s": s.items_per_s,
                 "wall_s": s.wall_s,
                 "protocol": s.protocol,

@@ -21,6 +21,7 @@ Drivers only load models and move items to scorers and rows back.
 from __future__ import annotations
 
 import json
+import math
 import platform
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -65,15 +66,50 @@ class RunSummary:
     rescored: int = 0
     #: which scoring protocol ran: the paper's, or how the run differs from it (`resolve_scoring`)
     protocol: str = ""
+    #: the first refused answers of this run, as `refused_answer` shows them (at most `REFUSED_EXAMPLES`)
+    refused_examples: tuple[str, ...] = ()
+
+    @property
+    def all_refused(self) -> bool:
+        """This run scored items and refused every one: its config has no answer to analyse."""
+        return self.items > 0 and self.refusals == self.items
 
     def line(self) -> str:
         again = f", {self.rescored} rescored after a prompt change" if self.rescored else ""
-        return (
+        text = (
             f"{self.config}: {self.items} items scored ({self.skipped} already done{again}), "
             f"{self.refusals} refusals, {self.items_per_s:.2f} items/s, "
             f"{self.tokens_per_s:.0f} {self.tokens_counted} tokens/s, "
             f"{self.wall_s:.1f} s" + (f"; {self.protocol}" if self.protocol else "")
         )
+        return text + (f"\n{self.config}: {self.refused_advice()}" if self.all_refused else "")
+
+    def refused_advice(self) -> str:
+        """`all_refused_advice` with this run's first refused answers."""
+        return all_refused_advice(self.refused_examples)
+
+
+#: refused answers a run summary keeps to show (`RunSummary.refused_examples`)
+REFUSED_EXAMPLES = 3
+
+
+def refused_answer(row: Mapping[str, Any], width: int = 80) -> str:
+    """How a refused row is shown: its generated answer (shortened), else the valid mass its distribution had."""
+    text = row.get("generated_text")
+    if isinstance(text, str):
+        flat = " ".join(str(text).split())
+        return flat if len(flat) <= width else flat[: width - 1] + "…"
+    mass = row.get("valid_mass")
+    return f"(valid mass {mass:.3g})" if isinstance(mass, float) and not math.isnan(mass) else "(no answer)"
+
+
+def all_refused_advice(examples: Sequence[str]) -> str:
+    """The line that says every item was refused, with the first answers and what to do instead."""
+    seen = "; ".join(repr(e) for e in examples) or "none kept"
+    return (
+        f"EVERY item was refused: no answer to analyse (first answers: {seen}). A model that does not answer in "
+        "the asked form can still be read by its distribution over the answers: rerun with --scoring sentence"
+    )
 
 
 def result_key(
@@ -141,6 +177,7 @@ class Session:
     pending: list[dict[str, Any]] = field(default_factory=list)
     parts: int = 0
     refusals: int = 0
+    refused_examples: list[str] = field(default_factory=list)
     tokens: int = 0
     prompt_tokens: int = 0
     #: scored rows whose backend did not report computed tokens (their prompt tokens are counted)
@@ -208,7 +245,10 @@ class Session:
                 chat=self.chat,
                 prompt_sha256=self.hashes[row["id"]],
             )
-            self.refusals += bool(row["refused"])
+            if row["refused"]:
+                self.refusals += 1
+                if len(self.refused_examples) < REFUSED_EXAMPLES:
+                    self.refused_examples.append(refused_answer(row))
             prompt = int(row["context_tokens"] or 0) + sum(row["choice_tokens"] or ())
             computed = row.pop("computed_tokens", None)
             self.prompt_tokens += prompt
@@ -258,6 +298,7 @@ class Session:
             rescored=self.rescored,
             prompt_tokens=self.prompt_tokens,
             tokens_counted="prompt" if self.uncounted else "computed",
+            refused_examples=tuple(self.refused_examples),
         )
         entry: dict[str, Any] = {
             "prompt_dataset": self.prompts.provenance(),

@@ -195,11 +195,20 @@ def test_bad_input_gives_clear_messages(datasets, tmp_path) -> None:
         analyze(ds, [tmp_path], options=FAST)
     # a probe whose rows lack a metric's columns: reported as a problem, the rest still analysed
     games = _read(ds, "games_paper_phi_2", ["id"]).head(10)
-    _write(tmp_path / "r", "games_paper_phi_2", [{"id": i, "refused": True} for i in games["id"]], "org/m")
+    answer = "<b>I would pass</b> nothing, thanks."
+    refused = [{"id": i, "refused": True, "generated_text": answer} for i in games["id"]]
+    _write(tmp_path / "r", "games_paper_phi_2", refused, "org/m")
     result = analyze(ds, [tmp_path / "r"], options=FAST)
     assert result.tables["refusals"]["refusal_rate"].tolist() == [1.0]
     notes = result.tables["trust_game_anova"]["note"]
     assert (notes != "").all()  # every game refused: NaN statistics with the reason
+    # ... and the report says so first, with the answers seen (escaped) and what to do instead
+    assert len(result.refused_all) == 1 and answer in result.refused_all[0]
+    assert result.tables["refusals"]["first_refused"].iat[0] == " | ".join([answer] * 3)
+    html = (write_report(result, tmp_path / "rep") / "report.html").read_text()
+    top = html[: html.index("<h2")]
+    assert "Every item refused" in top and "--scoring sentence" in top
+    assert "&lt;b&gt;I would pass&lt;/b&gt; nothing" in top and answer not in html
 
 
 @pytest.mark.slow

@@ -322,3 +322,25 @@ def test_a_profile_whose_scoring_is_not_json_is_one_line(tmp_path: Path) -> None
         read_profile(tmp_path / "results", 0.01)
     res.write_part(folder, (0, 1), [{"id": "a", "scoring": '{"number_tolerance":0.01}', "trie_positions": 7}])
     assert read_profile(tmp_path / "results", 0.01).trie_positions == 7
+
+
+def test_a_chat_config_priced_or_run_with_a_base_model_is_one_line(tmp_path: Path) -> None:
+    """A base model (no chat template) asked for the chat form: the sweep's quote and the run both stop with
+    one line that names the config and --no-chat, before anything is scored; the plain form is priced."""
+    from runners.local_run import run_config
+    from runners.plan.quote import quote_config
+    from runners.prompts import load_prompt_config
+    from runners.request import RunRequest
+    from runners.scoring_settings import ScoringSettings
+    from runners_fixtures import vocab_tokenizer
+
+    tokenizer = vocab_tokenizer("llama-bpe")
+    assert not getattr(tokenizer, "chat_template", None)
+    prompts = load_prompt_config(str(write_prompt_folder(tmp_path / "ds", number_items(3))), "items")
+    request = RunRequest(tmp_path / "ds", "items", "m", tmp_path / "out", chat=True, settings=ScoringSettings())
+    with pytest.raises(ProbeError, match=r"config 'items' is scored on the chat form.*no chat template.*--no-chat"):
+        quote_config(prompts, request, tokenizer)
+    with pytest.raises(ProbeError, match=r"no chat template.*--no-chat"):
+        run_config(prompts, object(), tokenizer, dataclasses.replace(request, batch_size=1), model_revision="r")
+    assert not (tmp_path / "out").exists()
+    assert quote_config(prompts, dataclasses.replace(request, chat=False), tokenizer).items == 3

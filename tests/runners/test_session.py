@@ -266,3 +266,33 @@ def test_the_manifest_and_a_rerun_see_one_row_per_id(tmp_path: Path) -> None:
     assert sorted(res.read_key_rows(res.key_dir(out, "items", KEY))["id"].to_pylist()) == sorted(
         r["id"] for r in prompts.dataset.to_list()
     )
+
+
+def test_a_run_that_refuses_every_item_says_so_with_an_example(tmp_path: Path) -> None:
+    """The summary line of a run whose every item was refused says so, with the first answers, and advises the
+    distribution scoring; one answered item is enough to drop the advice."""
+    prompts = _prompts(tmp_path / "ds", _items()[:5])
+    answers = ["The person felt anger.", "The person felt\n  boredom.", "I cannot rate that.", "No.", "x" * 200]
+    for out, answered in ((tmp_path / "all", set()), (tmp_path / "some", {3})):
+        session = Session.open(prompts, out, KEY, chat=False)
+        rows = prompts.dataset.to_list()
+        session.add(
+            {
+                "id": r["id"],
+                "refused": k not in answered,
+                "generated_text": answers[k],
+                "context_tokens": 1,
+                "choice_tokens": None,
+            }
+            for k, r in enumerate(rows)
+        )
+        summary = session.finish(backend="fake", dtype=None, hardware={})
+        line = summary.line()
+        if answered:
+            assert not summary.all_refused and "EVERY" not in line
+            continue
+        assert summary.all_refused and summary.refusals == 5
+        # the first three answers, whitespace folded, in the order scored
+        assert summary.refused_examples == ("The person felt anger.", "The person felt boredom.", "I cannot rate that.")
+        assert line.splitlines()[1].startswith("items: EVERY item was refused")
+        assert "'The person felt anger.'" in line and "--scoring sentence" in line

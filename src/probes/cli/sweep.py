@@ -155,10 +155,14 @@ def sweep_cmd(
     for header in ("dataset", "config", "items", "scored", "reused", "refusals", "items/s"):
         table.add_column(header, justify="left" if header in ("dataset", "config") else "right")
     for name, s in result.summaries:
+        refusals = f"ALL {s.refusals}" if s.all_refused else str(s.refusals)
         table.add_row(
-            name, s.config, f"{s.selected:,}", f"{s.items:,}", f"{s.skipped:,}", str(s.refusals), f"{s.items_per_s:.2f}"
+            name, s.config, f"{s.selected:,}", f"{s.items:,}", f"{s.skipped:,}", refusals, f"{s.items_per_s:.2f}"
         )
     out.print(table)
+    for name, s in result.summaries:
+        if s.all_refused:
+            out.print(f"{name} {s.config}: {s.refused_advice()}", highlight=False, markup=False)
     for name, path in result.reports.items():
         out.print(f"report ({name}): {path}", highlight=False)
     out.print(f"summary: {result.out / 'sweep.json'}", highlight=False)
