@@ -22,7 +22,7 @@ from promptgen.core.errors import ProbeError
 
 from .backend import Backend
 from .device import ITEMS_PER_CALL, device_type
-from .prompts import PromptConfig, check_chat_form, check_number_mode, check_scoring_mode
+from .prompts import PromptConfig, check_chat_form, check_chat_template, check_number_mode, check_scoring_mode
 from .request import RunRequest
 from .rows import run_items
 from .scoring_settings import ScoringSettings
@@ -69,6 +69,7 @@ def run_config(
         chat = bool(getattr(tokenizer, "chat_template", None))
     check_scoring_mode(prompts, settings)
     check_chat_form(prompts, chat)
+    check_chat_template(prompts.config, tokenizer, chat)
     check_number_mode(prompts, settings, tokenizer, chat)
     dtype = backend.dtype or request.load.dtype  # what the backend loaded; what was asked when it does not say
     name = model_name_for(backend.model_id, request.model_name)

@@ -149,26 +149,35 @@ def select_rows(prompts: PromptConfig, where: Mapping[str, Sequence[str]] | None
     """
     if not where:
         return prompts
+    from promptgen.core.contract import arrow_table
+
+    rows = where_rows(arrow_table(prompts.dataset), where, f"{prompts.path} config {prompts.config!r}")
+    return replace(prompts, dataset=prompts.dataset.select(rows))
+
+
+def where_rows(table: Any, where: Mapping[str, Sequence[str]], what: str) -> list[int]:
+    """Positions of the rows of an Arrow `table` whose columns hold one of `where`'s values (text compared).
+
+    One rule for `select_rows` (a run) and the plan's row access (`plan.configs.ConfigRows`);
+    a missing column or no row kept is one `ProbeError` naming `what`.
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from promptgen.core.contract import arrow_table
-
-    table = arrow_table(prompts.dataset)
     where_text = " and ".join(f"{column} in ({', '.join(values)})" for column, values in where.items())
     keep = None
     for column, values in where.items():
         if column not in table.column_names:
             raise ProbeError(
-                f"{prompts.path} config {prompts.config!r} has no column {column!r} to select rows by "
-                f"(--where {column}=...); its columns: {', '.join(table.column_names)}"
+                f"{what} has no column {column!r} to select rows by (--where {column}=...); its columns: "
+                f"{', '.join(table.column_names)}"
             )
         hit = pc.fill_null(pc.is_in(pc.cast(table[column], pa.string()), value_set=pa.array(list(values))), False)
         keep = hit if keep is None else pc.and_(keep, hit)
     rows = pc.indices_nonzero(keep).to_pylist()
     if not rows:
-        raise ProbeError(f"{prompts.path} config {prompts.config!r}: no row has {where_text}")
-    return replace(prompts, dataset=prompts.dataset.select(rows))
+        raise ProbeError(f"{what}: no row has {where_text}")
+    return rows
 
 
 def check_scoring_mode(prompts: PromptConfig, settings: ScoringSettings) -> None:
@@ -187,6 +196,20 @@ def check_chat_form(prompts: PromptConfig, chat: bool) -> None:
     tokenizer, it is known only here, still before anything is written.
     """
     check_prompt_forms(prompts.dataset, f"{prompts.path} config {prompts.config!r}", chat)
+
+
+def check_chat_template(config: str, tokenizer: Any, chat: bool) -> None:
+    """The chat form needs a chat template: a base model (none) asked for it is one line, before anything runs.
+
+    `chat` comes from the dataset's protocol or `--chat`; the run, the plan and the sweep's quote
+    all check it here, so a model without a template never ends in a traceback mid-render.
+    """
+    if chat and not getattr(tokenizer, "chat_template", None):
+        name = getattr(tokenizer, "name_or_path", "") or "the model"
+        raise ProbeError(
+            f"config {config!r} is scored on the chat form (its protocol, or --chat), and {name}'s tokenizer "
+            "has no chat template (a base model): pass --no-chat to score the plain prompt"
+        )
 
 
 def check_number_mode(prompts: PromptConfig, settings: ScoringSettings, tokenizer: Any, chat: bool) -> None:

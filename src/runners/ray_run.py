@@ -54,7 +54,7 @@ from . import results as res
 from .device import AUTO, ITEMS_PER_CALL, device_type, resolve_dtype
 from .extras import require_for_scoring
 from .models import LoadOptions
-from .prompts import PromptConfig, check_chat_form, check_number_mode
+from .prompts import PromptConfig, check_chat_form, check_chat_template, check_number_mode
 from .request import RunRequest
 from .rows import run_items
 from .scoring_settings import ScoringSettings
@@ -217,6 +217,7 @@ def run_config_ray(
     if chat is None:
         chat = bool(getattr(tokenizer, "chat_template", None))
     check_chat_form(prompts, chat)
+    check_chat_template(prompts.config, tokenizer, chat)
     check_number_mode(prompts, settings, tokenizer, chat)
     needed = None  # the actors' engines fit the items (models.needs_of): vLLM's context length
     if backend == "vllm":

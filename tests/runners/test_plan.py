@@ -344,3 +344,48 @@ def test_a_chat_config_priced_or_run_with_a_base_model_is_one_line(tmp_path: Pat
         run_config(prompts, object(), tokenizer, dataclasses.replace(request, batch_size=1), model_revision="r")
     assert not (tmp_path / "out").exists()
     assert quote_config(prompts, dataclasses.replace(request, chat=False), tokenizer).items == 3
+
+
+def test_plan_prices_each_configs_protocol_form_and_rows(tmp_path: Path) -> None:
+    """Without --chat/--no-chat a config is priced as `probes run` scores it: its protocol's prompt form and
+    rows (`where`), here the plain `base` rows of a config that also holds chat-only rows, with a tokenizer that
+    has a chat template; --chat still overrides the form (and the base rows then have no chat messages)."""
+    from datasets import Features, Value
+
+    from promptgen.core.contract import ITEM_FEATURES, user_messages
+    from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
+    from runners_fixtures import load_folder, load_tokenizer
+
+    items = []
+    for k, item in enumerate(number_items(12)):
+        base = k % 3 != 0
+        items.append(
+            {
+                **item,
+                "prompt": item["prompt"] if base else None,
+                "messages": None if base else user_messages(item["prompt"]),
+                "variant": "base" if base else "chat",
+            }
+        )
+    features = Features({**ITEM_FEATURES, "variant": Value("string")})
+
+    def card(manifest: dict, written: list) -> str:
+        front = card_front_matter(pretty_name="t", license="cc0-1.0", tags=[], configs=written, default_config=None)
+        return f"---\n{front}---\n# t\n"
+
+    protocol = {"name": "paper", "description": "", "scoring": {}, "chat": False, "where": {"variant": ["base"]}}
+    manifest = {"recipe": {"sha256": "0" * 64}, "parameters": {}, "sources": [], "protocols": {"games": protocol}}
+    data = ConfigData("games", features, lambda: iter([{k: [r.get(k) for r in items] for k in features}]))
+    dataset = write_hub_folder(tmp_path / "ds", "tiny", [data], manifest=manifest, render_card=card, rows_per_shard=100)
+
+    tokenizer = load_tokenizer()
+    assert tokenizer.chat_template
+    result = plan.make_plan(plan.PlanRequest(dataset, str(load_folder()), sample_calls=100, modes=("exact",)))
+    cell = result["configs"]["games"]
+    assert (cell["chat"], cell["protocol"]) == (False, "paper")
+    base = [i for i in items if i["variant"] == "base"]
+    assert cell["hf"]["exact"]["items"] == len(base) == 8
+    plain = sum(len(tokenizer(i["prompt"], add_special_tokens=False)["input_ids"]) for i in base)
+    assert cell["hf"]["exact"]["context_tokens"] == plain
+    with pytest.raises(ProbeError, match="no chat messages"):
+        plan.make_plan(plan.PlanRequest(dataset, str(load_folder()), chat=True, sample_calls=100, modes=("exact",)))

@@ -7,13 +7,14 @@ calls it samples, so memory stays that of one row group plus one call. The folde
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from promptgen.core.contract import check_column_types, check_number_ranges
 from promptgen.core.errors import ProbeError
 from promptgen.hub.read import config_files, config_names, config_schema, data_folder, parquet_errors
+from promptgen.protocols import Protocol
 
 
 def item_configs(dataset: Path) -> list[str]:
@@ -39,14 +40,28 @@ def item_configs(dataset: Path) -> list[str]:
     return out
 
 
+def config_protocols(dataset: Path, configs: Sequence[str]) -> dict[str, Protocol]:
+    """The protocol the dataset's build manifest declares for each config that has one (`probes run`'s default)."""
+    from promptgen.hub.read import read_build_manifest
+    from promptgen.protocols import manifest_protocol
+
+    manifest = read_build_manifest(dataset)
+    found = {c: manifest_protocol(manifest, c, f"{dataset}/build_manifest.json") for c in configs}
+    return {c: protocol for c, protocol in found.items() if protocol is not None}
+
+
 #: the item columns `prepare_request` reads (others are not loaded)
 ITEM_COLUMNS = ("id", "task", "prompt", "messages", "choices", "choice_labels", "number_min", "number_max")
 
 
 class ConfigRows:
-    """Row access to one config's parquet files without loading them: counts from the footers, rows by range."""
+    """Row access to one config's parquet files without loading them: counts from the footers, rows by range.
 
-    def __init__(self, files: Sequence[Path]) -> None:
+    With `where` (a protocol's row selection, `runners.prompts.where_rows`), only the rows it keeps
+    count, in table order: their positions come from the selection's columns alone.
+    """
+
+    def __init__(self, files: Sequence[Path], where: Mapping[str, Sequence[str]] | None = None) -> None:
         import pyarrow.parquet as pq
 
         self.paths = list(files)
@@ -67,6 +82,25 @@ class ConfigRows:
         self.columns = [c for c in ITEM_COLUMNS if c in names]
         for path, pf in zip(self.paths, self.files, strict=True):
             self._check_contract(path, pf)
+        #: the kept rows' positions in the whole table (None: every row)
+        self.kept: list[int] | None = None
+        if where:
+            self.kept = self._where(where)
+            self.rows = len(self.kept)
+
+    def _where(self, where: Mapping[str, Sequence[str]]) -> list[int]:
+        import pyarrow as pa
+
+        from ..prompts import where_rows
+
+        names = self.files[0].schema_arrow.names if self.files else []
+        columns = [c for c in where if c in names]
+        tables = []
+        for path, pf in zip(self.paths, self.files, strict=True):
+            with parquet_errors(path, "prompt"):
+                tables.append(pf.read(columns=columns))
+        table = pa.concat_tables(tables) if tables else pa.table({})
+        return where_rows(table, where, f"config {self.paths[0].parent.name!r}" if self.paths else "config")
 
     @staticmethod
     def _check_contract(path: Path, pf: Any) -> None:
@@ -80,6 +114,24 @@ class ConfigRows:
 
     def read(self, start: int, stop: int) -> list[dict[str, Any]]:
         """Rows `start` to `stop` (exclusive) as dicts of the item columns; reads only their row groups."""
+        if self.kept is None:
+            return self._read_range(start, stop)
+        import bisect
+
+        wanted = self.kept[start:stop]  # in table order
+        firsts = [first for _, _, first, _ in self.groups]
+        out: list[dict[str, Any]] = []
+        at = 0
+        while at < len(wanted):
+            k, g, first, n = self.groups[bisect.bisect_right(firsts, wanted[at]) - 1]
+            end = bisect.bisect_left(wanted, first + n, at)
+            with parquet_errors(self.paths[k], "prompt"):
+                table = self.files[k].read_row_group(g, columns=self.columns)
+            out.extend(table.take([p - first for p in wanted[at:end]]).to_pylist())
+            at = end
+        return out
+
+    def _read_range(self, start: int, stop: int) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for k, g, first, n in self.groups:
             if first + n <= start or first >= stop:

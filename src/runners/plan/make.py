@@ -21,8 +21,9 @@ from promptgen.hub.read import config_files, is_path_like
 
 from ..backend import BACKENDS
 from ..distributions import NUMBER_MODES
+from ..prompts import check_chat_template
 from ..scoring_settings import check_number_tolerance
-from .configs import ConfigRows, item_configs
+from .configs import ConfigRows, config_protocols, item_configs
 from .count import BOUNDED, DEFAULT_SAMPLE_CALLS, DEFAULT_TRIE_ITEMS, PlanSettings, count_config
 from .output import PLAN_OUTPUT
 from .pricing import DEFAULT_MFU, GPUS, ModelShape, count_params, hours, load_model_config
@@ -162,6 +163,7 @@ def make_plan(req: PlanRequest, *, progress: Callable[[str], None] | None = None
         raise ProbeError(f"cannot load the tokenizer of {req.model!r}: {exc}") from None
     chat = bool(getattr(tokenizer, "chat_template", None)) if req.chat is None else req.chat
     configs = list(req.configs) or item_configs(req.dataset)
+    protocols = config_protocols(req.dataset, configs)
     if not configs:
         raise ProbeError(f"{req.dataset} has no config of scorable items")
     files = {c: config_files(req.dataset, c, required=True) for c in configs}  # every name checked before any counting
@@ -177,13 +179,18 @@ def make_plan(req: PlanRequest, *, progress: Callable[[str], None] | None = None
     modes = req.priced_modes
     per_config: dict[str, Any] = {}
     for name in configs:
-        rows = ConfigRows(files[name])
+        # the form and rows a run without flags scores: the config's protocol, unless --chat/--no-chat was given
+        protocol = protocols.get(name)
+        form = chat if req.chat is not None or protocol is None or protocol.chat is None else protocol.chat
+        check_chat_template(name, tokenizer, form)
+        rows = ConfigRows(files[name], where=None if protocol is None else protocol.where)
 
         def tick(done: int, total: int, name: str = name) -> None:
             if progress:
                 progress(f"{name}: call {done}/{total}")
 
-        counts = count_config(rows, tokenizer, chat, settings, modes=modes, on_call=tick)
+        counts = count_config(rows, tokenizer, form, settings, modes=modes, on_call=tick)
+        counts.update(chat=form, protocol=None if protocol is None else protocol.name)
         for backend in BACKENDS:
             for mode in modes:
                 if "unavailable" not in counts[backend][mode]:

@@ -47,6 +47,7 @@ class Quote:
 
 def quote_config(prompts: PromptConfig, request: RunRequest, tokenizer: Any, *, sample: int = QUOTE_SAMPLE) -> Quote:
     """The rows `request` will select of `prompts` (shard, limit) and their computed tokens, from a spread sample."""
+    from ..prompts import check_chat_template
     from ..resume import id_column
     from ..rows import cached_digit_start_ids, prepare_request, render_context
     from ..session import select_rows
@@ -55,6 +56,7 @@ def quote_config(prompts: PromptConfig, request: RunRequest, tokenizer: Any, *, 
 
     settings = request.settings if isinstance(request.settings, ScoringSettings) else ScoringSettings()
     chat = bool(getattr(tokenizer, "chat_template", None)) if request.chat is None else request.chat
+    check_chat_template(prompts.config, tokenizer, chat)
     rows = select_rows(id_column(prompts.dataset), request.shard_range, request.limit)
     if not rows:
         return Quote(prompts.config, 0, 0.0, 0.0, settings.mode)
