@@ -21,10 +21,11 @@ import pandas as pd
 
 from promptgen.core.errors import OutputError, ProbeError
 from promptgen.core.files import make_staging_dir, removed_on_error, swap_into_place, write_text, writing
-from promptgen.core.outputs import Output, check_output, visible_entries
+from promptgen.core.outputs import Layout, Output, check_output
 from promptgen.core.version import __version__
 
 from .attribution_release import RELEASE_CONFIGS, is_release_config
+from .csv_cells import csv_text
 from .export import FORMATS, TALENT_OR_LUCK_CSV, check_decimals, jsonl_lines, release_csv_files
 from .pipeline import collect
 
@@ -35,15 +36,24 @@ RELEASE_TOP = "closed_ended"
 ATTRIBUTION = "attribution"
 
 
-def _owns(folder: Path) -> bool:
-    """An earlier export: its manifest, and nothing but the release layout's folder and JSONL files beside it."""
-    entries = visible_entries(folder)
-    return EXPORT_MANIFEST in entries and all(
-        e in (EXPORT_MANIFEST, RELEASE_TOP) or e.endswith(".jsonl") for e in entries
-    )
+def _exported_files(folder: Path) -> list[str] | None:
+    """The files an export wrote into `folder`: its manifest and the files the manifest lists."""
+    try:
+        files = json.loads((folder / EXPORT_MANIFEST).read_text(encoding="utf-8"))["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return [EXPORT_MANIFEST, *(f for f in files if isinstance(f, str))] if isinstance(files, dict) else None
 
 
-EXPORT_OUTPUT = Output("export folder", owns=_owns)
+#: an earlier export: its manifest and the files it lists (the JSONL files, or the release layout's
+#: `closed_ended/<setting>/<dimension>/<model>/*.csv`), and nothing else anywhere in it
+EXPORT_LAYOUT = Layout(
+    required=(EXPORT_MANIFEST,),
+    files=(EXPORT_MANIFEST, "*.jsonl", f"{RELEASE_TOP}/**/*.csv"),
+    folders=(RELEASE_TOP, f"{RELEASE_TOP}/**"),
+    listed=_exported_files,
+)
+EXPORT_OUTPUT = Output("export folder", owns=EXPORT_LAYOUT)
 
 
 @dataclass(frozen=True)
@@ -90,6 +100,7 @@ def export(request: ExportRequest) -> ExportResult:
         revision=request.revision,
         results_revision=request.results_revision,
         drop=(),
+        allow_flag=None,  # an export writes the results as scored: it has no flag to take other prompts
     )
     joined = {config: frame for by_config in collected.joined.values() for config, frame in by_config.items()}
     if not joined:
@@ -98,7 +109,7 @@ def export(request: ExportRequest) -> ExportResult:
     if request.format == TALENT_OR_LUCK_CSV:
         joined, skipped = _release_configs(request, collected.joined)
         frames = release_csv_files(joined, request.decimals)
-        texts = {path: frame.to_csv(index=False) for path, frame in frames.items()}
+        texts = {path: csv_text(frame) for path, frame in frames.items()}
         rows = {path: len(frame) for path, frame in frames.items()}
     else:
         texts = {f"{c}.jsonl": "".join(f"{line}\n" for line in jsonl_lines(frame)) for c, frame in joined.items()}

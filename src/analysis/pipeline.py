@@ -162,11 +162,13 @@ def collect(
     results_revision: str | None = None,
     allow_fingerprint_mismatch: bool = False,
     drop: Sequence[str] = HEAVY_PROMPT_COLUMNS,
+    allow_flag: str | None = "--allow-fingerprint-mismatch",
 ) -> Collected:
     """Load and join every config of every results folder with its prompt rows.
 
     Results whose manifest records another prompt fingerprint than `prompts` have are refused
-    (see `fingerprint_mismatches`), or with `allow_fingerprint_mismatch` kept with a warning.
+    (see `fingerprint_mismatches`), or with `allow_fingerprint_mismatch` kept with a warning;
+    the refusal names `allow_flag`, the caller's flag for that (None: the caller has none).
     `drop` names the prompt columns left out of the joined rows (`probes export` keeps them all).
     """
     if not results:
@@ -202,10 +204,11 @@ def collect(
         out.provenance["results"].append({"path": portable_name(r), "revision": results_revision, "runs": runs})
     mismatches = fingerprint_mismatches(out.provenance, wanted)
     if mismatches and not allow_fingerprint_mismatch:
+        advice = "give the prompts the results were scored on, or rerun the model on these prompts"
+        if allow_flag:
+            advice = advice.replace(", or rerun", ", rerun") + f", or pass {allow_flag} to analyse anyway"
         raise ProbeError(
-            f"{mismatches[0]}{f' (and {len(mismatches) - 1} more)' if len(mismatches) > 1 else ''}; "
-            "give the prompts the results were scored on, rerun the model on these prompts, or pass "
-            "--allow-fingerprint-mismatch to analyse anyway"
+            f"{mismatches[0]}{f' (and {len(mismatches) - 1} more)' if len(mismatches) > 1 else ''}; {advice}"
         )
     out.warnings.extend(mismatches)
     out.provenance["warnings"] = list(mismatches)

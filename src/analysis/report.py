@@ -21,10 +21,11 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from promptgen.core.errors import OutputError
 from promptgen.core.files import make_staging_dir, removed_on_error, swap_into_place, writing
-from promptgen.core.outputs import Input, Output, check_output, holds_only
+from promptgen.core.outputs import Input, Layout, Output, check_output, write_inventory
 from promptgen.core.version import __version__
 
 from . import pipeline
+from .csv_cells import csv_text
 from .headlines import RUN_LABEL, run_labels, section_headlines, with_run_label
 from .pipeline import Analysis, AnalysisRequest
 
@@ -172,7 +173,14 @@ def render_html(analysis: Analysis, figure_uris: dict[str, str], generated: str)
 
 
 #: a report folder: what `write_report` writes, and nothing else (its marker: no file is added for it)
-REPORT_OUTPUT = Output("report", owns=holds_only(required=["report.html"], allowed=["tables", "figures"]))
+REPORT_OUTPUT = Output(
+    "report",
+    owns=Layout(
+        required=("report.html",),
+        files=("report.html", "tables/*.csv", "tables/*.parquet", "figures/*.png"),
+        folders=("tables", "figures"),
+    ),
+)
 
 
 def check_report_target(out_dir: str | Path, *, overwrite: bool, inputs: Sequence[Input] = ()) -> Path:
@@ -192,7 +200,7 @@ def write_report(analysis: Analysis, out_dir: Path, *, overwrite: bool = False) 
         (tmp / "tables").mkdir()
         (tmp / "figures").mkdir()
         for name, table in analysis.tables.items():
-            table.to_csv(tmp / "tables" / f"{name}.csv", index=False)
+            (tmp / "tables" / f"{name}.csv").write_text(csv_text(table), encoding="utf-8")
             table.to_parquet(tmp / "tables" / f"{name}.parquet", index=False)
         uris: dict[str, str] = {}
         for _, name, figure in analysis.figures:
@@ -200,6 +208,7 @@ def write_report(analysis: Analysis, out_dir: Path, *, overwrite: bool = False) 
             uris[name] = figure_data_uri(figure)
         generated = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         (tmp / "report.html").write_text(render_html(analysis, uris, generated), encoding="utf-8")
+        write_inventory(tmp)  # what --overwrite may replace next time (`REPORT_OUTPUT`)
         swap_into_place(tmp, out_dir, overwrite=overwrite)
     return out_dir
 

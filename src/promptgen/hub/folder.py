@@ -36,8 +36,8 @@ import pyarrow.parquet as pq
 from ..core.errors import OutputError, ProbeError
 from ..core.files import make_staging_dir, removed_on_error, sha256_file, swap_into_place, write_text, writing
 from ..core.layout import BUILD_MANIFEST
-from ..core.outputs import Input, Output, check_output
-from .read import config_folder, has_build_manifest, read_build_manifest
+from ..core.outputs import Input, Layout, Output, check_output
+from .read import config_folder, read_build_manifest
 
 if TYPE_CHECKING:  # a type only: readers of built folders (run, publish) need not import datasets
     from datasets import Features
@@ -301,8 +301,27 @@ def write_hub_folder(
     return target
 
 
-#: a prompt dataset folder: `probes build` (and curate-pairs, rewrite) replace one only when it has its manifest
-DATASET_OUTPUT = Output("dataset folder", owns=has_build_manifest)
+def built_files(folder: Path) -> list[str] | None:
+    """The files a build wrote into `folder`: its manifest, card and the data files the manifest lists."""
+    try:
+        configs = json.loads((Path(folder) / BUILD_MANIFEST).read_text(encoding="utf-8"))["configs"]
+        data = [f["path"] for c in configs.values() for f in c["files"]]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return [BUILD_MANIFEST, "README.md", *(p for p in data if isinstance(p, str))]
+
+
+#: a prompt dataset folder: `probes build` (and curate-pairs, rewrite) replace one only when it holds
+#: nothing but what its build wrote
+DATASET_OUTPUT = Output(
+    "dataset folder",
+    owns=Layout(
+        required=(BUILD_MANIFEST,),
+        files=(BUILD_MANIFEST, "README.md", "data/*/*.parquet"),
+        folders=("data", "data/*"),
+        listed=built_files,
+    ),
+)
 
 
 def check_dataset_target(target: Path, *, overwrite: bool, inputs: Iterable[Input] = ()) -> Path:
