@@ -832,6 +832,39 @@ def test_publish_refuses_a_token_or_home_path_in_any_parquet_column(tmp_path):
     assert publish(clean, "org/x", api=FakeHub(), dry_run=True).will_commit
 
 
+def test_publish_refuses_org_tokens_hidden_tokens_and_absolute_data_paths(tmp_path):
+    """An `api_org_` token, a token split by a zero-width character or wrapped over two lines, and absolute
+    paths outside home folders (`/workspace/...`, `/scratch/...`, `/mnt/...`, `/tmp/...`) all went up."""
+    org = "api_org_" + "Q7w" * 11
+    hidden = TOKEN[:10] + "\u200b" + TOKEN[10:]
+    folder = prompt_folder(tmp_path)
+    card = folder / "README.md"
+    clean = card.read_text()
+    cases = {
+        f"\norg key {org}\n": "a Hugging Face token",
+        f"\nkey {hidden}\n": "a Hugging Face token",
+        f"\nkey {TOKEN[:12]}\n    {TOKEN[12:]}\n": "a Hugging Face token split across lines",
+        "\nweights in /workspace/alice/llama\n": "an absolute local path",
+        "\ncache /scratch/u123/hf\n": "an absolute local path",
+        "\nmounted at /mnt/data/models\n": "an absolute local path",
+        "\ntmp copy /tmp/tmpab12/x.json\n": "an absolute local path",
+    }
+    for text, kind in cases.items():
+        card.write_text(clean + text)
+        line = _dry_run_error(folder)
+        assert "README.md line " in line and f": {kind}" in line, (text, line)
+        assert org not in line and TOKEN not in line and TOKEN[12:] not in line
+    # words, URLs and relative paths are not leaks
+    card.write_text(clean + "\nsee https://example.org/tmp/x and data/main/*.parquet, and/or 2/3 of items\n")
+    assert publish(folder, "org/x", api=FakeHub(), dry_run=True).will_commit
+    # the same in a parquet column, a zero-width character inside
+    inside = prompt_folder_with(tmp_path / "p", {3: hidden, 14: "/mnt/nfs/run/out.json"}, {5: f"key {org}"})
+    line = _dry_run_error(inside)
+    assert "row id 'r3' column 'note': a Hugging Face token" in line
+    assert "row id 'r14' column 'note': an absolute local path" in line
+    assert "row id 'r5' column 'messages[].content': a Hugging Face token" in line
+
+
 def test_result_parts_must_have_the_result_schema(tmp_path):
     folder = results_folder(tmp_path / "r", parts=2)
     first, second = sorted(folder.rglob("part-*.parquet"))

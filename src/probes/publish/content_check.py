@@ -7,10 +7,14 @@ read: text files line by line, JSON files value by value (and key by key, named 
 and every string (also nested: lists, structs) of every parquet column, named by row id.
 
 What counts as a leak (`promptgen.core.secrets.PUBLISH_LEAK_PATTERNS` and the literals below):
-a Hugging Face token, a home-folder path (`/home/<user>`, `/Users/<user>`, `/root`, `~/`,
-`C:\\Users\\`), the known token values (HF_TOKEN, the saved login), the current user's home
+a Hugging Face token (user `hf_...` or organisation `api_org_...`), a home-folder path
+(`/home/<user>`, `/Users/<user>`, `/root`, `~/`, `C:\\Users\\`), an absolute path under a data
+folder (`/tmp`, `/mnt`, `/scratch`, `/workspace`, ...) or under any other top-level folder of
+this machine, the known token values (HF_TOKEN, the saved login), the current user's home
 folder and the absolute path of the folder being published. Prompt text is plain words, so the
-patterns are anchored on what only credentials and paths look like.
+patterns are anchored on what only credentials and paths look like. Text is matched with
+zero-width characters removed (a token split by one reads the same to a person), and tokens
+are also looked for across line breaks (a token wrapped over two lines of a card).
 
 Parquet columns are matched with Arrow compute (RE2, vectorised, batch by batch): a result or
 prompt folder can hold millions of rows. Python only looks at the rows that matched, to name
@@ -32,12 +36,32 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from promptgen.core.secrets import PUBLISH_LEAK_PATTERNS, known_secrets
+from promptgen.core.secrets import INVISIBLE_RE, PATH_REST, PATH_START, PUBLISH_LEAK_PATTERNS, known_secrets
 
 #: rows read at a time from a parquet file (bounded memory on large result parts)
 BATCH_ROWS = 65_536
 #: a literal shorter than this (e.g. a home folder `/a`) is not searched: it would match ordinary text
 _MIN_LITERAL = 4
+#: the pattern also looked for with line breaks (and the indentation after them) removed
+_TOKEN = "a Hugging Face token"
+_LINE_BREAK_RE = r"\r?\n[ \t]*"
+#: top-level folders every Unix machine has: a path under them names no person or project
+_SYSTEM_ROOTS = frozenset(
+    ("bin", "boot", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "run", "sbin", "sys", "usr", "snap")
+)
+
+
+def machine_roots() -> list[str]:
+    """This machine's other top-level folders (`/work`, `/nfs`, ...): where its own paths start."""
+    import os
+
+    try:
+        names = sorted(os.listdir("/"))
+    except OSError:
+        return []
+    return [
+        n for n in names if n not in _SYSTEM_ROOTS and re.fullmatch(r"[A-Za-z0-9_-]+", n) and os.path.isdir("/" + n)
+    ]
 
 
 @dataclass(frozen=True)
@@ -54,18 +78,40 @@ class Needles:
         literals[str(Path.home()).rstrip("/") + "/"] = "the current user's home folder"
         literals[str(Path(root).resolve())] = "the absolute path of the published folder"
         literals = {text: kind for text, kind in literals.items() if len(text) >= _MIN_LITERAL}
-        return cls(dict(PUBLISH_LEAK_PATTERNS), literals)
+        patterns = dict(PUBLISH_LEAK_PATTERNS)
+        roots = machine_roots()
+        if roots:
+            patterns["an absolute path of this machine"] = PATH_START + "/(?:" + "|".join(roots) + PATH_REST
+        return cls(patterns, literals)
 
     @cached_property
     def _compiled(self) -> list[tuple[str, re.Pattern[str]]]:
-        found = [(kind, re.compile(pattern)) for kind, pattern in self.patterns.items()]
-        return found + [(kind, re.compile(_re2_escape(text))) for text, kind in self.literals.items()]
+        # the literals first: "the absolute path of the published folder" says more than "an absolute local path"
+        found = [(kind, re.compile(_re2_escape(text))) for text, kind in self.literals.items()]
+        return found + [(kind, re.compile(pattern)) for kind, pattern in self.patterns.items()]
 
     def find(self, text: str) -> str | None:
-        """The kind of the first leak in `text` (None when clean); used on the few matched values."""
+        """The kind of the first leak in `text` (None when clean); used on the few matched values.
+
+        Zero-width characters are removed first; a token is also looked for across line breaks.
+        """
+        text = re.sub(INVISIBLE_RE, "", text)
         for kind, regex in self._compiled:
             if regex.search(text):
                 return kind
+        if _TOKEN in self.patterns and re.search(self.patterns[_TOKEN], re.sub(_LINE_BREAK_RE, "", text)):
+            return f"{_TOKEN} split across lines"
+        return None
+
+    def split_token(self, lines: list[str]) -> str | None:
+        """A token that starts on `lines[0]` and runs on into the lines after it (their indentation dropped)."""
+        if _TOKEN not in self.patterns:
+            return None
+        first = re.sub(INVISIBLE_RE, "", lines[0])
+        rest = "".join(re.sub(INVISIBLE_RE, "", line).lstrip(" \t") for line in lines[1:])
+        found = re.search(self.patterns[_TOKEN], first + rest)
+        if found and found.start() < len(first) < found.end():
+            return f"{_TOKEN} split across lines"
         return None
 
     @cached_property
@@ -75,8 +121,13 @@ class Needles:
         return "|".join(parts + [_re2_escape(text) for text in self.literals])
 
     def mask(self, values: pa.Array) -> pa.Array:
-        """Boolean array: which strings of `values` hold a leak (vectorised, no Python per row)."""
-        return pc.fill_null(pc.match_substring_regex(values, self.combined), False)
+        """Boolean array: which strings of `values` hold a leak as `find` sees them (vectorised, no Python per row)."""
+        visible = pc.replace_substring_regex(values, INVISIBLE_RE, "")
+        hit = pc.match_substring_regex(visible, self.combined)
+        if _TOKEN in self.patterns:
+            joined = pc.replace_substring_regex(visible, _LINE_BREAK_RE, "")
+            hit = pc.or_(hit, pc.match_substring_regex(joined, self.patterns[_TOKEN]))
+        return pc.fill_null(hit, False)
 
 
 def _re2_escape(text: str) -> str:
@@ -103,11 +154,11 @@ def scan_folder(root: Path, paths: Iterable[str], *, needles: Needles | None = N
 
 
 def scan_text(path: Path, rel: str, needles: Needles) -> list[str]:
-    """A text file (the dataset card), named by line number."""
-    text = path.read_text(encoding="utf-8", errors="replace")
+    """A text file (the dataset card), named by line number; a token wrapped over lines by its first line."""
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     problems = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        kind = needles.find(line)
+    for number, line in enumerate(lines, start=1):
+        kind = needles.find(line) or needles.split_token(lines[number - 1 : number + 3])
         if kind:
             problems.append(f"{rel} line {number}: {kind}")
     return problems

@@ -45,14 +45,54 @@ HF_TOKEN_RE = re.compile(r"\bhf_[A-Za-z0-9]{8,}")
 #: what must never be published, by kind: written so that Python's `re` and Arrow's RE2
 #: (`pyarrow.compute.match_substring_regex`, no look-around) read them alike. A home path names
 #: a person and a machine; `~/` and the Windows form are the same leak spelled otherwise.
+#: not inside a URL or a longer path: `https://x.org/home/...` is fine
+PATH_START = r"""(?:^|[^A-Za-z0-9_.:/~-])"""
+#: after a top-level folder's name: one more path segment
+PATH_REST = r""")/[^/\s"']+"""
+#: top-level folders where machines keep data outside home folders (shared clusters, containers,
+#: notebooks): a path under one names a machine's layout, often a person's work folder too
+DATA_ROOTS: tuple[str, ...] = (
+    "tmp",
+    "var",
+    "mnt",
+    "media",
+    "opt",
+    "srv",
+    "data",
+    "datasets",
+    "scratch",
+    "work",
+    "workspace",
+    "workspaces",
+    "storage",
+    "shared",
+    "projects",
+    "project",
+    "lustre",
+    "gpfs",
+    "nfs",
+    "net",
+    "cluster",
+    "private",
+    "Volumes",
+    "content",
+    "kaggle",
+    "dbfs",
+    "fsx",
+    "efs",
+)
 PUBLISH_LEAK_PATTERNS: dict[str, str] = {
-    # a whole token only: the 8+ form that scrubbing masks would refuse a card naming `hf_transfer`
-    "a Hugging Face token": r"\bhf_[A-Za-z0-9]{30,}",
+    # a whole token only: the 8+ form that scrubbing masks would refuse a card naming `hf_transfer`;
+    # user tokens (`hf_`) and organisation API tokens (`api_org_`), the shapes huggingface_hub knows
+    "a Hugging Face token": r"\b(?:hf_|api_org_)[A-Za-z0-9]{30,}",
     "a home-folder path": (
-        r"""(?:^|[^A-Za-z0-9_.:/~-])"""  # not inside a URL or a longer path: `https://x.org/home/...` is fine
-        r"""(?:/home/[^/\s"']+|/Users/[^/\s"']+|/root(?:$|[/\s"'])|~/|[A-Za-z]:[\\/]Users[\\/])"""
+        PATH_START + r"""(?:/home/[^/\s"']+|/Users/[^/\s"']+|/root(?:$|[/\s"'])|~/|[A-Za-z]:[\\/]Users[\\/])"""
     ),
+    "an absolute local path": PATH_START + "/(?:" + "|".join(DATA_ROOTS) + PATH_REST,
 }
+#: characters that hide a token from a plain search but not from a reader: zero-width spaces and
+#: joiners, the word joiner, the byte order mark and the soft hyphen (removed before matching)
+INVISIBLE_RE = "[\u00ad\u200b\u200c\u200d\u2060\ufeff]"
 
 #: the value of an Authorization header, as a raw header line, a dict repr or JSON (`'authorization': '...'`)
 _AUTH_HEADER_RE = re.compile(
