@@ -401,6 +401,8 @@ def check_result_values(joined: pd.DataFrame) -> None:
         for column in NUMBER_ANSWER_COLUMNS:
             rows = number & answered[column]
             _refuse_outside(joined, column, rows, low, high, "of its item (number_min, number_max)")
+        _check_number_probs(joined, number, low)
+    _check_refused(joined, refused)
     if "choices" not in joined.columns:
         return
     choice = task == "choice"
@@ -440,6 +442,83 @@ def _refuse_outside(
         row = int(np.flatnonzero(bad)[0])
         problem = f"value {float(values[row])!r} is outside [{low[row]:g}, {high[row]:g}] {what}"
         _bad_value(frame, row, column, problem, f"{int(bad.sum())} such rows")
+
+
+#: how far a stored expected value may be from the one its `number_probs` give (float32 storage, 0-100)
+NUMBER_TOLERANCE = 1e-4
+
+
+def _check_number_probs(joined: pd.DataFrame, number: np.ndarray, low: np.ndarray, *, chunk: int = 65_536) -> None:
+    """A number row's `expected_value` and `argmax_value` are those of its own `number_probs`: recomputed here
+    (vectorised, rows of one range length at a time), a contradiction (an edited or mixed-up row) is refused."""
+    columns = [c for c in ("expected_value", "argmax_value") if c in joined.columns]
+    if "number_probs" not in joined.columns or not columns:
+        return
+    probs = joined["number_probs"].to_numpy()
+    lengths = np.fromiter((len(v) if v is not None else 0 for v in probs), dtype=np.int64, count=len(probs))
+    stored = {c: pd.to_numeric(joined[c], errors="coerce").to_numpy(dtype="float64") for c in columns}
+    for length in np.unique(lengths[number & (lengths > 0)]):
+        rows = np.flatnonzero(number & (lengths == length))
+        for start in range(0, len(rows), chunk):
+            at = rows[start : start + chunk]
+            p = np.asarray(np.stack([np.asarray(v, dtype="float64") for v in probs[at]]), dtype="float64")
+            usable = np.isfinite(p).all(axis=1) & (p.sum(axis=1) > 0)
+            values = low[at][:, None] + np.arange(length)[None, :]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                expected = (values * p).sum(axis=1) / p.sum(axis=1)
+            scale = np.maximum(1.0, np.abs(values).max(axis=1))
+            for column in columns:
+                got = stored[column][at]
+                check = usable & ~np.isnan(got)
+                if column == "expected_value":
+                    bad = check & ~(np.abs(got - expected) <= NUMBER_TOLERANCE * scale)
+                else:
+                    k = np.clip(np.rint(got - low[at]), 0, length - 1).astype(np.int64)
+                    in_range = (got - low[at] >= 0) & (got - low[at] <= length - 1)
+                    top = p[np.arange(len(at)), k] >= p.max(axis=1) - 1e-9
+                    bad = check & ~(in_range & top)
+                if bad.any():
+                    b = int(np.flatnonzero(bad)[0])
+                    want = expected[b] if column == "expected_value" else values[b, int(np.argmax(p[b]))]
+                    what = "expected value" if column == "expected_value" else "most probable number"
+                    problem = f"{got[b]:.6g} is not the {what} {want:.6g} of its number_probs"
+                    _bad_value(joined, int(at[b]), column, problem, f"{int(bad.sum())} such rows in a batch")
+
+
+def _check_refused(joined: pd.DataFrame, refused: np.ndarray) -> None:
+    """A scored row's `refused` is the refusal rule (`runners.distributions.refused_by_mass`) applied to its
+    `valid_mass` under its own scoring's threshold: a contradiction is refused, naming the row."""
+    if "valid_mass" not in joined.columns or "scoring" not in joined.columns or "refused" not in joined.columns:
+        return
+    from runners.distributions import refused_by_mass
+
+    thresholds = {s: _threshold(s) for s in pd.unique(joined["scoring"])}
+    threshold = joined["scoring"].map(thresholds).to_numpy(dtype="float64")
+    mass = pd.to_numeric(joined["valid_mass"], errors="coerce").to_numpy(dtype="float64")
+    bound = np.zeros(len(joined))
+    if "number_bound" in joined.columns:
+        bound = pd.to_numeric(joined["number_bound"], errors="coerce").fillna(0.0).to_numpy(dtype="float64")
+    stated = joined["refused"].to_numpy()
+    for row in np.flatnonzero(~np.isnan(mass) & ~np.isnan(threshold) & pd.notna(stated)):
+        want = refused_by_mass(float(mass[row]), float(threshold[row]), float(bound[row]))
+        if bool(refused[row]) != want:
+            problem = (
+                f"{bool(refused[row])} contradicts its valid_mass {mass[row]:.6g} under its scoring's refusal "
+                f"threshold {threshold[row]:g} (refused means below it)"
+            )
+            _bad_value(joined, int(row), "refused", problem, "checked against valid_mass")
+
+
+def _threshold(scoring: Any) -> float:
+    """The refusal threshold of a row's scoring settings; NaN when they read no distribution (or are unknown)."""
+    try:
+        settings = json.loads(scoring)
+    except (TypeError, ValueError):
+        return float("nan")
+    if not isinstance(settings, dict) or settings.get("mode") == "generate":
+        return float("nan")
+    value = settings.get("refusal_threshold", 0.5)
+    return float(value) if isinstance(value, int | float) else float("nan")
 
 
 def _generated(scoring: Any) -> bool:

@@ -58,6 +58,22 @@ def sentence_choice_probs(
     return _softmax(lp)
 
 
+def refused_by_mass(valid_mass: float, threshold: float, bound: float = 0.0) -> bool:
+    """The refusal rule of a read distribution: its mass on valid answers is under `threshold`.
+
+    A bounded number row (`bound` > 0, `runners.number_bound`) knows its number mass only as an
+    interval: at least the resolved `valid_mass` M, at most M plus the unexpanded mass F, and
+    its bound 2F / (M + F) gives F = bM / (2 - b). It is refused only when even the upper end
+    2M / (2 - b) is under the threshold, so a row the exact run would answer is never refused
+    for being bounded. The one home of the rule: rows are made and checked (`analysis.load`) by it.
+    """
+    if not bound:
+        return bool(valid_mass < threshold)
+    if bound >= 2.0:  # nothing resolved: the mass may be anything
+        return False
+    return bool(2.0 * valid_mass / (2.0 - bound) < threshold)
+
+
 @dataclass(frozen=True)
 class Distribution:
     probs: np.ndarray  # renormalised over the valid answers

@@ -13,9 +13,11 @@ one place every driver (`probes run`, Ray, the demo) turns a model argument into
   a file rewritten or swapped in place is hashed again. The folder is hashed before the model
   loads and checked again after (`ModelRef.check_unchanged`), so weights replaced while a run
   loads them are an error, never filed under the wrong key.
-- a Hugging Face cache snapshot folder itself (`.../snapshots/<commit>`): that commit, which
-  names the content already. A folder *below* a snapshot (`.../snapshots/<commit>/ckpt-100`)
-  is one of several checkpoints of that commit, so it is hashed like any local folder.
+- a Hugging Face cache snapshot folder itself (`.../models--ORG--NAME/snapshots/<commit>`):
+  that commit, which names the content already. A `snapshots/<40 hex>` folder outside that
+  layout is only named so: it is hashed, and new weights there are a new key. A folder *below*
+  a snapshot (`.../snapshots/<commit>/ckpt-100`) is one of several checkpoints of that commit,
+  so it is hashed like any local folder.
 - a Hub id: the commit huggingface_hub resolves the asked revision (default `main`) to, read
   from the snapshot the files come from (online or from the cache, `HF_HUB_OFFLINE`), never a
   branch name. The model is then loaded *at that commit*, so a branch that moves while the run
@@ -53,8 +55,9 @@ CONTENT_SUFFIXES = (".json", ".txt", ".model", ".jinja", ".tiktoken")
 #: the folder transformers reads extra named chat templates from (`CHAT_TEMPLATE_DIR`)
 CHAT_TEMPLATE_DIR = "additional_chat_templates"
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
-#: the folder IS a snapshot of the HF cache (not a folder below one)
-_SNAPSHOT_DIR = re.compile(r"(?:^|/)snapshots/(?P<commit>[0-9a-f]{40})$")
+#: the folder IS a snapshot of the HF cache (not a folder below one): `models--ORG--NAME/snapshots/<commit>`,
+#: the layout huggingface_hub writes; a `snapshots/<40 hex>` folder anywhere else is hashed like any folder
+_SNAPSHOT_DIR = re.compile(r"(?:^|/)models--[^/]+/snapshots/(?P<commit>[0-9a-f]{40})$")
 #: a file inside a snapshot of the HF cache, as huggingface_hub returns its path
 _SNAPSHOT_FILE = re.compile(r"/snapshots/(?P<commit>[0-9a-f]{40})/")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -224,6 +227,11 @@ def locate(
     if folder.exists():
         if not folder.is_dir():
             raise ProbeError(f"model {model} is a file, not a model folder (GGUF: give its folder and --gguf-file)")
+        if gguf_file and (Path(gguf_file).name != gguf_file or gguf_file in (".", "..")):
+            raise ProbeError(
+                f"--gguf-file {gguf_file} is a path: give the GGUF file's name inside the model folder, and its "
+                f"folder as --model (here --model {(folder / gguf_file).parent} --gguf-file {Path(gguf_file).name})"
+            )
         if gguf_file and not (folder / gguf_file).is_file():
             raise ProbeError(f"model folder {model} has no GGUF file {gguf_file}")
         if not gguf_file and not (folder / "config.json").is_file():

@@ -42,11 +42,18 @@ from .backend import ContinuationScore, ScoreRequest, ScoreResult
 from .distributions import NumberDistribution, NumberTrie
 from .token_accounting import continuation_nodes
 
+#: the smallest bound a row states, and the smallest tolerance: float32 log-probabilities (what a
+#: model's logits give, at best) differ by ~1e-7 per token between two computations of one number
+#: (a pooled pass and a packed row; `tests/runners/test_number_bound.py`'s ROUND_OFF), so a bound
+#: below this would claim more than the floats hold
+FLOAT_FLOOR = 1e-6
+
 
 def check_tolerance(tolerance: float) -> None:
-    """ValueError unless 0 <= tolerance < 1: the bound is an L1 distance between distributions (at most 2)."""
-    if not (np.isfinite(tolerance) and 0.0 <= tolerance < 1.0):
-        raise ValueError(f"the number tolerance must be at least 0 and below 1, got {tolerance}")
+    """ValueError unless tolerance is 0 (exact) or in [FLOAT_FLOOR, 1): the bound is an L1 distance (at most 2),
+    and one under the float error of the log-probabilities cannot be certified."""
+    if not (np.isfinite(tolerance) and (tolerance == 0.0 or FLOAT_FLOOR <= tolerance < 1.0)):
+        raise ValueError(f"the number tolerance must be 0 or in [{FLOAT_FLOOR:g}, 1), got {tolerance}")
 
 
 def certified_bound(resolved: float, frontier: float) -> float:
@@ -210,7 +217,9 @@ def bounded_number_distribution(trie: NumberTrie, result: ScoreResult) -> tuple[
     frontier = float(sum(np.exp(lp) for node, lp in path.items() if node not in done))
     mass = float(raw.sum())
     probs = raw / mass if mass > 0 else np.full(len(values), np.nan)
-    return NumberDistribution(values, probs, mass, raw), certified_bound(mass, frontier), len(done)
+    bound = certified_bound(mass, frontier)
+    # a row with anything left out states at least the float error of its log-probabilities (FLOAT_FLOOR)
+    return NumberDistribution(values, probs, mass, raw), max(bound, FLOAT_FLOOR) if bound > 0 else 0.0, len(done)
 
 
 def trie_size(trie: NumberTrie) -> int:

@@ -156,12 +156,14 @@ def select_rows(prompts: PromptConfig, where: Mapping[str, Sequence[str]] | None
 
 
 def where_rows(table: Any, where: Mapping[str, Sequence[str]], what: str) -> list[int]:
-    """Positions of the rows of an Arrow `table` whose columns hold one of `where`'s values (text compared).
+    """Positions of the rows of an Arrow `table` whose columns hold one of `where`'s values.
 
-    One rule for `select_rows` (a run) and the plan's row access (`plan.configs.ConfigRows`);
-    a missing column or no row kept is one `ProbeError` naming `what`.
+    One rule for `select_rows` (a run) and the plan's row access (`plan.configs.ConfigRows`).
+    Values are read by the column's type (`_where_hits`): true/false in any case for a boolean
+    column, numbers for a numeric one, text otherwise; a list or struct column cannot be
+    selected by one value. A missing column, a value its type cannot hold or no row kept is
+    one `ProbeError` naming `what`.
     """
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     where_text = " and ".join(f"{column} in ({', '.join(values)})" for column, values in where.items())
@@ -172,12 +174,48 @@ def where_rows(table: Any, where: Mapping[str, Sequence[str]], what: str) -> lis
                 f"{what} has no column {column!r} to select rows by (--where {column}=...); its columns: "
                 f"{', '.join(table.column_names)}"
             )
-        hit = pc.fill_null(pc.is_in(pc.cast(table[column], pa.string()), value_set=pa.array(list(values))), False)
+        hit = _where_hits(table[column], column, values, what)
         keep = hit if keep is None else pc.and_(keep, hit)
     rows = pc.indices_nonzero(keep).to_pylist()
     if not rows:
         raise ProbeError(f"{what}: no row has {where_text}")
     return rows
+
+
+#: the words a boolean column's `--where` value may be, in any case
+_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
+
+
+def _where_hits(array: Any, column: str, values: Sequence[str], what: str) -> Any:
+    """Boolean array: which values of `array` equal one of `values`, read by the column's Arrow type."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kind = array.type
+    if pa.types.is_nested(kind):
+        raise ProbeError(
+            f"{what}: column {column!r} holds {kind} values (lists or records), which --where cannot select by; "
+            "pick a column of text, numbers or true/false"
+        )
+    if pa.types.is_boolean(kind):
+        wanted = []
+        for value in values:
+            word = value.strip().lower()
+            if word not in _TRUE + _FALSE:
+                raise ProbeError(f"{what}: column {column!r} is true/false; --where {column}={value} is neither")
+            wanted.append(word in _TRUE)
+        return pc.fill_null(pc.is_in(array, value_set=pa.array(wanted, pa.bool_())), False)
+    if pa.types.is_integer(kind) or pa.types.is_floating(kind):
+        numbers = []
+        for value in values:
+            try:
+                numbers.append(float(value))
+            except ValueError:
+                problem = f"column {column!r} holds numbers; --where {column}={value} is not one"
+                raise ProbeError(f"{what}: {problem}") from None
+        column_values = pc.cast(array, pa.float64())
+        return pc.fill_null(pc.is_in(column_values, value_set=pa.array(numbers, pa.float64())), False)
+    return pc.fill_null(pc.is_in(pc.cast(array, pa.string()), value_set=pa.array(list(values))), False)
 
 
 def check_scoring_mode(prompts: PromptConfig, settings: ScoringSettings) -> None:

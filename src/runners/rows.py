@@ -43,6 +43,7 @@ from .distributions import (
     letter_request,
     number_distribution,
     number_request,
+    refused_by_mass,
     sentence_choice_probs,
 )
 from .number_bound import bounded_number_distribution, trie_size
@@ -181,7 +182,7 @@ def _row(prepared: _Prepared, result: ScoreResult, settings: ScoringSettings) ->
             chosen_index=int(np.argmax(probs)),
         )
     if not math.isnan(row["valid_mass"]):
-        row["refused"] = bool(row["valid_mass"] < settings.refusal_threshold)
+        row["refused"] = refused_by_mass(row["valid_mass"], settings.refusal_threshold, row["number_bound"] or 0.0)
     return row
 
 

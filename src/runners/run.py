@@ -235,7 +235,8 @@ def resolve_protocol(request: RunRequest) -> tuple[PromptConfig, RunRequest, str
     run summary's protocol line. Every check here runs before a model loads.
     """
     prompts = load_prompt_config(str(request.dataset), request.config, revision=request.revision)
-    scoring = resolve_scoring(prompts.protocol, request.settings, request.chat, request.where)
+    tasks = prompts.dataset.unique("task") if "task" in prompts.dataset.column_names else None
+    scoring = resolve_scoring(prompts.protocol, request.settings, request.chat, request.where, tasks=tasks)
     prompts = select_rows(prompts, scoring.where)
     if scoring.chat is not None:
         check_chat_form(prompts, scoring.chat)

@@ -9,20 +9,39 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from promptgen.core.errors import ProbeError
 from promptgen.protocols import Protocol
 
 from .distributions import NUMBER_MODES
-from .number_bound import check_tolerance
+from .number_bound import FLOAT_FLOOR, check_tolerance
 
 CHOICE_MODES = ("sentence", "letter")
 MODES = ("score", "generate")
 #: the settings that only matter in generation mode (left out of the key in score mode)
 GENERATION_FIELDS = ("temperature", "top_p", "max_new_tokens", "seed")
+#: settings that change only how the items of one task are read: for a config without such items
+#: they change nothing, so they are ignored there (`ignored_fields`), with the same key and label
+TASK_FIELDS: dict[str, tuple[str, ...]] = {
+    "number": ("number_mode", "number_tolerance", "number_prefixes"),
+    "choice": ("length_normalize", "label_prefixes"),
+}
+
+
+def ignored_fields(settings: ScoringSettings, tasks: Iterable[str]) -> list[str]:
+    """The settings that cannot change the scores of items of `tasks`: one rule for every flag.
+
+    Number settings on a config without number items, choice settings on one without choice
+    items, and the sampling settings when nothing is generated. `resolve_scoring` sets them to
+    the protocol's values, so `--number-tolerance` on a choice config and `--temperature` in
+    score mode alike leave the key and the paper's label as they are.
+    """
+    tasks = set(tasks)
+    out = [name for task, names in TASK_FIELDS.items() if task not in tasks for name in names]
+    return out + (list(GENERATION_FIELDS) if settings.mode == "score" else [])
 
 
 @dataclass(frozen=True)
@@ -121,7 +140,8 @@ def check_number_tolerance(number_tolerance: float) -> None:
     except ValueError:
         raise ProbeError(
             f"--number-tolerance must be at least 0 and below 1 (0 is exact; above, an L1 bound on the number "
-            f"distribution), got {number_tolerance}"
+            f"distribution of at least {FLOAT_FLOOR:g}: a smaller one is under the float error of the "
+            f"log-probabilities), got {number_tolerance}"
         ) from None
 
 
@@ -184,6 +204,7 @@ def resolve_scoring(
     settings: ScoringSettings | Mapping[str, Any] | None,
     chat: bool | None,
     where: Mapping[str, Sequence[str]] | None = None,
+    tasks: Iterable[str] | None = None,
 ) -> ResolvedScoring:
     """The dataset's declared protocol (DESIGN section 6) with each setting the user gave laid over it.
 
@@ -191,7 +212,9 @@ def resolve_scoring(
     keywords (the flags given; the protocol supplies the rest), or None (the protocol's). `chat`
     and `where` left as None are the protocol's too. A dataset without a protocol (built before
     protocols, or a side config) gets the project's defaults. A protocol value this version
-    does not know is one `ProbeError` naming it, before a model loads.
+    does not know is one `ProbeError` naming it, before a model loads. With the config's item
+    `tasks`, settings that do not apply to them are the protocol's (`ignored_fields`), and the
+    label names the flags given that were ignored.
     """
     given = dict(settings) if isinstance(settings, Mapping) else {}
     declared = dict(protocol.scoring) if protocol is not None else {}
@@ -200,6 +223,13 @@ def resolve_scoring(
     except (ProbeError, TypeError) as exc:
         raise ProbeError(f"the dataset's protocol {protocol.name!r} is not one this version can run: {exc}") from exc
     resolved = settings if isinstance(settings, ScoringSettings) else scoring_settings(**{**declared, **given})
+    ignored: list[str] = []
+    if tasks is not None:
+        unused = ignored_fields(resolved, tasks)
+        changed = [f for f in unused if getattr(resolved, f) != getattr(paper, f)]
+        resolved = replace(resolved, **{f: getattr(paper, f) for f in changed})
+        # named: what differed, and the flags given for them (score mode keeps no sampling values to compare)
+        ignored = [f for f in unused if f in changed or (f in given and given[f] != getattr(paper, f))]
     chat = chat if chat is not None else (protocol.chat if protocol is not None else None)
     rows = {k: tuple(v) for k, v in where.items()} if where is not None else (protocol.where if protocol else None)
     if protocol is None:
@@ -212,4 +242,7 @@ def resolve_scoring(
             if not differs
             else f"protocol: custom (differs from the paper's {protocol.name} in {', '.join(differs)})"
         )
+    if ignored:
+        flags = ", ".join("--" + f.replace("_", "-") for f in ignored)
+        label += f"; {flags} ignored: not used by this config's items"
     return ResolvedScoring(resolved, chat, rows, label)

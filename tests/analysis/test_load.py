@@ -160,3 +160,73 @@ def test_analyze_command_names_an_out_of_range_probability(tmp_path, two_builds)
     text = re.sub(r"\x1b\[[0-9;]*m", "", result.output).strip()
     assert result.exit_code == 1 and "\n" not in text, text
     assert text.startswith(f"error: {part}: row id {items['id'].iloc[2]!r}, column 'choice_probs': value 1.2 is")
+
+
+# ----------------------------------------------------------------------------- rows that contradict themselves
+
+
+def _number_results(tmp_path: Path, change: dict[str, Any]) -> tuple[Path, Path]:
+    """Four 0-10 number items and their scored rows (all mass on 7), one row changed by `change`."""
+    from runners_fixtures import number_items, write_prompt_folder
+
+    items = number_items(4)
+    prompts = write_prompt_folder(tmp_path / "prompts", items, config="games")
+    probs = [0.0] * 11
+    probs[7] = 1.0
+    scoring = json.dumps({"mode": "score", "refusal_threshold": 0.5})
+    key = res.ResultKey("org/model", "rev", scoring)
+    rows = [
+        {
+            **key.as_dict(),
+            "id": item["id"],
+            "prompt_sha256": res.prompt_sha256(item),
+            "number_probs": probs,
+            "expected_value": 7.0,
+            "argmax_value": 7,
+            "valid_mass": 0.9,
+            "refused": False,
+        }
+        for item in items
+    ]
+    rows[2].update(change)
+    folder = res.key_dir(tmp_path / "results", "games", key)
+    res.write_key_file(folder, key)
+    res.write_part(folder, (0, 1), rows)
+    entry = {"prompt_dataset": {"config": "games"}, "model": key.model, "key": key.slug, "items": len(rows)}
+    res.update_manifest(tmp_path / "results", f"games/{key.slug}/shard-0of1", entry)
+    return prompts, tmp_path / "results"
+
+
+@pytest.mark.parametrize(
+    ("change", "column", "words"),
+    [
+        ({"expected_value": 3.0}, "expected_value", "3 is not the expected value 7 of its number_probs"),
+        ({"argmax_value": 2}, "argmax_value", "2 is not the most probable number 7 of its number_probs"),
+        ({"refused": True}, "refused", "True contradicts its valid_mass 0.9"),
+        ({"valid_mass": 0.2}, "refused", "False contradicts its valid_mass 0.2"),
+    ],
+)
+def test_a_row_that_contradicts_its_own_distribution_is_refused(tmp_path, change, column, words):
+    """An in-range expected value (or argmax) that is not its number_probs', and a `refused` that is not the rule
+    applied to its valid_mass, were analysed as they were: `probes analyze` now refuses them, naming the row."""
+    prompts, results = _number_results(tmp_path, change)
+    out = runner.invoke(
+        app, ["analyze", "--prompts", str(prompts), "--results", str(results), "--out", str(tmp_path / "o")]
+    )
+    text = " ".join(out.output.split())
+    assert out.exit_code == 1 and "Traceback" not in text, text
+    assert f"row id 'n2', column {column!r}" in text and words in text, text
+    assert not (tmp_path / "o").exists()
+
+
+def test_consistent_number_rows_and_a_bounded_refusal_are_accepted(tmp_path):
+    """The same rows unchanged pass; a bounded row whose resolved mass 0.45 is under the threshold but whose mass
+    may reach 0.45 x 2 / (2 - 0.2) = 0.5 is not refused (`refused_by_mass`), and one at 0.44 is."""
+    from analysis.load import join, load_prompts
+    from runners.distributions import refused_by_mass
+
+    assert not refused_by_mass(0.45, 0.5, 0.2) and refused_by_mass(0.44, 0.5, 0.2)
+    assert refused_by_mass(0.45, 0.5) and not refused_by_mass(0.5, 0.5)
+    prompts, results = _number_results(tmp_path, {"valid_mass": 0.45, "number_bound": 0.2})
+    joined = join(load_prompts(prompts, "games"), load_results(results, "games"))
+    assert len(joined) == 4

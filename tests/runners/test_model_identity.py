@@ -210,3 +210,9 @@ def test_a_gguf_file_is_keyed_by_its_own_bytes_and_checked_after_loading(tmp_pat
     assert model_identity.locate(str(folder), gguf_file="m.Q8.gguf", cache=cache).revision != ref.revision
     with pytest.raises(ProbeError, match=r"has no GGUF file other\.gguf"):
         model_identity.locate(str(folder), gguf_file="other.gguf", cache=cache)
+    # a path as --gguf-file said "model folder has no weight files": one line naming the folder to give
+    elsewhere = tmp_path / "g1"
+    elsewhere.mkdir()
+    (elsewhere / "x.gguf").write_bytes(b"gguf")
+    with pytest.raises(ProbeError, match=r"--gguf-file \.\./g1/x\.gguf is a path: .*--model .*g1 --gguf-file x\.gguf"):
+        model_identity.locate(str(tmp_path / "hub"), gguf_file="../g1/x.gguf", cache=cache)

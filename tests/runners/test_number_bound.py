@@ -17,7 +17,8 @@ import pytest
 
 from promptgen.core.errors import ProbeError
 from runners.backend import NumberBound, ScoreRequest
-from runners.number_bound import TrieExpansion, TrieShape, certified_bound, oracle_positions
+from runners.distributions import refused_by_mass
+from runners.number_bound import FLOAT_FLOOR, TrieExpansion, TrieShape, certified_bound, oracle_positions
 from runners.scoring_settings import ScoringSettings, scoring_settings
 from runners_fixtures import vocab_model, vocab_tokenizer
 
@@ -122,9 +123,17 @@ def test_expansion_bound_holds_against_the_exact_distribution(seed: int) -> None
             for k in nodes:
                 exp.record(k, table[shape.nodes[k]])
         dist, bound, positions = bounded_number_distribution(trie, exp.result())
-        assert bound == pytest.approx(exp.bound()) and bound <= eps
+        stated = max(exp.bound(), FLOAT_FLOOR) if exp.bound() > 0 else 0.0  # never under the float error
+        assert bound == pytest.approx(stated) and bound <= eps
         assert positions == exp.positions <= len(shape.nodes)
         assert np.abs(dist.probs - exact_probs).sum() <= bound + 1e-12
+        # the exact number mass lies in the row's interval [M, 2M / (2 - bound)], so the refusal rule
+        # (`refused_by_mass`) refuses a bounded row only where the exact one is refused too
+        mass = float(exact.sum())
+        assert dist.valid_mass <= mass + 1e-12 and mass <= 2 * dist.valid_mass / (2 - bound) + 1e-12
+        for threshold in (mass * 0.999, mass * 1.001, dist.valid_mass * 1.0001):
+            if refused_by_mass(dist.valid_mass, threshold, bound):
+                assert mass < threshold
         assert positions >= oracle_positions(shape, step, p_end, eps)
         assert passes <= 2 * max(len(n) for n in shape.nodes)
 
@@ -135,9 +144,11 @@ def test_tolerance_key_and_flag_errors() -> None:
     assert ScoringSettings(number_tolerance=0.0).key() == exact.key()
     keys = {ScoringSettings(number_tolerance=t).key() for t in (0.0, 1e-3, 1e-2)}
     assert len(keys) == 3
-    for bad in (-1e-3, 1.0, 2.0, float("nan")):
+    for bad in (-1e-3, 1.0, 2.0, float("nan"), 1e-12, 9e-7):
         with pytest.raises(ProbeError, match="--number-tolerance must be at least 0"):
             scoring_settings(number_tolerance=bad)
+    # a bound under the float error of the log-probabilities cannot be certified: the smallest is FLOAT_FLOOR
+    assert scoring_settings(number_tolerance=FLOAT_FLOOR).number_tolerance == FLOAT_FLOOR
     with pytest.raises(ProbeError, match="not for --scoring generate"):
         scoring_settings("generate", number_tolerance=1e-3)
     with pytest.raises(ProbeError, match="--number-mode first-token reads no trie"):
@@ -196,7 +207,9 @@ def test_bounded_with_a_tiny_tolerance_equals_exact_on_smollm2(smollm2_model: An
     backend = HFBackend(smollm2_model, model_id="smollm2", max_batch_tokens=1024)
     items = _items(3)
     exact = run_items(items, backend, smollm2_tokenizer, chat=False)
-    tiny = run_items(items, backend, smollm2_tokenizer, chat=False, settings=ScoringSettings(number_tolerance=1e-12))
+    tiny = run_items(items, backend, smollm2_tokenizer, chat=False, settings=ScoringSettings(number_tolerance=1e-6))
     for want, got in zip(exact, tiny, strict=True):
-        np.testing.assert_allclose(got["number_probs"], want["number_probs"], rtol=0, atol=ROUND_OFF)
+        # within the bound (the smallest one: FLOAT_FLOOR) plus the float error it stands for
+        np.testing.assert_allclose(got["number_probs"], want["number_probs"], rtol=0, atol=ROUND_OFF + 1e-6)
+        assert 0 <= got["number_bound"] <= 1e-6
         assert got["valid_mass"] == pytest.approx(want["valid_mass"], rel=1e-5)

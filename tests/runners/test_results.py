@@ -117,6 +117,20 @@ def test_checkpoint_replaced_in_place_is_rescored(tmp_path: Path, prompts: Path)
     _one_model_per_key(out)
 
 
+def test_a_snapshots_folder_outside_an_hf_cache_is_rescored_after_its_weights_change(
+    tmp_path: Path, prompts: Path
+) -> None:
+    """A folder named `snapshots/<40 hex>` that is not in an HF cache (no `models--ORG--NAME` above it) was keyed
+    by its name, so new weights there reused the old rows: it is hashed like any folder now."""
+    model = _tiny_llama(tmp_path / "exports" / "snapshots" / ("cd" * 20), seed=1)
+    out = tmp_path / "results"
+    assert "3 items scored (0 already done)" in _run(prompts, model, out, "--limit", "3", "--no-chat")
+    _tiny_llama(model, seed=2)  # other weights, same path
+    assert "3 items scored (0 already done)" in _run(prompts, model, out, "--limit", "3", "--no-chat")
+    revisions = {rows.column("model_revision")[0].as_py() for rows in _keys(out).values()}
+    assert len(revisions) == 2 and all(r.startswith("sha256-") for r in revisions)
+
+
 def test_chat_template_changed_is_rescored(tmp_path: Path, prompts: Path) -> None:
     model = _tiny_llama(tmp_path / "m", seed=1)
     out = tmp_path / "results"

@@ -70,6 +70,18 @@ def test_a_flag_replaces_its_part_and_the_summary_says_so(built_default: Path, t
     assert "length_normalize" in explicit.protocol  # a complete ScoringSettings is used as given
 
 
+def test_a_flag_that_does_not_apply_keeps_the_papers_key(built_default: Path, tmp_path: Path) -> None:
+    """`--number-tolerance` and `--temperature` on a choice config score into the paper's key, said in the summary."""
+    model_dir = tiny_llama_folder("float32")
+    out = tmp_path / "r"
+    first = run(built_default, "single_actor_release", str(model_dir), out, limit=2)
+    for settings in ({"number_tolerance": 0.01}, {"temperature": 0.5}):
+        again = run(built_default, "single_actor_release", str(model_dir), out, limit=2, settings=settings)
+        assert again.key_dir == first.key_dir and again.items == 0 and again.skipped == 2
+        assert again.protocol.startswith("protocol: talent-or-luck release (cappr) (the paper's); --")
+        assert "ignored: not used by this config's items" in again.line()
+
+
 def test_trust_game_default_scores_the_papers_plain_variants(shared_sources: Path, tmp_path: Path) -> None:
     """The protocol's row selection (variant base, inst) and plain prompts; `--where` picks the chat rows."""
     from promptgen.build import build

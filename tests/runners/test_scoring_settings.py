@@ -59,3 +59,23 @@ def test_bad_values_are_one_line() -> None:
     odd = Protocol("future", "why", {"scoring": "telepathy"})
     with pytest.raises(ProbeError, match="protocol 'future' is not one this version can run"):
         resolve_scoring(odd, None, None)
+
+
+def test_flags_that_do_not_apply_to_a_configs_items_are_ignored_alike() -> None:
+    """`--number-tolerance` on a choice config made a new key labelled custom, while `--temperature` in score mode
+    was ignored: one rule now, a setting that cannot change the config's scores is the protocol's, with the
+    paper's key and label, and the label names the flags it ignored."""
+    paper = resolve_scoring(PAPER, None, None, tasks=["choice"])
+    for given, flag in (({"number_tolerance": 0.01}, "--number-tolerance"), ({"temperature": 0.5}, "--temperature")):
+        got = resolve_scoring(PAPER, given, None, tasks=["choice"])
+        assert got.settings == paper.settings and got.settings.key() == paper.settings.key()
+        assert got.label == f"protocol: release (the paper's); {flag} ignored: not used by this config's items"
+    # the same number flag where there are number items is a custom run, and enters the key
+    numbers = resolve_scoring(PAPER, {"number_tolerance": 0.01}, None, tasks=["choice", "number"])
+    assert numbers.settings.number_tolerance == 0.01 and "custom" in numbers.label
+    assert numbers.settings.key() != paper.settings.key()
+    # choice flags on a number config are ignored the same way
+    gen = resolve_scoring(GAMES, {"length_normalize": True}, None, tasks=["number"])
+    assert gen.settings == resolve_scoring(GAMES, None, None).settings and "--length-normalize ignored" in gen.label
+    # without the config's tasks (a caller that does not know them) nothing is ignored, as before
+    assert "custom" in resolve_scoring(PAPER, {"number_tolerance": 0.01}, None).label

@@ -1,0 +1,78 @@
+"""`runners.prompts`: the row selection a protocol or `--where` makes, read by each column's type."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from typer.testing import CliRunner
+
+from probes.cli import app
+from promptgen.core.errors import ProbeError
+from runners.prompts import where_rows
+from runners_fixtures import number_items, write_prompt_folder
+
+TABLE = pa.table(
+    {
+        "same_surname": [True, False, None, True],
+        "k": [1, 2, 3, 10],
+        "x": [0.5, 1.0, 2.0, 1.0],
+        "variant": ["base", "inst", "chat", "base"],
+        "choices": [["a"], ["b"], [], ["a", "b"]],
+    }
+)
+
+
+def _by_hand(column: str, keep) -> list[int]:
+    """The positions whose value `keep` accepts, read off the Python values (independent of Arrow compute)."""
+    return [i for i, value in enumerate(TABLE[column].to_pylist()) if value is not None and keep(value)]
+
+
+@pytest.mark.parametrize(
+    ("where", "expected"),
+    [
+        # booleans in any case (`=True` found no rows, only `=true` did)
+        ({"same_surname": ["True"]}, _by_hand("same_surname", lambda v: v is True)),
+        ({"same_surname": ["TRUE"]}, _by_hand("same_surname", lambda v: v is True)),
+        ({"same_surname": ["false", "true"]}, _by_hand("same_surname", lambda v: True)),
+        # numbers as numbers: `10` and `10.0` are one value
+        ({"k": ["2", "10.0"]}, _by_hand("k", lambda v: v in (2, 10))),
+        ({"x": ["1"]}, _by_hand("x", lambda v: v == 1.0)),
+        # text as text, and every column must hold
+        ({"variant": ["base", "inst"]}, _by_hand("variant", lambda v: v in ("base", "inst"))),
+        ({"variant": ["base"], "k": ["10"]}, [3]),
+    ],
+)
+def test_where_reads_each_column_by_its_type(where, expected) -> None:
+    assert where_rows(TABLE, where, "cfg") == expected
+
+
+@pytest.mark.parametrize(
+    ("where", "words"),
+    [
+        ({"choices": ["a"]}, "column 'choices' holds list<item: string> values"),
+        ({"same_surname": ["maybe"]}, "column 'same_surname' is true/false; --where same_surname=maybe is neither"),
+        ({"k": ["ten"]}, "column 'k' holds numbers; --where k=ten is not one"),
+        ({"nope": ["a"]}, "has no column 'nope'"),
+        ({"variant": ["none-such"]}, "no row has variant in (none-such)"),
+    ],
+)
+def test_where_errors_are_one_line_naming_the_column(where, words) -> None:
+    with pytest.raises(ProbeError) as info:
+        where_rows(TABLE, where, "cfg")
+    assert words in str(info.value) and "\n" not in str(info.value)
+
+
+def test_where_on_a_list_column_is_one_line_from_the_command_line(tmp_path: Path, smollm2: Path) -> None:
+    """`probes run ... --where choices=a` ended in ArrowNotImplementedError; now one line, nothing written."""
+    dataset = write_prompt_folder(tmp_path / "ds", number_items(3))
+    out = tmp_path / "results"
+    args = ["run", str(dataset), "-c", "items", "-m", str(smollm2), "--out", str(out), "--where", "choices=a"]
+    result = CliRunner().invoke(app, args)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", result.output)
+    errors = [line for line in text.splitlines() if line.startswith("error:")]
+    assert result.exit_code == 1 and "Traceback" not in text, text
+    assert len(errors) == 1 and "column 'choices' holds" in errors[0], text
+    assert not out.exists()
