@@ -24,7 +24,7 @@ from .backend import Backend
 from .device import ITEMS_PER_CALL, device_type
 from .prompts import PromptConfig, check_chat_form, check_chat_template, check_number_mode, check_scoring_mode
 from .request import RunRequest
-from .rows import run_items
+from .rows import scored_batches
 from .scoring_settings import ScoringSettings
 from .session import RunSummary, Session, model_name_for, result_key
 
@@ -89,15 +89,18 @@ def run_config(
     if on_start is not None:
         on_start(len(session.selected), len(session.selected) - len(session.todo))
     todo = session.todo
-    for start in range(0, len(todo), batch_size):
-        items = prompts.dataset.select(todo[start : start + batch_size]).to_list()
-        try:
-            rows = run_items(items, backend, tokenizer, chat, settings=settings, batch_items=batch_size)
-        except ValueError as exc:
-            session.flush()
-            raise ProbeError(f"{prompts.path} config {prompts.config!r}: {exc}") from exc
-        session.add(rows)
-        if on_advance is not None:
-            on_advance(len(items))
+    # each batch is read and tokenised on a background thread while the backend scores the one before
+    loads = (
+        lambda start=start: prompts.dataset.select(todo[start : start + batch_size]).to_list()
+        for start in range(0, len(todo), batch_size)
+    )
+    try:
+        for items, rows in scored_batches(loads, backend, tokenizer, chat, settings=settings):
+            session.add(rows)
+            if on_advance is not None:
+                on_advance(len(items))
+    except ValueError as exc:
+        session.flush()
+        raise ProbeError(f"{prompts.path} config {prompts.config!r}: {exc}") from exc
     extra = {"batch_size": batch_size, "device": backend.device}
     return session.finish(backend=backend.name, dtype=dtype, hardware=backend.hardware(), extra=extra)

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -258,8 +259,29 @@ def run_items(
     tuned models) or its plain `prompt` (base models). Items are sent to the backend
     `batch_items` at a time; the backend orders and batches them itself.
     """
+    batches = [items[start : start + batch_items] for start in range(0, len(items), batch_items)]
+    loads = [lambda batch=batch: batch for batch in batches]
+    return [row for _, rows in scored_batches(loads, backend, tokenizer, chat, settings=settings) for row in rows]
+
+
+def scored_batches(
+    loads: Iterable[Callable[[], Sequence[Mapping[str, Any]]]],
+    backend: Backend,
+    tokenizer: Tokenizer,
+    chat: bool,
+    *,
+    settings: ScoringSettings | None = None,
+) -> Iterator[tuple[Sequence[Mapping[str, Any]], list[dict[str, Any]]]]:
+    """(items, rows) of each batch that `loads` reads, in order: one backend call per batch.
+
+    In score mode the next batch is read and prepared (`_prepare`: the tokenization, the number
+    tries) on a background thread while the backend scores the current one, so the model
+    never waits for Python: the backend gets token ids only and releases the GIL while it
+    computes, and the tokenizer is used by that one thread. Generation decodes with the
+    tokenizer on the calling thread, so it prepares in turn. An error of a batch's
+    preparation is raised when that batch's turn comes, after the batches before it.
+    """
     settings = settings or ScoringSettings()
-    digits = cached_digit_start_ids(tokenizer) if any(item.get("task") == "number" for item in items) else ()
     provenance = {
         "model": backend.model_id,
         "model_revision": backend.model_revision,
@@ -268,26 +290,48 @@ def run_items(
         "device": backend.device,
         "scoring": settings.key(),
     }
-    rows: list[dict[str, Any]] = []
     if settings.mode == "generate":
         if not isinstance(backend, GeneratingBackend):
             raise ValueError(f"backend {backend.name} cannot generate (generation mode)")
-        for start in range(0, len(items), batch_items):
-            batch = items[start : start + batch_items]
+        for load in loads:
+            batch = load()
             requests = [generation_request(item, tokenizer, chat, settings) for item in batch]
             generations = backend.generate(requests)
             if len(generations) != len(requests):
                 raise RuntimeError(f"{backend.name} returned {len(generations)} texts for {len(requests)} items")
-            for item, request, gen in zip(batch, requests, generations, strict=True):
-                rows.append({"id": item["id"], **provenance, **generated_row(item, request, gen)})
-        return rows
-    for start in range(0, len(items), batch_items):
-        prepared = [_prepare(item, tokenizer, chat, settings, digits) for item in items[start : start + batch_items]]
-        results = backend.score([p.request for p in prepared])
-        if len(results) != len(prepared):
-            raise RuntimeError(f"backend {backend.name} returned {len(results)} results for {len(prepared)} requests")
-        for p, result in zip(prepared, results, strict=True):
-            # `computed_tokens` is not a result column: the session sums it for the run's tokens/s
-            row = {"id": p.item["id"], **provenance, **_row(p, result, settings)}
-            rows.append({**row, "computed_tokens": result.computed_tokens})
-    return rows
+            yield (
+                batch,
+                [
+                    {"id": item["id"], **provenance, **generated_row(item, request, gen)}
+                    for item, request, gen in zip(batch, requests, generations, strict=True)
+                ],
+            )
+        return
+
+    def prepare(load: Callable[[], Sequence[Mapping[str, Any]]]) -> tuple[Sequence[Mapping[str, Any]], list[_Prepared]]:
+        batch = load()
+        digits = cached_digit_start_ids(tokenizer) if any(item.get("task") == "number" for item in batch) else ()
+        return batch, [_prepare(item, tokenizer, chat, settings, digits) for item in batch]
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="probes-prepare") as pool:
+        pending = iter(loads)
+        first = next(pending, None)
+        ahead = None if first is None else pool.submit(prepare, first)
+        while ahead is not None:
+            batch, prepared = ahead.result()
+            following = next(pending, None)
+            ahead = None if following is None else pool.submit(prepare, following)
+            results = backend.score([p.request for p in prepared])
+            if len(results) != len(prepared):
+                got = f"{len(results)} results for {len(prepared)} requests"
+                raise RuntimeError(f"backend {backend.name} returned {got}")
+            pairs = zip(prepared, results, strict=True)
+            yield batch, [_scored_row(p, result, settings, provenance) for p, result in pairs]
+
+
+def _scored_row(
+    prepared: _Prepared, result: ScoreResult, settings: ScoringSettings, provenance: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A scored item's result row, with its `computed_tokens` (not a result column: the session sums it)."""
+    row = {"id": prepared.item["id"], **provenance, **_row(prepared, result, settings)}
+    return {**row, "computed_tokens": result.computed_tokens}
