@@ -15,12 +15,33 @@ _INTEGER = re.compile(r"(?<![\w.])-?\d+(?:,\d{3})*(?![\d])")
 _ANSWER_PREFIX = re.compile(r"^\s*(?:the\s+)?(?:correct\s+)?(?:answer|option|choice)\s*(?:is)?\s*[:\-]?\s*", re.I)
 
 
-def parse_number(text: str, lo: int, hi: int) -> tuple[int | None, str]:
-    """The first integer in `text` (thousands separators allowed), and whether it lies in lo..hi.
+#: how parse_number reads an answer; in the result key of generation runs (`ScoringSettings.key`), so
+#: rows parsed by an earlier rule are never reused as if parsed by this one
+NUMBER_PARSER = 2
 
-    An out-of-range number is returned with status `out_of_range` (it is what the model said),
-    so analysis can decide whether to keep it.
+
+def _scale_mentions(lo: int, hi: int) -> re.Pattern[str]:
+    """The ways an answer restates its item's scale instead of answering: `from 0 to 100`, `0-100`,
+    `between 0 and 100`, `(1-10)`, `out of 100`, `/100` (the lower end the item's or 1, the upper the item's)."""
+    low = rf"(?:{re.escape(str(lo))}|1)"
+    high = re.escape(str(hi))
+    return re.compile(
+        rf"(?:\bscale\s+)?(?:\b(?:from|of|between)\s+)?(?<![\w.]){low}\s*(?:-|–|—|to|and)\s*{high}(?![\d.,]\d)"
+        rf"|\bout\s+of\s+{high}(?!\d)|/\s*{high}(?!\d)",
+        re.I,
+    )
+
+
+def parse_number(text: str, lo: int, hi: int) -> tuple[int | None, str]:
+    """The number an answer gives (thousands separators allowed), and whether it lies in lo..hi.
+
+    The rule (`NUMBER_PARSER` 2): mentions of the item's scale are set aside first (`from 0 to
+    100`, `0-100`, `between 0 and 100`, `out of 100`, `/100`; `_scale_mentions`), then the first
+    integer left is the answer: "On a scale from 0 to 100, I would rate it 70." reads 70, where
+    the first integer alone read 0. An out-of-range number is returned with status
+    `out_of_range` (it is what the model said), so analysis can decide whether to keep it.
     """
+    text = _scale_mentions(lo, hi).sub(" ", text)
     match = _INTEGER.search(text)
     if match is None:
         return None, "no_number"

@@ -18,6 +18,7 @@ from promptgen.protocols import Protocol
 
 from .distributions import NUMBER_MODES
 from .number_bound import FLOAT_FLOOR, check_tolerance
+from .parse import NUMBER_PARSER
 
 CHOICE_MODES = ("sentence", "letter")
 MODES = ("score", "generate")
@@ -112,6 +113,8 @@ class ScoringSettings:
         else:
             for name in ("length_normalize", "label_prefixes", "number_prefixes", "refusal_threshold", "choice_mode"):
                 values.pop(name)
+            # the parse rule of generated numbers: rows parsed by an earlier rule are another key
+            values["number_parser"] = NUMBER_PARSER
         return json.dumps(values, sort_keys=True, separators=(",", ":"))
 
 

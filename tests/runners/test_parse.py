@@ -29,6 +29,44 @@ def test_parse_number(text: str, expected: tuple) -> None:
     assert parse_number(text, 0, 10) == expected
 
 
+#: answer shapes and their readings: a restated scale is not the answer (the first integer alone read
+#: "On a scale from 0 to 100, I would rate it 70." as 0)
+ANSWER_SHAPES = [
+    ("70", 0, 100, (70, "ok")),
+    ("On a scale from 0 to 100, I would rate it 70.", 0, 100, (70, "ok")),
+    ("On a scale of 0-100: 85", 0, 100, (85, "ok")),
+    ("I would rate it 70 out of 100.", 0, 100, (70, "ok")),
+    ("70/100", 0, 100, (70, "ok")),
+    ("Intensity: 85 (0-100 scale)", 0, 100, (85, "ok")),
+    ("Between 0 and 100: 42", 0, 100, (42, "ok")),
+    ("0 to 100: 0", 0, 100, (0, "ok")),
+    ("100.", 0, 100, (100, "ok")),
+    ("0", 0, 100, (0, "ok")),
+    ("On a scale of 0-10, I'd say 7.", 0, 10, (7, "ok")),
+    ("I'd rate it a 7 on a scale of 1 to 10", 0, 10, (7, "ok")),
+    ("7 out of 10", 0, 10, (7, "ok")),
+    ("I would pass 10 out of 10 dollars", 0, 10, (10, "ok")),
+    ("Between 60 and 70, so 65", 0, 100, (60, "ok")),  # not the item's scale: the first integer
+    ("On a scale from 0 to 100, 150", 0, 100, (150, "out_of_range")),
+    ("On a scale from 0 to 100, I cannot say.", 0, 100, (None, "no_number")),
+    ("The person felt anger.", 0, 100, (None, "no_number")),
+]
+
+
+@pytest.mark.parametrize(("text", "lo", "hi", "expected"), ANSWER_SHAPES)
+def test_parse_number_reads_the_answer_not_a_restated_scale(text: str, lo: int, hi: int, expected: tuple) -> None:
+    assert parse_number(text, lo, hi) == expected
+
+
+def test_generation_keys_name_the_parse_rule() -> None:
+    """Rows parsed by an earlier rule are another key: a rerun parses again instead of reusing them."""
+    from runners.parse import NUMBER_PARSER
+
+    key = json.loads(ScoringSettings(mode="generate").key())
+    assert key["number_parser"] == NUMBER_PARSER == 2
+    assert "number_parser" not in json.loads(ScoringSettings().key())  # score-mode keys are unchanged
+
+
 OPTIONS = ["She worked hard.", "She is gifted.", "The exam was easy.", "She was lucky."]
 
 
