@@ -30,6 +30,7 @@ SCORING_KEYS: dict[str, type | tuple[type, ...]] = {
     "top_p": (int, float),
     "max_new_tokens": int,
     "seed": int,
+    "tokenization": str,
 }
 _ENTRY_KEYS = {"configs", "name", "description", "chat", "where", *SCORING_KEYS}
 

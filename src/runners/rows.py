@@ -55,6 +55,7 @@ from .tokenize import (
     digit_start_ids,
     encode_context,
     encode_continuations,
+    encode_separately,
     label_token_ids,
     number_paths,
     render_chat,
@@ -91,7 +92,8 @@ def _prepare(
         if not item.get("choices"):
             raise ValueError(f"{where}: a choice item needs `choices`")
         if settings.choice_mode == "sentence":
-            ctx, conts = encode_continuations(tokenizer, context, item["choices"])
+            encode = encode_separately if settings.tokenization == "separate" else encode_continuations
+            ctx, conts = encode(tokenizer, context, item["choices"])
             return _Prepared(item, ScoreRequest(ctx, tuple(conts)))
         labels = item.get("choice_labels") or []
         if len(labels) != len(item["choices"]):

@@ -28,8 +28,13 @@ GENERATION_FIELDS = ("temperature", "top_p", "max_new_tokens", "seed")
 #: they change nothing, so they are ignored there (`ignored_fields`), with the same key and label
 TASK_FIELDS: dict[str, tuple[str, ...]] = {
     "number": ("number_mode", "number_tolerance", "number_prefixes"),
-    "choice": ("length_normalize", "label_prefixes"),
+    "choice": ("length_normalize", "label_prefixes", "tokenization"),
 }
+#: how a choice item's prompt and option become token ids (`runners.tokenize`): "joint" encodes
+#: `prompt + option` once and cuts it at the boundary; "separate" encodes each on its own (the
+#: prompt with the tokenizer's BOS policy, the option with none), as cappr and the Talent-or-Luck
+#: release's scorer did
+TOKENIZATIONS = ("joint", "separate")
 
 
 def ignored_fields(settings: ScoringSettings, tasks: Iterable[str]) -> list[str]:
@@ -65,6 +70,8 @@ class ScoringSettings:
     number_tolerance: float = 0.0
     #: an item is refused when the valid mass (letter and number modes) is below this
     refusal_threshold: float = 0.5
+    #: sentence mode: how prompt and option become token ids (`TOKENIZATIONS`)
+    tokenization: str = "joint"
     #: "score" reads probabilities; "generate" generates text and parses the answer from it
     mode: str = "score"
     #: generation mode: 0 is greedy; above 0, sampling with top_p and a per-item seed
@@ -86,6 +93,8 @@ class ScoringSettings:
             raise ValueError(f"refusal_threshold must be in [0, 1], got {self.refusal_threshold}")
         if self.number_mode not in NUMBER_MODES:
             raise ValueError(f"number_mode must be one of {', '.join(NUMBER_MODES)}, got {self.number_mode!r}")
+        if self.tokenization not in TOKENIZATIONS:
+            raise ValueError(f"tokenization must be one of {', '.join(TOKENIZATIONS)}, got {self.tokenization!r}")
         check_tolerance(self.number_tolerance)
         if self.number_tolerance > 0 and (self.mode != "score" or self.number_mode != "exact"):
             raise ValueError("a number tolerance applies to the exact number mode only")
@@ -107,6 +116,9 @@ class ScoringSettings:
         # likewise the tolerance: 0 (exact) keeps the keys of runs made before it existed
         if not self.number_tolerance:
             values.pop("number_tolerance")
+        # and the joint tokenization, which every run made before the field had
+        if self.tokenization == "joint" or self.mode != "score":
+            values.pop("tokenization")
         if self.mode == "score":
             for name in (*GENERATION_FIELDS, "mode"):
                 values.pop(name)
@@ -158,6 +170,7 @@ def scoring_settings(
     seed: int = 0,
     number_mode: str = "exact",
     number_tolerance: float = 0.0,
+    tokenization: str = "joint",
 ) -> ScoringSettings:
     """The settings of `probes run --scoring NAME`: `sentence`, `letter` read probabilities; `generate` generates."""
     if scoring not in SCORING_NAMES:
@@ -177,6 +190,8 @@ def scoring_settings(
         )
     if number_mode not in NUMBER_MODES:
         raise ProbeError(f"--number-mode must be one of {', '.join(NUMBER_MODES)}, got {number_mode!r}")
+    if tokenization not in TOKENIZATIONS:
+        raise ProbeError(f"--tokenization must be one of {', '.join(TOKENIZATIONS)}, got {tokenization!r}")
     if number_tolerance and number_mode != "exact":
         raise ProbeError(
             f"--number-tolerance bounds the exact trie; --number-mode {number_mode} reads no trie: drop one of the two"
@@ -186,6 +201,7 @@ def scoring_settings(
         length_normalize=length_normalize,
         number_mode=number_mode,
         number_tolerance=float(number_tolerance),
+        tokenization=tokenization,
     )
 
 

@@ -160,6 +160,26 @@ def encode_continuations(
     return full[0][:n], [f[n:] for f in full]
 
 
+def encode_separately(
+    tokenizer: Tokenizer, context: str, continuations: Sequence[str]
+) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+    """(context ids, continuation ids) with each text encoded on its own: the "separate" tokenization.
+
+    The context gets the tokenizer's BOS policy (`encode_context`); each continuation is
+    encoded alone with no special tokens, so a SentencePiece tokenizer gives it its word-start
+    `▁` and a BPE tokenizer keeps a token such as `>The` whole in the context. This is how cappr
+    (the Talent-or-Luck release's scorer, `end_of_prompt=""`) tokenises a prompt and its
+    completions: the model is scored on ids it might not produce for the running text, which is
+    the release's choice, kept for its configs (the joint split is the project's default).
+    """
+    shared = encode_context(tokenizer, context)
+    conts = [tuple(tokenizer(text, add_special_tokens=False)["input_ids"]) for text in continuations]
+    empty = [text for text, ids in zip(continuations, conts, strict=True) if not ids]
+    if empty:
+        raise ValueError(f"continuation(s) {empty!r} encode to no token")
+    return shared, conts
+
+
 def render_chat(tokenizer: Tokenizer, messages: Sequence[Mapping[str, str]]) -> str:
     """The chat-template text up to the start of the assistant's answer.
 

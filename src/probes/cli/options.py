@@ -189,6 +189,15 @@ LengthNormalize = Annotated[
         "Talent-or-Luck release used) or over their sums. Default: the dataset's protocol.",
     ),
 ]
+Tokenization = Annotated[
+    str | None,
+    typer.Option(
+        "--tokenization",
+        help="sentence: joint (prompt + option encoded as one string, cut at the boundary) or separate (each "
+        "encoded on its own, the prompt with the tokenizer's BOS, the option with none: what cappr and the "
+        "Talent-or-Luck release did). Default: the dataset's protocol, else joint.",
+    ),
+]
 NumberMode = Annotated[
     str | None,
     typer.Option(
@@ -318,6 +327,7 @@ SCORING = OptionGroup(
     {
         "scoring": (Scoring, None),
         "length_normalize": (LengthNormalize, None),
+        "tokenization": (Tokenization, None),
         "number_mode": (NumberMode, None),
         "number_tolerance": (NumberTolerance, None),
         "temperature": (Temperature, None),
