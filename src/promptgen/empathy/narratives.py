@@ -8,23 +8,24 @@ stray whitespace, quotes, a lowercase start or no final punctuation. Two forms a
 - T0 (`build_t0`): the participant's own text. Only whitespace is normalised (stripped,
   every run of spaces, tabs and newlines collapsed to one space) so that prompt bytes do
   not depend on how the TSV was edited; no word is changed.
-- T1 (`build_t1`): a full first-person sentence that contains the emotion, of the form
-  `I felt {emotion} when ...`, where `{emotion}` is the corpus label exactly as DESIGN's
-  templates use it (`I felt sadness when ...`, not `sad`), so T0, T1 and T2 of one event name
-  the emotion identically. Rules, applied in this order after whitespace normalisation:
+- T1 (`build_t1`): a full first-person sentence that contains the emotion as an adjective, of
+  the form `I felt {adjective} when ...` (`EMOTION_ADJECTIVES`: sadness -> sad, anger -> angry,
+  pride -> proud, ...), as the paper's example has it (`I felt sad when receiving the job
+  rejections.`); the question after it still names the corpus label (`How much sadness ...`).
+  Rules, applied in this order after whitespace normalisation:
 
   q. A single pair of double quotes (`"..."` or curly) enclosing the whole text is removed:
      the templates already quote the narrative. Inner quotes are kept.
   a. Connective: the text starts with one of `CONNECTIVES` (when, whenever, because, that,
-     after, as, while, since, if; case-insensitive, whole word) -> `I felt {emotion} {text}`
-     with the connective lowercased (`When my dog died` -> `I felt sadness when my dog died.`).
+     after, as, while, since, if; case-insensitive, whole word) -> `I felt {adjective} {text}`
+     with the connective lowercased (`When my dog died` -> `I felt sad when my dog died.`).
   b. Already a sentence about the feeling: the text starts with `I felt`, `I feel`, `I was`,
      `I am`, `I'm`, `I got` or `I became` (case-insensitive, any apostrophe) and contains,
      as a whole word anywhere, a form of the emotion from `EMOTION_FORMS` (`proud` or
      `pride` for pride, `scared` for fear, `happy` for joy, ...) -> kept as written. This is
      also how an `I felt <emotion> when ...` already present is not doubled.
   c. Otherwise (a fragment or a sentence that does not name the feeling) ->
-     `I felt {emotion} when {text}`, the text's first letter lowercased only when its first
+     `I felt {adjective} when {text}`, the text's first letter lowercased only when its first
      word is a common sentence opener (`COMMON_OPENERS`: `My`, `The`, `Someone`, ...) or a
      gerund (`Getting`, `Finding`): an unknown capitalised word may be a name (`Mike`,
      `Christmas`) and is left as written; `I` and its contractions stay capitalised.
@@ -80,7 +81,23 @@ EMOTION_FORMS: dict[str, frozenset[str]] = {
     "trust": _words("trust trusting trusted"),
 }
 
-#: words that can directly continue `I felt {emotion} ...` (rule a).
+#: the adjective T1 writes for each emotion (`I felt sad when ...`, the paper's example's form)
+EMOTION_ADJECTIVES: dict[str, str] = {
+    "anger": "angry",
+    "boredom": "bored",
+    "disgust": "disgusted",
+    "fear": "afraid",
+    "guilt": "guilty",
+    "joy": "joyful",
+    "pride": "proud",
+    "relief": "relieved",
+    "sadness": "sad",
+    "shame": "ashamed",
+    "surprise": "surprised",
+    "trust": "trusting",
+}
+
+#: words that can directly continue `I felt {adjective} ...` (rule a).
 CONNECTIVES: tuple[str, ...] = ("when", "whenever", "because", "that", "after", "as", "while", "since", "if")
 
 #: capitalised first words that are safe to lowercase after `when` (rule c); anything else may be a name.
@@ -182,7 +199,7 @@ def _lower_opener(text: str) -> str:
 
 
 def build_t1(text: str, emotion: str) -> str:
-    """A full first-person sentence naming the emotion (T1): `I felt {emotion} when ...`.
+    """A full first-person sentence naming the emotion (T1): `I felt {adjective} when ...`.
 
     T1 controls for the corpus's fragments: the model always reads a complete sentence in
     which the narrator states the feeling. The rules are in the module docstring.
@@ -192,10 +209,11 @@ def build_t1(text: str, emotion: str) -> str:
     if not body:
         raise ValueError("narrative text is empty once its enclosing quotes are removed")
     body = _LEADING_LOWER_I.sub("I", body)
+    adjective = EMOTION_ADJECTIVES[emotion]
     if _CONNECTIVE.match(body):
-        sentence = f"I felt {emotion} {body[0].lower()}{body[1:]}"
+        sentence = f"I felt {adjective} {body[0].lower()}{body[1:]}"
     elif _FEELING_START.match(body) and _mentions_emotion(body, emotion):
         sentence = body[0].upper() + body[1:]
     else:
-        sentence = f"I felt {emotion} when {_lower_opener(body)}"
+        sentence = f"I felt {adjective} when {_lower_opener(body)}"
     return _finish_sentence(sentence)

@@ -101,8 +101,8 @@ def test_events_keep_every_emotion_row_once(tmp_path):
         assert events[col].str.strip().str.len().gt(0).all()
     assert (events["t2_method"] == "rules").all()
     first = events.iloc[0]
-    assert first["narrative_t1"] == "I felt anger when I received dozens of job rejections."
-    assert first["narrative_t2"] == "The person felt anger when they received dozens of job rejections."
+    assert first["narrative_t1"] == "I felt angry when I received dozens of job rejections."
+    assert first["narrative_t2"] == "The person felt angry when they received dozens of job rejections."
     tab = events[events["narrative_t0"].str.contains("It was sudden")].iloc[0]
     assert "\t" not in tab["narrative_t0"]  # the embedded tab is normalised to one space
     manifest = json.loads((path / "build_manifest.json").read_text())
