@@ -26,12 +26,21 @@ class ProbeVariant:
     choices: tuple[str, str]
 
 
-#: DESIGN section 5 step 7, byte for byte. `base`: Llama-2 / Mistral style; `phi`: Phi-2's
-#: exercise format, whose answers follow `Answer:` with a space.
+#: DESIGN section 5 step 7. `base`: Llama-2 / Mistral style, printed by the paper on three lines
+#: (`### True or False:\n` / `1. {title} {surname} is {race}.\n` / `### Answer:\n\n`), whose `\n`
+#: marks stand for empty lines it does not show: each is read as the game prompt reads them
+#: (`games`: the literal `\n` plus the line that ends there), so every printed line ends with its
+#: marks and a line break. `phi`: Phi-2's exercise format, printed on one line with its line
+#: breaks as `\n`; its answers follow `Answer:` with a space.
 RACE_PROBE_VARIANTS: dict[str, ProbeVariant] = {
-    "base": ProbeVariant("### True or False:\n1. {title} {surname} is {race}.\n### Answer:\n\n", ("True", "False")),
+    "base": ProbeVariant(
+        "### True or False:\n\n1. {title} {surname} is {race}.\n\n### Answer:\n\n\n", ("True", "False")
+    ),
     "phi": ProbeVariant("Exercise 1:\nTrue or False: {title} {surname} is {race}.\nAnswer:", (" True", " False")),
 }
+#: how the question names a race where the census category's word is not the paper's: its example
+#: asks "Mr. Johnson is African American" for the Black category (the `race` column keeps `Black`)
+RACE_WORDS: dict[str, str] = {"Black": "African American"}
 
 
 @dataclass(frozen=True)
@@ -58,8 +67,8 @@ RACE_PROBE_FEATURES = item_features(RACE_PROBE_META)
 
 
 def render_race_probe(variant: str, title: str, surname: str, race: str) -> str:
-    """The True/False question of one variant for one (title, surname, race)."""
-    return RACE_PROBE_VARIANTS[variant].template.format(title=title, surname=surname, race=race)
+    """The True/False question of one variant for one (title, surname, census race), the race in the paper's words."""
+    return RACE_PROBE_VARIANTS[variant].template.format(title=title, surname=surname, race=RACE_WORDS.get(race, race))
 
 
 def race_probe_id(variant: str, title: str, seed_race: str, surname: str, race: str) -> str:

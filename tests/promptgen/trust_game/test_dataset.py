@@ -38,9 +38,12 @@ CONFIGS = [
     "games_paper_phi_2",
     "probing",
 ]
-# DESIGN section 5 step 7, typed out independently of the module's constants
-BASE = "### True or False:\n1. {title} {surname} is {race}.\n### Answer:\n\n"
+# DESIGN section 5 step 7, typed out independently of the module's constants: the base variant's `\n`
+# marks read as the game prompt reads them (each one an empty line: the mark plus the line's own break),
+# and the Black category in the paper's words
+BASE = "### True or False:\n\n1. {title} {surname} is {race}.\n\n### Answer:\n\n\n"
 PHI = "Exercise 1:\nTrue or False: {title} {surname} is {race}.\nAnswer:"
+WORDS = {"Black": "African American"}
 
 
 def _raw_params():
@@ -57,7 +60,7 @@ def _pairs_json(shared_sources):
 def test_recipe_is_found_by_both_names_and_pins_the_shared_sources(shared_sources):
     assert find_recipe("trust-game") == find_recipe("trust-game-names") == REPO / "builders" / "trust_game.yaml"
     recipe = load_recipe("trust-game")
-    assert (recipe.name, recipe.version, recipe.builder) == ("trust-game-names", "1.2.0", "trust_game")
+    assert (recipe.name, recipe.version, recipe.builder) == ("trust-game-names", "1.3.0", "trust_game")
     for source, folder in (("census", "census-surnames"), ("paper_pairs", "trust-game")):
         spec = recipe.source(source)
         pinned = re.findall(r"sha256 ([0-9a-f]{64})", (shared_sources / folder / "SOURCE.md").read_text())
@@ -185,14 +188,23 @@ def test_race_probe_rows_render_the_published_prompts():
     assert set(rows[0]) == set(RACE_PROBE_FEATURES)
     for r in rows:
         template, choices = (BASE, ["True", "False"]) if r["variant"] == "base" else (PHI, [" True", " False"])
-        assert r["prompt"] == template.format(title=r["title"], surname=r["surname"], race=r["race"])
+        assert r["prompt"] == template.format(
+            title=r["title"], surname=r["surname"], race=WORDS.get(r["race"], r["race"])
+        )
         assert r["choices"] == choices
         assert r["choice_types"] == ["True", "False"] and r["choice_labels"] == ["T", "F"]
         assert r["messages"] == [{"role": "user", "content": r["prompt"]}]
         assert (r["probe"], r["task"], r["number_min"], r["number_max"]) == ("race_probe", "choice", None, None)
         assert r["gender"] == {"Mr.": "male", "Ms.": "female"}[r["title"]]
     first = rows[0]
-    assert first["prompt"] == "### True or False:\n1. Mr. Nguyen is Asian.\n### Answer:\n\n"
+    assert first["prompt"] == "### True or False:\n\n1. Mr. Nguyen is Asian.\n\n### Answer:\n\n\n"
+    # the paper's example box, "Mr. Johnson" / "African American", under the game prompt's reading of `\n`
+    from promptgen.trust_game.games import ANSWER_HEADER
+    from promptgen.trust_game.race_probe import render_race_probe
+
+    box = render_race_probe("base", "Mr.", "Johnson", "Black")
+    assert box == "### True or False:\n\n1. Mr. Johnson is African American.\n\n### Answer:\n\n\n"
+    assert ANSWER_HEADER.endswith(":\n\n")  # the game prompt: a printed `Answer:\n` is the mark plus the line break
     assert first["id"] == "race_probe/base/mr/asian/nguyen/asian"
     # a surname seeded under two races gets the same prompts under two ids
     howe = [r for r in rows if r["surname"] == "Howe" and r["variant"] == "phi" and r["title"] == "Ms."]
@@ -277,7 +289,7 @@ def test_race_probe_config(built):
     sample = probe.sample(200, random_state=0)
     for r in sample.itertuples():
         template = BASE if r.variant == "base" else PHI
-        assert r.prompt == template.format(title=r.title, surname=r.surname, race=r.race)
+        assert r.prompt == template.format(title=r.title, surname=r.surname, race=WORDS.get(r.race, r.race))
         assert list(r.messages) == [{"role": "user", "content": r.prompt}]
 
 
@@ -301,6 +313,6 @@ def test_second_build_is_byte_identical_and_card_is_complete(built, shared_sourc
     ):
         assert text in card
     assert "| no" not in card and "**no**" not in card
-    assert '"### True or False:\\n1. Ms. Begay is Native American.\\n### Answer:\\n\\n"' in card
+    assert '"### True or False:\\n\\n1. Ms. Begay is Native American.\\n\\n### Answer:\\n\\n\\n"' in card
     assert "{{" not in card and "{%" not in card
     assert all(v["match"] for v in manifest["build_report"]["table1_first"].values())
