@@ -7,6 +7,7 @@ import hashlib
 import json
 import re
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -257,11 +258,13 @@ def test_lists_and_pairs_in_the_build(built, shared_sources):
         "White": {"surname": "Miller", "count": 1_161_437},
     }
     seed = load_config(built, "seed_list").to_pandas()
-    both = seed[seed["surname"] == "Nguyen"].iloc[0]
-    assert list(both["methods"]) == ["bayesian", "threshold"] and both["bayesian_rank"] == 1
-    assert both["threshold_rank"] == 1
+    # the default reading (the paper's: Census shares, the threshold list taken among surnames not already in
+    # the bayesian list): Nguyen is the top bayesian Asian name, so the threshold list holds 100 others per race
+    top = seed[seed["surname"] == "Nguyen"].iloc[0]
+    assert list(top["methods"]) == ["bayesian"] and top["bayesian_rank"] == 1 and pd.isna(top["threshold_rank"])
     only = seed[seed["methods"].map(lambda m: list(m) == ["threshold"])]
-    assert len(only) == 176 and only["bayesian_rank"].isna().all() and only["threshold_rank"].notna().all()
+    assert len(only) == 500 and only["bayesian_rank"].isna().all() and only["threshold_rank"].notna().all()
+    assert len(seed) == 1500 + 500
 
     pairs = load_config(built, "pairs_paper").to_pandas()
     data = _pairs_json(shared_sources)
@@ -277,6 +280,16 @@ def test_lists_and_pairs_in_the_build(built, shared_sources):
     assert pairs["in_seed_list"].tolist() == [
         (r, s) in seeded for r, s in zip(pairs["race"], pairs["surname"], strict=True)
     ]
+
+
+def test_the_default_seed_list_holds_every_published_pair(built, shared_sources):
+    """The paper's reading is the default: every (race, surname) of its published pairs is in the built seed list,
+    so `curate-pairs` can retrace its curation (DESIGN's literal reading leaves 16 out)."""
+    data = _pairs_json(shared_sources)
+    published = {(data["races"][k], e["surname"]) for m in data["pairs"].values() for k, es in m.items() for e in es}
+    seed = load_config(built, "seed_list").to_pandas()
+    assert len(published) == 273
+    assert published <= set(zip(seed["race"], seed["surname"], strict=True))
 
 
 def test_race_probe_config(built):
@@ -312,7 +325,7 @@ def test_second_build_is_byte_identical_and_card_is_complete(built, shared_sourc
         "Miller (1,161,437)",
     ):
         assert text in card
-    assert "| no" not in card and "**no**" not in card
+    assert "| no |" not in card and "**no**" not in card
     assert '"### True or False:\\n\\n1. Ms. Begay is Native American.\\n\\n### Answer:\\n\\n\\n"' in card
     assert "{{" not in card and "{%" not in card
     assert all(v["match"] for v in manifest["build_report"]["table1_first"].values())
