@@ -229,7 +229,9 @@ def _test_recipe(path: Path) -> Path:
     """
     recipe = yaml.safe_load((REPO / "builders" / "trust_game.yaml").read_text())
     p = recipe["parameters"]
+    # DESIGN's literal threshold reading: at this scale it seeds Wood in both lists, the case the checks below use
     p["census"].update(bayesian_top=2, threshold_top=1)
+    p["census"].update(threshold_basis="renormalised", threshold_excludes_bayesian=False)
     p["race_probe"]["variants"] = ["phi"]
     p["games"].update(
         models=["Llama2-13B"],
