@@ -63,8 +63,10 @@ DESCRIPTIONS = {
     "cell, Bonferroni-corrected.",
     "empathy_matrix_summary": "μ ± σ, min and max of M0 (the raw intensity scale) and where M is lowest/highest.",
     "trust_game_anova": "Two-way ANOVA of the expected investment on trustee gender x race per investor group "
-    "(statsmodels OLS + anova_lm, type III sums of squares, sum-to-zero contrasts).",
-    "trust_game_posthoc": "Female vs male trustees per race: two-sample t-test (equal variances) and Cohen's d.",
+    "(statsmodels OLS + anova_lm, type III sums of squares, sum-to-zero contrasts). The paper keeps every game: "
+    "its numbers are the rows with refused_items = included; `excluded` leaves refused games out.",
+    "trust_game_posthoc": "Female vs male trustees per race: two-sample t-test (equal variances) and Cohen's d. "
+    "The paper's rows: refused_items = included (it keeps every game).",
     "trust_game_probing_accuracy": "Share of probing questions answered correctly (construct validity).",
     "attribution_release_single_actor": "Release metric opt1 + opt2 - opt3 - opt4 (effort + ability - difficulty - "
     "luck, by the release's option keys) per outcome x identity (as the release labels it) x gender, one-sample "
