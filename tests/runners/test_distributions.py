@@ -252,5 +252,6 @@ def test_number_probs_match_brute_force(
     np.testing.assert_allclose(dist.raw, raw, atol=1e-6)
     assert 0 < dist.valid_mass <= 1 and dist.valid_mass == pytest.approx(raw.sum(), rel=1e-4)
     assert dist.argmax_value == int(np.argmax(raw))
-    assert dist.expected_value == pytest.approx(float(np.dot(np.arange(hi + 1), raw / raw.sum())), abs=1e-4)
+    # float32 logits through the KV cache against full passes: ~1e-5 per probability, 1e-3 on a 0-100 mean
+    assert dist.expected_value == pytest.approx(float(np.dot(np.arange(hi + 1), raw / raw.sum())), abs=1e-3)
     assert len(trie.leaves) < len(trie.forms)  # numbers that prefix others are read off their leaves

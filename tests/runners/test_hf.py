@@ -307,8 +307,9 @@ def test_first_token_mode_reads_the_next_token_distribution(smollm2_model: Any, 
     ctx, paths = number_paths(smollm2_tokenizer, prompt, 0, 9)
     (after,) = full_forward_logprobs(smollm2_model, [list(ctx)], [[len(ctx) - 1]])
     mass = np.array([sum(np.exp(after[0, f[0]]) for f in paths[n] if len(f) == 1) for n in range(10)])
-    np.testing.assert_allclose(row["number_probs"], mass / mass.sum(), atol=1e-6)
-    assert row["valid_mass"] == pytest.approx(mass.sum(), abs=1e-6)
+    # float32: the cached forward pass and the full one differ by ~1e-6 in a probability
+    np.testing.assert_allclose(row["number_probs"], mass / mass.sum(), atol=1e-5)
+    assert row["valid_mass"] == pytest.approx(mass.sum(), abs=1e-5)
     assert row["computed_tokens"] == len(ctx)  # nothing fed after the context
     exact = ScoringSettings()
     assert ScoringSettings(number_mode="first-token").key() != exact.key()

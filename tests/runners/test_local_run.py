@@ -224,18 +224,20 @@ def test_resume_after_limit_and_crash(
 
     crashed = tmp_path / "crashed"
     calls = {"n": 0}
-    real = local_run.run_items
+    backend = env["backend"]
+    real = backend.score
 
-    def dies_after_first_flush(*args: Any, **kw: Any) -> list[dict]:
+    def dies_after_first_flush(*args: Any, **kw: Any) -> list:
+        # the backend's 5th call (one item per call) dies: the run was killed mid-scoring
         calls["n"] += 1
         if calls["n"] == 5:
             raise RuntimeError("killed")
         return real(*args, **kw)
 
-    monkeypatch.setattr(local_run, "run_items", dies_after_first_flush)
+    monkeypatch.setattr(backend, "score", dies_after_first_flush)
     with pytest.raises(RuntimeError, match="killed"):
         _run(prompts_dir, env, crashed, flush_every=3)
-    monkeypatch.setattr(local_run, "run_items", real)
+    monkeypatch.setattr(backend, "score", real)
     (key_dir,) = (crashed / "data" / "items").iterdir()
     assert len(read_done(key_dir)) == 3  # the first flush survived, the unflushed rows did not
     assert not [p for p in key_dir.iterdir() if p.name.startswith(".")]  # no temporary files left
