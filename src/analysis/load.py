@@ -501,7 +501,9 @@ def _check_refused(joined: pd.DataFrame, refused: np.ndarray) -> None:
     stated = joined["refused"].to_numpy()
     for row in np.flatnonzero(~np.isnan(mass) & ~np.isnan(threshold) & pd.notna(stated)):
         want = refused_by_mass(float(mass[row]), float(threshold[row]), float(bound[row]))
-        if bool(refused[row]) != want:
+        # bounded rows scored before the interval rule were refused on their resolved mass alone: still consistent
+        earlier = bound[row] > 0 and bool(refused[row]) == bool(mass[row] < threshold[row])
+        if bool(refused[row]) != want and not earlier:
             problem = (
                 f"{bool(refused[row])} contradicts its valid_mass {mass[row]:.6g} under its scoring's refusal "
                 f"threshold {threshold[row]:g} (refused means below it)"

@@ -230,3 +230,6 @@ def test_consistent_number_rows_and_a_bounded_refusal_are_accepted(tmp_path):
     prompts, results = _number_results(tmp_path, {"valid_mass": 0.45, "number_bound": 0.2})
     joined = join(load_prompts(prompts, "games"), load_results(results, "games"))
     assert len(joined) == 4
+    # a bounded row scored before the interval rule (refused on its resolved mass alone) still loads
+    old, results = _number_results(tmp_path / "old", {"valid_mass": 0.45, "number_bound": 0.2, "refused": True})
+    assert len(join(load_prompts(old, "games"), load_results(results, "games"))) == 4
