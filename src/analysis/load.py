@@ -490,7 +490,7 @@ def _check_refused(joined: pd.DataFrame, refused: np.ndarray) -> None:
     `valid_mass` under its own scoring's threshold: a contradiction is refused, naming the row."""
     if "valid_mass" not in joined.columns or "scoring" not in joined.columns or "refused" not in joined.columns:
         return
-    from runners.distributions import refused_by_mass
+    from runners.distributions import refused_mask
 
     thresholds = {s: _threshold(s) for s in pd.unique(joined["scoring"])}
     threshold = joined["scoring"].map(thresholds).to_numpy(dtype="float64")
@@ -498,17 +498,19 @@ def _check_refused(joined: pd.DataFrame, refused: np.ndarray) -> None:
     bound = np.zeros(len(joined))
     if "number_bound" in joined.columns:
         bound = pd.to_numeric(joined["number_bound"], errors="coerce").fillna(0.0).to_numpy(dtype="float64")
-    stated = joined["refused"].to_numpy()
-    for row in np.flatnonzero(~np.isnan(mass) & ~np.isnan(threshold) & pd.notna(stated)):
-        want = refused_by_mass(float(mass[row]), float(threshold[row]), float(bound[row]))
+    checked = ~np.isnan(mass) & ~np.isnan(threshold) & pd.notna(joined["refused"]).to_numpy()
+    with np.errstate(invalid="ignore"):
+        want = refused_mask(mass, threshold, bound)
         # bounded rows scored before the interval rule were refused on their resolved mass alone: still consistent
-        earlier = bound[row] > 0 and bool(refused[row]) == bool(mass[row] < threshold[row])
-        if bool(refused[row]) != want and not earlier:
-            problem = (
-                f"{bool(refused[row])} contradicts its valid_mass {mass[row]:.6g} under its scoring's refusal "
-                f"threshold {threshold[row]:g} (refused means below it)"
-            )
-            _bad_value(joined, int(row), "refused", problem, "checked against valid_mass")
+        earlier = (bound > 0) & (refused == (mass < threshold))
+    bad = checked & (refused != want) & ~earlier
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        problem = (
+            f"{bool(refused[row])} contradicts its valid_mass {mass[row]:.6g} under its scoring's refusal "
+            f"threshold {threshold[row]:g} (refused means below it)"
+        )
+        _bad_value(joined, row, "refused", problem, f"{int(bad.sum())} such rows")
 
 
 def _threshold(scoring: Any) -> float:

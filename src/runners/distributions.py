@@ -65,13 +65,18 @@ def refused_by_mass(valid_mass: float, threshold: float, bound: float = 0.0) -> 
     interval: at least the resolved `valid_mass` M, at most M plus the unexpanded mass F, and
     its bound 2F / (M + F) gives F = bM / (2 - b). It is refused only when even the upper end
     2M / (2 - b) is under the threshold, so a row the exact run would answer is never refused
-    for being bounded. The one home of the rule: rows are made and checked (`analysis.load`) by it.
+    for being bounded. The one home of the rule: rows are made by it, and checked by `refused_mask`.
     """
-    if not bound:
-        return bool(valid_mass < threshold)
-    if bound >= 2.0:  # nothing resolved: the mass may be anything
-        return False
-    return bool(2.0 * valid_mass / (2.0 - bound) < threshold)
+    return bool(refused_mask(np.float64(valid_mass), np.float64(threshold), np.float64(bound)))
+
+
+def refused_mask(valid_mass: np.ndarray, threshold: np.ndarray, bound: np.ndarray) -> np.ndarray:
+    """`refused_by_mass` over arrays (`analysis.load` checks every stored row's `refused` by it at once)."""
+    mass, bound = np.asarray(valid_mass, dtype=np.float64), np.asarray(bound, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # nothing resolved (bound 2): the mass may be anything, so the row is not refused
+        upper = np.where(bound == 0, mass, np.where(bound >= 2.0, np.inf, 2.0 * mass / (2.0 - bound)))
+    return upper < np.asarray(threshold, dtype=np.float64)
 
 
 @dataclass(frozen=True)
