@@ -220,11 +220,11 @@ def release_rows(joined: pd.DataFrame, config: str, *, rounding: bool = False) -
 # ----------------------------------------------------------------------------- tables
 
 
-def _refused(group: pd.DataFrame) -> int:
+def refused_count(group: pd.DataFrame) -> int:
     return int(group["refused"].fillna(False).astype(bool).sum()) if "refused" in group.columns else 0
 
 
-def _one_sample(values: pd.Series, group: pd.DataFrame) -> dict[str, Any]:
+def one_sample_row(values: pd.Series, group: pd.DataFrame) -> dict[str, Any]:
     """n_rows, n_refused and `one_sample_t` (scipy's ttest_1samp statistic) of the finite values."""
     x = values.to_numpy(dtype=np.float64)
     r = one_sample_t(x, nan_policy="omit")
@@ -232,13 +232,13 @@ def _one_sample(values: pd.Series, group: pd.DataFrame) -> dict[str, Any]:
     note = "; ".join(n for n in (r.note, f"{missing} of {len(x)} without a value" if missing else "") if n)
     return {
         "n_rows": len(x),
-        "n_refused": _refused(group),
+        "n_refused": refused_count(group),
         **{k: getattr(r, k) for k in ("n", "mean", "sd", "t", "df", "p")},
         "note": note,
     }
 
 
-def _grouped(
+def grouped_table(
     frame: pd.DataFrame,
     by: Sequence[str],
     row: Callable[[pd.DataFrame], dict[str, Any]],
@@ -262,7 +262,7 @@ def _grouped(
 def single_actor_table(rows: pd.DataFrame, by: Sequence[str] = SINGLE_GROUPS) -> pd.DataFrame:
     """Mean metric and one-sample t-test against 0 per group (`sinact_barplot_aggregate.py`; `DOMAIN_GROUPS`:
     `sinact_barplot.py`). `identity` is the corrected label of the group's release label."""
-    return _grouped(rows, by, lambda g: _one_sample(g["metric"], g), ONE_SAMPLE, carry=("identity",))
+    return grouped_table(rows, by, lambda g: one_sample_row(g["metric"], g), ONE_SAMPLE, carry=("identity",))
 
 
 def paired_by_order(rows: pd.DataFrame) -> pd.DataFrame:
@@ -317,7 +317,7 @@ def delta_table(rows: pd.DataFrame) -> pd.DataFrame:
         return {"n_pairs_same_item": int(g["same_item"].sum()), **stats, "note": r.note}
 
     columns = ("n_pairs_same_item", "n", "mean", "sd", "t", "df", "p", "note")
-    return _grouped(pairs, DELTA_GROUPS, row, columns, carry=("identity",))
+    return grouped_table(pairs, DELTA_GROUPS, row, columns, carry=("identity",))
 
 
 def _signed_rank_row(x: np.ndarray, y: np.ndarray | None, zero_method: str) -> dict[str, Any]:
@@ -334,7 +334,7 @@ def actor_actor_table(rows: pd.DataFrame) -> pd.DataFrame:
         x, y = g["metric_x"].to_numpy(np.float64), g["metric_y"].to_numpy(np.float64)
         return {
             "n_rows": len(g),
-            "n_refused": _refused(g),
+            "n_refused": refused_count(g),
             "mean_x": float(np.nanmean(x)) if np.isfinite(x).any() else np.nan,
             "mean_y": float(np.nanmean(y)) if np.isfinite(y).any() else np.nan,
             "mean": float(np.nanmean(g["delta"])) if g["delta"].notna().any() else np.nan,
@@ -342,7 +342,7 @@ def actor_actor_table(rows: pd.DataFrame) -> pd.DataFrame:
         }
 
     columns = ("n_rows", "n_refused", "mean_x", "mean_y", "mean", "wilcoxon_statistic", "p", "note")
-    return _grouped(cross, PAIR_GROUPS, row, columns, carry=("identity_x", "identity_y"))
+    return grouped_table(cross, PAIR_GROUPS, row, columns, carry=("identity_x", "identity_y"))
 
 
 def actor_observer_table(rows: pd.DataFrame) -> pd.DataFrame:
@@ -362,23 +362,33 @@ def actor_observer_table(rows: pd.DataFrame) -> pd.DataFrame:
     def row(g: pd.DataFrame) -> dict[str, Any]:
         x = g["metric"].to_numpy(np.float64)
         mean = float(np.nanmean(x)) if np.isfinite(x).any() else np.nan
-        return {"n_rows": len(g), "n_refused": _refused(g), "mean": mean, **_signed_rank_row(x, None, "zsplit")}
+        return {"n_rows": len(g), "n_refused": refused_count(g), "mean": mean, **_signed_rank_row(x, None, "zsplit")}
 
     columns = ("n_rows", "n_refused", "mean", "wilcoxon_statistic", "p", "note")
-    return _grouped(pd.concat(pooled, ignore_index=True), OBSERVER_GROUPS, row, columns, ("identity_x", "identity_y"))
+    return grouped_table(
+        pd.concat(pooled, ignore_index=True), OBSERVER_GROUPS, row, columns, ("identity_x", "identity_y")
+    )
+
+
+def rows_by_config(by_config: dict[str, pd.DataFrame], *, rounding: bool = False) -> dict[str, pd.DataFrame]:
+    """`release_rows` of each `*_release` config present, computed once for every table that needs them."""
+    return {c: release_rows(f, c, rounding=rounding) for c, f in by_config.items() if c in METRIC_PERSONS}
+
+
+def tables_of_rows(rows: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """Every release table the configs' `release_rows` allow, named `release_<table>`."""
+    out: dict[str, pd.DataFrame] = {}
+    if SINGLE in rows:
+        out["release_single_actor"] = single_actor_table(rows[SINGLE])
+        out["release_single_actor_by_domain"] = single_actor_table(rows[SINGLE], DOMAIN_GROUPS)
+        out["release_single_actor_delta"] = delta_table(rows[SINGLE])
+    if PAIR in rows:
+        out["release_actor_actor"] = actor_actor_table(rows[PAIR])
+    if OBSERVER in rows:
+        out["release_actor_observer"] = actor_observer_table(rows[OBSERVER])
+    return out
 
 
 def release_tables(by_config: dict[str, pd.DataFrame], *, rounding: bool = False) -> dict[str, pd.DataFrame]:
     """Every release table the `*_release` configs present allow, named `release_<table>`."""
-    out: dict[str, pd.DataFrame] = {}
-    if SINGLE in by_config:
-        rows = release_rows(by_config[SINGLE], SINGLE, rounding=rounding)
-        out["release_single_actor"] = single_actor_table(rows)
-        out["release_single_actor_by_domain"] = single_actor_table(rows, DOMAIN_GROUPS)
-        out["release_single_actor_delta"] = delta_table(rows)
-    if PAIR in by_config:
-        out["release_actor_actor"] = actor_actor_table(release_rows(by_config[PAIR], PAIR, rounding=rounding))
-    if OBSERVER in by_config:
-        rows = release_rows(by_config[OBSERVER], OBSERVER, rounding=rounding)
-        out["release_actor_observer"] = actor_observer_table(rows)
-    return out
+    return tables_of_rows(rows_by_config(by_config, rounding=rounding))

@@ -39,6 +39,7 @@ from runners.session import REFUSED_EXAMPLES, all_refused_advice, refused_answer
 
 from . import attribution as attr
 from . import attribution_release as attr_release
+from . import attribution_release_deltas as attr_release_deltas
 from . import empathy as emp
 from . import trust_game as tg
 from .load import (
@@ -337,9 +338,11 @@ def designed_configs(by_config: dict[str, pd.DataFrame]) -> dict[str, pd.DataFra
 def attribution_release_analysis(
     by_config: dict[str, pd.DataFrame], options: AnalysisOptions
 ) -> dict[str, pd.DataFrame]:
-    """The release's own metrics of the `*_release` configs (`analysis.attribution_release`)."""
+    """The release's own metrics of the `*_release` configs, and the paper's Δd / SMD on them
+    (`analysis.attribution_release`, `analysis.attribution_release_deltas`)."""
     release = {c: f for c, f in by_config.items() if attr_release.is_release_config(c)}
-    tables = attr_release.release_tables(release, rounding=options.release_rounding)
+    rows = attr_release.rows_by_config(release, rounding=options.release_rounding)
+    tables = {**attr_release.tables_of_rows(rows), **attr_release_deltas.paper_tables(rows)}
     return {f"attribution_{name}": table for name, table in tables.items()}
 
 

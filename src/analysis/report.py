@@ -79,6 +79,12 @@ DESCRIPTIONS = {
     "signed-rank test of metric_X vs metric_Y for cells of at least 5 rows.",
     "attribution_release_actor_observer": "Mean metric per outcome x observer cause x gender x domain on the actor x "
     "observer identity grid (gender/domain `all`: pooled); one-sample Wilcoxon (zsplit) for cells of at least 5 rows.",
+    "attribution_release_actor_actor_delta": "The paper's Δd on the release's items: d(single_actor_release, same "
+    "dimension, identity, gender, outcome, domain, scenario) - d(the person in an actor_actor_release row, per "
+    "person renormalised), one-sample t-test against 0.",
+    "attribution_release_actor_observer_smd": "The paper's Δd2 on the release's items: matched single_actor_release "
+    "d against actor_observer_release d (named observer), standardised mean difference with pooled SD and the "
+    "equal-variance t-test. Δd1 (anonymous observer) exists only for the designed actor_observer config.",
 }
 #: tables that follow the release's own analysis code (chahatraj/TalentorLuck at 57d6938), not the design
 RELEASE_CODE = {

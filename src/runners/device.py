@@ -28,6 +28,11 @@ class RunnerWarning(UserWarning):
 
 #: weight dtypes a run may ask for; `auto` resolves to one of them
 DTYPES = ("float32", "bfloat16", "float16")
+#: quantised loads a run may ask for (`--dtype`, opt-in, hf on CUDA only), each with the dtype its
+#: arithmetic runs in. `bnb-4bit` is the Talent-or-Luck release's load: bitsandbytes 4-bit weights
+#: of its default 4-bit type, float16 compute (`BitsAndBytesConfig(load_in_4bit=True,
+#: bnb_4bit_compute_dtype=torch.float16)` in every released scorer)
+QUANTIZED = {"bnb-4bit": "float16"}
 #: above this many parameters, a model on the CPU gets a warning (a 1B model is already slow there)
 LARGE_MODEL_PARAMETERS = 1_000_000_000
 #: vLLM's share of the accelerator's memory: most of a GPU (weights + KV cache); on the CPU the
@@ -69,6 +74,11 @@ def checkpoint_dtype(config: Any) -> str | None:
         if value is not None and str(value) != AUTO:
             return str(value).removeprefix("torch.")
     return None
+
+
+def compute_dtype(dtype: str) -> str:
+    """The dtype a load's arithmetic runs in: a quantised load's compute dtype, else `dtype` itself."""
+    return QUANTIZED.get(dtype, dtype)
 
 
 def resolve_dtype(dtype: str, config: Any) -> str:

@@ -67,6 +67,17 @@ from .token_accounting import (
 DEFAULT_MAX_LOGIT_ROWS = 512
 
 
+def quantization_config(dtype: str) -> Any:
+    """transformers' `BitsAndBytesConfig` of a quantised `--dtype`: for `bnb-4bit`, the release's own
+    (`load_in_4bit=True`, float16 compute, bitsandbytes' default 4-bit type and no double quantisation)."""
+    import torch
+    from transformers import BitsAndBytesConfig
+
+    from .device import QUANTIZED
+
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=getattr(torch, QUANTIZED[dtype]))
+
+
 class HFBackend:
     """Scores token ids with a transformers causal LM (see the module docstring)."""
 
@@ -118,20 +129,25 @@ class HFBackend:
         import torch
         from transformers import AutoModelForCausalLM
 
-        from .device import MAX_LOGIT_ROWS, cuda_token_budget, device_type, free_cuda_memory
+        from .device import MAX_LOGIT_ROWS, QUANTIZED, compute_dtype, cuda_token_budget, device_type, free_cuda_memory
 
         extra: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
+        if dtype in QUANTIZED:
+            extra["quantization_config"] = quantization_config(dtype)
         if device_map is not None:
             extra["device_map"] = device_map
         elif device_type(device) != "cpu":
             extra["device_map"] = device  # on the CPU, where weights are created anyway, no accelerate hooks
-        model = AutoModelForCausalLM.from_pretrained(model_id, revision=revision, dtype=getattr(torch, dtype), **extra)
+        weights = getattr(torch, compute_dtype(dtype))
+        model = AutoModelForCausalLM.from_pretrained(model_id, revision=revision, dtype=weights, **extra)
         kind = model.device.type
         rows = max_logit_rows or MAX_LOGIT_ROWS.get(kind, MAX_LOGIT_ROWS["cuda"])
         if max_batch_tokens is None:
             max_batch_tokens = DEFAULT_MAX_BATCH_TOKENS
             if kind == "cuda":
-                max_batch_tokens = cuda_token_budget(model.config, dtype, free_cuda_memory(str(model.device)), rows)
+                max_batch_tokens = cuda_token_budget(
+                    model.config, compute_dtype(dtype), free_cuda_memory(str(model.device)), rows
+                )
         return cls(
             model,
             model_id=model_id,
@@ -143,7 +159,9 @@ class HFBackend:
 
     @property
     def dtype(self) -> str:
-        """The dtype the weights were loaded in (what the numbers depend on)."""
+        """The dtype the weights were loaded in (what the numbers depend on); `bnb-4bit` for the release's load."""
+        if getattr(self.model, "is_loaded_in_4bit", False):
+            return "bnb-4bit"
         return str(self.model.dtype).removeprefix("torch.")
 
     @property

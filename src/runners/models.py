@@ -23,6 +23,7 @@ from .device import (
     AUTO,
     DTYPES,
     GPU_MEMORY_UTILIZATION,
+    QUANTIZED,
     RunnerWarning,
     cpu_warning,
     device_type,
@@ -73,8 +74,13 @@ def check_load_options(load: LoadOptions) -> None:
     backend, device_map, tensor_parallel_size = load.backend, load.device_map, load.tensor_parallel_size
     if backend not in BACKENDS:
         raise ProbeError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    if load.dtype not in (AUTO, *DTYPES):
-        raise ProbeError(f"--dtype must be one of auto, {', '.join(DTYPES)}, got {load.dtype!r}")
+    if load.dtype not in (AUTO, *DTYPES, *QUANTIZED):
+        raise ProbeError(f"--dtype must be one of auto, {', '.join((*DTYPES, *QUANTIZED))}, got {load.dtype!r}")
+    if load.dtype in QUANTIZED and (backend != "hf" or load.gguf_file):
+        raise ProbeError(
+            f"--dtype {load.dtype} quantises a checkpoint's weights with --backend hf, as the release did; "
+            "not with --backend vllm or --gguf-file"
+        )
     if device_map not in (None, AUTO):
         raise ProbeError(f"--device-map must be auto (or left out), got {device_map!r}")
     if device_map is not None and backend != "hf":
@@ -85,6 +91,21 @@ def check_load_options(load: LoadOptions) -> None:
         raise ProbeError("--tensor-parallel-size works with --backend vllm; for hf use --device-map auto")
     if backend == "vllm" and load.gguf_file:
         raise ProbeError("--gguf-file works with --backend hf; for vllm, save the model as a safetensors folder first")
+
+
+def check_quantized_load(dtype: str, device: str) -> None:
+    """One line when a quantised load cannot run here: bitsandbytes' 4-bit kernels need CUDA and the package."""
+    if dtype not in QUANTIZED:
+        return
+    if device_type(device) != "cuda":
+        raise ProbeError(
+            f"--dtype {dtype} (bitsandbytes 4-bit weights, the Talent-or-Luck release's load) needs a CUDA GPU; "
+            f"this run is on {device}: leave --dtype out to score the checkpoint's own weights"
+        )
+    import importlib.util
+
+    if importlib.util.find_spec("bitsandbytes") is None:
+        raise ProbeError(f"--dtype {dtype} needs the bitsandbytes package: pip install bitsandbytes")
 
 
 def load_backend(
@@ -120,6 +141,7 @@ def load_backend(
         # a GGUF file is de-quantised to float32 by transformers: its config's dtype is not what loads
         weights_dtype = resolve_dtype(dtype, None if gguf_file else config)
         on = resolve_device(device)
+        check_quantized_load(weights_dtype, on)
         if device == AUTO and device_type(on) == "cpu" and (message := cpu_warning(config, model)):
             warnings.warn(message, RunnerWarning, stacklevel=2)
         if backend == "hf":

@@ -17,6 +17,7 @@ from scipy import stats
 
 from analysis import attribution as designed
 from analysis import attribution_release as rel
+from analysis import attribution_release_deltas as deltas
 from analysis.pipeline import AnalysisOptions, Collected, compute
 from analysis.report import render_html
 from promptgen.core.errors import ProbeError
@@ -292,7 +293,8 @@ def test_the_pipeline_routes_release_configs_to_the_release_tables_only(
     assert problems == []
     for name, table in designed.attribution_tables(own).items():  # the designed tables as without release configs
         pd.testing.assert_frame_equal(tables[f"attribution_{name}"], table)
-    expected = rel.release_tables(release)
+    expected = {**rel.release_tables(release), **deltas.paper_tables(rel.rows_by_config(release))}
+    assert {"release_actor_actor_delta", "release_actor_observer_smd"} <= set(expected)
     for name, table in expected.items():
         pd.testing.assert_frame_equal(tables[f"attribution_{name}"], table)
     assert {n for n in tables if n.startswith("attribution_release_")} == {f"attribution_{n}" for n in expected}

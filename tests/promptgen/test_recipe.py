@@ -15,7 +15,7 @@ def _raw():
 
 def test_real_recipe_loads_with_its_file_hash():
     recipe = load_recipe("talent-or-luck")
-    assert recipe.name == "talent-or-luck" and recipe.version == "1.2.0"
+    assert recipe.name == "talent-or-luck" and recipe.version == "1.2.1"
     assert recipe.sha256 == hashlib.sha256((REPO / "builders" / "talent_or_luck.yaml").read_bytes()).hexdigest()
     assert len(recipe.sources) == 10
     assert all(s.sha256 and s.url.startswith("https://") and s.license for s in recipe.sources)

@@ -138,3 +138,35 @@ def test_run_help_documents_the_new_flags() -> None:
     # the CPU defaults the help states are the ones the runner uses
     flat = " ".join(text.split())
     assert f"{ITEMS_PER_CALL['cpu']} on the CPU" in flat and f"{MAX_LOGIT_ROWS['cpu']} on the CPU" in flat
+
+
+def test_the_release_4bit_load_is_opt_in_keyed_and_refused_in_one_line_where_it_cannot_run(
+    prompts_dir: Path, tmp_path: Path
+) -> None:
+    """`--dtype bnb-4bit`: the release's BitsAndBytesConfig, its own key, and one line without CUDA or with vLLM."""
+    import torch
+    from transformers import BitsAndBytesConfig
+
+    from runners.hf import quantization_config
+    from runners.scoring_settings import ScoringSettings
+    from runners.session import result_key
+
+    # every released scorer: BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=torch.float16)
+    release = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=torch.float16).to_dict()
+    assert quantization_config("bnb-4bit").to_dict() == release
+    assert release["bnb_4bit_quant_type"] == "fp4" and not release["bnb_4bit_use_double_quant"]
+    keys = {d: result_key("m", "r", ScoringSettings(), False, dtype=d, backend="hf") for d in ("float16", "bnb-4bit")}
+    assert keys["float16"].slug != keys["bnb-4bit"].slug
+
+    folder, out = tiny_llama_folder("bfloat16"), tmp_path / "results"
+    base = ["run", str(prompts_dir), "-c", "items", "-m", str(folder), "--out", str(out), "--no-chat", "-q"]
+    runner = CliRunner()
+    for extra, words in (
+        ([], "needs a CUDA GPU; this run is on cpu"),
+        (["--backend", "vllm"], "not with --backend vllm"),
+        (["--dtype", "int4"], "--dtype must be one of auto, float32, bfloat16, float16, bnb-4bit"),
+    ):
+        flags = ["--dtype", "bnb-4bit", *extra] if "--dtype" not in extra else extra
+        result = runner.invoke(app, [*base, *flags])
+        assert result.exit_code != 0 and words in result.output, result.output
+        assert "Traceback" not in result.output and not (out / "data").exists()

@@ -82,7 +82,8 @@ Dtype = Annotated[
     typer.Option(
         "--dtype",
         help="Weights dtype: auto (the checkpoint's own, e.g. bfloat16; float32 when it states none), "
-        "float32, bfloat16, float16. Part of the result key.",
+        "float32, bfloat16, float16, or bnb-4bit (the Talent-or-Luck release's load: bitsandbytes 4-bit weights, "
+        "float16 compute; --backend hf on a CUDA GPU with bitsandbytes installed). Part of the result key.",
     ),
 ]
 Device = Annotated[
