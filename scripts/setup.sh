@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up social-bias-probes in a virtual environment with everything `probes demo` and the full
-# test suite need: the package (editable) with its dev, hf and ray extras, plus vLLM.
+# test suite need: the package (editable) with its dev, hf and ray extras, plus vLLM, and the tests'
+# local Hub server (olah, in VENV/hub-server).
 #
 #   bash scripts/setup.sh [--venv DIR] [--device auto|cpu|cuda] [--vllm | --no-vllm]
 #
@@ -24,7 +25,7 @@ DEVICE=auto
 VLLM=default
 PYTHON="${PYTHON:-python3}"
 
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -96,5 +97,11 @@ for extra in EXTRA_MODULES:
     print(f"setup.sh: {extra} extra: {'ok' if not missing else 'not installed (' + ', '.join(missing) + ')'}")
 assert importlib.util.find_spec("pytest"), "the dev extra did not install"
 EOF
+# The tests' local Hub server: olah (a self-hosted Hub mirror) serves git repositories offline to the real
+# huggingface_hub / datasets clients. It pins fastapi above what vLLM allows, so it gets its own
+# environment inside the venv folder (tests/hub_server.py finds it there).
+[ -x "$VENV/hub-server/bin/olah-cli" ] || "$PYTHON" -m venv "$VENV/hub-server"
+"$VENV/hub-server/bin/python" -m pip install --quiet --upgrade pip
+"$VENV/hub-server/bin/python" -m pip install --quiet olah==0.5.4
 "$VENV/bin/probes" --help >/dev/null
 echo "setup.sh: ready. Next: $VENV/bin/probes demo --sources ../shared/sources --out probes-demo"

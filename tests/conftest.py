@@ -58,3 +58,21 @@ def fixture_release(tmp_path: Path) -> tuple[Path, Path]:
     """(sources folder, recipe path) of the small synthetic release."""
     sources = write_release(tmp_path / "sources")
     return sources, write_recipe(tmp_path / "recipe.yaml", sources)
+
+
+@pytest.fixture(scope="session")
+def hub_server(tmp_path_factory: pytest.TempPathFactory):
+    """A real Hub server (olah, offline) serving git repositories of this session (tests/hub_server.py)."""
+    from hub_server import start_hub_server
+
+    server = start_hub_server(tmp_path_factory.mktemp("hub-server"))
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
+def built_trust_game(shared_sources: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """trust-game-names built once from the real sources (a few seconds): small enough to serve and copy."""
+    from promptgen.build import build
+
+    return build("trust-game-names", out_dir=tmp_path_factory.mktemp("built-tg"), sources=shared_sources).path

@@ -24,13 +24,16 @@ import pyarrow as pa
 
 from promptgen.core.contract import TASK_COLUMNS
 from promptgen.core.errors import ProbeError, dataset_load_errors
+from promptgen.hub import remote
 from promptgen.hub.read import local_folder as _local_folder  # one rule for a local folder or a Hub repo id
 from promptgen.hub.read import read_build_manifest, read_config
 from runners.results import (
     DATA_DIR,
+    MANIFEST_NAME,
     PROMPT_FIELDS,
     RESULT_SCHEMA,
     ResultKey,
+    check_manifest_shape,
     key_folders,
     missing_columns,
     part_files,
@@ -215,14 +218,28 @@ def _check_unique_results(frame: pd.DataFrame) -> None:
         )
 
 
-def load_results_manifest(results: str | Path) -> dict[str, Any]:
-    """results_manifest.json of a local results folder (provenance for the report); {} when absent."""
-    return read_results_manifest(Path(results).expanduser())
+def hub_ref(source: str | Path, revision: str | None, what: str) -> remote.HubRef | None:
+    """A Hub repo's revision resolved to its commit, once per source (`promptgen.hub.remote.resolve`);
+    None for a local folder. Every read of that source (rows, manifests) is then at the commit."""
+    if _local_folder(source, what) is not None:
+        return None
+    return remote.resolve(str(source), revision, what)
 
 
-def load_prompts_manifest(prompts: str | Path) -> dict[str, Any]:
-    """build_manifest.json of a local prompt dataset folder (its fingerprint, for the report); {} when absent."""
-    return read_build_manifest(Path(prompts).expanduser())
+def load_results_manifest(results: str | Path, ref: remote.HubRef | None = None) -> dict[str, Any]:
+    """results_manifest.json of a results folder, or of a Hub results repo at `ref`'s commit; {} when absent."""
+    if ref is None:
+        return read_results_manifest(Path(results).expanduser())
+    manifest = remote.read_json_file(ref, MANIFEST_NAME, "results") or {}
+    check_manifest_shape(Path(ref.label) / MANIFEST_NAME, manifest)
+    return manifest
+
+
+def load_prompts_manifest(prompts: str | Path, ref: remote.HubRef | None = None) -> dict[str, Any]:
+    """build_manifest.json of a prompt dataset folder, or of a Hub dataset at `ref`'s commit; {} when absent."""
+    if ref is None:
+        return read_build_manifest(Path(prompts).expanduser())
+    return remote.read_build_manifest(ref) or {}
 
 
 def join(

@@ -34,6 +34,8 @@ import numpy as np
 import pandas as pd
 
 from promptgen.core.errors import ProbeError
+from promptgen.hub import remote
+from promptgen.hub.remote import HubRef
 from runners.results import result_configs as stored_configs
 from runners.session import REFUSED_EXAMPLES, all_refused_advice, refused_answer
 
@@ -46,6 +48,7 @@ from .load import (
     RESULT_FILE_COLUMN,
     RESULT_KEY_COLUMN,
     RUN_COLUMNS,
+    hub_ref,
     join,
     load_prompts,
     load_prompts_manifest,
@@ -141,11 +144,14 @@ def portable_name(source: str | Path) -> str:
     return folder.resolve().name if folder.exists() else str(source)
 
 
-def result_configs(results: str | Path) -> list[str]:
-    """The configs a local results folder holds (`data/<config>/<key>/part-*.parquet`)."""
+def result_configs(results: str | Path, ref: HubRef | None = None) -> list[str]:
+    """The configs a results folder holds (`data/<config>/<key>/part-*.parquet`), or a Hub results repo's card
+    lists at `ref`'s commit."""
+    if ref is not None:
+        return remote.config_names(ref, "results")
     folder = Path(results).expanduser()
     if not folder.is_dir():
-        raise ProbeError(f"results folder {results} does not exist (Hub results: pass --config to name the configs)")
+        raise ProbeError(f"results folder {results} does not exist (nor is it a Hub repo id ORG/NAME)")
     configs = stored_configs(folder)
     if not configs:
         raise ProbeError(
@@ -174,23 +180,27 @@ def collect(
     """
     if not results:
         raise ProbeError("give at least one results folder")
+    # a Hub id is read at one commit, resolved once: rows and manifests describe the same data
+    prompt_ref = hub_ref(prompts, revision, "prompt dataset")
+    refs = {str(r): hub_ref(r, results_revision, "results") for r in results}
     wanted: dict[str, list[str | Path]] = {}
     for r in results:
-        for config in configs or result_configs(r):
+        for config in configs or result_configs(r, refs[str(r)]):
             wanted.setdefault(config, []).append(r)
     out = Collected()
-    prompt_manifest = load_prompts_manifest(prompts)
+    prompt_manifest = load_prompts_manifest(prompts, prompt_ref)
     out.provenance = {
         "prompts": {
             "path": portable_name(prompts),
             "revision": revision,
+            "commit": prompt_ref.commit if prompt_ref else None,
             **{k: prompt_manifest.get(k) for k in ("name", "version", "fingerprint")},
             "recipe_sha256": prompt_manifest.get("recipe", {}).get("sha256"),
         },
         "results": [],
     }
     for r in results:
-        manifest = load_results_manifest(r)
+        manifest = load_results_manifest(r, refs[str(r)])
         runs = [
             {
                 "config": run.get("prompt_dataset", {}).get("config"),
@@ -202,7 +212,10 @@ def collect(
             }
             for run in manifest.get("runs", {}).values()
         ]
-        out.provenance["results"].append({"path": portable_name(r), "revision": results_revision, "runs": runs})
+        commit = refs[str(r)].commit if refs[str(r)] else None
+        out.provenance["results"].append(
+            {"path": portable_name(r), "revision": results_revision, "commit": commit, "runs": runs}
+        )
     mismatches = fingerprint_mismatches(out.provenance, wanted)
     if mismatches and not allow_fingerprint_mismatch:
         advice = "give the prompts the results were scored on, or rerun the model on these prompts"
@@ -214,7 +227,7 @@ def collect(
     out.warnings.extend(mismatches)
     out.provenance["warnings"] = list(mismatches)
     for config, folders in sorted(wanted.items()):
-        frames = [load_results(r, config, revision=results_revision) for r in folders]
+        frames = [load_results(r, config, revision=_at(refs[str(r)], results_revision)) for r in folders]
         rows = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
         if len(frames) > 1:
             dup = rows.duplicated([RESULT_KEY_COLUMN, "id"], keep=False)
@@ -224,7 +237,8 @@ def collect(
                     f"config {config!r}: the same model run appears in several results folders ({', '.join(files)}); "
                     "pass each run once"
                 )
-        prompt_rows = load_prompts(prompts, config, revision=revision, ids=rows["id"].drop_duplicates().tolist())
+        ids = rows["id"].drop_duplicates().tolist()
+        prompt_rows = load_prompts(prompts, config, revision=_at(prompt_ref, revision), ids=ids)
         joined = join(prompt_rows, rows, drop=drop)  # texts read for the prompt_sha256 check only
         if joined.empty:
             out.skipped.append({"config": config, "reason": "no result rows"})
@@ -232,6 +246,11 @@ def collect(
         for probe, part in joined.groupby("probe", sort=True):
             out.joined.setdefault(str(probe), {})[config] = part.reset_index(drop=True)
     return out
+
+
+def _at(ref: HubRef | None, revision: str | None) -> str | None:
+    """The revision a loader reads: a Hub source's resolved commit, else what was given (None for a folder)."""
+    return ref.commit if ref is not None else revision
 
 
 def fingerprint_mismatches(provenance: dict[str, Any], wanted: dict[str, list[str | Path]]) -> list[str]:

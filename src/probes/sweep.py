@@ -70,6 +70,8 @@ class SweepRequest:
     shard: str | None = None
     batch_size: int | None = None
     flush_every: int = 64
+    #: the results may hold another build of a config's prompts: rescore the changed items (`RunRequest`)
+    rescore_changed: bool = False
     mfu: float = 0.5
     max_hours: float | None = None
 
@@ -281,6 +283,7 @@ def sweep(
                 limit=request.limit_per_config,
                 batch_size=request.batch_size,
                 flush_every=request.flush_every,
+                rescore_changed=request.rescore_changed,
             )
             template = replace(template, shard=template.shard_range)
             for config in configs[name]:

@@ -85,6 +85,7 @@ def run_config(
         flush_every=request.flush_every,
         started=started,
         name_given=request.model_name is not None,
+        rescore_changed=request.rescore_changed,
     )
     if on_start is not None:
         on_start(len(session.selected), len(session.selected) - len(session.todo))

@@ -17,6 +17,7 @@ from typing import Any
 from promptgen.core.contract import check_prompt_config, check_prompt_forms
 from promptgen.core.errors import ProbeError, dataset_load_errors
 from promptgen.core.layout import BUILD_MANIFEST
+from promptgen.hub import remote
 from promptgen.hub.folder import check_data_files, check_path_segment, config_data_files
 from promptgen.hub.read import config_schema, has_build_manifest, local_folder, read_build_manifest, read_card_header
 from promptgen.protocols import Protocol, manifest_protocol
@@ -44,9 +45,12 @@ class PromptConfig:
     protocol: Protocol | None = None
     #: what its rows are, checked as it loaded (None: unknown); a resumed run trusts rows scored on it
     content: PromptContent | None = None
+    #: a Hub dataset: the commit its revision resolved to, which every file was read at (None: local)
+    commit: str | None = None
 
     def provenance(self) -> dict[str, Any]:
-        """How a results manifest names its prompts: by name, version, fingerprint and Hub repo, never a local path."""
+        """How a results manifest names its prompts: by name, version, fingerprint, Hub repo and commit, never a
+        local path. `revision` is the one asked (None: `main`), `commit` what it was when the rows were read."""
         return {
             "name": self.name or Path(self.path).name,
             "version": self.version,
@@ -54,7 +58,15 @@ class PromptConfig:
             "fingerprint": self.fingerprint,
             "repo_id": self.repo_id,
             "revision": self.revision,
+            "commit": self.commit,
         }
+
+    @property
+    def no_protocol_reason(self) -> str:
+        """Why a Hub dataset declares no protocol (its commit has no build_manifest.json); "" otherwise."""
+        if self.protocol is None and self.repo_id and self.fingerprint is None and self.commit:
+            return f"{self.repo_id}@{self.commit[:12]} has no {BUILD_MANIFEST}"
+        return ""
 
 
 def _own_features(folder: Path, config: str) -> Any:
@@ -72,15 +84,31 @@ def _own_features(folder: Path, config: str) -> Any:
     return None if schema is None else datasets.Features.from_arrow_schema(schema)
 
 
+def hub_ref(dataset: str, revision: str | None) -> remote.HubRef | None:
+    """A Hub dataset's revision resolved to its commit (`promptgen.hub.remote.resolve`); None for a local folder.
+
+    A run of several configs resolves once and reads every config at that commit.
+    """
+    if local_folder(dataset, "prompt dataset") is not None:
+        return None
+    return remote.resolve(dataset, revision)
+
+
 def load_prompt_config(
-    dataset: str, config: str, *, revision: str | None = None, chat: bool | None = None
+    dataset: str,
+    config: str,
+    *,
+    revision: str | None = None,
+    chat: bool | None = None,
+    ref: remote.HubRef | None = None,
 ) -> PromptConfig:
     """Load `config` (split `test`) of a local Hub-ready folder or Hub dataset and check it.
 
     Checked before any model loads: the config name is one path segment (it names the result
     folder `data/<config>/`), a local folder's data files of the config are the ones its
     build_manifest.json lists (`check_data_files`), and the rows keep the item contract with
-    the prompt form `chat` reads (`check_prompt_config`; None: either form).
+    the prompt form `chat` reads (`check_prompt_config`; None: either form). A Hub dataset is
+    read at one commit (`ref`, else `revision` resolved here): rows, build manifest and card.
     """
     import datasets
 
@@ -94,6 +122,9 @@ def load_prompt_config(
         built = read_build_manifest(folder)
         files = config_data_files(folder, config)
         check_data_files(folder, built, files, config=config)
+    if not local:  # one commit for everything read; its manifest before the (costly) load
+        ref = ref or remote.resolve(dataset, revision)
+        built = remote.read_build_manifest(ref) or {}
     try:
         # datasets 4 keys its cache of a local folder by name, not content: a rebuilt folder
         # would give the old rows, so a local folder is always re-read
@@ -103,28 +134,25 @@ def load_prompt_config(
         checks = {"verification_mode": "no_checks"} if local else {}
         if local:  # and it takes the features of that cache too: give it the folder's own
             checks["features"] = _own_features(folder, config)
+        at = ref.commit if ref is not None else revision
         ds = datasets.load_dataset(
-            str(folder) if local else dataset, config, split="test", revision=revision, download_mode=mode, **checks
+            str(folder) if local else dataset, config, split="test", revision=at, download_mode=mode, **checks
         )
     except dataset_load_errors() as exc:
         raise ProbeError(f"cannot load config {config!r} of {dataset}: {exc}") from exc
     except datasets.exceptions.DatasetGenerationError as exc:
         cause = exc.__cause__ or exc
         raise ProbeError(f"cannot read config {config!r} of {dataset} (empty or corrupt parquet?): {cause}") from exc
-    license = "other"
-    if local:
-        license = read_card_header(folder).get("license", license)
-    else:  # pragma: no cover - needs the network
-        try:
-            from huggingface_hub import hf_hub_download
-
-            path = hf_hub_download(dataset, BUILD_MANIFEST, repo_type="dataset", revision=revision)
-            built = read_build_manifest(Path(path).parent)
-        except Exception:
-            built = {}
+    header = read_card_header(folder) if ref is None else remote.read_card_header(ref)
+    license = header.get("license", "other")
     check_prompt_config(ds, f"{dataset} config {config!r}", chat=chat)
-    protocol = manifest_protocol(built, config, f"{dataset}/{BUILD_MANIFEST}")
-    content = local_content(config, files, built, len(ds)) if local else hub_content(dataset, revision, config, len(ds))
+    where = f"{dataset}/{BUILD_MANIFEST}" if ref is None else f"{ref.label}/{BUILD_MANIFEST}"
+    protocol = manifest_protocol(built, config, where)
+    content = (
+        local_content(config, files, built, len(ds))
+        if ref is None
+        else hub_content(dataset, ref.commit, config, len(ds))
+    )
     return PromptConfig(
         ds,
         dataset,
@@ -137,6 +165,7 @@ def load_prompt_config(
         repo_id=None if local else dataset,
         protocol=protocol,
         content=content,
+        commit=ref.commit if ref is not None else None,
     )
 
 

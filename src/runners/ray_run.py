@@ -235,6 +235,7 @@ def run_config_ray(
         flush_every=request.flush_every,
         started=started,
         name_given=request.model_name is not None,
+        rescore_changed=request.rescore_changed,
     )
     key = session.key  # under the name the folder already records, when a default name gave way
     todo = session.todo

@@ -53,6 +53,8 @@ class RunRequest:
     flush_every: int = 64
     ray: bool = False
     ray_workers: int = 1
+    #: the results folder may hold another build of the config's prompts: rescore the changed items
+    rescore_changed: bool = False
 
     def __post_init__(self) -> None:
         # None is "the default", as the keyword arguments this request replaces took it

@@ -16,7 +16,9 @@ and, per key folder (`validate_results`):
 - key.json is a JSON object (`runners.results.read_key_file`, the one reader of it), and the
   rows' key columns (model, revision, scoring, ...) hold exactly its values, so no row of
   another model or setting hides under this key;
-- `results_manifest.json` lists exactly the key folders that hold parts, with their row counts.
+- `results_manifest.json` lists exactly the key folders that hold parts, with their row counts;
+- each config's runs were scored on one prompt build (`mixed_prompts`): item ids derive from an
+  item's factors, not its text, so rows of two builds would join to one build's prompts.
 
 Every problem is collected (not just the first) so one dry run names all of them.
 """
@@ -32,6 +34,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from promptgen.core.errors import ProbeError
+
 from .results import (
     CARD_NAME,
     DATA_DIR,
@@ -39,8 +43,10 @@ from .results import (
     MANIFEST_NAME,
     RESULT_SCHEMA,
     KeyFileError,
+    part_content,
     part_files,
     read_key_file,
+    read_manifest,
 )
 
 #: the only files of a result folder outside its key folders
@@ -124,6 +130,7 @@ def _check_key_folder(root: Path, folder: Path, report: ResultsReport) -> int | 
     rel = folder.relative_to(root).as_posix()
     key = _read_key(folder, rel, report.problems)
     seen: dict[str, list[str]] = defaultdict(list)
+    contents: set[str] = set()
     readable = True
     for path in part_files(folder):
         report.parts += 1
@@ -134,6 +141,7 @@ def _check_key_folder(root: Path, folder: Path, report: ResultsReport) -> int | 
             report.problems.append(f"unreadable part {part} ({' '.join(str(exc).split())})")
             readable = False
             continue
+        contents |= {c for c in (part_content(table.schema),) if c}
         report.problems += schema_problems(part, table.schema)
         if "id" not in table.column_names:
             report.problems.append(f"part {part} has no `id` column")
@@ -153,6 +161,11 @@ def _check_key_folder(root: Path, folder: Path, report: ResultsReport) -> int | 
         report.rows += len(ids)
         for i in ids:
             seen[i].append(path.name)
+    if len(contents) > 1:
+        report.problems.append(
+            f"{rel}: rows scored on {len(contents)} prompt builds (a run on a rebuild did not check every stored "
+            "item); rerun the config on one build over all its items, or score the builds into separate folders"
+        )
     dups = {i: files for i, files in seen.items() if len(files) > 1}
     if dups:
         first = sorted(dups)[0]
@@ -163,9 +176,56 @@ def _check_key_folder(root: Path, folder: Path, report: ResultsReport) -> int | 
     return len(seen) if readable else None
 
 
+def prompt_identity(prompts: Mapping[str, Any]) -> str | None:
+    """What names the prompt content a run scored (its manifest's `prompt_dataset`): the build's fingerprint,
+    else the Hub commit it was read at; None when neither was recorded (a hand-made folder)."""
+    if prompts.get("fingerprint"):
+        return f"fingerprint {str(prompts['fingerprint'])[:12]}"
+    if prompts.get("commit"):
+        return f"{prompts.get('repo_id')}@{str(prompts['commit'])[:12]}"
+    return None
+
+
+def mixed_prompts(manifest: Mapping[str, Any]) -> list[str]:
+    """One line per config whose recorded runs were scored on more than one prompt build."""
+    builds: dict[str, set[str]] = defaultdict(set)
+    for run in manifest.get("runs", {}).values():
+        prompts = run.get("prompt_dataset", {})
+        if (ident := prompt_identity(prompts)) is not None:
+            builds[str(prompts.get("config"))].add(ident)
+    return [
+        f"config {config!r} holds rows scored on {len(found)} prompt builds ({', '.join(sorted(found))}): one results "
+        "folder holds the scores of one build of each config"
+        for config, found in sorted(builds.items())
+        if len(found) > 1
+    ]
+
+
+def check_same_prompts(results: Path, provenance: Mapping[str, Any], *, rescore_changed: bool = False) -> None:
+    """Refuse, in one line, a run on another build of a config's prompts than the folder's rows were scored on.
+
+    With `rescore_changed` (`probes run --rescore-changed`) such a run goes on: every stored
+    item it selects is checked against this build (`runners.resume`) and rescored when its prompt
+    changed. Items it does not select keep the other build's scores, which `validate_results`
+    (publish) refuses until a run has checked them all.
+    """
+    mine = prompt_identity(provenance)
+    if mine is None or rescore_changed:
+        return
+    for run in read_manifest(results).get("runs", {}).values():
+        theirs = run.get("prompt_dataset", {})
+        if theirs.get("config") == provenance.get("config") and (other := prompt_identity(theirs)) not in (None, mine):
+            raise ProbeError(
+                f"{Path(results) / MANIFEST_NAME}: config {provenance.get('config')!r} holds rows scored on another "
+                f"build of its prompts ({other}; this run's: {mine}): score this build into another --out folder, "
+                "or pass --rescore-changed to rescore the items whose prompt changed"
+            )
+
+
 def validate_results(root: Path, manifest: Mapping[str, Any]) -> ResultsReport:
     """Read every part of the result folder `root` and compare with its manifest; never raises for content."""
     report = ResultsReport()
+    report.problems.extend(mixed_prompts(manifest))
     data = Path(root) / DATA_DIR
     counted: dict[tuple[str, str], int | None] = {}
     for config_dir in sorted(p for p in data.iterdir() if p.is_dir() and not p.name.startswith(".")):

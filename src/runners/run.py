@@ -25,11 +25,13 @@ from typing import Any
 
 from promptgen.core.errors import ProbeError
 from promptgen.core.outputs import Reference
+from promptgen.hub import remote
+from promptgen.hub.remote import HubRef
 
 from . import local_run, models
 from .device import RunnerWarning
 from .extras import require_for_scoring
-from .prompts import PromptConfig, check_chat_form, check_scoring_mode, load_prompt_config, select_rows
+from .prompts import PromptConfig, check_chat_form, check_scoring_mode, hub_ref, load_prompt_config, select_rows
 from .request import LoadOptions, RunRequest
 from .scoring_settings import resolve_scoring
 from .session import RunSummary, check_out_folder
@@ -121,12 +123,15 @@ def run_on(
     return summaries
 
 
-def expand_configs(dataset: str | Path, patterns: Sequence[str]) -> list[str]:
+def expand_configs(
+    dataset: str | Path, patterns: Sequence[str], *, ref: HubRef | None = None, revision: str | None = None
+) -> list[str]:
     """The config names `patterns` name (exact names or shell globs such as `race_*`), each once, in order.
 
-    A local folder's configs are its `data/<config>/` folders; a Hub dataset's are read with
-    `datasets.get_dataset_config_names`. A pattern that matches no config is one `ProbeError`
-    naming the configs there are, before a model loads.
+    A local folder's configs are its `data/<config>/` folders; a Hub dataset's are its card's
+    configs at the commit (`ref`, else `revision` resolved: `promptgen.hub.remote.config_names`).
+    A pattern that matches no config is one `ProbeError` naming the configs there are, before a
+    model loads.
     """
     from fnmatch import fnmatchcase
 
@@ -137,10 +142,8 @@ def expand_configs(dataset: str | Path, patterns: Sequence[str]) -> list[str]:
     folder = local_folder(str(dataset), "prompt dataset")
     if folder is not None:
         names = config_names(folder)
-    else:  # pragma: no cover - needs the network
-        import datasets
-
-        names = sorted(datasets.get_dataset_config_names(str(dataset)))
+    else:
+        names = remote.config_names(ref or remote.resolve(str(dataset), revision))
     out: list[str] = []
     for pattern in patterns:
         hits = [n for n in names if fnmatchcase(n, pattern)]
@@ -211,8 +214,9 @@ def run_many(
     # empty, a file, a prompt dataset, an input or unwritable: one line before a model loads
     inputs = [("DATASET", template.dataset), Reference("--model", template.model)]
     template = replace(template, shard=template.shard_range, results=check_out_folder(template.results, inputs=inputs))
-    names = expand_configs(template.dataset, configs)
-    resolved = [resolve_protocol(replace(template, config=name)) for name in names]
+    ref = hub_ref(str(template.dataset), template.revision)  # one commit for every config of the run
+    names = expand_configs(template.dataset, configs, ref=ref)
+    resolved = [resolve_protocol(replace(template, config=name), ref=ref) for name in names]
     requests = [request for _, request, _ in resolved]
     if template.ray:
         from .ray_run import run_config_ray
@@ -227,16 +231,19 @@ def run_many(
     return [replace(summary, protocol=label) for summary, (_, _, label) in zip(summaries, resolved, strict=True)]
 
 
-def resolve_protocol(request: RunRequest) -> tuple[PromptConfig, RunRequest, str]:
+def resolve_protocol(request: RunRequest, *, ref: HubRef | None = None) -> tuple[PromptConfig, RunRequest, str]:
     """Load the request's config and decide how it is scored: its protocol with the request's settings over it.
 
     Returns the config restricted to the rows scored (the protocol's or the request's `where`),
     the request with a `ScoringSettings`, the prompt form and the selection decided, and the
-    run summary's protocol line. Every check here runs before a model loads.
+    run summary's protocol line. Every check here runs before a model loads. `ref`: the Hub
+    dataset's revision already resolved to a commit (`hub_ref`); else it is resolved here.
     """
-    prompts = load_prompt_config(str(request.dataset), request.config, revision=request.revision)
+    prompts = load_prompt_config(str(request.dataset), request.config, revision=request.revision, ref=ref)
     tasks = prompts.dataset.unique("task") if "task" in prompts.dataset.column_names else None
     scoring = resolve_scoring(prompts.protocol, request.settings, request.chat, request.where, tasks=tasks)
+    if prompts.no_protocol_reason:
+        scoring = replace(scoring, label=f"{scoring.label}: {prompts.no_protocol_reason}")
     prompts = select_rows(prompts, scoring.where)
     if scoring.chat is not None:
         check_chat_form(prompts, scoring.chat)

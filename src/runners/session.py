@@ -37,6 +37,7 @@ from promptgen.core.version import __version__
 
 from . import model_identity, resume
 from . import results as res
+from .results_check import check_same_prompts
 from .scoring_settings import ScoringSettings
 
 
@@ -198,11 +199,14 @@ class Session:
         flush_every: int = 64,
         started: float | None = None,
         name_given: bool = True,
+        rescore_changed: bool = False,
     ) -> Session:
         """Check the options, select the shard's items and those still to score (`batch_size` None: the driver's).
 
         `name_given`: the key's model name is the user's `--model-name`, not a default
-        (`keep_one_name`).
+        (`keep_one_name`). `rescore_changed`: the results folder may hold another build of the
+        config's prompts; its stored items this run selects are checked and the changed ones
+        rescored (`results_check.check_same_prompts`); else such a run is refused.
         """
         if (batch_size is not None and batch_size < 1) or flush_every < 1:
             raise ProbeError("--batch-size and --flush-every must be positive")
@@ -210,6 +214,7 @@ class Session:
             raise ProbeError(f"--limit must be positive, got {limit}")
         results = Path(results)
         check_out_folder(results)
+        check_same_prompts(results, prompts.provenance(), rescore_changed=rescore_changed)
         key = keep_one_name(results, key, name_given=name_given)
         folder = res.key_dir(results, prompts.config, key)
         remove_stale_temp_files(folder)

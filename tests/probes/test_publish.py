@@ -711,6 +711,26 @@ def test_results_are_validated_naming_every_problem(tmp_path):
         publish(ok, "org/x", api=hub, dry_run=True)
 
 
+def test_a_folder_mixing_prompt_builds_is_refused(tmp_path):
+    """Runs of one config on two builds (the manifest says so), or one key's rows on two builds (the parts'
+    prompt-content labels say so), are refused: the rows would join to one build's prompts."""
+    from runners import results as res
+
+    folder = results_folder(tmp_path / "r", parts=1)
+    key = res.ResultKey("toy/other", "def456", '{"choice_mode":"sentence"}')
+    other = res.key_dir(folder, "single_actor", key)
+    res.write_key_file(other, key)
+    res.write_part(other, (0, 1), [{"id": "i0-0", **key.as_dict(), "refused": False}], content="a" * 64)
+    res.write_part(other, (0, 1), [{"id": "i0-1", **key.as_dict(), "refused": False}], content="b" * 64)
+    entry = {"prompt_dataset": {"path": "toy-probes", "fingerprint": "e" * 64}, "items": 2, "key": other.name}
+    res.update_manifest(folder, "single_actor/other", entry)
+    with pytest.raises(ProbeError) as info:
+        publish(folder, "org/x", api=FakeHub(), dry_run=True)
+    message = str(info.value)
+    assert "holds rows scored on 2 prompt builds (fingerprint eeeeeeeeeeee, fingerprint ffffffffffff)" in message
+    assert f"{other.relative_to(folder).as_posix()}: rows scored on 2 prompt builds" in message
+
+
 def test_results_manifest_and_key_files_are_read_as_run_and_analyze_read_them(tmp_path):
     """Publish reads a result folder with the runners' readers: one fault, one line, in every command."""
     from runners import results as res

@@ -165,7 +165,11 @@ def test_changed_prompts_are_rescored_and_merge_to_one_row_per_id(tmp_path: Path
     changed = [dict(item) for item in ITEMS]
     changed[0]["prompt"] = changed[0]["prompt"].replace("passed the exam", "failed the exam")
     second = _prompts(tmp_path / "v2", changed)  # same ids, one prompt changed
-    output = _run(second, model, out, "--no-chat")
+    args = ["run", str(second), "-c", "items", "-m", str(model), "--out", str(out), "-q", "--no-chat"]
+    refused = CliRunner().invoke(app, args)  # another build into this folder: only when asked for
+    assert refused.exit_code != 0 and "holds rows scored on another build of its prompts" in refused.output
+    assert "--rescore-changed" in refused.output and "Traceback" not in refused.output
+    output = _run(second, model, out, "--no-chat", "--rescore-changed")
     assert "1 items scored (6 already done, 1 rescored after a prompt change)" in output
     (key,) = _keys(out).values()
     row = {r["id"]: r for r in key.to_pylist()}[ITEMS[0]["id"]]

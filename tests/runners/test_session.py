@@ -53,7 +53,7 @@ def hashed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def _open(prompts: PromptConfig, out: Path, **kw: Any) -> Session:
-    return Session.open(prompts, out, KEY, chat=False, **kw)
+    return Session.open(prompts, out, KEY, chat=False, rescore_changed=True, **kw)  # these runs score rebuilds
 
 
 def _score(session: Session) -> None:

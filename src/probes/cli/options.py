@@ -74,6 +74,15 @@ BatchSize = Annotated[
         f"{ITEMS_PER_CALL['cpu']} on the CPU).",
     ),
 ]
+RescoreChanged = Annotated[
+    bool,
+    typer.Option(
+        "--rescore-changed",
+        help="The --out folder holds rows scored on another build of a config's prompts: go on, checking every "
+        "stored item the run selects and rescoring those whose prompt changed (without it such a run is refused; "
+        "publish refuses a folder whose rows were not all checked against one build).",
+    ),
+]
 FlushEvery = Annotated[
     int, typer.Option("--flush-every", min=1, help="Write a result part every N items (resume granularity).")
 ]

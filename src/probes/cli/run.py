@@ -42,6 +42,7 @@ def run(
     chat: opt.Chat = None,
     batch_size: opt.BatchSize = None,
     flush_every: opt.FlushEvery = 64,
+    rescore_changed: opt.RescoreChanged = False,
     revision: opt.Revision = None,
     use_ray: Annotated[
         bool, typer.Option("--ray", help="Score on a Ray Data actor pool (RAY_ADDRESS, else a local Ray); same OUT.")
@@ -87,6 +88,7 @@ def run(
             limit=limit,
             batch_size=batch_size,
             flush_every=flush_every,
+            rescore_changed=rescore_changed,
             ray=use_ray,
             ray_workers=ray_workers,
             on_config=lambda request: _progress_hooks(progress, request.config),

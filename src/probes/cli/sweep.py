@@ -68,6 +68,7 @@ def sweep_cmd(
     shard: opt.Shard = None,
     batch_size: opt.BatchSize = None,
     flush_every: opt.FlushEvery = 64,
+    rescore_changed: opt.RescoreChanged = False,
     mfu: Annotated[
         float, typer.Option("--mfu", min=0.01, max=1.0, help="Model FLOPs utilisation the plan prices a GPU at.")
     ] = 0.5,
@@ -135,6 +136,7 @@ def sweep_cmd(
         shard=shard,
         batch_size=batch_size,
         flush_every=flush_every,
+        rescore_changed=rescore_changed,
         mfu=mfu,
         max_hours=max_hours,
     )

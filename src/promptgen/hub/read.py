@@ -96,13 +96,21 @@ def built_folders(parent: Path) -> list[Path]:
 
 def read_card_header(folder: Path) -> dict[str, Any]:
     """The YAML header of a folder's README.md (its `license`, `configs`); {} when it has none or it is unreadable."""
+    try:
+        return card_header((Path(folder) / "README.md").read_text(encoding="utf-8"))
+    except OSError:
+        return {}
+
+
+def card_header(text: str) -> dict[str, Any]:
+    """The YAML header of a card's text (local or fetched from the Hub); {} when it has none or it does not parse."""
     import yaml
 
     try:
-        text = (Path(folder) / "README.md").read_text(encoding="utf-8")
         if text.startswith("---\n"):
-            return yaml.safe_load(text[4 : text.index("\n---", 4)]) or {}
-    except (OSError, ValueError, yaml.YAMLError):
+            header = yaml.safe_load(text[4 : text.index("\n---", 4)]) or {}
+            return header if isinstance(header, dict) else {}
+    except (ValueError, yaml.YAMLError):
         pass
     return {}
 

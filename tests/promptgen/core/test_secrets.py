@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from probes import cli
 from probes.cli import app
 from promptgen.core import secrets
+from promptgen.hub import remote
 
 runner = CliRunner()
 ENV_TOKEN = "plain-env-secret-77"  # not hf_-shaped: masked because it is HF_TOKEN's value
@@ -46,6 +47,11 @@ def leaky_hub(monkeypatch, tmp_path):
         raise _echoing_error()
 
     monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    # the revision resolves (offline here) and the manifest and card are read; the rows' load fails
+    monkeypatch.setattr(remote, "resolve", lambda repo, revision, what="": remote.HubRef(repo, revision, "0" * 40))
+    monkeypatch.setattr(remote, "read_build_manifest", lambda ref, what="": None)
+    monkeypatch.setattr(remote, "read_json_file", lambda ref, name, what="": None)
+    monkeypatch.setattr(remote, "read_card_header", lambda ref, what="": {"configs": [{"config_name": "single_actor"}]})
 
 
 def _assert_clean(text: str) -> None:
@@ -66,6 +72,23 @@ def test_run_error_from_a_hub_dataset_is_scrubbed(leaky_hub, tmp_path):
     args = ["run", "org/probes", "--config", "single_actor", "--model", "org/model", "--out", str(tmp_path / "r")]
     line = _error_line(runner.invoke(app, [*args, "--quiet"]))
     assert "org/probes" in line and "500 Server Error" in line
+    _assert_clean(line)
+
+
+def test_an_error_resolving_a_hub_revision_is_scrubbed(monkeypatch, tmp_path):
+    """The Hub's answer to the revision lookup (`promptgen.hub.remote.resolve`) echoing the request."""
+    from huggingface_hub import HfApi, constants
+
+    monkeypatch.setenv("HF_TOKEN", ENV_TOKEN)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+
+    def dataset_info(self, repo_id, **kwargs):
+        raise _echoing_error(OSError)  # a connection error whose text echoes the request
+
+    monkeypatch.setattr(HfApi, "dataset_info", dataset_info)
+    args = ["run", "org/probes", "--config", "single_actor", "--model", "org/model", "--out", str(tmp_path / "r")]
+    line = _error_line(runner.invoke(app, [*args, "--quiet"]))
+    assert "cannot resolve prompt dataset org/probes at revision 'main'" in line and "500 Server Error" in line
     _assert_clean(line)
 
 
