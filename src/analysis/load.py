@@ -26,7 +26,7 @@ from promptgen.core.contract import TASK_COLUMNS
 from promptgen.core.errors import ProbeError, dataset_load_errors
 from promptgen.hub import remote
 from promptgen.hub.read import local_folder as _local_folder  # one rule for a local folder or a Hub repo id
-from promptgen.hub.read import read_build_manifest, read_config
+from promptgen.hub.read import read_build_manifest, read_config, read_config_rows
 from runners.results import (
     DATA_DIR,
     MANIFEST_NAME,
@@ -87,12 +87,9 @@ def load_prompts(
         return frame if ids is None else frame[frame["id"].isin(set(ids))].reset_index(drop=True)
     if revision is not None:
         raise ProbeError(f"prompt dataset {dataset} is a local folder; --revision applies to Hub repos only")
-    table = read_config(folder, config, columns, "prompt config")
-    if ids is not None and "id" in table.column_names:
-        import pyarrow.compute as pc
-
-        table = table.filter(pc.is_in(table["id"], value_set=pa.array(list(ids), type=pa.string())))
-    return table.to_pandas()
+    if ids is not None:  # only these rows are read into memory (a few rows of a config of millions)
+        return read_config_rows(folder, config, ids, columns, "prompt config").to_pandas()
+    return read_config(folder, config, columns, "prompt config").to_pandas()
 
 
 def load_results(results: str | Path, config: str, *, revision: str | None = None) -> pd.DataFrame:

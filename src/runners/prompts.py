@@ -9,7 +9,7 @@ still before anything is written.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -84,6 +84,83 @@ def _own_features(folder: Path, config: str) -> Any:
     return None if schema is None else datasets.Features.from_arrow_schema(schema)
 
 
+@dataclass(frozen=True)
+class RowSpec:
+    """The rows a run scores, known before its config loads: the selection (`where`, from the protocol the
+    dataset declares, or the run's own), then the shard, then `limit` (as `session.select_rows` takes them).
+
+    With a shard or a limit, a local config is read for those rows only (`load_prompt_config`): a 4-item run
+    of a 2.97 M-row config reads a few columns of it and its 4 rows, never converting the whole config.
+    """
+
+    where: Callable[[Protocol | None], Mapping[str, Sequence[str]] | None]
+    shard: tuple[int, int] = (0, 1)
+    limit: int | None = None
+
+    @property
+    def narrows(self) -> bool:
+        return self.limit is not None or self.shard[1] > 1
+
+
+def _selected_table(folder: Path, config: str, rows: RowSpec, protocol: Protocol | None, what: str) -> Any:
+    """The Arrow rows `rows` selects from a local config, reading no more of it than the selection needs.
+
+    The `where` columns (and the ids, for a shard) are read one parquet file at a time, in order, and
+    the reading stops once `limit` rows are chosen; then only the row groups holding them are read.
+    Without `where` or a shard, the first `limit` rows are chosen without reading any column.
+    """
+    from promptgen.hub.read import config_files, read_config_positions, read_parquet
+
+    from .results import shard_of
+
+    where = rows.where(protocol)
+    files = config_files(folder, config, required=True)
+    columns = [*(["id"] if rows.shard[1] > 1 else []), *(where or {})]
+    chosen: list[int] = []
+    offset = 0
+    for path in files:
+        if rows.limit is not None and len(chosen) >= rows.limit:
+            break
+        if not columns:  # every row is selected: positions alone
+            import pyarrow.parquet as pq
+
+            n = pq.read_metadata(path).num_rows
+            chosen.extend(range(offset, offset + n))
+            offset += n
+            continue
+        table = read_parquet(path, columns, "prompt config")
+        keep = range(len(table)) if not where else _where_positions(table, where, what)
+        if rows.shard[1] > 1:
+            ids = table["id"].to_pylist()
+            keep = [k for k in keep if shard_of(ids[k], rows.shard[1]) == rows.shard[0]]
+        chosen.extend(offset + k for k in keep)
+        offset += len(table)
+    if where and not chosen and offset:
+        where_text = " and ".join(f"{c} in ({', '.join(v)})" for c, v in where.items())
+        raise ProbeError(f"{what}: no row has {where_text}")
+    return read_config_positions(folder, config, chosen[: rows.limit] if rows.limit is not None else chosen)
+
+
+def _where_positions(table: Any, where: Mapping[str, Sequence[str]], what: str) -> list[int]:
+    """`where_rows` of one file's columns, where a file without a match is no error (another file may have one)."""
+    try:
+        return where_rows(table, where, what)
+    except ProbeError as exc:
+        if "no row has" in str(exc):
+            return []
+        raise
+
+
+def _in_memory(table: Any, features: Any) -> Any:
+    """A `datasets.Dataset` over an Arrow table already in memory: no cache file is written."""
+    import datasets
+    from datasets.table import InMemoryTable
+
+    if features is not None:
+        table = table.select(list(features)).cast(features.arrow_schema)
+    return datasets.Dataset(InMemoryTable(table), info=datasets.DatasetInfo(features=features))
+
+
 def hub_ref(dataset: str, revision: str | None) -> remote.HubRef | None:
     """A Hub dataset's revision resolved to its commit (`promptgen.hub.remote.resolve`); None for a local folder.
 
@@ -101,6 +178,7 @@ def load_prompt_config(
     revision: str | None = None,
     chat: bool | None = None,
     ref: remote.HubRef | None = None,
+    rows: RowSpec | None = None,
 ) -> PromptConfig:
     """Load `config` (split `test`) of a local Hub-ready folder or Hub dataset and check it.
 
@@ -109,9 +187,8 @@ def load_prompt_config(
     build_manifest.json lists (`check_data_files`), and the rows keep the item contract with
     the prompt form `chat` reads (`check_prompt_config`; None: either form). A Hub dataset is
     read at one commit (`ref`, else `revision` resolved here): rows, build manifest and card.
+    `rows` with a shard or a limit: a local config holds only the rows the run selects (`RowSpec`).
     """
-    import datasets
-
     check_path_segment(config, "config name (--config)")
     found = local_folder(dataset, "prompt dataset")
     local = found is not None
@@ -125,31 +202,24 @@ def load_prompt_config(
     if not local:  # one commit for everything read; its manifest before the (costly) load
         ref = ref or remote.resolve(dataset, revision)
         built = remote.read_build_manifest(ref) or {}
-    try:
-        # datasets 4 keys its cache of a local folder by name, not content: a rebuilt folder
-        # would give the old rows, so a local folder is always re-read
-        mode = "force_redownload" if local else None
-        # and its split sizes are checked against that cache: a local folder is verified by the
-        # item contract below instead (datasets' NonMatchingSplitsSizesError named no fix)
-        checks = {"verification_mode": "no_checks"} if local else {}
-        if local:  # and it takes the features of that cache too: give it the folder's own
-            checks["features"] = _own_features(folder, config)
-        at = ref.commit if ref is not None else revision
-        ds = datasets.load_dataset(
-            str(folder) if local else dataset, config, split="test", revision=at, download_mode=mode, **checks
-        )
-    except dataset_load_errors() as exc:
-        raise ProbeError(f"cannot load config {config!r} of {dataset}: {exc}") from exc
-    except datasets.exceptions.DatasetGenerationError as exc:
-        cause = exc.__cause__ or exc
-        raise ProbeError(f"cannot read config {config!r} of {dataset} (empty or corrupt parquet?): {cause}") from exc
+    where = f"{dataset}/{BUILD_MANIFEST}" if ref is None else f"{ref.label}/{BUILD_MANIFEST}"
+    protocol = manifest_protocol(built, config, where)
+    total = None
+    if local and rows is not None and rows.narrows:
+        import pyarrow.parquet as pq
+
+        from promptgen.hub.read import config_files
+
+        what = f"{dataset} config {config!r}"
+        total = sum(pq.read_metadata(f).num_rows for f in config_files(folder, config, required=True))
+        ds = _in_memory(_selected_table(folder, config, rows, protocol, what), _own_features(folder, config))
+    else:
+        ds = _load(dataset, config, folder if local else None, ref, revision)
     header = read_card_header(folder) if ref is None else remote.read_card_header(ref)
     license = header.get("license", "other")
     check_prompt_config(ds, f"{dataset} config {config!r}", chat=chat)
-    where = f"{dataset}/{BUILD_MANIFEST}" if ref is None else f"{ref.label}/{BUILD_MANIFEST}"
-    protocol = manifest_protocol(built, config, where)
     content = (
-        local_content(config, files, built, len(ds))
+        local_content(config, files, built, len(ds) if total is None else total)
         if ref is None
         else hub_content(dataset, ref.commit, config, len(ds))
     )
@@ -167,6 +237,31 @@ def load_prompt_config(
         content=content,
         commit=ref.commit if ref is not None else None,
     )
+
+
+def _load(dataset: str, config: str, folder: Path | None, ref: remote.HubRef | None, revision: str | None) -> Any:
+    """The whole config as a `datasets.Dataset`: a local folder (`folder`) re-read, a Hub one at its commit."""
+    import datasets
+
+    local = folder is not None
+    try:
+        # datasets 4 keys its cache of a local folder by name, not content: a rebuilt folder
+        # would give the old rows, so a local folder is always re-read
+        mode = "force_redownload" if local else None
+        # and its split sizes are checked against that cache: a local folder is verified by the
+        # item contract below instead (datasets' NonMatchingSplitsSizesError named no fix)
+        checks = {"verification_mode": "no_checks"} if local else {}
+        if local:  # and it takes the features of that cache too: give it the folder's own
+            checks["features"] = _own_features(folder, config)
+        at = ref.commit if ref is not None else revision
+        return datasets.load_dataset(
+            str(folder) if local else dataset, config, split="test", revision=at, download_mode=mode, **checks
+        )
+    except dataset_load_errors() as exc:
+        raise ProbeError(f"cannot load config {config!r} of {dataset}: {exc}") from exc
+    except datasets.exceptions.DatasetGenerationError as exc:
+        cause = exc.__cause__ or exc
+        raise ProbeError(f"cannot read config {config!r} of {dataset} (empty or corrupt parquet?): {cause}") from exc
 
 
 def select_rows(prompts: PromptConfig, where: Mapping[str, Sequence[str]] | None) -> PromptConfig:

@@ -31,7 +31,15 @@ from promptgen.hub.remote import HubRef
 from . import local_run, models
 from .device import RunnerWarning
 from .extras import require_for_scoring
-from .prompts import PromptConfig, check_chat_form, check_scoring_mode, hub_ref, load_prompt_config, select_rows
+from .prompts import (
+    PromptConfig,
+    RowSpec,
+    check_chat_form,
+    check_scoring_mode,
+    hub_ref,
+    load_prompt_config,
+    select_rows,
+)
 from .request import LoadOptions, RunRequest
 from .scoring_settings import resolve_scoring
 from .session import RunSummary, check_out_folder
@@ -239,7 +247,13 @@ def resolve_protocol(request: RunRequest, *, ref: HubRef | None = None) -> tuple
     run summary's protocol line. Every check here runs before a model loads. `ref`: the Hub
     dataset's revision already resolved to a commit (`hub_ref`); else it is resolved here.
     """
-    prompts = load_prompt_config(str(request.dataset), request.config, revision=request.revision, ref=ref)
+    # the protocol's rows, or the request's, then its shard and limit: with a shard or a limit, only those are read
+    rows = RowSpec(
+        lambda protocol: request.where if request.where is not None else (protocol.where if protocol else None),
+        request.shard_range,
+        request.limit,
+    )
+    prompts = load_prompt_config(str(request.dataset), request.config, revision=request.revision, ref=ref, rows=rows)
     tasks = prompts.dataset.unique("task") if "task" in prompts.dataset.column_names else None
     scoring = resolve_scoring(prompts.protocol, request.settings, request.chat, request.where, tasks=tasks)
     if prompts.no_protocol_reason:

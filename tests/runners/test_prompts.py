@@ -76,3 +76,24 @@ def test_where_on_a_list_column_is_one_line_from_the_command_line(tmp_path: Path
     assert result.exit_code == 1 and "Traceback" not in text, text
     assert len(errors) == 1 and "column 'choices' holds" in errors[0], text
     assert not out.exists()
+
+
+@pytest.mark.parametrize("config", ["race_probe", "games_paper_phi_2"])
+@pytest.mark.parametrize(("shard", "limit"), [((0, 1), 5), ((0, 1), 777), ((1, 3), None), ((2, 3), 40)])
+def test_a_narrowed_load_holds_exactly_the_rows_a_full_load_selects(
+    built_trust_game: Path, config: str, shard: tuple[int, int], limit: int | None
+) -> None:
+    """`RowSpec`: reading only the selected rows gives the rows (and their values) the full load then selects."""
+    from runners.prompts import RowSpec, load_prompt_config, select_rows
+    from runners.session import select_rows as shard_rows
+
+    def where_of(protocol):
+        return protocol.where if protocol else None
+
+    full = load_prompt_config(str(built_trust_game), config)
+    full = select_rows(full, where_of(full.protocol))
+    expected = full.dataset.select(shard_rows(full.dataset["id"], shard, limit)).to_list()
+    narrow = load_prompt_config(str(built_trust_game), config, rows=RowSpec(where_of, shard, limit))
+    assert narrow.dataset.to_list() == expected and len(expected) > 0
+    assert narrow.content == full.content and narrow.protocol == full.protocol
+    assert narrow.dataset.features == full.dataset.features

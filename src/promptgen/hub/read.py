@@ -186,6 +186,66 @@ def read_parquet_files(files: Sequence[Path], columns: Sequence[str] | None, wha
     return pa.concat_tables([read_parquet(path, columns, what) for path in files], promote_options="default")
 
 
+def read_config_rows(
+    folder: Path, config: str, ids: Sequence[str], columns: Sequence[str] | None = None, what: str = "prompt config"
+) -> pa.Table:
+    """The rows of one config whose `id` is in `ids`, in the files' order: streamed batch by batch with the filter
+    applied, so a few rows of a config of millions cost about one batch of memory, not the whole config."""
+    import pyarrow.compute as pc
+    import pyarrow.dataset as pads
+
+    files = config_files(folder, config, required=True)
+    wanted = pa.array(list(dict.fromkeys(ids)), type=pa.string())
+    parts = []
+    for path in files:  # one file at a time, in shard order: the rows keep the config's order
+        with parquet_errors(path, what):
+            names = pq.read_schema(path).names
+            missing = [c for c in [*(columns or ()), "id"] if c not in names]
+            if missing:
+                raise ProbeError(f"{path}: {what} has no column(s) {', '.join(missing)}")
+            scanner = pads.dataset(path, format="parquet").scanner(
+                columns=list(dict.fromkeys(["id", *columns])) if columns is not None else None,
+                filter=pc.field("id").isin(wanted),
+                use_threads=False,
+            )
+            parts.append(scanner.to_table())
+    return pa.concat_tables(parts, promote_options="default")
+
+
+def read_config_positions(folder: Path, config: str, positions: Sequence[int], what: str = "prompt config") -> pa.Table:
+    """The rows at `positions` (0-based, over the config's files in shard order), in that order.
+
+    Only the row groups holding them are read: a few rows of a 2.97 M-row config cost a few row
+    groups (10,000 rows each in a built folder), not the config.
+    """
+    import numpy as np
+
+    files = config_files(folder, config, required=True)
+    starts: list[tuple[Path, int, int]] = []  # (file, row group, its first position)
+    offset = 0
+    for path in files:
+        with parquet_errors(path, what):
+            meta = pq.read_metadata(path)
+        for group in range(meta.num_row_groups):
+            starts.append((path, group, offset))
+            offset += meta.row_group(group).num_rows
+    wanted = np.asarray(positions, dtype=np.int64)
+    if len(wanted) and (wanted.min() < 0 or wanted.max() >= offset):
+        raise ProbeError(f"{config_folder(folder, config)}: row positions outside its {offset} rows")
+    firsts = np.array([first for _, _, first in starts], dtype=np.int64)
+    group_of = np.searchsorted(firsts, wanted, side="right") - 1
+    pieces: dict[int, pa.Table] = {}
+    for g in np.unique(group_of):
+        path, group, _ = starts[int(g)]
+        with parquet_errors(path, what):
+            pieces[int(g)] = pq.ParquetFile(path).read_row_group(group)
+    if not pieces:
+        with parquet_errors(files[0], what):
+            return pq.read_schema(files[0]).empty_table()
+    rows = [pieces[int(g)].slice(int(p - firsts[g]), 1) for p, g in zip(wanted, group_of, strict=True)]
+    return pa.concat_tables(rows, promote_options="default")
+
+
 def read_config(
     folder: Path, config: str, columns: Sequence[str] | None = None, what: str = "prompt config"
 ) -> pa.Table:
