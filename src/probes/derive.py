@@ -153,19 +153,6 @@ def load_race_probe_results(results: Path, *, key: str | None = None) -> RacePro
     return found
 
 
-def check_scored_on(found: KeyRows, manifest: dict[str, Any], results: Path, dataset: Path) -> None:
-    """Refuse results whose runs record another prompt fingerprint than DATASET has (as `probes analyze` does):
-    ids derive from an item's factors, so another build's answers would join to these prompts silently."""
-    expected = manifest.get("fingerprint")
-    other = sorted({str(f) for r in found.runs if (f := r.get("prompt_dataset", {}).get("fingerprint"))} - {expected})
-    if expected and other:
-        raise ProbeError(
-            f"{Path(results) / 'results_manifest.json'}: {RACE_PROBE} of {found.model} was scored on prompts with "
-            f"fingerprint {other[0][:12]}…, --prompts {dataset} has {str(expected)[:12]}…; curate from the results of "
-            "these prompts (rerun the race probe on them)"
-        )
-
-
 def load_curated(dataset: Path, manifest: dict[str, Any]) -> list[CuratedPairs]:
     """The curated pairs DATASET already holds, read back from its `pairs_<slug>` configs and checked."""
     out = []
@@ -254,7 +241,6 @@ def curate_pairs(
     if per_gender < 1:
         raise ProbeError(f"--per-gender must be positive, got {per_gender}")
     found = load_race_probe_results(results, key=key)
-    check_scored_on(found, manifest, results, dataset)
     model_slug = check_slug(model_slug if model_slug is not None else default_slug(found.model))
     prompts = load_race_probe_prompts(dataset)
     curated = compute_curated(
