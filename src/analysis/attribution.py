@@ -457,7 +457,7 @@ def actor_observer_table(
                         "comparison": comparison,
                         "condition": condition,
                         "n_refused": n_refused,
-                        **_two_sample_row(pool["d"] if pool is not None else np.array([]), cond, why),
+                        **two_sample_row(pool["d"] if pool is not None else np.array([]), cond, why),
                     }
                 )
     return pd.DataFrame(rows, columns=[*RUN_COLUMNS, REFUSED_ITEMS, *by, *TWO_SAMPLE_COLUMNS])
@@ -472,7 +472,8 @@ def _single_pools(
     return _groups(pool.drop_duplicates([*keys, "base_id"]), keys, ["d", "refused"])
 
 
-def _two_sample_row(single: np.ndarray, condition: np.ndarray, why: str) -> dict[str, Any]:
+def two_sample_row(single: np.ndarray, condition: np.ndarray, why: str) -> dict[str, Any]:
+    """The `TWO_SAMPLE_COLUMNS` statistics of Δd = mean(single) - mean(condition), `why` first in `note`."""
     r = two_sample_t(single.astype(np.float64), condition.astype(np.float64), nan_policy="omit")
     return {
         "n_single": r.n1,

@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .attribution import TWO_SAMPLE_COLUMNS, two_sample_row
 from .attribution_release import OBSERVER, ONE_SAMPLE, PAIR, SINGLE, grouped_table, one_sample_row, refused_count
 from .load import RUN_COLUMNS, require_columns
-from .stats import two_sample_t
 
 _require = partial(require_columns, fallback="release attribution results")
 #: a paired or observer row's actor is matched to the single-actor rows with these (and the run)
@@ -42,25 +42,8 @@ MATCH = ("dimension", "identity", "gender", "outcome", "domain", "scenario")
 DELTA_GROUPS = ("outcome_config", "dimension", "identity", "gender", "outcome")
 OBSERVER_GROUPS = ("dimension", "identity", "gender", "outcome", "observer_cause")
 OBSERVER_COMPARISON = ("delta_d2", "context+identity")
-TWO_SAMPLE = (
-    "comparison",
-    "condition",
-    "n_rows",
-    "n_refused",
-    "n_single",
-    "n_condition",
-    "mean_single",
-    "mean_condition",
-    "delta_d",
-    "sd_pooled",
-    "smd",
-    "t",
-    "df",
-    "p",
-    "ci_low",
-    "ci_high",
-    "note",
-)
+#: the designed comparison's columns (`attribution.TWO_SAMPLE_COLUMNS`) with the group's row count
+TWO_SAMPLE = (*TWO_SAMPLE_COLUMNS[:2], "n_rows", *TWO_SAMPLE_COLUMNS[2:])
 #: the actor-actor row's columns of person X / Y, named as the single-actor rows name them
 _PERSON = {
     person: {f"identity_{s}": "identity", f"gender_{s}": "gender", f"outcome_{s}": "outcome", f"metric_{s}": "d_paired"}
@@ -139,31 +122,16 @@ def actor_observer_smd_table(single_rows: pd.DataFrame, observer_rows: pd.DataFr
         matched = pools.get(key)
         a = matched["metric"].to_numpy(np.float64) if matched is not None else np.array([])
         b = g["metric"].to_numpy(np.float64)
-        r = two_sample_t(a, b, nan_policy="omit")
+        stats = two_sample_row(a, b, "no matched single-actor rows" if matched is None else "")
         missing = int((~np.isfinite(b)).sum())
-        notes = (
-            "no matched single-actor rows" if matched is None else "",
-            r.note,
-            f"{missing} of {len(b)} observer rows without a value" if missing else "",
-        )
+        extra = f"{missing} of {len(b)} observer rows without a value" if missing else ""
         return {
             "comparison": comparison,
             "condition": condition,
             "n_rows": len(g),
             "n_refused": refused_count(g) + (refused_count(matched) if matched is not None else 0),
-            "n_single": r.n1,
-            "n_condition": r.n2,
-            "mean_single": r.mean1,
-            "mean_condition": r.mean2,
-            "delta_d": r.diff,
-            "sd_pooled": r.sd_pooled,
-            "smd": r.smd,
-            "t": r.t,
-            "df": r.df,
-            "p": r.p,
-            "ci_low": r.ci_low,
-            "ci_high": r.ci_high,
-            "note": "; ".join(n for n in notes if n),
+            **stats,
+            "note": "; ".join(n for n in (stats["note"], extra) if n),
         }
 
     return grouped_table(actors, OBSERVER_GROUPS, row, TWO_SAMPLE)

@@ -109,6 +109,8 @@ def _selected_table(folder: Path, config: str, rows: RowSpec, protocol: Protocol
     the reading stops once `limit` rows are chosen; then only the row groups holding them are read.
     Without `where` or a shard, the first `limit` rows are chosen without reading any column.
     """
+    import pyarrow.compute as pc
+
     from promptgen.hub.read import config_files, read_config_positions, read_parquet
 
     from .results import shard_of
@@ -129,26 +131,15 @@ def _selected_table(folder: Path, config: str, rows: RowSpec, protocol: Protocol
             offset += n
             continue
         table = read_parquet(path, columns, "prompt config")
-        keep = range(len(table)) if not where else _where_positions(table, where, what)
+        keep = range(len(table)) if not where else pc.indices_nonzero(where_mask(table, where, what)).to_pylist()
         if rows.shard[1] > 1:
             ids = table["id"].to_pylist()
             keep = [k for k in keep if shard_of(ids[k], rows.shard[1]) == rows.shard[0]]
         chosen.extend(offset + k for k in keep)
         offset += len(table)
     if where and not chosen and offset:
-        where_text = " and ".join(f"{c} in ({', '.join(v)})" for c, v in where.items())
-        raise ProbeError(f"{what}: no row has {where_text}")
+        raise ProbeError(f"{what}: no row has {where_text(where)}")
     return read_config_positions(folder, config, chosen[: rows.limit] if rows.limit is not None else chosen)
-
-
-def _where_positions(table: Any, where: Mapping[str, Sequence[str]], what: str) -> list[int]:
-    """`where_rows` of one file's columns, where a file without a match is no error (another file may have one)."""
-    try:
-        return where_rows(table, where, what)
-    except ProbeError as exc:
-        if "no row has" in str(exc):
-            return []
-        raise
 
 
 def _in_memory(table: Any, features: Any) -> Any:
@@ -280,17 +271,34 @@ def select_rows(prompts: PromptConfig, where: Mapping[str, Sequence[str]] | None
 
 
 def where_rows(table: Any, where: Mapping[str, Sequence[str]], what: str) -> list[int]:
-    """Positions of the rows of an Arrow `table` whose columns hold one of `where`'s values.
+    """Positions of the rows of an Arrow `table` whose columns hold one of `where`'s values (`where_mask`).
 
-    One rule for `select_rows` (a run) and the plan's row access (`plan.configs.ConfigRows`).
-    Values are read by the column's type (`_where_hits`): true/false in any case for a boolean
-    column, numbers for a numeric one, text otherwise; a list or struct column cannot be
-    selected by one value. A missing column, a value its type cannot hold or no row kept is
-    one `ProbeError` naming `what`.
+    One rule for `select_rows` (a run) and the plan's row access (`plan.configs.ConfigRows`). No row
+    kept is one `ProbeError` naming `what`.
     """
     import pyarrow.compute as pc
 
-    where_text = " and ".join(f"{column} in ({', '.join(values)})" for column, values in where.items())
+    rows = pc.indices_nonzero(where_mask(table, where, what)).to_pylist()
+    if not rows:
+        raise ProbeError(f"{what}: no row has {where_text(where)}")
+    return rows
+
+
+def where_text(where: Mapping[str, Sequence[str]]) -> str:
+    """`column in (v1, v2) and ...`: how an error names a row selection."""
+    return " and ".join(f"{column} in ({', '.join(values)})" for column, values in where.items())
+
+
+def where_mask(table: Any, where: Mapping[str, Sequence[str]], what: str) -> Any:
+    """Boolean array: which rows of an Arrow `table` hold one of `where`'s values in each of its columns.
+
+    Values are read by the column's type (`_where_hits`): true/false in any case for a boolean
+    column, numbers for a numeric one, text otherwise; a list or struct column cannot be
+    selected by one value. A missing column or a value its type cannot hold is one `ProbeError`
+    naming `what`. A file of a config may match no row (a narrowed load reads file by file).
+    """
+    import pyarrow.compute as pc
+
     keep = None
     for column, values in where.items():
         if column not in table.column_names:
@@ -300,10 +308,7 @@ def where_rows(table: Any, where: Mapping[str, Sequence[str]], what: str) -> lis
             )
         hit = _where_hits(table[column], column, values, what)
         keep = hit if keep is None else pc.and_(keep, hit)
-    rows = pc.indices_nonzero(keep).to_pylist()
-    if not rows:
-        raise ProbeError(f"{what}: no row has {where_text}")
-    return rows
+    return keep
 
 
 #: the words a boolean column's `--where` value may be, in any case
