@@ -7,7 +7,7 @@ On the same N single-actor attribution items (the first N rows of the `single_ac
 the CPU and `--threads` torch threads everywhere, one run times:
 
 - `hf`: this project's transformers backend through `runners.rows.run_items` (sentence mode,
-  tokenisation included), and `vllm` when both vllm and `runners.vllm_backend` import;
+  tokenisation included), and `vllm` when both vllm and `runners.backends.vllm.backend` import;
 - `cappr`: `cappr.huggingface.classify.predict_proba(prompt, completions=options,
   model_and_tokenizer=..., end_of_prompt="", batch_size=1)` once per item, the release's call;
 - `lm_eval`: lm-evaluation-harness's `HFLM.loglikelihood` on the items' (prompt, option) pairs at
@@ -227,7 +227,7 @@ def time_project_backend(
 ) -> tuple[float, list[list[float]]]:
     """(seconds, choice probabilities) of `run_items` over all items, after an untimed warm-up."""
     from runners.rows import run_items
-    from runners.scoring_settings import ScoringSettings
+    from runners.scoring.settings import ScoringSettings
 
     settings = ScoringSettings()
     run_items(items[:warmup], backend, tokenizer, False, settings=settings, batch_items=batch_items)
@@ -246,7 +246,7 @@ def project_probs(rows: list[dict[str, Any]], *, length_normalize: bool) -> list
     compared with the project's probabilities under that peer's aggregation, through the same
     function the runners use (`ScoringSettings(length_normalize=...)`).
     """
-    from runners.distributions import sentence_choice_probs
+    from runners.scoring.distributions import sentence_choice_probs
 
     return [
         list(sentence_choice_probs(r["choice_logprobs"], r["choice_tokens"], length_normalize=length_normalize))
@@ -255,13 +255,13 @@ def project_probs(rows: list[dict[str, Any]], *, length_normalize: bool) -> list
 
 
 def maybe_vllm(model: Path, tokenizer: Any, items: list[dict[str, Any]], warmup: int) -> dict[str, Any]:
-    """Time the vllm backend when vllm and `runners.vllm_backend` are both importable; else say why not."""
+    """Time the vllm backend when vllm and `runners.backends.vllm.backend` are both importable; else say why not."""
     import importlib.util
 
     if importlib.util.find_spec("vllm") is None:
         return {"skipped": "vllm is not installed in this environment"}
     try:
-        from runners.vllm_backend import VLLMBackend
+        from runners.backends.vllm.backend import VLLMBackend
 
         backend = VLLMBackend.from_pretrained(str(model), dtype="float32")
     except Exception as exc:  # report, do not abort the benchmark
@@ -439,9 +439,9 @@ def main() -> None:
     import torch
     from transformers import AutoTokenizer
 
-    from runners.hf import HFBackend
+    from runners.backends.hf.backend import HFBackend
+    from runners.scoring.tokenize import encode_continuations
     from runners.testmodel import ensure_smollm2
-    from runners.tokenize import encode_continuations
 
     torch.set_num_threads(args.threads)
     model_path = (args.model or ensure_smollm2()[1]).resolve()

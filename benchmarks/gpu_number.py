@@ -12,10 +12,10 @@ items; this module holds what differs:
   so their token counts approximate real ones only roughly;
 - `prepare_number`: the first N items of one config, tokenised as a run tokenises them
   (`runners.rows.prepare_request`, exact number mode, plain prompts), written as token ids
-  with each item's surface forms (`runners.tokenize.number_paths`) for the check;
+  with each item's surface forms (`runners.scoring.tokenize.number_paths`) for the check;
 - `number_requests`, `number_streams`: the requests back from JSON, and the token positions an
   exact scorer must compute per item when it shares nothing (context + one per trie node);
-- `check_against_bruteforce`: a sample's P(n) from the backend (`runners.distributions`)
+- `check_against_bruteforce`: a sample's P(n) from the backend (`runners.scoring.distributions`)
   against one full forward pass per surface form, with the end-of-number mass summed
   directly over every non-digit token of the vocabulary (the backend takes 1 - digits).
 
@@ -134,10 +134,10 @@ def prepare_number(prompts: Path, config: str, n_items: int, tokenizer_path: Pat
     import pyarrow.parquet as pq
     from transformers import AutoTokenizer
 
-    from runners.distributions import build_number_trie
     from runners.rows import cached_digit_start_ids, prepare_request, render_context
-    from runners.scoring_settings import ScoringSettings
-    from runners.tokenize import number_paths
+    from runners.scoring.distributions import build_number_trie
+    from runners.scoring.settings import ScoringSettings
+    from runners.scoring.tokenize import number_paths
 
     files = sorted(prompts.glob(f"data/{config}/*.parquet")) or sorted(prompts.glob(f"**/data/{config}/*.parquet"))
     if not files:
@@ -188,7 +188,7 @@ def prepare_number(prompts: Path, config: str, n_items: int, tokenizer_path: Pat
 
 def number_requests(payload: dict[str, Any]) -> list[Any]:
     """The `ScoreRequest`s of a number payload: context, the trie's leaves, the digit tokens as candidates."""
-    from runners.backend import ScoreRequest
+    from runners.backends.protocol import ScoreRequest
 
     candidates = tuple(payload["candidates"])
     return [
@@ -199,7 +199,7 @@ def number_requests(payload: dict[str, Any]) -> list[Any]:
 
 def number_streams(requests: list[Any]) -> list[list[int]]:
     """Per item, its context then one token per node of its digit trie: what an exact scorer feeds, unshared."""
-    from runners.token_accounting import continuation_nodes
+    from runners.scoring.token_accounting import continuation_nodes
 
     return [list(r.context) + [node[-1] for node in continuation_nodes(r.continuations, True)] for r in requests]
 
@@ -253,7 +253,7 @@ def check_against_bruteforce(
     """Largest |P(n) difference| (renormalised) and |log P(n) difference| (raw) over the first `n_items` items."""
     import numpy as np
 
-    from runners.distributions import build_number_trie, number_distribution
+    from runners.scoring.distributions import build_number_trie, number_distribution
 
     worst_prob = worst_log = 0.0
     for record, result in zip(payload["requests"][:n_items], results[:n_items], strict=True):

@@ -24,7 +24,7 @@ two-layer model of the same family: a check of the script (the tests run it), no
 `measure` builds a model with Llama-3-8B's shape (32 layers, hidden 4096, 14336 MLP, 32 query
 and 8 key/value heads, vocabulary 128,256, RoPE theta 500,000) and random weights in bfloat16
 on the GPU (no weights to download; throughput does not depend on their values), then times the
-project's transformers backend (`runners.hf.HFBackend.score`) on the items' (context, four
+project's transformers backend (`runners.backends.hf.backend.HFBackend.score`) on the items' (context, four
 options) requests, fed `--batch-items` items per call as `probes run` does, for each
 `--max-batch-tokens` budget. Token ids come from SmolLM2's tokenizer (ids < 49,152, valid in
 Llama-3's vocabulary); the token counts are those of the real prompts.
@@ -127,8 +127,8 @@ def prepare(args: argparse.Namespace) -> None:
     from choice_scoring import DEFAULT_SOURCES, load_items
     from transformers import AutoTokenizer
 
+    from runners.scoring.tokenize import encode_continuations
     from runners.testmodel import ensure_smollm2
-    from runners.tokenize import encode_continuations
 
     model_path = args.tokenizer or ensure_smollm2()[1]
     if args.task == "number":
@@ -231,8 +231,8 @@ def measure(args: argparse.Namespace) -> None:
     sys.path.insert(0, str(HERE))
     from choice_scoring import ceiling
 
-    from runners.backend import ScoreRequest
-    from runners.hf import HFBackend
+    from runners.backends.hf.backend import HFBackend
+    from runners.backends.protocol import ScoreRequest
 
     device = args.device
     on_gpu = device.startswith("cuda")

@@ -1,7 +1,7 @@
 """What keying results by model content costs: hashing a model folder, first run and rerun.
 
 `probes run` keys results by a sha256 over the bytes of a local model's weights, config,
-tokenizer and chat template (`runners.model_identity`). The first run reads every byte; a
+tokenizer and chat template (`runners.model.identity`). The first run reads every byte; a
 rerun finds each file's digest in the cache by (path, size, mtime) and only stats the files.
 
     python benchmarks/model_hashing.py --gib 1 --out hashing.json
@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from runners.model_identity import FileHashCache, folder_revision
+from runners.model.identity import FileHashCache, folder_revision
 
 SHARD = 1 << 28  # 256 MiB, like a real checkpoint's safetensors shards (smaller than usual)
 

@@ -3,7 +3,7 @@
     python benchmarks/number_prep.py --out benchmarks/results/number_prep_cpu2.json
     python benchmarks/number_prep.py --prompts DIR/intergroup-empathy --config religion_P0S0T0 --out np.json
 
-A number item's token paths (`runners.tokenize.number_paths`: every form of 0..100, with and
+A number item's token paths (`runners.scoring.tokenize.number_paths`: every form of 0..100, with and
 without a leading space, as a continuation of the item's context) are what the runner
 prepares for each item before the model sees it. This script times, per real tokenizer family
 (`runners.testmodel`: Llama-3's BPE, Llama-2's SentencePiece, Qwen2, GPT-2, and SmolLM2's), on
@@ -70,8 +70,8 @@ def per_item_ms(fn: Any, items: list[Any], repeats: int) -> float:
 
 
 def measure(family: str, items: list[dict[str, Any]], whole_items: int, repeats: int) -> dict[str, Any]:
-    from runners import tokenize
     from runners.rows import render_context
+    from runners.scoring import tokenize
 
     tokenizer = load_tokenizer(family)
     chat = bool(getattr(tokenizer, "chat_template", None))

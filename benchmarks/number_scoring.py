@@ -9,7 +9,7 @@ torch threads everywhere, plain prompts (no chat template), one run times:
 
 - `hf`: this project's transformers backend in exact mode through `runners.rows.run_items`
   (tokenisation included) at the run loop's CPU batch (`--batch-items`): items/s, and
-  computed tokens/s, the positions the backend runs (`runners.token_accounting`: shared
+  computed tokens/s, the positions the backend runs (`runners.scoring.token_accounting`: shared
   context prefixes once, plus one position per digit-trie node), checked against the
   `computed_tokens` the backend reports for the same items;
 - the ceiling: a plain batched forward pass (all logits, no cache) over each item's context
@@ -24,7 +24,7 @@ torch threads everywhere, plain prompts (no chat template), one run times:
   `--lm-eval-no-cache-items N` the peer also runs with `logits_cache=False` (one full pass
   per number) on N items, reported as `lm_eval_no_logits_cache`;
 - `generation`: greedy generation with `max_new_tokens=4`, batched (`HFBackend.generate`),
-  then `runners.parse.parse_number`: the empathy paper's method; one answer per item, not a
+  then `runners.scoring.parse.parse_number`: the empathy paper's method; one answer per item, not a
   distribution;
 - brute force: on the first `--bruteforce-items` items, every surface form of every number
   scored by its own full forward pass of context + form (no cache), P(form) x P(end of
@@ -32,7 +32,7 @@ torch threads everywhere, plain prompts (no chat template), one run times:
   the largest absolute difference from the hf rows' `number_probs`.
 
 - `bounded`: the same items through the same backend with `--number-tolerance` (`--tolerance`,
-  default 1e-3; `runners.number_bound`): items/s, trie positions and computed tokens per item,
+  default 1e-3; `runners.scoring.number_bound`): items/s, trie positions and computed tokens per item,
   `oracle_positions_per_item` (the fewest nodes that meet each item's bound, from the exact
   run's per-node probabilities: `number_bound.oracle_positions`), `max_bound`, and
   `bound_violations`: items whose L1 distance to the exact run's `number_probs` exceeds their
@@ -202,7 +202,7 @@ def flop_bounds(
     A measured ratio can exceed its bound only by running at a higher rate per multiply-add
     than the peer does.
     """
-    from runners.tokenize import number_paths
+    from runners.scoring.tokenize import number_paths
 
     body, head = linear_macs(model)
     full = body + head
@@ -266,7 +266,7 @@ def bounded_section(
     """The bounded run against the exact one: positions (and the oracle's), bounds, violations."""
     import numpy as np
 
-    from runners.number_bound import TrieShape, node_probabilities, oracle_positions
+    from runners.scoring.number_bound import TrieShape, node_probabilities, oracle_positions
 
     oracle = []
     for request, result in zip(requests, exact_results[-len(requests) :], strict=True):
@@ -334,14 +334,14 @@ def main() -> None:
     import torch
     from transformers import AutoTokenizer
 
-    from runners.backend import GenerateRequest
-    from runners.hf import HFBackend
-    from runners.parse import parse_number
+    from runners.backends.hf.backend import HFBackend
+    from runners.backends.protocol import GenerateRequest
     from runners.rows import cached_digit_start_ids, prepare_request, render_context, run_items
-    from runners.scoring_settings import ScoringSettings
+    from runners.scoring.parse import parse_number
+    from runners.scoring.settings import ScoringSettings
+    from runners.scoring.token_accounting import continuation_nodes, hf_token_counts
+    from runners.scoring.tokenize import encode_context, number_paths
     from runners.testmodel import ensure_smollm2
-    from runners.token_accounting import continuation_nodes, hf_token_counts
-    from runners.tokenize import encode_context, number_paths
 
     torch.set_num_threads(args.threads)
     model_path = ensure_smollm2()[1].resolve()
@@ -539,7 +539,7 @@ def main() -> None:
             "wall_s": gen_seconds,
             "max_new_tokens": 4,
             "parsed_ok": sum(status == "ok" for _, status in parsed),
-            "method": "HFBackend.generate, greedy, batched under the token budget; runners.parse.parse_number",
+            "method": "HFBackend.generate, greedy, batched under the token budget; runners.scoring.parse.parse_number",
         },
         "bounded": bounded,
         "ratio_bounded_vs_exact": bounded["items_per_s"] / hf_rate,

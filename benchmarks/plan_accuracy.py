@@ -133,10 +133,10 @@ def timing(args: argparse.Namespace, model_path: Path, tokenizer: Any, rows: Any
     """Predicted (plan tokens / measured plain-forward tokens/s) against measured hf wall time."""
     import torch
 
-    from runners.device import ITEMS_PER_CALL
-    from runners.hf import HFBackend
+    from runners.backends.hf.backend import HFBackend
+    from runners.model.device import ITEMS_PER_CALL
     from runners.rows import run_items
-    from runners.token_accounting import DEFAULT_MAX_BATCH_TOKENS
+    from runners.scoring.token_accounting import DEFAULT_MAX_BATCH_TOKENS
 
     items = rows.read(0, args.items)
     sub = plan.ConfigRows.__new__(plan.ConfigRows)  # the first N rows as a config of their own

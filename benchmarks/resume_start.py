@@ -165,7 +165,7 @@ def measure(
         clock.wrap(session_mod.resume, "_read_done", "read_folder_s")
         clock.wrap(session_mod.resume, "prompt_hashes", "hash_s")
     else:  # the runner before: its `prompts.dataset["id"]` list is what the parts leave over
-        clock.wrap(res, "read_done", "read_folder_s")
+        clock.wrap(res, "read_key_rows", "read_folder_s")
         clock.wrap(session_mod, "prompt_hashes", "hash_s")
     try:
         session, out["open_s"] = _timed(

@@ -119,7 +119,7 @@ def full_forward_logprobs(model: Any, sequences: list[list[int]], positions: lis
 def reference_option_logprobs(model: Any, tokenizer: Any, context: str, options: list[str]) -> tuple[list, list]:
     """(summed log-probability, token count) of each option, each from its own full pass of context + option.
 
-    Independent of `runners.tokenize`: the option's tokens are whatever follows the context's
+    Independent of `runners.scoring.tokenize`: the option's tokens are whatever follows the context's
     own tokens in the encoding of the whole string (the tests use contexts that end between tokens).
     """
     n_ctx = len(tokenizer(context, add_special_tokens=False)["input_ids"])

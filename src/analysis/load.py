@@ -406,7 +406,7 @@ def check_result_values(joined: pd.DataFrame) -> None:
     refused = np.zeros(len(task), bool)
     if "refused" in joined.columns:
         refused = joined["refused"].fillna(False).astype(bool).to_numpy()
-    # a generated answer outside the range is kept as parsed and the row refused (`runners.parse`)
+    # a generated answer outside the range is kept as parsed and the row refused (`runners.scoring.parse`)
     answered = {column: ~refused if column == "parsed_value" else True for column in ANSWER_COLUMNS}
     if {"number_min", "number_max"} <= set(joined.columns):
         number = task == "number"
@@ -500,11 +500,11 @@ def _check_number_probs(joined: pd.DataFrame, number: np.ndarray, low: np.ndarra
 
 
 def _check_refused(joined: pd.DataFrame, refused: np.ndarray) -> None:
-    """A scored row's `refused` is the refusal rule (`runners.distributions.refused_by_mass`) applied to its
+    """A scored row's `refused` is the refusal rule (`runners.scoring.distributions.refused_by_mass`) applied to its
     `valid_mass` under its own scoring's threshold: a contradiction is refused, naming the row."""
     if "valid_mass" not in joined.columns or "scoring" not in joined.columns or "refused" not in joined.columns:
         return
-    from runners.distributions import refused_mask
+    from runners.scoring.distributions import refused_mask
 
     thresholds = {s: _threshold(s) for s in pd.unique(joined["scoring"])}
     threshold = joined["scoring"].map(thresholds).to_numpy(dtype="float64")

@@ -47,7 +47,7 @@ from runners.extras import MissingExtraError
 from runners.plan import PlanRequest, make_plan, plan_rows, write_json
 from runners.request import LoadOptions, RunRequest
 from runners.run import run
-from runners.scoring_settings import ScoringSettings, scoring_settings
+from runners.scoring.settings import ScoringSettings, scoring_settings
 from runners.session import RunSummary
 
 from .demo import demo

@@ -28,7 +28,7 @@ from typing import Any
 from promptgen.core.errors import ProbeError
 from promptgen.core.outputs import Output, Reference, check_output, holds_only
 from promptgen.empathy.synthetic import write_synthetic_corpus  # re-exported: scripts and tests write it from here
-from runners.scoring_settings import scoring_settings
+from runners.scoring.settings import scoring_settings
 
 SEED = 0
 #: the Trust Game games of one prompt variant (the paper's base-model prompt), so every cell has games
@@ -155,8 +155,9 @@ def demo(
     from promptgen.hub.read import built_folders, read_build_manifest
     from promptgen.recipe import load_recipe
     from promptgen.sources import SourceOptions
-    from runners import local_run, models
+    from runners import local_run
     from runners.extras import require
+    from runners.model import load as models
     from runners.request import LoadOptions, RunRequest
     from runners.run import resolve_protocol
     from runners.testmodel import MODEL_NAME, ensure_smollm2

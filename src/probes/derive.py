@@ -91,7 +91,7 @@ from runners.prompts import load_prompt_config
 from runners.request import LoadOptions, RunRequest
 from runners.results import DATA_DIR, KEY_FILE, KeyRows, load_key_rows
 from runners.run import run_loaded
-from runners.scoring_settings import ScoringSettings
+from runners.scoring.settings import ScoringSettings
 from runners.session import RunSummary
 
 RACE_PROBE = "race_probe"

@@ -4,11 +4,11 @@ A recipe's `protocols:` list says, for the configs its glob patterns match, how 
 read a model's answer: the `probes run` scoring flags it amounts to (`scoring`,
 `length_normalize`, `number_mode`, the sampling flags) and the prompt form (`chat`). The build
 resolves it per config into the build manifest and the card, and `probes run` uses it for
-every flag the user does not give (`runners.scoring_settings.resolve_scoring`), so a run
+every flag the user does not give (`runners.scoring.settings.resolve_scoring`), so a run
 without flags reproduces the paper's method and says so.
 
 This module knows the declaration's shape only; what the values mean is the runners'
-(`runners.scoring_settings.scoring_settings`), so a recipe's values are checked against it by
+(`runners.scoring.settings.scoring_settings`), so a recipe's values are checked against it by
 the tests of every recipe in `builders/` and, for a built folder, when a run reads them.
 """
 

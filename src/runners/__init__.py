@@ -1,16 +1,19 @@
-"""Prompt datasets + a model -> per-model result datasets (DESIGN sections 6 and 7).
+"""Prompt datasets + a model -> per-model result datasets (docs/ARCHITECTURE.md, "runners").
 
 May import `promptgen` (the item contract, errors, files); never `analysis` or `probes`.
 
-- text -> token ids: `tokenize`; token ids -> log-probabilities: the backends (`backend` is the
-  protocol; `hf`, `vllm_backend` + `vllm_logprobs`); log-probabilities -> distributions:
-  `distributions` (pure maths), selected by `scoring_settings`; generated text -> answers:
-  `parse`; items -> result rows: `rows`;
-- a prompt config loaded and checked: `prompts`; a model checked and loaded: `models`;
-- one resumable run of a config (selection, resume, key, flush, manifest): `session`, driven in
-  this process (`local_run`) or on a Ray actor pool (`ray_run`); what one run asks for:
-  `request` (`RunRequest`, `LoadOptions`); `run` checks it, picks the driver and loads the model
-  (`probes run` as one call);
-- the result folder, written and read: `results`; what a model is: `model_identity`; where and
-  how it runs: `device`, `context_length`, `extras`; the small test models: `testmodel`.
+- `scoring/`: text -> token ids (`tokenize`), log-probabilities -> distributions
+  (`distributions`, `number_bound`), generated text -> answers (`parse`), the run's `settings`,
+  and what a request costs (`token_accounting`);
+- `backends/`: token ids -> log-probabilities or text; `protocol` is what every backend
+  implements, `hf/` (transformers) and `vllm/` implement it;
+- `model/`: a model checked, keyed and loaded (`load`, `identity`, `device`, `context_length`);
+- `results/`: the result folder, written and read (`layout`, `parts`, `manifest`), validated
+  (`check`) and resumed (`resume`);
+- `plan/`: a sweep priced without running the model;
+- here: a prompt config loaded and checked (`prompts`); items -> result rows (`rows`); one
+  resumable run of a config (`session`), driven in this process (`local_run`) or on a Ray
+  actor pool (`ray_run`); what one run asks for (`request`); `run` checks it, picks the
+  driver and loads the model (`probes run` as one call); the extras a command needs
+  (`extras`); the small test models (`testmodel`).
 """

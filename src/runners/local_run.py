@@ -19,14 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from promptgen.core.errors import ProbeError
-
-from .backend import Backend
-from .device import ITEMS_PER_CALL, device_type
-from .prompts import PromptConfig, check_chat_form, check_chat_template, check_number_mode, check_scoring_mode
-from .request import RunRequest
-from .rows import scored_batches
-from .scoring_settings import ScoringSettings
-from .session import RunSummary, Session, model_name_for, result_key
+from runners.backends.protocol import Backend
+from runners.model.device import ITEMS_PER_CALL, device_type
+from runners.prompts import PromptConfig, check_chat_form, check_chat_template, check_number_mode, check_scoring_mode
+from runners.request import RunRequest
+from runners.rows import scored_batches
+from runners.scoring.settings import ScoringSettings
+from runners.session import RunSummary, Session, model_name_for, result_key
 
 __all__ = ["RunRequest", "RunSummary", "run_config"]
 

@@ -21,9 +21,8 @@ from promptgen.hub import remote
 from promptgen.hub.folder import check_data_files, check_path_segment, config_data_files
 from promptgen.hub.read import config_schema, has_build_manifest, local_folder, read_build_manifest, read_card_header
 from promptgen.protocols import Protocol, manifest_protocol
-
-from .resume import PromptContent, hub_content, local_content
-from .scoring_settings import ScoringSettings
+from runners.results.resume import PromptContent, hub_content, local_content
+from runners.scoring.settings import ScoringSettings
 
 
 @dataclass
@@ -112,8 +111,7 @@ def _selected_table(folder: Path, config: str, rows: RowSpec, protocol: Protocol
     import pyarrow.compute as pc
 
     from promptgen.hub.read import config_files, read_config_positions, read_parquet
-
-    from .results import shard_of
+    from runners.results import shard_of
 
     where = rows.where(protocol)
     files = config_files(folder, config, required=True)
@@ -399,7 +397,7 @@ def check_number_mode(prompts: PromptConfig, settings: ScoringSettings, tokenize
         for k, task in enumerate(tasks[start : start + 4096]["task"])
         if task == "number"
     )
-    from .rows import prepare_request
+    from runners.rows import prepare_request
 
     item = ds[first]
     try:

@@ -48,17 +48,17 @@ from typing import Any
 import pyarrow as pa
 
 from promptgen.core.errors import ProbeError
-
-from . import model_identity, models
-from . import results as res
-from .device import AUTO, ITEMS_PER_CALL, device_type, resolve_dtype
-from .extras import require_for_scoring
-from .models import LoadOptions
-from .prompts import PromptConfig, check_chat_form, check_chat_template, check_number_mode
-from .request import RunRequest
-from .rows import run_items
-from .scoring_settings import ScoringSettings
-from .session import RunSummary, Session, model_name_for, result_key
+from runners import results as res
+from runners.extras import require_for_scoring
+from runners.model import identity as model_identity
+from runners.model import load as models
+from runners.model.device import AUTO, ITEMS_PER_CALL, device_type, resolve_dtype
+from runners.model.load import LoadOptions
+from runners.prompts import PromptConfig, check_chat_form, check_chat_template, check_number_mode
+from runners.request import RunRequest
+from runners.rows import run_items
+from runners.scoring.settings import ScoringSettings
+from runners.session import RunSummary, Session, model_name_for, result_key
 
 #: what an actor returns per item: the result row, which replica scored it, an input error, and
 #: the token positions its backend computed for it (summed by the session, not stored)
@@ -133,7 +133,7 @@ class _Replica:
 def resolve_model(model: str, load: LoadOptions) -> tuple[Any, model_identity.ModelRef, str]:
     """(tokenizer, located model, dtype the weights will load in) of a model, without its weights.
 
-    The dtype is `runners.device.resolve_dtype` of the model's config, as `models.load_backend`
+    The dtype is `runners.model.device.resolve_dtype` of the model's config, as `models.load_backend`
     resolves it, so the driver can key the run before any actor loads the model. The model is
     located and keyed by `model_identity.locate`, as `probes run` does, and every actor loads
     the `load_revision` it names (a Hub id's resolved commit), so all replicas load one commit.

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .models import LoadOptions
-from .results import parse_shard
-from .scoring_settings import ScoringSettings
+from runners.model.load import LoadOptions
+from runners.results import parse_shard
+from runners.scoring.settings import ScoringSettings
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """Items -> result rows (DESIGN section 2), for choice and number items. No I/O.
 
 The first step of the run loop: text is rendered (chat template or plain prompt) and
-tokenised here, once, by `runners.tokenize`; the backend only sees token ids; the numbers
-it returns become probabilities in `runners.distributions`. Sharding, resume and the result
+tokenised here, once, by `runners.scoring.tokenize`; the backend only sees token ids; the numbers
+it returns become probabilities in `runners.scoring.distributions`. Sharding, resume and the result
 writer come next (DESIGN section 7).
 
 Rows keep the raw measurements next to the derived values: per-option log-probabilities
@@ -24,8 +24,7 @@ from typing import Any
 import numpy as np
 
 from promptgen.seeding import hash_int
-
-from .backend import (
+from runners.backends.protocol import (
     Backend,
     GenerateRequest,
     GeneratingBackend,
@@ -34,7 +33,7 @@ from .backend import (
     ScoreRequest,
     ScoreResult,
 )
-from .distributions import (
+from runners.scoring.distributions import (
     NumberTrie,
     build_number_trie,
     first_token_distribution,
@@ -47,10 +46,10 @@ from .distributions import (
     refused_by_mass,
     sentence_choice_probs,
 )
-from .number_bound import bounded_number_distribution, trie_size
-from .parse import parse_choice, parse_number, parse_text
-from .scoring_settings import ScoringSettings
-from .tokenize import (
+from runners.scoring.number_bound import bounded_number_distribution, trie_size
+from runners.scoring.parse import parse_choice, parse_number, parse_text
+from runners.scoring.settings import ScoringSettings
+from runners.scoring.tokenize import (
     Tokenizer,
     digit_start_ids,
     encode_context,

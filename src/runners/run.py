@@ -6,7 +6,7 @@ model, so a notebook gets exactly what the command line does::
 
     from runners.request import RunRequest
     from runners.run import run
-    from runners.scoring_settings import scoring_settings
+    from runners.scoring.settings import scoring_settings
 
     summary = run(RunRequest("datasets/talent-or-luck", "single_actor", "HuggingFaceTB/SmolLM2-135M-Instruct",
                              "results/smollm2", settings=scoring_settings("sentence"), limit=40))
@@ -27,11 +27,11 @@ from promptgen.core.errors import ProbeError
 from promptgen.core.outputs import Reference
 from promptgen.hub import remote
 from promptgen.hub.remote import HubRef
-
-from . import local_run, models
-from .device import RunnerWarning
-from .extras import require_for_scoring
-from .prompts import (
+from runners import local_run
+from runners.extras import require_for_scoring
+from runners.model import load as models
+from runners.model.device import RunnerWarning
+from runners.prompts import (
     PromptConfig,
     RowSpec,
     check_chat_form,
@@ -40,9 +40,9 @@ from .prompts import (
     load_prompt_config,
     select_rows,
 )
-from .request import LoadOptions, RunRequest
-from .scoring_settings import resolve_scoring
-from .session import RunSummary, check_out_folder
+from runners.request import LoadOptions, RunRequest
+from runners.scoring.settings import resolve_scoring
+from runners.session import RunSummary, check_out_folder
 
 __all__ = ["LoadOptions", "RunRequest", "RunSummary", "expand_configs", "run", "run_loaded", "run_many", "warnings_to"]
 
@@ -75,7 +75,7 @@ def run_loaded(
     name one model loaded one way (returns a summary per config, in order; `on_config(request)`
     gives each config's progress hooks, else `on_start`/`on_advance` serve them all). vLLM's
     `max_model_len` left out follows the longest items of all the configs
-    (`runners.context_length`). Warnings of the loading (`RunnerWarning`: a GPU-sized model on
+    (`runners.model.context_length`). Warnings of the loading (`RunnerWarning`: a GPU-sized model on
     the CPU) go to `on_warning`.
     """
     single = isinstance(request, RunRequest)
@@ -227,7 +227,7 @@ def run_many(
     resolved = [resolve_protocol(replace(template, config=name), ref=ref) for name in names]
     requests = [request for _, request, _ in resolved]
     if template.ray:
-        from .ray_run import run_config_ray
+        from runners.ray_run import run_config_ray
 
         summaries = []
         for prompts, request, _ in resolved:

@@ -7,7 +7,7 @@
 2. resume: an item is skipped only when its id is already under the key AND its stored
    `prompt_sha256` equals the current item's (`results.prompt_sha256`), so a rebuilt dataset
    with changed prompts is rescored, never served stale rows; rows scored on the prompt
-   content the config has now are trusted without hashing their prompts (`runners.resume`);
+   content the config has now are trusted without hashing their prompts (`runners.results.resume`);
 3. rows get the key's fields (portable model name, revision, scoring JSON, chat) and their
    prompt hash, and are flushed as an atomically written part (labelled with the prompt
    content) every `flush_every` rows;
@@ -34,11 +34,11 @@ import pyarrow as pa
 from promptgen.core.errors import ProbeError
 from promptgen.core.outputs import Input, Output, check_output, visible_entries
 from promptgen.core.version import __version__
-
-from . import model_identity, resume
-from . import results as res
-from .results_check import check_same_prompts
-from .scoring_settings import ScoringSettings
+from runners import results as res
+from runners.model import identity as model_identity
+from runners.results import resume
+from runners.results.check import check_same_prompts
+from runners.scoring.settings import ScoringSettings
 
 
 @dataclass
@@ -55,7 +55,7 @@ class RunSummary:
     items_per_s: float
     #: token positions computed for the scored items: what the backend reports it ran (the hf
     #: backend: shared context prefixes once, plus continuation and digit-trie positions;
-    #: `runners.token_accounting`), else their prompt tokens (see `tokens_counted`)
+    #: `runners.scoring.token_accounting`), else their prompt tokens (see `tokens_counted`)
     tokens: int = 0
     tokens_per_s: float = 0.0
     #: prompt and answer tokens of the scored items (contexts plus options; for number and
@@ -172,7 +172,7 @@ class Session:
     rescored: int
     hashes: dict[str, str]  # id -> prompt hash of the items to score
     started: float
-    #: the prompt content this run's rows are scored on, and the stored rows it checked (`runners.resume`)
+    #: the prompt content this run's rows are scored on, and the stored rows it checked (`runners.results.resume`)
     checked: resume.Checked = field(default_factory=resume.Checked)
     scoring_started: float = 0.0
     pending: list[dict[str, Any]] = field(default_factory=list)

@@ -223,7 +223,7 @@ def test_consistent_number_rows_and_a_bounded_refusal_are_accepted(tmp_path):
     """The same rows unchanged pass; a bounded row whose resolved mass 0.45 is under the threshold but whose mass
     may reach 0.45 x 2 / (2 - 0.2) = 0.5 is not refused (`refused_by_mass`), and one at 0.44 is."""
     from analysis.load import join, load_prompts
-    from runners.distributions import refused_by_mass
+    from runners.scoring.distributions import refused_by_mass
 
     assert not refused_by_mass(0.45, 0.5, 0.2) and refused_by_mass(0.44, 0.5, 0.2)
     assert refused_by_mass(0.45, 0.5) and not refused_by_mass(0.5, 0.5)

@@ -68,8 +68,8 @@ def test_number_items_prepare_then_measure_on_the_cpu(tmp_path: Path) -> None:
     from transformers import AutoTokenizer
 
     from promptgen.build import build
-    from runners.backend import ScoreRequest
-    from runners.token_accounting import hf_token_counts
+    from runners.backends.protocol import ScoreRequest
+    from runners.scoring.token_accounting import hf_token_counts
 
     _run("corpus", "--out", str(tmp_path / "src"), "--events-per-emotion", "1")
     dataset = build("intergroup-empathy", out_dir=tmp_path / "o", sources=tmp_path / "src", max_events=12).path

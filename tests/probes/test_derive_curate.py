@@ -264,8 +264,9 @@ def tiny(shared_sources: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
 @pytest.fixture(scope="module")
 def race_results(tiny: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The subset `SCORED` of race_probe, scored by the project's run loop with the session SmolLM2."""
-    from runners import local_run, model_identity
-    from runners.hf import HFBackend
+    from runners import local_run
+    from runners.backends.hf.backend import HFBackend
+    from runners.model import identity as model_identity
     from runners.prompts import load_prompt_config
     from runners.request import RunRequest
     from runners_fixtures import load_folder, load_model, load_tokenizer

@@ -24,7 +24,7 @@ from promptgen.build import build
 from promptgen.core.errors import ProbeError
 from promptgen.empathy.model_rewrites import ModelRewrites
 from release_fixture import load_config
-from runners.backend import GenerateRequest, Generation
+from runners.backends.protocol import GenerateRequest, Generation
 from runners.results import KeyRows
 
 # DESIGN section 4's rewrite prompt, typed out again so the test does not reuse the module's text
@@ -97,7 +97,7 @@ def _generate(dataset: Path, results: Path, tokenizer: Any, limit: int | None = 
     from runners import local_run
     from runners.prompts import load_prompt_config
     from runners.request import RunRequest
-    from runners.scoring_settings import ScoringSettings
+    from runners.scoring.settings import ScoringSettings
 
     prompts = load_prompt_config(str(dataset), "rewrite_t2")
     settings = ScoringSettings(mode="generate", max_new_tokens=32)
@@ -114,7 +114,7 @@ def _result_rows(results: Path) -> pd.DataFrame:
 
 def test_scoring_text_items_is_refused_before_any_model_runs(built) -> None:
     from runners.prompts import check_scoring_mode, load_prompt_config
-    from runners.scoring_settings import ScoringSettings
+    from runners.scoring.settings import ScoringSettings
 
     prompts = load_prompt_config(str(built[0]), "rewrite_t2")
     with pytest.raises(ProbeError, match="--scoring generate"):

@@ -65,7 +65,7 @@ def test_a_malformed_manifest_entry_names_the_manifest() -> None:
 
 def test_every_recipe_declares_a_runnable_protocol_for_its_item_configs() -> None:
     """The values are the runners' to judge: each recipe's protocols must make valid settings."""
-    from runners.scoring_settings import scoring_settings
+    from runners.scoring.settings import scoring_settings
 
     recipes = list_recipes()
     assert set(recipes) == {"talent-or-luck", "intergroup-empathy", "trust-game-names"}

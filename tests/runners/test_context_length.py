@@ -1,4 +1,4 @@
-"""vLLM's max_model_len follows the items, capped by the model (runners.context_length).
+"""vLLM's max_model_len follows the items, capped by the model (runners.model.context_length).
 
 A fixed default of 4096 did not load any 2048-position model (GPT-2, Phi-2, Falcon-7B) with
 default options. The default is now what the longest items need, checked here against a
@@ -20,11 +20,11 @@ from tests.runners.test_results import _prompts
 
 from promptgen.core.contract import user_messages
 from promptgen.core.errors import ProbeError
-from runners import context_length as cl
 from runners import results as res
+from runners.model import context_length as cl
 from runners.rows import prepare_request
-from runners.scoring_settings import ScoringSettings
-from runners.tokenize import digit_start_ids
+from runners.scoring.settings import ScoringSettings
+from runners.scoring.tokenize import digit_start_ids
 from runners_fixtures import load_tokenizer, require_extra, tiny_llama_folder
 
 

@@ -1,4 +1,4 @@
-"""The `auto` defaults (runners.device) and the Ray resources of a replica, with the GPU facts mocked.
+"""The `auto` defaults (runners.model.device) and the Ray resources of a replica, with the GPU facts mocked.
 
 No GPU is lent to CI: `torch.cuda.is_available` and Ray's cluster resources are mocked, and
 the numbers are checked against hand computations from the config.
@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from promptgen.core.errors import ProbeError
-from runners import device
+from runners.model import device
 from runners_fixtures import require_extra
 
 
@@ -152,7 +152,7 @@ def test_hf_loads_straight_onto_the_gpu_with_a_budget_from_free_memory(
     import torch
     import transformers
 
-    from runners.hf import HFBackend
+    from runners.backends.hf.backend import HFBackend
 
     seen: dict = {}
 

@@ -15,10 +15,10 @@ import pytest
 from typer.testing import CliRunner
 
 from probes.cli import app
-from runners import models
-from runners.device import ITEMS_PER_CALL, MAX_LOGIT_ROWS, RunnerWarning
-from runners.models import LoadOptions
-from runners.token_accounting import DEFAULT_MAX_BATCH_TOKENS
+from runners.model import load as models
+from runners.model.device import ITEMS_PER_CALL, MAX_LOGIT_ROWS, RunnerWarning
+from runners.model.load import LoadOptions
+from runners.scoring.token_accounting import DEFAULT_MAX_BATCH_TOKENS
 from runners_fixtures import number_items, require_extra, tiny_llama_folder, write_prompt_folder
 
 ITEMS = number_items(3)
@@ -86,7 +86,7 @@ def test_bf16_and_fp32_runs_get_different_keys_and_record_what_was_loaded(prompt
     for run in runs.values():
         assert run["device"] == "cpu" and run["hardware"]["dtype"] == run["dtype"]
     default_run, asked_run = runs["bfloat16"], runs["float32"]
-    # the CPU's defaults (runners.device, runners.token_accounting), recorded as they were used
+    # the CPU's defaults (runners.model.device, runners.scoring.token_accounting), recorded as they were used
     assert default_run["hardware"]["max_logit_rows"] == MAX_LOGIT_ROWS["cpu"]
     assert default_run["batch_size"] == ITEMS_PER_CALL["cpu"]
     assert default_run["hardware"]["max_batch_tokens"] == DEFAULT_MAX_BATCH_TOKENS
@@ -147,8 +147,8 @@ def test_the_release_4bit_load_is_opt_in_keyed_and_refused_in_one_line_where_it_
     import torch
     from transformers import BitsAndBytesConfig
 
-    from runners.hf import quantization_config
-    from runners.scoring_settings import ScoringSettings
+    from runners.backends.hf.backend import quantization_config
+    from runners.scoring.settings import ScoringSettings
     from runners.session import result_key
 
     # every released scorer: BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=torch.float16)

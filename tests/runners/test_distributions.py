@@ -1,4 +1,4 @@
-"""Choice and number scoring (runners.distributions) against independent computations.
+"""Choice and number scoring (runners.scoring.distributions) against independent computations.
 
 Part 1 needs nothing but numpy: a toy language model whose next-token distribution is a
 seeded function of the prefix, with a digit-by-digit vocabulary plus one two-digit token
@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from runners.backend import Backend, ContinuationScore, GeneratingBackend, ScoreRequest, ScoreResult
-from runners.distributions import (
+from runners.backends.protocol import Backend, ContinuationScore, GeneratingBackend, ScoreRequest, ScoreResult
+from runners.scoring.distributions import (
     build_number_trie,
     letter_choice_probs,
     letter_distribution,
@@ -27,7 +27,7 @@ from runners.distributions import (
     number_request,
     sentence_choice_probs,
 )
-from runners.token_accounting import DEFAULT_MAX_BATCH_TOKENS
+from runners.scoring.token_accounting import DEFAULT_MAX_BATCH_TOKENS
 from runners_fixtures import (
     full_forward_logprobs,
     reference_number_raw,
@@ -166,7 +166,7 @@ CHOICE_CASES = [
 
 @pytest.fixture(scope="module")
 def backend(smollm2_model: Any) -> Any:
-    from runners.hf import HFBackend
+    from runners.backends.hf.backend import HFBackend
 
     return HFBackend(smollm2_model)
 
@@ -178,7 +178,7 @@ def test_the_product_backends_meet_the_protocol(backend: Any) -> None:
     The hf backend is a real one over the test model; the vLLM backend is made over a stand-in
     for `vllm.LLM` (nothing starts an engine), so its members are the class's own.
     """
-    from runners.vllm_backend import VLLMBackend
+    from runners.backends.vllm.backend import VLLMBackend
 
     vllm = VLLMBackend(object(), model_id="m")
     for made in (backend, vllm):
@@ -190,7 +190,7 @@ def test_the_product_backends_meet_the_protocol(backend: Any) -> None:
 
 @pytest.mark.slow
 def test_sentence_choice_probs_match_full_passes(backend: Any, smollm2_model: Any, smollm2_tokenizer: Any) -> None:
-    from runners.tokenize import encode_continuations, render_chat
+    from runners.scoring.tokenize import encode_continuations, render_chat
 
     tok = smollm2_tokenizer
     chat = render_chat(tok, [{"role": "user", "content": "True or False: Mr. Nguyen is Asian.\nAnswer:"}])
@@ -211,7 +211,7 @@ def test_sentence_choice_probs_match_full_passes(backend: Any, smollm2_model: An
 
 @pytest.mark.slow
 def test_letter_probs_match_a_full_pass(backend: Any, smollm2_model: Any, smollm2_tokenizer: Any) -> None:
-    from runners.tokenize import label_token_ids
+    from runners.scoring.tokenize import label_token_ids
 
     tok = smollm2_tokenizer
     context = CHOICE_CASES[0][0]
@@ -234,7 +234,7 @@ def test_letter_probs_match_a_full_pass(backend: Any, smollm2_model: Any, smollm
 def test_number_probs_match_brute_force(
     backend: Any, smollm2_model: Any, smollm2_tokenizer: Any, chat: bool, hi: int
 ) -> None:
-    from runners.tokenize import digit_start_ids, number_paths, render_chat
+    from runners.scoring.tokenize import digit_start_ids, number_paths, render_chat
 
     tok = smollm2_tokenizer
     task = f"Rate the intensity of the emotion from 0 to {hi}. Only give the number.\nEmotion intensity:"

@@ -1,4 +1,4 @@
-"""The transformers backend (runners.hf) against full forward passes, on SmolLM2-135M.
+"""The transformers backend (runners.backends.hf.backend) against full forward passes, on SmolLM2-135M.
 
 The backend runs each context once and reuses its KV cache for every continuation; the
 reference runs every context + continuation from scratch. They must give the same
@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from runners.backend import Backend, ScoreRequest
-from runners.tokenize import encode_context, encode_continuations, render_chat
+from runners.backends.protocol import Backend, ScoreRequest
+from runners.scoring.tokenize import encode_context, encode_continuations, render_chat
 from runners_fixtures import full_forward_logprobs, require_extra
 
 #: the float32 forward passes of a 30-layer model differ between batch shapes by up to ~1.5e-5
@@ -24,7 +24,7 @@ LOGPROB_ATOL = 5e-5
 
 @pytest.fixture(scope="module")
 def backend(smollm2_model: Any) -> Any:
-    from runners.hf import HFBackend
+    from runners.backends.hf.backend import HFBackend
 
     return HFBackend(smollm2_model, model_id="smollm2-test")
 
@@ -91,7 +91,7 @@ def test_kv_reuse_matches_full_forward_passes(backend: Any, smollm2_model: Any, 
 
 @pytest.mark.slow
 def test_results_do_not_depend_on_batching_or_order(smollm2_model: Any, requests_: list) -> None:
-    from runners.hf import HFBackend
+    from runners.backends.hf.backend import HFBackend
 
     baseline = HFBackend(smollm2_model, max_batch_tokens=1, max_logit_rows=1).score(requests_)  # one row per pass
     shuffled = list(range(len(requests_)))
@@ -118,7 +118,7 @@ def test_log_softmax_reads_float64_values_without_a_float64_copy() -> None:
     require_extra("hf")
     import torch
 
-    from runners.hf_logprobs import LogSoftmax
+    from runners.backends.hf.logprobs import LogSoftmax
 
     torch.manual_seed(0)
     logits = torch.randn(3, 5, 49152) * 4
@@ -136,7 +136,7 @@ def test_log_softmax_reads_float64_values_without_a_float64_copy() -> None:
 @pytest.mark.slow
 def test_a_shared_prefix_runs_once_and_changes_nothing(smollm2_model: Any, smollm2_tokenizer: Any) -> None:
     """Contexts sharing an instruction: the prefix pass gives full-forward log-probabilities."""
-    from runners.hf import HFBackend
+    from runners.backends.hf.backend import HFBackend
 
     tok = smollm2_tokenizer
     head = "### Instruction:\nRead the statement and pick the most likely cause.\n### Statement:\n"
@@ -183,9 +183,9 @@ NUMBER_CONTEXTS = (
 
 def _number_item(tok: Any, context: str, lo: int = 0, hi: int = 100) -> tuple[Any, Any, Any]:
     """(token paths, trie, request) of a number item over lo..hi, tokenised as `run_items` does."""
-    from runners.distributions import build_number_trie, number_request
     from runners.rows import cached_digit_start_ids
-    from runners.tokenize import number_paths
+    from runners.scoring.distributions import build_number_trie, number_request
+    from runners.scoring.tokenize import number_paths
 
     ctx, paths = number_paths(tok, context, lo, hi)
     trie = build_number_trie(paths)
@@ -212,9 +212,9 @@ def test_a_number_trie_runs_in_one_packed_pass_and_equals_brute_force(
     smollm2_model: Any, smollm2_tokenizer: Any
 ) -> None:
     """Every node of every item's 0-100 trie in one row per item; P(n) as from full passes (fp32: 1e-6)."""
-    from runners.distributions import number_distribution
-    from runners.hf import HFBackend
-    from runners.token_accounting import continuation_nodes
+    from runners.backends.hf.backend import HFBackend
+    from runners.scoring.distributions import number_distribution
+    from runners.scoring.token_accounting import continuation_nodes
 
     items = [_number_item(smollm2_tokenizer, c) for c in NUMBER_CONTEXTS]
     widths: list[tuple[int, int]] = []
@@ -243,8 +243,8 @@ def test_a_number_trie_runs_in_one_packed_pass_and_equals_brute_force(
 @pytest.mark.slow
 def test_an_item_gets_the_same_numbers_in_any_batch(smollm2_model: Any, smollm2_tokenizer: Any) -> None:
     """The same number item alone, beside items sharing its prefix, beside unrelated ones, under tight budgets."""
-    from runners.distributions import number_distribution
-    from runners.hf import HFBackend
+    from runners.backends.hf.backend import HFBackend
+    from runners.scoring.distributions import number_distribution
 
     tok = smollm2_tokenizer
     paths, trie, request = _number_item(tok, NUMBER_CONTEXTS[0])
@@ -273,9 +273,9 @@ def test_an_item_gets_the_same_numbers_in_any_batch(smollm2_model: Any, smollm2_
 def test_reported_computed_tokens_are_the_token_accounting_counts(
     smollm2_model: Any, smollm2_tokenizer: Any, requests_: list
 ) -> None:
-    """The backend's per-request `computed_tokens` are exactly what `runners.token_accounting` plans."""
-    from runners.hf import HFBackend
-    from runners.token_accounting import hf_token_counts
+    """The backend's per-request `computed_tokens` are exactly what `runners.scoring.token_accounting` plans."""
+    from runners.backends.hf.backend import HFBackend
+    from runners.scoring.token_accounting import hf_token_counts
 
     numbers = [_number_item(smollm2_tokenizer, c)[2] for c in NUMBER_CONTEXTS]
     requests = [*numbers, *requests_]
@@ -295,10 +295,10 @@ def test_reported_computed_tokens_are_the_token_accounting_counts(
 @pytest.mark.slow
 def test_first_token_mode_reads_the_next_token_distribution(smollm2_model: Any, smollm2_tokenizer: Any) -> None:
     """0-9 with SmolLM2 (one token per digit): P(n) = the digits' next-token probabilities, renormalised."""
-    from runners.hf import HFBackend
+    from runners.backends.hf.backend import HFBackend
     from runners.rows import run_items
-    from runners.scoring_settings import ScoringSettings
-    from runners.tokenize import number_paths
+    from runners.scoring.settings import ScoringSettings
+    from runners.scoring.tokenize import number_paths
 
     prompt = "Question: How many dollars out of 9 will Ana pass?\nAnswer: Ana will pass $"
     item = {"id": "n", "task": "number", "prompt": prompt, "messages": None, "number_min": 0, "number_max": 9}

@@ -1,4 +1,4 @@
-"""Memory discipline of the transformers backend (runners.hf), checked on the CPU with weak references.
+"""Memory discipline of the transformers backend (runners.backends.hf.backend), checked on the CPU with weak references.
 
 On a GPU, memory that stays referenced is memory the next attempt cannot use. Two rules are
 checked by watching the tensors a real forward pass makes (SmolLM2) through weak references:
@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from runners.backend import ScoreRequest
-from runners.tokenize import encode_continuations
+from runners.backends.protocol import ScoreRequest
+from runners.scoring.tokenize import encode_continuations
 
 pytestmark = pytest.mark.slow  # every test runs SmolLM2: the slow tier (pytest -m slow)
 LOGPROB_ATOL = 5e-5  # as tests/runners/test_hf.py: batch shapes change float32 sums by ~1e-5
@@ -105,7 +105,7 @@ def _errors() -> list[Callable[[], Exception]]:
 def test_nothing_of_a_failed_attempt_is_alive_at_the_retry(
     smollm2_model: Any, requests_: list[ScoreRequest], which: int
 ) -> None:
-    from runners.hf import HFBackend
+    from runners.backends.hf.backend import HFBackend
 
     reference = HFBackend(smollm2_model, model_id="m").score(requests_)
     # call 1 is the context pass; call 2, the first continuation chunk, fails
@@ -121,7 +121,7 @@ def test_nothing_of_a_failed_attempt_is_alive_at_the_retry(
 def test_other_runtime_errors_are_not_taken_for_out_of_memory(
     smollm2_model: Any, requests_: list[ScoreRequest]
 ) -> None:
-    from runners.hf import HFBackend
+    from runners.backends.hf.backend import HFBackend
 
     spy = _Spy(smollm2_model, fail_at=1, error=lambda: RuntimeError("shape mismatch: [3, 8] vs [3, 9]"))
     backend = HFBackend(spy, model_id="m")
@@ -133,7 +133,8 @@ def test_other_runtime_errors_are_not_taken_for_out_of_memory(
 def test_no_earlier_chunk_is_alive_when_the_next_is_built(
     smollm2_model: Any, requests_: list[ScoreRequest], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from runners import hf, hf_tree_pass
+    from runners.backends.hf import backend as hf
+    from runners.backends.hf import tree_pass as hf_tree_pass
 
     spy = _Spy(smollm2_model)
     built: list[int] = []  # per pass cache built from the pool: tensors of earlier passes still alive

@@ -90,7 +90,7 @@ def test_a_model_config_by_hub_id_is_priced_at_its_commit(hub_server: HubServer,
     code = (
         "import json\n"
         "from runners.plan.pricing import count_params, load_model_config\n"
-        "from runners.model_identity import hub_commit\n"
+        "from runners.model.identity import hub_commit\n"
         "config = load_model_config('org/tiny-llama')\n"
         "print(json.dumps({'params': count_params(config).params, 'commit': hub_commit('org/tiny-llama', None)}))\n"
     )

@@ -21,11 +21,12 @@ from promptgen.core.contract import ITEM_FEATURES, user_messages
 from promptgen.core.errors import ProbeError
 from promptgen.core.files import sha256_file
 from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
-from runners import local_run, model_identity
+from runners import local_run
+from runners.model import identity as model_identity
 from runners.prompts import load_prompt_config
 from runners.request import RunRequest
-from runners.results import parse_shard, read_done, shard_of
-from runners.scoring_settings import ScoringSettings
+from runners.results import parse_shard, read_key_rows, shard_of
+from runners.scoring.settings import ScoringSettings
 from runners_fixtures import load_folder, load_model, load_tokenizer, require_extra
 
 OPTIONS = ["She worked hard.", "She is gifted.", "The exam was easy.", "She was lucky."]
@@ -115,7 +116,7 @@ def _datasets_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def env() -> dict[str, Any]:
-    from runners.hf import HFBackend
+    from runners.backends.hf.backend import HFBackend
 
     folder = load_folder()
     backend = HFBackend(load_model(), model_id=str(folder))
@@ -184,9 +185,9 @@ def test_cli_end_to_end(prompts_dir: Path, tmp_path: Path, reference: dict) -> N
     (run,) = manifest["runs"].values()
     assert run["items"] == 7 and run["dtype"] == "float32" and run["backend"] == "hf"
     assert run["hardware"]["max_batch_tokens"] == 64
-    # tokens/s counts computed tokens: exactly what runners.token_accounting plans for these calls
+    # tokens/s counts computed tokens: exactly what runners.scoring.token_accounting plans for these calls
     from runners.rows import cached_digit_start_ids, prepare_request
-    from runners.token_accounting import hf_token_counts
+    from runners.scoring.token_accounting import hf_token_counts
 
     tok = load_tokenizer()
     items = load_prompt_config(str(prompts_dir), "items").dataset.to_list()
@@ -217,7 +218,7 @@ def test_resume_after_limit_and_crash(
 ) -> None:
     out = tmp_path / "limited"
     assert _run(prompts_dir, env, out, limit=3).items == 3
-    assert len(read_done(next((out / "data" / "items").iterdir()))) == 3
+    assert read_key_rows(next((out / "data" / "items").iterdir()), ["id"]).num_rows == 3
     summary = _run(prompts_dir, env, out)
     assert (summary.items, summary.skipped) == (4, 3)
     _assert_same(_load(out), reference)
@@ -239,7 +240,7 @@ def test_resume_after_limit_and_crash(
         _run(prompts_dir, env, crashed, flush_every=3)
     monkeypatch.setattr(backend, "score", real)
     (key_dir,) = (crashed / "data" / "items").iterdir()
-    assert len(read_done(key_dir)) == 3  # the first flush survived, the unflushed rows did not
+    assert read_key_rows(key_dir, ["id"]).num_rows == 3  # the first flush survived, the unflushed rows did not
     assert not [p for p in key_dir.iterdir() if p.name.startswith(".")]  # no temporary files left
     summary = _run(prompts_dir, env, crashed, flush_every=3)
     assert (summary.items, summary.skipped) == (4, 3)

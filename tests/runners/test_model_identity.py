@@ -1,4 +1,4 @@
-"""One model identity for every way a model is reached (`runners.model_identity.locate`).
+"""One model identity for every way a model is reached (`runners.model.identity.locate`).
 
 Each scenario served another model's rows, or filed rows under the wrong key, before the key
 revision came from one function: a Hub id was keyed `unknown` (transformers 5 no longer sets
@@ -23,8 +23,8 @@ from tests.runners.test_results import _prompts, _tiny_llama
 from typer.testing import CliRunner
 
 from probes.cli import app
-from runners import model_identity
 from runners import results as res
+from runners.model import identity as model_identity
 
 SHA_A = "a" * 40
 SHA_B = "b" * 40
@@ -153,7 +153,7 @@ def test_a_chat_template_in_a_subfolder_changes_the_key(tmp_path: Path, prompts:
 def test_weights_swapped_while_the_model_loads_are_detected(
     tmp_path: Path, prompts: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from runners.hf import HFBackend
+    from runners.backends.hf.backend import HFBackend
 
     model = _tiny_llama(tmp_path / "m", seed=1)
     other = _tiny_llama(tmp_path / "other", seed=2)

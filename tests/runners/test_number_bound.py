@@ -1,4 +1,4 @@
-"""Bounded number distributions (`--number-tolerance`, `runners.number_bound`, `runners.hf_bounded`).
+"""Bounded number distributions (`--number-tolerance`, `runners.scoring.number_bound`, `runners.backends.hf.bounded`).
 
 The bound is checked against the exact run of the same backend and model: every item's L1
 distance between the bounded and the exact `number_probs` is at most its `number_bound`, which
@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 from promptgen.core.errors import ProbeError
-from runners.backend import NumberBound, ScoreRequest
-from runners.distributions import refused_by_mass
-from runners.number_bound import FLOAT_FLOOR, TrieExpansion, TrieShape, certified_bound, oracle_positions
-from runners.scoring_settings import ScoringSettings, scoring_settings
+from runners.backends.protocol import NumberBound, ScoreRequest
+from runners.scoring.distributions import refused_by_mass
+from runners.scoring.number_bound import FLOAT_FLOOR, TrieExpansion, TrieShape, certified_bound, oracle_positions
+from runners.scoring.settings import ScoringSettings, scoring_settings
 from runners_fixtures import vocab_model, vocab_tokenizer
 
 FAMILIES = ("llama-bpe", "llama-spm", "qwen2", "gpt-2")
@@ -94,8 +94,8 @@ def test_random_tries_are_small_enough_to_enumerate() -> None:
 @pytest.mark.parametrize("seed", range(20))
 def test_expansion_bound_holds_against_the_exact_distribution(seed: int) -> None:
     """Driven by a fake model, the expansion's result is within its bound of the exact one, and stops at the bound."""
-    from runners.distributions import NumberTrie
-    from runners.number_bound import bounded_number_distribution
+    from runners.scoring.distributions import NumberTrie
+    from runners.scoring.number_bound import bounded_number_distribution
 
     rng = np.random.default_rng(100 + seed)
     leaves, ends = _random_trie(rng, 12)
@@ -174,7 +174,7 @@ def _items(n: int, hi: int = 100) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("family", FAMILIES)
 def test_bounded_rows_are_within_their_bound_of_exact(family: str) -> None:
     """hf, four real tokenizers: L1(bounded, exact) <= number_bound <= ε per item; fewer positions at larger ε."""
-    from runners.hf import HFBackend
+    from runners.backends.hf.backend import HFBackend
     from runners.rows import run_items
 
     backend = HFBackend(vocab_model(family), model_id=family, max_batch_tokens=512)
@@ -201,7 +201,7 @@ def test_bounded_rows_are_within_their_bound_of_exact(family: str) -> None:
 
 def test_bounded_with_a_tiny_tolerance_equals_exact_on_smollm2(smollm2_model: Any, smollm2_tokenizer: Any) -> None:
     """Level-by-level passes over pooled keys and values give the one packed row's numbers (a second computation)."""
-    from runners.hf import HFBackend
+    from runners.backends.hf.backend import HFBackend
     from runners.rows import run_items
 
     backend = HFBackend(smollm2_model, model_id="smollm2", max_batch_tokens=1024)
@@ -225,7 +225,7 @@ def test_bounded_costs_at_most_about_exact_on_a_random_tiny_model() -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from runners.hf import HFBackend
+    from runners.backends.hf.backend import HFBackend
     from runners.rows import run_items
     from runners_fixtures import tiny_llama_folder
 

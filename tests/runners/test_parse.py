@@ -1,4 +1,4 @@
-"""Parsing generated answers (runners.parse) and generation-mode result rows."""
+"""Parsing generated answers (runners.scoring.parse) and generation-mode result rows."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from runners.backend import GenerateRequest, Generation, cut_at_stop
-from runners.parse import parse_choice, parse_number, parse_text
+from runners.backends.protocol import GenerateRequest, Generation, cut_at_stop
 from runners.rows import generated_row
-from runners.scoring_settings import ScoringSettings
+from runners.scoring.parse import parse_choice, parse_number, parse_text
+from runners.scoring.settings import ScoringSettings
 
 
 @pytest.mark.parametrize(
@@ -60,7 +60,7 @@ def test_parse_number_reads_the_answer_not_a_restated_scale(text: str, lo: int, 
 
 def test_generation_keys_name_the_parse_rule() -> None:
     """Rows parsed by an earlier rule are another key: a rerun parses again instead of reusing them."""
-    from runners.parse import NUMBER_PARSER
+    from runners.scoring.parse import NUMBER_PARSER
 
     key = json.loads(ScoringSettings(mode="generate").key())
     assert key["number_parser"] == NUMBER_PARSER == 2

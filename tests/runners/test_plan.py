@@ -168,10 +168,10 @@ def test_plan_counts_equal_the_hf_backends_reported_counts(tmp_path: Path) -> No
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from runners.backend import ScoreResult
-    from runners.hf import HFBackend
+    from runners.backends.hf.backend import HFBackend
+    from runners.backends.protocol import ScoreResult
     from runners.rows import cached_digit_start_ids, prepare_request
-    from runners.scoring_settings import ScoringSettings
+    from runners.scoring.settings import ScoringSettings
     from runners_fixtures import tiny_llama_folder
 
     # the comparison below needs the hf backend's own report: its absence is a failure, never a skip
@@ -216,9 +216,9 @@ def test_sampled_tries_count_vllm_with_each_items_own_context() -> None:
     require_extra("hf")
     from transformers import AutoTokenizer
 
-    from runners import token_accounting as ta
     from runners.rows import cached_digit_start_ids, prepare_request
-    from runners.scoring_settings import ScoringSettings
+    from runners.scoring import token_accounting as ta
+    from runners.scoring.settings import ScoringSettings
     from runners_fixtures import tiny_llama_folder
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_llama_folder("float32"))
@@ -258,9 +258,9 @@ def test_bounded_plan_prices_the_positions_a_bounded_run_computes(tmp_path: Path
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from runners.hf import HFBackend
+    from runners.backends.hf.backend import HFBackend
     from runners.rows import run_items
-    from runners.scoring_settings import ScoringSettings
+    from runners.scoring.settings import ScoringSettings
     from runners_fixtures import tiny_llama_folder
 
     folder = tiny_llama_folder("float32")
@@ -331,7 +331,7 @@ def test_a_chat_config_priced_or_run_with_a_base_model_is_one_line(tmp_path: Pat
     from runners.plan.quote import quote_config
     from runners.prompts import load_prompt_config
     from runners.request import RunRequest
-    from runners.scoring_settings import ScoringSettings
+    from runners.scoring.settings import ScoringSettings
     from runners_fixtures import vocab_tokenizer
 
     tokenizer = vocab_tokenizer("llama-bpe")

@@ -20,8 +20,10 @@ from typer.testing import CliRunner
 from probes.cli import app
 from promptgen.core.errors import ProbeError
 from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
-from runners import local_run, model_identity, models
-from runners.models import LoadOptions
+from runners import local_run
+from runners.model import identity as model_identity
+from runners.model import load as models
+from runners.model.load import LoadOptions
 from runners.prompts import PromptConfig, load_prompt_config
 from runners.request import RunRequest
 from runners.results import (
@@ -33,7 +35,7 @@ from runners.results import (
     write_key_file,
     write_part,
 )
-from runners.scoring_settings import ScoringSettings
+from runners.scoring.settings import ScoringSettings
 from runners.session import result_key
 from runners_fixtures import load_folder, load_model, load_tokenizer, require_extra
 
@@ -87,7 +89,7 @@ def _loop(prompts: PromptConfig, out: Path, **kw: Any) -> local_run.RunSummary:
     """
     import torch
 
-    from runners.hf import HFBackend
+    from runners.backends.hf.backend import HFBackend
 
     folder = load_folder()
     backend = HFBackend(load_model(), model_id=str(folder))
@@ -186,7 +188,7 @@ def test_replica_reports_input_errors_as_rows(prompts: PromptConfig, monkeypatch
     """
     import pyarrow as pa
 
-    from runners.hf import HFBackend
+    from runners.backends.hf.backend import HFBackend
     from runners.ray_run import ROW_SCHEMA, _Replica
 
     folder, settings = load_folder(), ScoringSettings()

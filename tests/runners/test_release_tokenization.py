@@ -67,7 +67,7 @@ def test_release_options_are_tokenised_as_cappr_did(built_default: Path, config:
     from promptgen.hub.read import read_build_manifest
     from promptgen.protocols import manifest_protocol
     from runners.rows import cached_digit_start_ids, prepare_request
-    from runners.scoring_settings import resolve_scoring
+    from runners.scoring.settings import resolve_scoring
 
     declared = manifest_protocol(read_build_manifest(built_default), config, "manifest")
     assert declared is not None and declared.scoring.get("tokenization") == "separate"
@@ -96,9 +96,9 @@ def test_release_options_are_tokenised_as_cappr_did(built_default: Path, config:
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_release_probabilities_equal_a_cappr_way_forward_pass(built_default: Path, family: str) -> None:
-    from runners.hf import HFBackend
+    from runners.backends.hf.backend import HFBackend
     from runners.rows import run_items
-    from runners.scoring_settings import scoring_settings
+    from runners.scoring.settings import scoring_settings
 
     tokenizer, model = vocab_tokenizer(family), vocab_model(family)
     backend = HFBackend(model, model_id=family, max_batch_tokens=4096)

@@ -1,4 +1,4 @@
-"""Results you can trust (runners.model_identity, runners.session, runners.results).
+"""Results you can trust (runners.model.identity, runners.session, runners.results).
 
 Every scenario here served stale rows before the result key covered the model's content,
 the dtype, the chat template and each row's prompt: the rerun scored nothing. Each test
@@ -28,8 +28,8 @@ from typer.testing import CliRunner
 
 from probes.cli import app
 from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
-from runners import model_identity
 from runners import results as res
+from runners.model import identity as model_identity
 from runners_fixtures import load_folder, require_extra
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")

@@ -1,4 +1,4 @@
-"""What a prompt config's content is (runners.resume): the identity a resumed run trusts rows by.
+"""What a prompt config's content is (runners.results.resume): the identity a resumed run trusts rows by.
 
 The resume decisions themselves are tested through `Session.open` in test_session.py.
 """
@@ -8,8 +8,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from runners import resume
 from runners.prompts import load_prompt_config
+from runners.results import resume
 from runners_fixtures import number_items, write_prompt_folder
 
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from runners.rows import run_items
-from runners.scoring_settings import ScoringSettings
-from runners.tokenize import encode_context, number_paths, render_chat
+from runners.scoring.settings import ScoringSettings
+from runners.scoring.tokenize import encode_context, number_paths, render_chat
 from runners_fixtures import reference_number_raw, reference_option_logprobs
 
 pytestmark = pytest.mark.slow  # every test runs SmolLM2: the slow tier (pytest -m slow)
@@ -51,7 +51,7 @@ ITEMS = [
 
 @pytest.fixture(scope="module")
 def backend(smollm2_model: Any) -> Any:
-    from runners.hf import HFBackend
+    from runners.backends.hf.backend import HFBackend
 
     return HFBackend(smollm2_model, model_id="smollm2-135m-test")
 
@@ -129,8 +129,8 @@ def test_bad_items_and_settings_are_errors(backend: Any, smollm2_tokenizer: Any)
 def test_generation_mode_greedy_text_is_parsed_and_reproducible(smollm2_model: Any, smollm2_tokenizer: Any) -> None:
     import torch
 
-    from runners.backend import GenerateRequest
-    from runners.hf import HFBackend
+    from runners.backends.hf.backend import HFBackend
+    from runners.backends.protocol import GenerateRequest
 
     gen_backend = HFBackend(smollm2_model, model_id="smollm2-135m-test", tokenizer=smollm2_tokenizer)
     settings = ScoringSettings(mode="generate", max_new_tokens=8)

@@ -14,12 +14,13 @@ from typing import Any
 
 import pytest
 
-from runners import local_run, models
-from runners.backend import GenerateRequest
-from runners.models import LoadOptions
+from runners import local_run
+from runners.backends.protocol import GenerateRequest
+from runners.model import load as models
+from runners.model.load import LoadOptions
 from runners.prompts import load_prompt_config
 from runners.request import RunRequest
-from runners.tokenize import encode_context
+from runners.scoring.tokenize import encode_context
 from runners_fixtures import number_items, tiny_llama_folder, write_prompt_folder
 
 CONTEXTS = [
@@ -33,7 +34,7 @@ CONTEXTS = [
 
 @pytest.mark.slow
 def test_batched_greedy_generation_equals_one_request_at_a_time(smollm2_model: Any, smollm2_tokenizer: Any) -> None:
-    from runners.hf import HFBackend
+    from runners.backends.hf.backend import HFBackend
 
     requests = [
         GenerateRequest(context=encode_context(smollm2_tokenizer, c), max_tokens=12, stop=stop)
@@ -65,7 +66,7 @@ def test_batched_greedy_generation_equals_one_request_at_a_time(smollm2_model: A
 
 @pytest.mark.slow
 def test_sampled_requests_run_alone_with_their_seed(smollm2_model: Any, smollm2_tokenizer: Any) -> None:
-    from runners.hf import HFBackend
+    from runners.backends.hf.backend import HFBackend
 
     backend = HFBackend(smollm2_model, model_id="m", tokenizer=smollm2_tokenizer)
     context = encode_context(smollm2_tokenizer, CONTEXTS[0])

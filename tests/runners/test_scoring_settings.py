@@ -6,7 +6,7 @@ import pytest
 
 from promptgen.core.errors import ProbeError
 from promptgen.protocols import Protocol
-from runners.scoring_settings import ScoringSettings, resolve_scoring, scoring_settings
+from runners.scoring.settings import ScoringSettings, resolve_scoring, scoring_settings
 
 PAPER = Protocol("release", "why", {"scoring": "sentence", "length_normalize": True}, chat=False)
 EMPATHY = Protocol("gen", "why", {"scoring": "generate", "temperature": 0, "max_new_tokens": 16}, chat=True)

@@ -1,4 +1,4 @@
-"""Resume (runners.session, runners.resume): exact, and without hashing prompts whose content is known.
+"""Resume (runners.session, runners.results.resume): exact, and without hashing prompts whose content is known.
 
 No model: a fake scorer turns the items to score into result rows, so every scenario runs on
 a 40-item config in a second. Each resumed open is compared with the rule computed the
@@ -65,9 +65,10 @@ def _score(session: Session) -> None:
 
 def _brute_todo(prompts: PromptConfig, out: Path, selected: list[int]) -> tuple[list[int], int]:
     """(todo, rescored) by the rule itself: hash every selected prompt, compare with the row under its id."""
-    done = res.read_done(res.key_dir(out, prompts.config, KEY))
+    scored = res.read_key_rows(res.key_dir(out, prompts.config, KEY), ["prompt_sha256"]).to_pydict()
+    done = dict(zip(scored["id"], scored["prompt_sha256"], strict=True))
     rows = prompts.dataset.to_list()
-    todo = [k for k in selected if done.get(rows[k]["id"], (None, None))[1] != res.prompt_sha256(rows[k])]
+    todo = [k for k in selected if done.get(rows[k]["id"]) != res.prompt_sha256(rows[k])]
     return todo, sum(rows[k]["id"] in done for k in todo)
 
 

@@ -1,4 +1,4 @@
-"""runners.token_accounting against brute-force counts (sets of prefixes), no model needed."""
+"""runners.scoring.token_accounting against brute-force counts (sets of prefixes), no model needed."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from runners import token_accounting as ta
-from runners.backend import ScoreRequest
+from runners.backends.protocol import ScoreRequest
+from runners.scoring import token_accounting as ta
 
 
 def _random_contexts(seed: int, n: int = 40) -> list[tuple[int, ...]]:
@@ -133,7 +133,7 @@ def test_radix_sharing_on_religion_comes_within_1_3_of_the_trie_minimum(
     from envent_fixture import write_recipe, write_sources
     from promptgen.build import build
     from runners.rows import cached_digit_start_ids, prepare_request
-    from runners.scoring_settings import ScoringSettings
+    from runners.scoring.settings import ScoringSettings
 
     root = tmp_path_factory.mktemp("envent-accounting")
     path = build(

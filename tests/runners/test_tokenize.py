@@ -1,4 +1,4 @@
-"""The one context/continuation tokenisation path (runners.tokenize), on SmolLM2's real tokenizer."""
+"""The one context/continuation tokenisation path (runners.scoring.tokenize), on SmolLM2's real tokenizer."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from runners.tokenize import (
+from runners.scoring.tokenize import (
     bos_ids,
     digit_start_ids,
     encode_context,

@@ -8,7 +8,7 @@ The tokenizers are llama.cpp's vocabulary files from the llama-cpp-python sdist 
 - `qwen2`: digit by digit after a separate `Ġ`, no BOS;
 - `gpt-2`: ` 57` is one token with its space, no BOS.
 
-Everything is checked through the public API (`runners.tokenize`, `run_items` on a backend)
+Everything is checked through the public API (`runners.scoring.tokenize`, `run_items` on a backend)
 against computations made here from the tokenizer's own encodings and full forward passes, so
 the tests hold whatever the backends do inside.
 """
@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from runners.models import LoadOptions
+from runners.model.load import LoadOptions
 from runners_fixtures import load_vocab_folder, require_extra, vocab_model, vocab_tokenizer
 
 FAMILIES = ("llama-bpe", "llama-spm", "qwen2", "gpt-2")
@@ -117,7 +117,7 @@ def test_number_paths_from_the_tail_equal_whole_encodings(family: str) -> None:
     """`number_paths` encodes the forms after the context's last tokens only (cached per tail); its
     context ids and paths equal encoding every `context + form` whole, on every family, for
     contexts that end in ways a form can merge with, and the tail path did serve them."""
-    from runners import tokenize
+    from runners.scoring import tokenize
     from runners_fixtures import load_tokenizer
 
     tokenizer = load_tokenizer() if family == "smollm2" else vocab_tokenizer(family)
@@ -142,7 +142,7 @@ def test_number_paths_from_the_tail_equal_whole_encodings(family: str) -> None:
 
 def test_number_paths_tail_cache_serves_a_config_from_one_encoding_of_its_forms() -> None:
     """Items that end in the same question share one cached tail: the forms are encoded once."""
-    from runners import tokenize
+    from runners.scoring import tokenize
 
     tokenizer = vocab_tokenizer("llama-bpe")
     tokenize._TAILS.pop(tokenizer, None)
@@ -162,8 +162,8 @@ def test_number_paths_tail_cache_serves_a_config_from_one_encoding_of_its_forms(
 @pytest.mark.parametrize("family", FAMILIES)
 def test_number_forms_end_set_and_bos(family: str) -> None:
     """Number tries, the end-of-number set and the BOS policy are those of the published tokenizer."""
-    from runners.distributions import build_number_trie
-    from runners.tokenize import bos_ids, digit_start_ids, encode_context, number_paths
+    from runners.scoring.distributions import build_number_trie
+    from runners.scoring.tokenize import bos_ids, digit_start_ids, encode_context, number_paths
 
     tokenizer = vocab_tokenizer(family)
     context, paths = number_paths(tokenizer, CONTEXT, 0, 100)
@@ -237,7 +237,7 @@ def _brute_force(family: str, item: dict[str, Any]) -> tuple[np.ndarray, float]:
 @pytest.mark.slow
 def test_number_probs_equal_brute_force(family: str) -> None:
     """The hf backend's number distribution equals enumerating every number by full passes, within 1e-6."""
-    from runners.hf import HFBackend
+    from runners.backends.hf.backend import HFBackend
     from runners.rows import run_items
 
     items = [_number_item(k) for k in range(2)]
@@ -256,9 +256,9 @@ def test_number_probs_equal_brute_force(family: str) -> None:
 def test_vllm_equals_hf(family: str) -> None:
     """vLLM and hf agree within 1e-3 on number (0-100) and choice items; max_model_len comes from the items."""
     require_extra("vllm")
-    from runners import models
+    from runners.model import load as models
     from runners.rows import cached_digit_start_ids, prepare_request, run_items
-    from runners.scoring_settings import ScoringSettings
+    from runners.scoring.settings import ScoringSettings
 
     folder = load_vocab_folder(family)
     tokenizer = vocab_tokenizer(family)
@@ -277,7 +277,7 @@ def test_vllm_equals_hf(family: str) -> None:
         got_bounded = run_items(items[:1], vllm, tokenizer, chat=False, settings=bounded)
     finally:
         vllm.close()
-    from runners.hf import HFBackend
+    from runners.backends.hf.backend import HFBackend
 
     hf = HFBackend(vocab_model(family), model_id=family)
     want = run_items(items, hf, tokenizer, chat=False)
@@ -354,11 +354,11 @@ def _one_token_answers(
 @pytest.mark.parametrize("family", FAMILIES)
 def test_first_token_equals_exact_where_numbers_are_one_token(family: str) -> None:
     """first-token = exact within 1e-6 when the end-of-number mass is 1; an error where 0-100 is digit by digit."""
-    from runners.distributions import first_token_ids
-    from runners.hf import HFBackend
+    from runners.backends.hf.backend import HFBackend
     from runners.rows import run_items
-    from runners.scoring_settings import ScoringSettings
-    from runners.tokenize import number_paths
+    from runners.scoring.distributions import first_token_ids
+    from runners.scoring.settings import ScoringSettings
+    from runners.scoring.tokenize import number_paths
 
     tokenizer = vocab_tokenizer(family)
     items = [_number_item(k) for k in range(2)]

@@ -25,8 +25,8 @@ from typer.testing import CliRunner
 
 from probes.cli import app
 from promptgen.core.errors import ProbeError
-from runners import vllm_backend
-from runners.models import LoadOptions
+from runners.backends.vllm import backend as vllm_backend
+from runners.model.load import LoadOptions
 from runners_fixtures import load_folder, number_items, require_extra, write_prompt_folder
 
 ITEMS = number_items(3)
@@ -195,7 +195,7 @@ def test_the_installed_vllm_has_every_field_the_backend_uses(monkeypatch: pytest
     to the code is checked too. The pyproject lower bound (`vllm>=`) rests on the same fields.
     """
     _require_vllm()
-    from runners.backend import GenerateRequest, ScoreRequest
+    from runners.backends.protocol import GenerateRequest, ScoreRequest
 
     with monkeypatch.context() as patch:
         seen = _stub_vllm(patch, None)
@@ -250,7 +250,7 @@ class _ManyDigits:
 @pytest.mark.slow
 def test_300_digit_tokens_never_ask_for_the_whole_vocabulary(smollm2_model: Any, smollm2_tokenizer: Any) -> None:
     _require_vllm()
-    from runners.hf import HFBackend
+    from runners.backends.hf.backend import HFBackend
     from runners.rows import cached_digit_start_ids, run_items
 
     real = set(cached_digit_start_ids(smollm2_tokenizer))
@@ -298,10 +298,10 @@ def test_llama3_vocabulary_vllm_equals_hf() -> None:
     _require_vllm()
     from transformers import AutoTokenizer
 
-    from runners import models
-    from runners.distributions import build_number_trie, number_request
+    from runners.model import load as models
     from runners.rows import cached_digit_start_ids, run_items
-    from runners.tokenize import number_paths
+    from runners.scoring.distributions import build_number_trie, number_request
+    from runners.scoring.tokenize import number_paths
     from runners_fixtures import load_llama3_folder
 
     folder = load_llama3_folder()

@@ -1,4 +1,4 @@
-"""The pure half of the vLLM backend (runners.vllm_logprobs): output parsers and query planning.
+"""The pure half of the vLLM backend (runners.backends.vllm.logprobs): output parsers and query planning.
 
 The planner is checked against a fake engine whose log-probabilities are a known function
 of (prefix, token): whatever queries it plans, the assembled results must equal that
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from runners.backend import ScoreRequest
-from runners.vllm_logprobs import assemble, candidate_logprobs, continuation_logprobs, plan_queries
+from runners.backends.protocol import ScoreRequest
+from runners.backends.vllm.logprobs import assemble, candidate_logprobs, continuation_logprobs, plan_queries
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from runners.device import ITEMS_PER_CALL, MAX_LOGIT_ROWS
+from runners.model.device import ITEMS_PER_CALL, MAX_LOGIT_ROWS
 
 from .groups import OptionGroup
 
@@ -292,7 +292,7 @@ def _source_options(sources: Path | None, cache_dir: Path | None, offline: bool)
 
 
 def _load_options(**flags: Any) -> Any:
-    from runners.models import LoadOptions
+    from runners.model.load import LoadOptions
 
     flags["revision"] = flags.pop("model_revision")
     flags["backend"] = flags.pop("backend_name")
@@ -309,7 +309,7 @@ def _given_scoring(**flags: Any) -> dict[str, Any] | None:
 SOURCES = OptionGroup(
     "sources", _source_options, {"sources": (Sources, None), "cache_dir": (Cache, None), "offline": (Offline, False)}
 )
-#: how a model loads: `runners.models.LoadOptions` (run, rewrite)
+#: how a model loads: `runners.model.load.LoadOptions` (run, rewrite)
 LOAD = OptionGroup(
     "load",
     _load_options,

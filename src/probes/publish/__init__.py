@@ -48,7 +48,7 @@ Decisions, and why:
   build_manifest.json, data/<config>/test-*.parquet as listed in the manifest; results: README.md,
   results_manifest.json, data/<config>/<key>/key.json and the runner's part files), anything else
   and every symlink is refused by name (a link would upload what it points to). A result
-  folder's parts are all read first (`runners.results_check`): readable, one row per key and id, rows
+  folder's parts are all read first (`runners.results.check`): readable, one row per key and id, rows
   matching key.json, manifest counts matching the parts, columns exactly the result schema. Then
   every file's content (`content_check`): a token or a home-folder path anywhere (card, JSON
   value, any string of any parquet column) is refused, named by file and line, JSON path or row
@@ -61,7 +61,7 @@ One module per job:
 - `target`: the repo id and the tag, checked before anything is read;
 - `local`: the folder's files, walked and hashed, and the one-line refusal;
 - `folder`: which kind of folder it is and the checks before planning (`content_check`: leaks;
-  `runners.results_check`: a result folder's layout and parts);
+  `runners.results.check`: a result folder's layout and parts);
 - `plan`: the file-by-file plan against a remote tree (pure);
 - `commit_message`: the commit's title and description, and its fingerprint line read back;
 - `hub`: the Hub client wrapper that scrubs every error;

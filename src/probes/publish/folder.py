@@ -1,8 +1,8 @@
 """What is published: a Hub-ready folder of a known kind, checked before anything is planned.
 
-Only the files its format defines (a result folder's: `runners.results_check.foreign_files`),
+Only the files its format defines (a result folder's: `runners.results.check.foreign_files`),
 a prompt folder's data files matching its manifest, a result folder read in full
-(`runners.results_check.validate_results`), no leak in any file (`content_check`); the checks
+(`runners.results.check.validate_results`), no leak in any file (`content_check`); the checks
 made are kept as lines for `--dry-run` (package docstring).
 """
 
@@ -18,7 +18,7 @@ from promptgen.core.layout import BUILD_MANIFEST
 from promptgen.hub.folder import check_data_files
 from promptgen.hub.read import read_build_manifest
 from runners.results import CARD_NAME, MANIFEST_NAME, read_manifest
-from runners.results_check import foreign_files, validate_results
+from runners.results.check import foreign_files, validate_results
 
 from .content_check import scan_folder
 from .local import DATA_PREFIX, Kind, LocalFile, LocalFolder, entry_problems, refusal, scan_files, walk

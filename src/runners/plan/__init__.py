@@ -3,7 +3,7 @@
 A plan needs only the model's tokenizer and `config.json`. For every config of a prompt
 dataset it builds the backend requests exactly as a run does (`runners.rows.prepare_request`),
 counts the token positions each backend would compute with the backends' own accounting
-(`runners.token_accounting`: the functions the hf backend plans its passes with, not a copy),
+(`runners.scoring.token_accounting`: the functions the hf backend plans its passes with, not a copy),
 and turns them into FLOPs and hours. Both backends (`hf`, `vllm`) and both number modes
 (`exact`: the digit trie; `first-token`: the next-token distribution after the context, only
 where every number in range is one token) are priced, with the prefix-trie minimum (every
@@ -25,8 +25,8 @@ One job per module:
 
 from __future__ import annotations
 
-from .configs import ITEM_COLUMNS, ConfigRows, item_configs
-from .count import (
+from runners.plan.configs import ITEM_COLUMNS, ConfigRows, item_configs
+from runners.plan.count import (
     BOUNDED,
     DEFAULT_SAMPLE_CALLS,
     DEFAULT_TRIE_ITEMS,
@@ -38,10 +38,19 @@ from .count import (
     count_config,
     run_requests,
 )
-from .make import PlanRequest, check_request, default_batching, make_plan
-from .output import PLAN_OUTPUT, plan_rows, write_json
-from .pricing import DEFAULT_MFU, GPU, GPUS, ModelShape, count_params, flops, hours, load_model_config
-from .profile import TrieProfile, read_profile
+from runners.plan.make import PlanRequest, check_request, default_batching, make_plan
+from runners.plan.output import PLAN_OUTPUT, plan_rows, write_json
+from runners.plan.pricing import (
+    DEFAULT_MFU,
+    GPU,
+    GPUS,
+    ModelShape,
+    count_params,
+    flops,
+    hours,
+    load_model_config,
+)
+from runners.plan.profile import TrieProfile, read_profile
 
 __all__ = [
     "BOUNDED",

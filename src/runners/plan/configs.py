@@ -91,7 +91,7 @@ class ConfigRows:
     def _where(self, where: Mapping[str, Sequence[str]]) -> list[int]:
         import pyarrow as pa
 
-        from ..prompts import where_rows
+        from runners.prompts import where_rows
 
         names = self.files[0].schema_arrow.names if self.files else []
         columns = [c for c in where if c in names]

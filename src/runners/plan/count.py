@@ -4,7 +4,7 @@ A run sends a config's rows to the backend `items_per_call` at a time, in row or
 backend shares context prefixes within each call, so a call is the unit of counting. A config
 with at most `sample_calls` calls is counted exactly, call by call, every item's request built
 as the run builds it (`runners.rows.prepare_request`) and counted with the backends' own
-accounting (`runners.token_accounting`). A larger one is estimated in two stages:
+accounting (`runners.scoring.token_accounting`). A larger one is estimated in two stages:
 `sample_calls` calls drawn at random (seeded), whose context positions are counted exactly;
 within each, the continuation positions of number items (their tries: ~200 tokenisations of
 the whole prompt each, the costly part) from the tries of `trie_items` of them spread over the
@@ -24,10 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from promptgen.core.errors import ProbeError
-
-from ..backend import BACKENDS, ScoreRequest
-from ..distributions import NUMBER_MODES
-from .configs import ConfigRows
+from runners.backends.protocol import BACKENDS, ScoreRequest
+from runners.plan.configs import ConfigRows
+from runners.scoring.distributions import NUMBER_MODES
 
 #: sampled calls per config when a config has more calls than this (else every call is counted)
 DEFAULT_SAMPLE_CALLS = 4
@@ -91,8 +90,8 @@ def run_requests(
 
     A ValueError (e.g. first-token mode on a number without a one-token form) is the run's own error.
     """
-    from ..rows import prepare_request
-    from ..scoring_settings import ScoringSettings
+    from runners.rows import prepare_request
+    from runners.scoring.settings import ScoringSettings
 
     settings = ScoringSettings(number_mode=mode)
     return [prepare_request(item, tokenizer, chat, settings, digits) for item in items]
@@ -117,11 +116,11 @@ def context_request(item: Mapping[str, Any], tokenizer: Any, chat: bool, candida
     """A number item's request without its trie: the context ids a run sends, and `candidates` after them.
 
     A number item's context is `encode_context` of its rendered text in both modes
-    (`runners.tokenize.number_paths` shares it with every form), so a backend's context
+    (`runners.scoring.tokenize.number_paths` shares it with every form), so a backend's context
     accounting for it needs no trie; only its continuation positions do.
     """
-    from ..rows import render_context
-    from ..tokenize import encode_context
+    from runners.rows import render_context
+    from runners.scoring.tokenize import encode_context
 
     return ScoreRequest(encode_context(tokenizer, render_context(tokenizer, item, chat)), (), candidates)
 
@@ -138,7 +137,7 @@ def count_call(
 ) -> dict[str, dict[str, float]]:
     """One call's counts per backend: context positions exact, number items' continuation positions from a subsample.
 
-    Both backends' accounting (`runners.token_accounting`) is called on the call's requests as
+    Both backends' accounting (`runners.scoring.token_accounting`) is called on the call's requests as
     the run would send them, with each number item's trie left out; the positions its trie adds
     do not depend on the other requests of the call (hf: one packed row per request, its trie's
     nodes; vLLM: its level prompts after the context blocks the first wave cached, with no reuse
@@ -148,7 +147,7 @@ def count_call(
     context's length (each level prompt recomputes the context's last partial block), so every
     number item is counted with its own context and the nearest picked item's trie.
     """
-    from .. import token_accounting as ta
+    from runners.scoring import token_accounting as ta
 
     bounded = mode == BOUNDED
     if bounded and settings.trie_positions is None:
@@ -209,7 +208,7 @@ def count_config(
     on_call: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Token counts of one config for every (backend, number mode): exact, or estimated from sampled calls."""
-    from ..rows import cached_digit_start_ids
+    from runners.rows import cached_digit_start_ids
 
     calls = -(-rows.rows // settings.items_per_call) if rows.rows else 0
     exact = calls <= settings.sample_calls

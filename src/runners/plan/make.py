@@ -18,16 +18,15 @@ from typing import Any
 from promptgen.core.errors import ProbeError
 from promptgen.core.outputs import Reference, check_output
 from promptgen.hub.read import config_files, is_path_like
-
-from ..backend import BACKENDS
-from ..distributions import NUMBER_MODES
-from ..prompts import check_chat_template
-from ..scoring_settings import check_number_tolerance
-from .configs import ConfigRows, config_protocols, item_configs
-from .count import BOUNDED, DEFAULT_SAMPLE_CALLS, DEFAULT_TRIE_ITEMS, PlanSettings, count_config
-from .output import PLAN_OUTPUT
-from .pricing import DEFAULT_MFU, GPUS, ModelShape, count_params, hours, load_model_config
-from .profile import TrieProfile, read_profile
+from runners.backends.protocol import BACKENDS
+from runners.plan.configs import ConfigRows, config_protocols, item_configs
+from runners.plan.count import BOUNDED, DEFAULT_SAMPLE_CALLS, DEFAULT_TRIE_ITEMS, PlanSettings, count_config
+from runners.plan.output import PLAN_OUTPUT
+from runners.plan.pricing import DEFAULT_MFU, GPUS, ModelShape, count_params, hours, load_model_config
+from runners.plan.profile import TrieProfile, read_profile
+from runners.prompts import check_chat_template
+from runners.scoring.distributions import NUMBER_MODES
+from runners.scoring.settings import check_number_tolerance
 
 
 @dataclass(frozen=True)
@@ -117,9 +116,9 @@ def default_batching(req: PlanRequest, config: Mapping[str, Any], shape: ModelSh
     """The run's defaults on the planned GPU: 1024 items per call, the token budget its free memory gives.
 
     The free memory is the GPU's, less the bf16 weights; the budget is the hf backend's own
-    (`runners.device.cuda_token_budget`). vLLM's block size is its GPU default (16).
+    (`runners.model.device.cuda_token_budget`). vLLM's block size is its GPU default (16).
     """
-    from ..device import ITEMS_PER_CALL, MAX_LOGIT_ROWS
+    from runners.model.device import ITEMS_PER_CALL, MAX_LOGIT_ROWS
 
     items = req.items_per_call or ITEMS_PER_CALL["cuda"]
     budget = req.max_batch_tokens
@@ -127,7 +126,7 @@ def default_batching(req: PlanRequest, config: Mapping[str, Any], shape: ModelSh
         try:
             from transformers import AutoConfig
 
-            from ..device import cuda_token_budget
+            from runners.model.device import cuda_token_budget
 
             hf_config = AutoConfig.for_model(**dict(config)) if "model_type" in config else None
         except (ImportError, ValueError, KeyError):
@@ -136,7 +135,7 @@ def default_batching(req: PlanRequest, config: Mapping[str, Any], shape: ModelSh
         if hf_config is not None and free > 0:
             budget = cuda_token_budget(hf_config, "bfloat16", free, MAX_LOGIT_ROWS["cuda"])
         else:
-            from ..token_accounting import DEFAULT_MAX_BATCH_TOKENS
+            from runners.scoring.token_accounting import DEFAULT_MAX_BATCH_TOKENS
 
             budget = DEFAULT_MAX_BATCH_TOKENS
     return PlanSettings(

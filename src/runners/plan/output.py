@@ -9,10 +9,9 @@ from typing import Any
 
 from promptgen.core.files import atomic_write_text, writing
 from promptgen.core.outputs import Output
-
-from ..backend import BACKENDS
-from ..distributions import NUMBER_MODES
-from .count import BOUNDED
+from runners.backends.protocol import BACKENDS
+from runners.plan.count import BOUNDED
+from runners.scoring.distributions import NUMBER_MODES
 
 
 def _is_plan(path: Path) -> bool:

@@ -16,8 +16,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 
 from promptgen.core.errors import ProbeError
-
-from ..results import MANIFEST_NAME, key_folders, read_key_rows, result_configs
+from runners.results import MANIFEST_NAME, key_folders, read_key_rows, result_configs
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..prompts import PromptConfig
-from ..request import RunRequest
-from ..scoring_settings import ScoringSettings
-from .pricing import GPUS, ModelShape, flops
+from runners.plan.pricing import GPUS, ModelShape, flops
+from runners.prompts import PromptConfig
+from runners.request import RunRequest
+from runners.scoring.settings import ScoringSettings
 
 #: rows per config whose requests are built to estimate its tokens
 QUOTE_SAMPLE = 64
@@ -47,12 +47,12 @@ class Quote:
 
 def quote_config(prompts: PromptConfig, request: RunRequest, tokenizer: Any, *, sample: int = QUOTE_SAMPLE) -> Quote:
     """The rows `request` will select of `prompts` (shard, limit) and their computed tokens, from a spread sample."""
-    from ..prompts import check_chat_template
-    from ..resume import id_column
-    from ..rows import cached_digit_start_ids, prepare_request, render_context
-    from ..session import select_rows
-    from ..token_accounting import count_tokens
-    from ..tokenize import encode_context
+    from runners.prompts import check_chat_template
+    from runners.results.resume import id_column
+    from runners.rows import cached_digit_start_ids, prepare_request, render_context
+    from runners.scoring.token_accounting import count_tokens
+    from runners.scoring.tokenize import encode_context
+    from runners.session import select_rows
 
     settings = request.settings if isinstance(request.settings, ScoringSettings) else ScoringSettings()
     chat = bool(getattr(tokenizer, "chat_template", None)) if request.chat is None else request.chat

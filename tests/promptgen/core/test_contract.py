@@ -184,7 +184,7 @@ def test_bad_result_rows_are_refused_by_analyze(tmp_path: Path, name: str, row: 
 
 
 def test_generated_answers_out_of_range_are_refusals_not_bad_rows(tmp_path: Path) -> None:
-    """`runners.parse` keeps what the model said (150 on 0-100) with status out_of_range and refuses the row."""
+    """`runners.scoring.parse` keeps what the model said (150 on 0-100) with status out_of_range and refuses the row."""
     dataset = _folder(tmp_path / "p", ITEMS)
     rows = [
         {"id": item["id"], "parsed_value": 50 if item["task"] == "number" else 9, "parse_status": "out_of_range"}

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .backend import GenerateRequest, Generation, cut_at_stop
-from .token_accounting import budget_chunks
+from runners.backends.protocol import GenerateRequest, Generation, cut_at_stop
+from runners.scoring.token_accounting import budget_chunks
 
 
 def generate(

@@ -1,6 +1,6 @@
 """From raw log-probabilities to choice and number distributions (DESIGN section 6). Pure numpy.
 
-Backends only return log-probabilities of token ids (`runners.backend`); every
+Backends only return log-probabilities of token ids (`runners.backends.protocol`); every
 normalisation is done here, once, for all backends.
 
 Choice, sentence mode: log P(option | prompt) is the sum of the option's token
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .backend import ScoreRequest, ScoreResult
+from runners.backends.protocol import ScoreRequest, ScoreResult
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:
@@ -61,7 +61,7 @@ def sentence_choice_probs(
 def refused_by_mass(valid_mass: float, threshold: float, bound: float = 0.0) -> bool:
     """The refusal rule of a read distribution: its mass on valid answers is under `threshold`.
 
-    A bounded number row (`bound` > 0, `runners.number_bound`) knows its number mass only as an
+    A bounded number row (`bound` > 0, `runners.scoring.number_bound`) knows its number mass only as an
     interval: at least the resolved `valid_mass` M, at most M plus the unexpanded mass F, and
     its bound 2F / (M + F) gives F = bM / (2 - b). It is refused only when even the upper end
     2M / (2 - b) is under the threshold, so a row the exact run would answer is never refused
@@ -129,7 +129,7 @@ class NumberTrie:
 
 
 def build_number_trie(paths: Mapping[int, Sequence[Sequence[int]]]) -> NumberTrie:
-    """The trie of `{n: token paths}` (as made by `runners.tokenize.number_paths`)."""
+    """The trie of `{n: token paths}` (as made by `runners.scoring.tokenize.number_paths`)."""
     if not paths:
         raise ValueError("no numbers")
     values, forms = [], []

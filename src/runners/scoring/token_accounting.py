@@ -36,8 +36,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from .backend import ScoreRequest
-from .device import ITEMS_PER_CALL
+from runners.backends.protocol import ScoreRequest
+from runners.model.device import ITEMS_PER_CALL
 
 __all__ = [
     "DEFAULT_ITEMS_PER_CALL",
@@ -64,7 +64,7 @@ DEFAULT_MAX_BATCH_TOKENS = 8192
 #: than the few tokens it saves): its tokens are run with each branch instead
 MIN_SHARED_PREFIX = 8
 #: requests per backend call when a caller does not say (the run loop's CPU default; a GPU run
-#: sends `runners.device.ITEMS_PER_CALL["cuda"]`)
+#: sends `runners.model.device.ITEMS_PER_CALL["cuda"]`)
 DEFAULT_ITEMS_PER_CALL = ITEMS_PER_CALL["cpu"]
 #: vLLM's prefix-cache block size when not given (its CPU default; GPUs default to 16)
 DEFAULT_VLLM_BLOCK_SIZE = 128
@@ -356,7 +356,7 @@ def vllm_token_counts(
     items_per_call: int | None = DEFAULT_ITEMS_PER_CALL,
     max_candidates_per_request: int = 128,
 ) -> TokenCounts:
-    """An estimate of the positions vLLM computes for `requests` under `runners.vllm_backend`'s plan.
+    """An estimate of the positions vLLM computes for `requests` under `runners.backends.vllm.backend`'s plan.
 
     It follows the backend: per call, `vllm_logprobs.plan_queries`' distinct prompts (one per
     continuation, one per trie level prefix with candidates), the distinct contexts first
@@ -368,7 +368,7 @@ def vllm_token_counts(
     Context positions are those of the first wave; everything else counts as continuation
     positions.
     """
-    from .vllm_logprobs import plan_queries
+    from runners.backends.vllm.logprobs import plan_queries
 
     step = items_per_call if items_per_call else len(requests)
     seen: set[tuple[int, ...]] = set()
@@ -422,7 +422,7 @@ def vllm_bounded_trie_positions(
 ) -> float:
     """The positions vLLM computes for a bounded number item's expanded nodes, its context's blocks cached.
 
-    The vLLM backend expands a bounded trie (`runners.vllm_bounded`) with one prompt per
+    The vLLM backend expands a bounded trie (`runners.backends.vllm.bounded`) with one prompt per
     expanded node: the context and the node's path, whose next-token candidates (the digits)
     are read in groups of `max_candidates`. Each prompt recomputes the context's last partial
     block and the path (whole blocks come from the cache); `positions` such prompts, at the

@@ -43,7 +43,7 @@ GPU_MEMORY_UTILIZATION = {"cuda": 0.9, "cpu": 0.3}
 #: tree share the narratives' prefixes and fill its passes (fewer, larger passes: on shared
 #: cores each operator's thread hand-off costs about as much as its arithmetic)
 ITEMS_PER_CALL = {"cuda": 1024, "cpu": 64}
-#: hf backend: logit rows (rows x fed positions) per continuation pass (see runners.hf); on the
+#: hf backend: logit rows (rows x fed positions) per continuation pass (see runners.backends.hf.backend); on the
 #: CPU 2048 rows hold ten 0-100 digit tries (203 nodes each) in one pass: 400 MB of float32
 #: logits for a 49k vocabulary
 MAX_LOGIT_ROWS = {"cuda": 4096, "cpu": 2048}

@@ -2,11 +2,11 @@
 
 `HFBackend` loads a model, records what it loaded (`dtype`, `device`, `hardware`), and plans
 and runs the passes of a scoring call; the pass itself over pooled keys and values is
-`runners.hf_tree_pass`, the float64 log-probabilities `runners.hf_logprobs`, and generation
-mode `runners.hf_generate`. torch and transformers are imported inside functions, so
+`runners.backends.hf.tree_pass`, the float64 log-probabilities `runners.backends.hf.logprobs`, and generation
+mode `runners.backends.hf.generate`. torch and transformers are imported inside functions, so
 `import runners` works without the `hf` extra.
 
-How a batch of requests is scored (`runners.token_accounting` plans every step, so
+How a batch of requests is scored (`runners.scoring.token_accounting` plans every step, so
 `probes plan` counts exactly the positions computed here):
 
 1. Requests are sorted by their context token ids (`hf_batches`), so contexts that share a
@@ -46,13 +46,13 @@ from typing import Any
 
 import numpy as np
 
-from .backend import ContinuationScore, GenerateRequest, Generation, ScoreRequest, ScoreResult
-from .hf_bounded import bounded_passes
-from .hf_generate import generate
-from .hf_logprobs import LogSoftmax, candidate_logprobs_by_row, gather_logprobs
-from .hf_tree_pass import KVPool, TreeRow, tree_pass
-from .number_bound import TrieExpansion
-from .token_accounting import (
+from runners.backends.hf.bounded import bounded_passes
+from runners.backends.hf.generate import generate
+from runners.backends.hf.logprobs import LogSoftmax, candidate_logprobs_by_row, gather_logprobs
+from runners.backends.hf.tree_pass import KVPool, TreeRow, tree_pass
+from runners.backends.protocol import ContinuationScore, GenerateRequest, Generation, ScoreRequest, ScoreResult
+from runners.scoring.number_bound import TrieExpansion
+from runners.scoring.token_accounting import (
     DEFAULT_MAX_BATCH_TOKENS,
     MIN_SHARED_PREFIX,
     budget_chunks,
@@ -73,7 +73,7 @@ def quantization_config(dtype: str) -> Any:
     import torch
     from transformers import BitsAndBytesConfig
 
-    from .device import QUANTIZED
+    from runners.model.device import QUANTIZED
 
     return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=getattr(torch, QUANTIZED[dtype]))
 
@@ -123,13 +123,20 @@ class HFBackend:
         The weights are loaded straight onto `device` (transformers' `device_map`), never first
         into host memory and then moved: an 8B bf16 model is 16 GB. `device_map="auto"` spreads
         the layers over every visible GPU (accelerate's placement), for models one GPU cannot
-        hold. Unset budgets get the device's defaults (`runners.device`): on CUDA the token
+        hold. Unset budgets get the device's defaults (`runners.model.device`): on CUDA the token
         budget follows the free memory left after loading.
         """
         import torch
         from transformers import AutoModelForCausalLM
 
-        from .device import MAX_LOGIT_ROWS, QUANTIZED, compute_dtype, cuda_token_budget, device_type, free_cuda_memory
+        from runners.model.device import (
+            MAX_LOGIT_ROWS,
+            QUANTIZED,
+            compute_dtype,
+            cuda_token_budget,
+            device_type,
+            free_cuda_memory,
+        )
 
         extra: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
         if dtype in QUANTIZED:
@@ -210,12 +217,12 @@ class HFBackend:
         The retry runs after the `except` block, never inside it: inside, the exception's
         traceback (and with it every frame of the failed attempt, its KV caches and logits)
         would stay alive through the retry, so the retry would run beside the memory that just
-        ran out. Out of memory is what `runners.device.is_out_of_memory` says it is: torch's
+        ran out. Out of memory is what `runners.model.device.is_out_of_memory` says it is: torch's
         OutOfMemoryError, and cuBLAS or allocator failures that arrive as a plain RuntimeError.
         """
         import torch
 
-        from .device import is_out_of_memory
+        from runners.model.device import is_out_of_memory
 
         done: list[tuple[int, ScoreResult]] = []
         todo = [batch]
@@ -244,7 +251,7 @@ class HFBackend:
         return done
 
     def generate(self, requests: Sequence[GenerateRequest]) -> list[Generation]:
-        """Generation mode (`runners.hf_generate`): greedy requests batched, sampled ones alone."""
+        """Generation mode (`runners.backends.hf.generate`): greedy requests batched, sampled ones alone."""
         if self.tokenizer is None:
             raise ValueError("HFBackend.generate needs the tokenizer (HFBackend(..., tokenizer=...))")
         return generate(self.model, self.tokenizer, requests, self.max_batch_tokens)

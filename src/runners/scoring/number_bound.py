@@ -1,6 +1,6 @@
 """Number distributions with a certified error bound: the trie expanded only where the mass is. Pure numpy.
 
-An exact 0-100 distribution computes every node of the number trie (`runners.distributions`):
+An exact 0-100 distribution computes every node of the number trie (`runners.scoring.distributions`):
 SmolLM2's tokenizer has 203 of them, against ~45 context tokens, and most carry almost no
 probability. With a tolerance ε > 0 (`--number-tolerance`), a backend expands the trie level
 by level over the cached context (`TrieExpansion`), one pass per level:
@@ -38,9 +38,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from .backend import ContinuationScore, ScoreRequest, ScoreResult
-from .distributions import NumberDistribution, NumberTrie
-from .token_accounting import continuation_nodes
+from runners.backends.protocol import ContinuationScore, ScoreRequest, ScoreResult
+from runners.scoring.distributions import NumberDistribution, NumberTrie
+from runners.scoring.token_accounting import continuation_nodes
 
 #: the smallest bound a row states, and the smallest tolerance: float32 log-probabilities (what a
 #: model's logits give, at best) differ by ~1e-7 per token between two computations of one number

@@ -35,8 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from promptgen.core.errors import ProbeError
-
-from .results import (
+from runners.results import (
     CARD_NAME,
     DATA_DIR,
     KEY_FILE,
@@ -205,7 +204,7 @@ def check_same_prompts(results: Path, provenance: Mapping[str, Any], *, rescore_
     """Refuse, in one line, a run on another build of a config's prompts than the folder's rows were scored on.
 
     With `rescore_changed` (`probes run --rescore-changed`) such a run goes on: every stored
-    item it selects is checked against this build (`runners.resume`) and rescored when its prompt
+    item it selects is checked against this build (`runners.results.resume`) and rescored when its prompt
     changed. Items it does not select keep the other build's scores, which `validate_results`
     (publish) refuses until a run has checked them all.
     """

@@ -1,4 +1,6 @@
-"""The hf backend's bounded number tries: one pass per trie level over the pooled context (`runners.number_bound`).
+"""The hf backend's bounded number tries: one pass per trie level over the pooled context.
+
+The expansion rule is `runners.scoring.number_bound`'s.
 
 After the context passes, each bounded request's `TrieExpansion` names the nodes the next pass
 computes. A pass feeds each request's nodes in one row, over a past of its context slots and
@@ -18,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from .hf_logprobs import LogSoftmax, gather_logprobs
-from .hf_tree_pass import KVPool, TreeRow, tree_pass
-from .number_bound import TrieExpansion
-from .token_accounting import budget_chunks
+from runners.backends.hf.logprobs import LogSoftmax, gather_logprobs
+from runners.backends.hf.tree_pass import KVPool, TreeRow, tree_pass
+from runners.scoring.number_bound import TrieExpansion
+from runners.scoring.token_accounting import budget_chunks
 
 
 def bounded_passes(

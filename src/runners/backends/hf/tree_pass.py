@@ -1,6 +1,6 @@
 """The hf backend's forward pass: token trees over a pool of cached context keys and values.
 
-A batch's context tokens are computed once each (`runners.token_accounting.context_radix`),
+A batch's context tokens are computed once each (`runners.scoring.token_accounting.context_radix`),
 and their keys and values kept in a `KVPool`, one slot per token. A pass (`tree_pass`) runs
 rows of tokens (`TreeRow`): each row's past is gathered from the pool, and its own tokens
 form a tree (a radix edge is a chain; a continuation trie branches) whose shape goes to the
@@ -40,7 +40,7 @@ class TreeRow:
     #: pool slots where the tokens' keys and values are kept (context passes), else None
     slots: Sequence[int] | None = None
     #: (tokens, len(past)) booleans: which past slots each token sees; None: all of them. A
-    #: bounded number trie (`runners.hf_bounded`) keeps every computed node in the past, and
+    #: bounded number trie (`runners.backends.hf.bounded`) keeps every computed node in the past, and
     #: each new node sees the context and its own ancestors only
     sees: np.ndarray | None = None
 

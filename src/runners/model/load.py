@@ -3,7 +3,7 @@
 `LoadOptions` holds the backend options and refuses a bad one when it is made
 (`check_load_options`: one line per bad flag, before any input is read). `load_backend` locates
 and keys the model (`model_identity.locate`), loads the shared transformers tokenizer and the hf
-or vLLM backend with `auto` settings resolved for the machine (`runners.device`), and checks the
+or vLLM backend with `auto` settings resolved for the machine (`runners.model.device`), and checks the
 weights did not change while they loaded.
 `needs_of` sizes vLLM's context to the run's items.
 """
@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from promptgen.core.errors import ProbeError
-
-from . import context_length, model_identity
-from .backend import BACKENDS
-from .device import (
+from runners.backends.protocol import BACKENDS
+from runners.extras import require_for_scoring
+from runners.model import context_length
+from runners.model import identity as model_identity
+from runners.model.device import (
     AUTO,
     DTYPES,
     GPU_MEMORY_UTILIZATION,
@@ -31,11 +32,10 @@ from .device import (
     resolve_device,
     resolve_dtype,
 )
-from .extras import require_for_scoring
-from .prompts import PromptConfig
-from .resume import id_column
-from .scoring_settings import ScoringSettings
-from .session import select_rows
+from runners.prompts import PromptConfig
+from runners.results.resume import id_column
+from runners.scoring.settings import ScoringSettings
+from runners.session import select_rows
 
 #: vLLM's max_model_len when neither it nor the items' needs are given
 DEFAULT_MAX_MODEL_LEN = 4096
@@ -114,12 +114,12 @@ def load_backend(
     """(backend, tokenizer, revision for the result key) of a model folder or Hub id.
 
     Both backends get the same transformers tokenizer, so they score the same token ids
-    (`runners.tokenize`); vLLM's own tokenizer only detokenises generations. `auto` settings
-    follow the model and the machine (`runners.device`): the checkpoint's dtype, CUDA when
+    (`runners.scoring.tokenize`); vLLM's own tokenizer only detokenises generations. `auto` settings
+    follow the model and the machine (`runners.model.device`): the checkpoint's dtype, CUDA when
     torch sees a GPU (with a `RunnerWarning` when a GPU-sized model lands on the CPU), and
     vLLM's memory fraction 0.9 on CUDA, 0.3 on the CPU. vLLM's `max_model_len` left out is
     what the items need (`needed_tokens(tokenizer)`, see `needs_of`), capped by the model's
-    position limit (`runners.context_length`); without `needed_tokens`, the smaller of the
+    position limit (`runners.model.context_length`); without `needed_tokens`, the smaller of the
     limit and 4096.
 
     The model is located and keyed first (`model_identity.locate`): a Hub id is loaded at the
@@ -145,7 +145,7 @@ def load_backend(
         if device == AUTO and device_type(on) == "cpu" and (message := cpu_warning(config, model)):
             warnings.warn(message, RunnerWarning, stacklevel=2)
         if backend == "hf":
-            from .hf import HFBackend
+            from runners.backends.hf.backend import HFBackend
 
             scorer: Any = HFBackend.from_pretrained(
                 model,
@@ -159,7 +159,7 @@ def load_backend(
                 **extra,
             )
         else:
-            from .vllm_backend import VLLMBackend
+            from runners.backends.vllm.backend import VLLMBackend
 
             if gpu_memory_utilization is None:
                 gpu_memory_utilization = GPU_MEMORY_UTILIZATION.get(device_type(on), GPU_MEMORY_UTILIZATION["cuda"])

@@ -1,8 +1,8 @@
 """The one primitive every backend implements (DESIGN section 6).
 
-A backend gets token ids (made by `runners.tokenize`, never by the backend) and returns
+A backend gets token ids (made by `runners.scoring.tokenize`, never by the backend) and returns
 log-probabilities, one result per request, in request order. Everything above it (choice
-and number probabilities, renormalisation, refusals) is computed once in `runners.distributions`
+and number probabilities, renormalisation, refusals) is computed once in `runners.scoring.distributions`
 from these raw numbers, so backends cannot disagree on anything but the numbers themselves.
 
 A request is a context and any number of continuations of it: the backend runs the
@@ -24,13 +24,13 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-#: the `--backend` names: transformers (`runners.hf`) and vLLM (`runners.vllm_backend`)
+#: the `--backend` names: transformers (`runners.backends.hf.backend`) and vLLM (`runners.backends.vllm.backend`)
 BACKENDS = ("hf", "vllm")
 
 
 @dataclass(frozen=True)
 class NumberBound:
-    """A number request scored to a tolerance (`runners.number_bound`), not over its whole trie."""
+    """A number request scored to a tolerance (`runners.scoring.number_bound`), not over its whole trie."""
 
     #: the certified L1 bound the expansion stops at (relative to the resolved mass), in (0, 1)
     tolerance: float
@@ -86,7 +86,7 @@ class ScoreResult:
     next_logprobs: np.ndarray
     context_tokens: int
     #: token positions the backend computed for this request (its share of shared context
-    #: prefixes plus its continuation positions, `runners.token_accounting`); None when the
+    #: prefixes plus its continuation positions, `runners.scoring.token_accounting`); None when the
     #: backend does not say
     computed_tokens: int | None = None
 

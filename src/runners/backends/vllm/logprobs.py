@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from .backend import ContinuationScore, ScoreRequest, ScoreResult
+from runners.backends.protocol import ContinuationScore, ScoreRequest, ScoreResult
 
 
 def _value(entry: Any) -> float:

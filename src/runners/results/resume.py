@@ -36,8 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from promptgen.core.contract import arrow_table
-
-from . import results as res
+from runners import results as res
 
 #: prompts read per batch when hashing
 HASH_BATCH = 4096

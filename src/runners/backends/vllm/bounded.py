@@ -1,4 +1,4 @@
-"""The vLLM backend's bounded number tries: one engine call per trie level (`runners.number_bound`).
+"""The vLLM backend's bounded number tries: one engine call per trie level (`runners.scoring.number_bound`).
 
 Each bounded request's `TrieExpansion` names the nodes the next level computes; each node is
 one engine prompt, the context and the node's token path, whose next-token log-probabilities
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from .backend import ScoreRequest, ScoreResult
-from .number_bound import TrieExpansion
-from .vllm_logprobs import Query
+from runners.backends.protocol import ScoreRequest, ScoreResult
+from runners.backends.vllm.logprobs import Query
+from runners.scoring.number_bound import TrieExpansion
 
 
 def _ask(run: Callable[[list[Query]], None], asks: Sequence[tuple[tuple[int, ...], tuple[int, ...]]]) -> list[dict]:

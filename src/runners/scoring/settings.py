@@ -2,7 +2,7 @@
 
 One home for the settings every row records (`scoring`) and every result key includes, so
 the CLI, both drivers, `probes plan` and the analysis read one definition. The maths they
-select is in `runners.distributions`; the row building that applies them is `runners.rows`.
+select is in `runners.scoring.distributions`; the row building that applies them is `runners.rows`.
 """
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ from typing import Any
 
 from promptgen.core.errors import ProbeError
 from promptgen.protocols import Protocol
-
-from .distributions import NUMBER_MODES
-from .number_bound import FLOAT_FLOOR, check_tolerance
-from .parse import NUMBER_PARSER
+from runners.scoring.distributions import NUMBER_MODES
+from runners.scoring.number_bound import FLOAT_FLOOR, check_tolerance
+from runners.scoring.parse import NUMBER_PARSER
 
 CHOICE_MODES = ("sentence", "letter")
 MODES = ("score", "generate")
@@ -30,7 +29,7 @@ TASK_FIELDS: dict[str, tuple[str, ...]] = {
     "number": ("number_mode", "number_tolerance", "number_prefixes"),
     "choice": ("length_normalize", "label_prefixes", "tokenization"),
 }
-#: how a choice item's prompt and option become token ids (`runners.tokenize`): "joint" encodes
+#: how a choice item's prompt and option become token ids (`runners.scoring.tokenize`): "joint" encodes
 #: `prompt + option` once and cuts it at the boundary; "separate" encodes each on its own (the
 #: prompt with the tokenizer's BOS policy, the option with none), as cappr and the Talent-or-Luck
 #: release's scorer did
@@ -63,10 +62,10 @@ class ScoringSettings:
     #: surface forms of a number: `42` and ` 42`
     number_prefixes: tuple[str, ...] = ("", " ")
     #: number items: "exact" (the digit trie) or "first-token" (the next-token distribution
-    #: after the context, over the numbers' one-token forms; `runners.distributions`)
+    #: after the context, over the numbers' one-token forms; `runners.scoring.distributions`)
     number_mode: str = "exact"
     #: exact number items: 0 computes every trie node; above 0, the trie is expanded only until
-    #: the certified L1 bound on `number_probs` is at most this (`runners.number_bound`)
+    #: the certified L1 bound on `number_probs` is at most this (`runners.scoring.number_bound`)
     number_tolerance: float = 0.0
     #: an item is refused when the valid mass (letter and number modes) is below this
     refusal_threshold: float = 0.5

@@ -1,0 +1,1 @@
+"""The scoring backends: `protocol` (what every backend implements), `hf` (transformers) and `vllm`."""

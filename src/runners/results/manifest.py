@@ -1,0 +1,186 @@
+"""The result folder's provenance (`results_manifest.json`, updated under a lock) and its card.
+
+Also one key's rows with the provenance `probes run` recorded for them (`load_key_rows`), for derived datasets.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from promptgen.core.errors import ProbeError
+from promptgen.core.files import atomic_write_text, read_json
+
+from .layout import CARD_NAME, DATA_DIR, KEY_FILE, MANIFEST_NAME, key_folders, read_key_file
+from .parts import file_lock, missing_columns, part_files, read_key_rows
+
+CARD_TEMPLATE = "results.md.j2"
+
+
+def summarize(results: Path) -> dict[str, dict[str, dict[str, Any]]]:
+    """{config: {key slug: {key..., rows, refusals}}} for every key folder that has parts."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    data = Path(results) / DATA_DIR
+    if not data.is_dir():
+        return out
+    for config_dir in sorted(p for p in data.iterdir() if p.is_dir()):
+        for folder in key_folders(results, config_dir.name):
+            refused = read_key_rows(folder, ["refused"]).column("refused")
+            key = read_key_file(folder) if (folder / KEY_FILE).is_file() else {}
+            out.setdefault(config_dir.name, {})[folder.name] = {
+                **key,
+                "rows": len(refused),
+                "refusals": pc.sum(refused.cast(pa.int64())).as_py() or 0,
+            }
+    return out
+
+
+def read_manifest(results: Path) -> dict[str, Any]:
+    """results_manifest.json ({} when absent), its shape checked: every reader (run, analyze, publish) indexes it."""
+    path = Path(results) / MANIFEST_NAME
+    if not path.is_file():
+        return {}
+    manifest = read_json(path, hint="move it away to start a new manifest")
+    check_manifest_shape(path, manifest)
+    return manifest
+
+
+def check_manifest_shape(path: Path, manifest: Any) -> None:
+    """An object whose `runs` (run id -> entry) and `configs` (config -> key -> summary) are objects of objects.
+
+    A hand-edited or foreign file of another shape would otherwise fail deep inside a reader
+    (`'list' object has no attribute 'get'`), far from the file that caused it.
+    """
+    fix = "move it away to start a new manifest (rerun `probes run` to record the runs)"
+    if not isinstance(manifest, dict):
+        raise ProbeError(f"{path}: expected a JSON object, got {type(manifest).__name__}; {fix}")
+    for field, depth in (("runs", 1), ("configs", 2)):
+        value = manifest.get(field, {})
+        if not isinstance(value, dict):
+            raise ProbeError(f"{path}: `{field}` must be an object, got {type(value).__name__}; {fix}")
+        for name, entry in value.items():
+            nested = depth == 1 or (isinstance(entry, dict) and all(isinstance(v, dict) for v in entry.values()))
+            if not isinstance(entry, dict) or not nested:
+                what = "an object" if depth == 1 else "an object of objects"
+                raise ProbeError(f"{path}: `{field}` entry {name!r} is not {what}; {fix}")
+            if depth == 1 and not isinstance(entry.get("prompt_dataset", {}), dict):
+                raise ProbeError(f"{path}: `runs` entry {name!r}: `prompt_dataset` is not an object; {fix}")
+
+
+def update_manifest(
+    results: Path,
+    run_id: str,
+    entry: Mapping[str, Any],
+    *,
+    keep_if: Callable[[Mapping[str, Any]], bool] | None = None,
+    after: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Record one run (a config + key + shard) in results_manifest.json, keeping the others.
+
+    Read, update and write happen under the manifest's lock, so concurrent runs and shards
+    finishing together each add their entry and none is lost. An existing entry for `run_id`
+    stays when `keep_if(old)` says so (a rerun that scored nothing keeps the figures of the
+    run that did). `after(manifest)` runs under the same lock (the card, from this manifest).
+    """
+    path = Path(results) / MANIFEST_NAME
+    with file_lock(path):
+        manifest = read_manifest(results)
+        runs = manifest.setdefault("runs", {})
+        if not (run_id in runs and keep_if is not None and keep_if(runs[run_id])):
+            runs[run_id] = dict(entry)
+        manifest["runs"] = dict(sorted(runs.items()))
+        manifest["configs"] = summarize(results)
+        atomic_write_text(path, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        if after is not None:
+            after(manifest)
+    return manifest
+
+
+def render_results_card(manifest: Mapping[str, Any], *, pretty_name: str, license: str) -> str:
+    """README.md of a result folder: YAML front matter from data, prose from cards/results.md.j2."""
+    from promptgen.hub.cards import card_environment
+    from promptgen.hub.folder import yaml_dump
+
+    configs = manifest.get("configs", {})
+    header = {
+        "pretty_name": pretty_name,
+        "license": license,
+        "tags": ["social-bias", "llm-evaluation", "model-results"],
+        "configs": [
+            {"config_name": name, "data_files": [{"split": "test", "path": f"data/{name}/*/part-*.parquet"}]}
+            for name in configs
+        ],
+    }
+    runs = manifest.get("runs", {})
+    body = (
+        card_environment()
+        .get_template(CARD_TEMPLATE)
+        .render(pretty_name=pretty_name, configs=configs, runs=runs, first_config=next(iter(configs), "CONFIG"))
+    )
+    return f"---\n{yaml_dump(header)}---\n\n{body.lstrip()}"
+
+
+def write_card(results: Path, manifest: Mapping[str, Any], *, pretty_name: str, license: str) -> Path:
+    path = Path(results) / CARD_NAME
+    atomic_write_text(path, render_results_card(manifest, pretty_name=pretty_name, license=license))
+    return path
+
+
+@dataclass(frozen=True)
+class KeyRows:
+    """One result key's rows (the asked columns plus `file`) and what they were produced with."""
+
+    rows: pd.DataFrame
+    key: str
+    model: str
+    model_revision: str
+    scoring: dict[str, Any]
+    runs: list[dict[str, Any]]
+
+
+def load_key_rows(results: Path, config: str, columns: Sequence[str], *, key: str | None, hint: str) -> KeyRows:
+    """The rows of `config` under one result key of `results` (`key` may be left out when there is one).
+
+    `hint` is the command that makes such results, shown when there are none.
+    """
+    results = Path(results)
+    config_dir = results / DATA_DIR / config
+    if not config_dir.is_dir():
+        raise ProbeError(
+            f"results folder {results} has no {config} results (expected {config_dir}/<key>/part-*.parquet); "
+            f"make them first: {hint}"
+        )
+    keys = [p.name for p in key_folders(results, config)]
+    if not keys:
+        raise ProbeError(f"{config_dir}: no result parts")
+    if key is None:
+        if len(keys) > 1:
+            raise ProbeError(f"{config_dir} holds several result keys {keys}; choose one with --key")
+        key = keys[0]
+    if key not in keys:
+        raise ProbeError(f"--key {key!r}: no such result key under {config_dir}; found {keys}")
+    folder = config_dir / key
+    if not (folder / KEY_FILE).is_file():
+        raise ProbeError(f"{folder}: no {KEY_FILE}; not a result folder written by probes run")
+    info = read_key_file(folder)
+    for path in part_files(folder):
+        missing = missing_columns(path, columns)
+        if missing:
+            raise ProbeError(f"{path}: missing column(s) {missing}")
+    # one row per id: where parts repeat an id (a rescored item), the newest part's row wins
+    rows = read_key_rows(folder, list(columns), file_column="file").to_pandas()
+    runs = [
+        run
+        for run in read_manifest(results).get("runs", {}).values()
+        if run.get("key") == key and run.get("prompt_dataset", {}).get("config") == config
+    ]
+    if not runs:
+        raise ProbeError(f"{results / MANIFEST_NAME}: no run recorded for {config} key {key}")
+    return KeyRows(rows, key, info["model"], info["model_revision"], json.loads(info["scoring"]), runs)
