@@ -57,10 +57,6 @@ def _runs(frame: pd.DataFrame, keys: Sequence[str]) -> Iterator[tuple[dict[str, 
     return keyed_groups(frame, [k for k in keys if k in frame.columns], sort=True)
 
 
-def _several_models(frame: pd.DataFrame) -> bool:
-    return "model" in frame.columns and frame["model"].nunique() > 1
-
-
 def _runs_named(frame: pd.DataFrame, name: str) -> int:
     """How many runs (model, revision, scoring) in `frame` have the short model name `name`."""
     columns = [c for c in RUN_COLUMNS if c in frame.columns]

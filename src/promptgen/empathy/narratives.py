@@ -44,7 +44,7 @@ from __future__ import annotations
 import re
 
 
-def _words(text: str) -> frozenset[str]:
+def word_set(text: str) -> frozenset[str]:
     """A word table written as whitespace-separated words, so long tables stay readable."""
     return frozenset(text.split())
 
@@ -67,18 +67,18 @@ EMOTIONS: tuple[str, ...] = (
 
 #: words that name each emotion in a participant's sentence (noun and adjective forms), for rule b.
 EMOTION_FORMS: dict[str, frozenset[str]] = {
-    "anger": _words("anger angry angered"),
-    "boredom": _words("boredom bored"),
-    "disgust": _words("disgust disgusted"),
-    "fear": _words("fear fearful afraid scared frightened"),
-    "guilt": _words("guilt guilty"),
-    "joy": _words("joy joyful happy happiness"),
-    "pride": _words("pride proud"),
-    "relief": _words("relief relieved"),
-    "sadness": _words("sadness sad"),
-    "shame": _words("shame ashamed"),
-    "surprise": _words("surprise surprised"),
-    "trust": _words("trust trusting trusted"),
+    "anger": word_set("anger angry angered"),
+    "boredom": word_set("boredom bored"),
+    "disgust": word_set("disgust disgusted"),
+    "fear": word_set("fear fearful afraid scared frightened"),
+    "guilt": word_set("guilt guilty"),
+    "joy": word_set("joy joyful happy happiness"),
+    "pride": word_set("pride proud"),
+    "relief": word_set("relief relieved"),
+    "sadness": word_set("sadness sad"),
+    "shame": word_set("shame ashamed"),
+    "surprise": word_set("surprise surprised"),
+    "trust": word_set("trust trusting trusted"),
 }
 
 #: the adjective T1 writes for each emotion (`I felt sad when ...`, the paper's example's form)
@@ -101,7 +101,7 @@ EMOTION_ADJECTIVES: dict[str, str] = {
 CONNECTIVES: tuple[str, ...] = ("when", "whenever", "because", "that", "after", "as", "while", "since", "if")
 
 #: capitalised first words that are safe to lowercase after `when` (rule c); anything else may be a name.
-COMMON_OPENERS: frozenset[str] = _words(
+COMMON_OPENERS: frozenset[str] = word_set(
     """
     a an the my our your his her their its this that these those there here it he she we they you me someone
     somebody something everyone everybody everything nobody nothing no none one two three several some many most

