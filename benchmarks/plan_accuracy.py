@@ -54,6 +54,7 @@ def main() -> None:
 
     from promptgen.hub.read import config_files
     from runners import plan
+    from runners.backends import priced_backends
     from runners.rows import cached_digit_start_ids
     from runners.testmodel import ensure_smollm2
 
@@ -88,7 +89,7 @@ def main() -> None:
         for seed in range(args.seeds)
     ]
     errors: dict[str, Any] = {}
-    for backend in plan.BACKENDS:
+    for backend in priced_backends():
         for mode in plan.NUMBER_MODES:
             cell = exact[backend][mode]
             if "unavailable" in cell:

@@ -156,13 +156,13 @@ def demo(
     from promptgen.recipe import load_recipe
     from promptgen.sources import SourceOptions
     from runners import local_run
-    from runners.extras import require
+    from runners.extras import require_for_scoring
     from runners.model import load as models
     from runners.request import LoadOptions, RunRequest
     from runners.run import resolve_protocol
     from runners.testmodel import MODEL_NAME, ensure_smollm2
 
-    require("probes demo", ["hf"])  # before any building: scoring with SmolLM2 needs torch + transformers
+    require_for_scoring(what="probes demo")  # before any building: scoring with SmolLM2 needs torch + transformers
     options = SourceOptions(None if sources is None else Path(sources), cache_dir, offline)
     inputs = [*options.references(), Reference("--model", model)]
     out = check_output(out, DEMO_OUTPUT, inputs=inputs)
@@ -207,7 +207,9 @@ def demo(
         lambda: built("intergroup-empathy", empathy_sources, max_events=sizes.empathy_events),
     )
 
-    load = LoadOptions(backend="hf")  # loaded once for every config: each run is a request to the local driver
+    load = (
+        LoadOptions()
+    )  # the default backend (transformers), loaded once for every config: each run is a request to the local driver
     backend, tokenizer, revision = step("load model", lambda: models.load_backend(model_path, load))
     every_row = lambda p, _: list(range(len(p.dataset)))  # noqa: E731
     paper_rows = lambda p, _: list(range(min(EMPATHY_PAPER_ITEMS, len(p.dataset))))  # noqa: E731

@@ -85,12 +85,15 @@ def require(what: str, extras: Iterable[str]) -> None:
         raise MissingExtraError(what, lacking, missing)
 
 
-def require_for_scoring(*, backend: str = "hf", ray: bool = False, what: str = "scoring") -> None:
-    """The extras a scoring run needs: hf always (tokenizer), vLLM for its backend, Ray for `--ray`."""
+def require_for_scoring(*, backend: str | None = None, ray: bool = False, what: str = "scoring") -> None:
+    """The extras a scoring run needs: hf always (tokenizer), the backend's own (its spec), Ray for `--ray`."""
+    from runners.backends import DEFAULT_BACKEND, backend_spec
+
+    spec = backend_spec(backend or DEFAULT_BACKEND)
     extras = ["hf"]
-    if backend == "vllm":
-        what += " --backend vllm"
-        extras.append("vllm")
+    if spec.extras:
+        what += f" --backend {spec.name}"
+        extras.extend(e for e in spec.extras if e not in extras)
     if ray:
         what += " --ray"
         extras.append("ray")

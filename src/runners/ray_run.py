@@ -49,6 +49,7 @@ import pyarrow as pa
 
 from promptgen.core.errors import ProbeError
 from runners import results as res
+from runners.backends import DEFAULT_BACKEND, backend_spec
 from runners.extras import require_for_scoring
 from runners.model import identity as model_identity
 from runners.model import load as models
@@ -152,19 +153,19 @@ def resolve_model(model: str, load: LoadOptions) -> tuple[Any, model_identity.Mo
 
 
 def _uses_gpu(device: str, backend: str, cluster: Mapping[str, float]) -> bool:
-    """Whether a replica runs on a GPU: `--device cuda`, or `auto` (vLLM: anything but `cpu`) in a cluster with GPUs.
+    """Whether a replica runs on a GPU: `--device cuda`, or `auto` in a cluster with GPUs.
 
-    vLLM ignores `--device` (a GPU install runs on the GPU), so for it only an explicit `cpu`
-    keeps the replica off the cluster's GPUs.
+    A backend that does not follow `--device` (vLLM: a GPU install runs on the GPU) runs on the
+    cluster's GPUs unless `--device cpu` is given explicitly.
     """
     if device_type(device) == "cuda":
         return True
     has_gpus = cluster.get("GPU", 0.0) > 0
-    return has_gpus and (device != "cpu" if backend == "vllm" else device == AUTO)
+    return has_gpus and (device == AUTO if backend_spec(backend).follows_device else device != "cpu")
 
 
 def _worker_resources(
-    device: str, num_workers: int, *, backend: str = "hf", tensor_parallel_size: int = 1
+    device: str, num_workers: int, *, backend: str = DEFAULT_BACKEND, tensor_parallel_size: int = 1
 ) -> dict[str, float]:
     """Ray resources of one replica; fails early when the cluster cannot hold `num_workers` of them.
 
@@ -176,7 +177,7 @@ def _worker_resources(
 
     have = ray.cluster_resources()
     if _uses_gpu(device, backend, have):
-        name, amount = "GPU", float(tensor_parallel_size if backend == "vllm" else 1)
+        name, amount = "GPU", float(backend_spec(backend).gpus_per_replica(tensor_parallel_size))
     else:
         name, amount = "CPU", 1.0
     if have.get(name, 0.0) < amount * num_workers:
@@ -220,7 +221,7 @@ def run_config_ray(
     check_chat_template(prompts.config, tokenizer, chat)
     check_number_mode(prompts, settings, tokenizer, chat)
     needed = None  # the actors' engines fit the items (models.needs_of): vLLM's context length
-    if backend == "vllm":
+    if backend_spec(backend).sizes_context:
         needed = models.needs_of(prompts, settings, chat, shard=shard, limit=limit)(tokenizer)
     name = model_name_for(model, request.model_name)
     key = result_key(name, ref.revision, settings, chat, dtype=weights, backend=backend)

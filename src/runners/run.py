@@ -28,6 +28,7 @@ from promptgen.core.outputs import Reference
 from promptgen.hub import remote
 from promptgen.hub.remote import HubRef
 from runners import local_run
+from runners.backends import backend_spec
 from runners.extras import require_for_scoring
 from runners.model import load as models
 from runners.model.device import RunnerWarning
@@ -85,7 +86,7 @@ def run_loaded(
     if any((r.model, r.load) != (first.model, first.load) for r in requests):
         raise ValueError("run_loaded scores configs of one model loaded one way")
     needed = None
-    if first.load.backend == "vllm":
+    if backend_spec(first.load.backend).sizes_context:
         sizes = [
             models.needs_of(p, r.settings, r.chat, shard=r.shard_range, limit=r.limit)
             for p, r in zip(configs, requests, strict=True)

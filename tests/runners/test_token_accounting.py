@@ -115,11 +115,6 @@ def test_vllm_counts_reuse_whole_blocks_only() -> None:
     assert off.computed_context_tokens == 0 and off.continuation_positions == 3 * (36 + 37)
 
 
-def test_count_tokens_names_unknown_backends() -> None:
-    with pytest.raises(ValueError, match="backend must be hf or vllm"):
-        ta.count_tokens([ScoreRequest((1,), (), (2,))], backend="tgi")
-
-
 def test_radix_sharing_on_religion_comes_within_1_3_of_the_trie_minimum(
     smollm2_tokenizer, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

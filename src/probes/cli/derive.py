@@ -8,6 +8,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from runners.backends import backend_spec
+
 from . import options as opt
 from .groups import takes
 from .shared import _ENGINE_THREADS, _progress, _progress_hooks, _warn, err, out
@@ -159,7 +161,7 @@ def rewrite_cmd(
     """
     from probes import api
 
-    _ENGINE_THREADS["started"] |= model is not None and load.backend == "vllm"
+    _ENGINE_THREADS["started"] |= model is not None and backend_spec(load.backend).starts_engine
     progress = _progress(quiet)
     on_start, on_advance = _progress_hooks(progress, "rewrite_t2")
     with progress:

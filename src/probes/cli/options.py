@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
+from runners.backends import BACKENDS, DEFAULT_BACKEND
 from runners.model.device import ITEMS_PER_CALL, MAX_LOGIT_ROWS
 
 from .groups import OptionGroup
@@ -48,7 +49,11 @@ Recipe = Annotated[
 # options of the commands that load a model and score or generate through the runners (`run`, `rewrite`)
 Model = Annotated[str, typer.Option("--model", "-m", help="Model: a local transformers folder or a Hub id.")]
 Backend = Annotated[
-    str, typer.Option("--backend", help="Scoring backend: hf (transformers) or vllm (vLLM offline engine).")
+    str,
+    typer.Option(
+        "--backend",
+        help="Scoring backend: " + "; ".join(f"{name}: {spec.summary}" for name, spec in BACKENDS.items()) + ".",
+    ),
 ]
 ModelName = Annotated[
     str | None,
@@ -314,7 +319,7 @@ LOAD = OptionGroup(
     "load",
     _load_options,
     {
-        "backend_name": (Backend, "hf"),
+        "backend_name": (Backend, DEFAULT_BACKEND),
         "dtype": (Dtype, "auto"),
         "device": (Device, "auto"),
         "device_map": (DeviceMap, None),

@@ -6,6 +6,8 @@ from typing import Annotated, Any
 
 import typer
 
+from runners.backends import backend_spec
+
 from . import options as opt
 from .groups import takes
 from .shared import _ENGINE_THREADS, _progress, _progress_hooks, _warn, err, out, parse_where
@@ -70,7 +72,7 @@ def run(
     """
     from probes import api
 
-    _ENGINE_THREADS["started"] |= load.backend == "vllm"
+    _ENGINE_THREADS["started"] |= backend_spec(load.backend).starts_engine
     progress = _progress(quiet)
     with progress:
         summaries = api.run(

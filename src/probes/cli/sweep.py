@@ -10,6 +10,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from runners.backends import backend_spec
+
 from . import options as opt
 from .groups import takes
 from .shared import _ENGINE_THREADS, _progress, _warn, err, out
@@ -88,7 +90,7 @@ def sweep_cmd(
 
     from probes import api
 
-    _ENGINE_THREADS["started"] |= load.backend == "vllm"
+    _ENGINE_THREADS["started"] |= backend_spec(load.backend).starts_engine
 
     def confirm(plan: Any) -> bool:
         out.print(_plan_table(plan))

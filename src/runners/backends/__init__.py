@@ -1,1 +1,124 @@
-"""The scoring backends: `protocol` (what every backend implements), `hf` (transformers) and `vllm`."""
+"""The scoring backends by `--backend` name: one registry that every caller reads.
+
+A backend is registered once, as a `BackendSpec` (lm-eval's `@register_model`, made lazy): its
+name, the extras it needs, the load options it honours, how Ray places a replica, whether it
+starts an engine, and where its loader and its token accounting live ("module:function",
+imported on first use, so registering costs nothing and `import runners` needs no torch).
+Nothing else in the project branches on a backend's name: loading (`runners.model.load`), the
+drivers, the extras check, plans and quotes and the CLI all read the spec.
+
+A new backend is a package under `runners/backends/` (or any importable module) with a class
+that implements `protocol.Backend` and a loader, plus one `register(BackendSpec(...))`
+(docs/ARCHITECTURE.md, "Extending"). The two built in register below, from their own `spec`
+modules.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from promptgen.core.errors import ProbeError
+
+#: load options only some backends honour (`BackendSpec.options`), by the `LoadOptions` field they read
+DEVICE_MAP, GGUF_FILE, QUANTIZED_WEIGHTS, TENSOR_PARALLEL = "device_map", "gguf_file", "quantized", "tensor_parallel"
+#: engine settings a backend may take (`BackendSpec.options`): vLLM's memory fraction, context, cache blocks
+ENGINE_MEMORY = "engine_memory"
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """What the project needs to know of a backend, without importing it."""
+
+    #: the `--backend` value, recorded in every row and in the result key
+    name: str
+    #: "module:function" that loads it: `(model, load, *, tokenizer, dtype, device, max_model_len,
+    #: gpu_memory_utilization, extra)` -> a `protocol.Backend` (settings already resolved for the machine)
+    loader: str
+    #: one line for `--help`
+    summary: str = ""
+    #: pyproject extras it needs besides `hf` (every run tokenizes with transformers)
+    extras: tuple[str, ...] = ()
+    #: the optional load options it honours (`DEVICE_MAP`, `GGUF_FILE`, `QUANTIZED_WEIGHTS`, `TENSOR_PARALLEL`,
+    #: `ENGINE_MEMORY`); any other given is refused in one line naming the backends that take it
+    options: frozenset[str] = frozenset()
+    #: it starts an engine whose threads outlive the run (the CLI then exits without waiting on them)
+    starts_engine: bool = False
+    #: its context length is fixed at load time, so the run sizes it to the items (`runners.model.load.needs_of`)
+    sizes_context: bool = False
+    #: it follows `--device`; False: it runs wherever its install runs (a GPU when there is one), so on a
+    #: Ray cluster with GPUs only an explicit `--device cpu` keeps it off them
+    follows_device: bool = True
+    #: "module:function" counting a call's token positions: `(requests, *, items_per_call)` -> `TokenCounts`;
+    #: None: plans and quotes cannot price it
+    token_counts: str | None = None
+    #: "module:function" pricing a sampled call for `probes plan` (`runners.plan.count.count_call`):
+    #: `(requests, full, picked, numbers, *, trie_positions, max_batch_tokens, block_size)` -> `TokenCounts`
+    call_counts: str | None = None
+
+    def takes(self, option: str) -> bool:
+        return option in self.options
+
+    def gpus_per_replica(self, tensor_parallel_size: int) -> int:
+        """GPUs one replica needs: its tensor-parallel degree where it shards a model, else one."""
+        return tensor_parallel_size if self.takes(TENSOR_PARALLEL) else 1
+
+    def function(self, field: str) -> Callable[..., Any]:
+        """The function a "module:function" field names, imported now."""
+        target = getattr(self, field)
+        if target is None:
+            raise ProbeError(f"--backend {self.name} has no {field.replace('_', ' ')}")
+        module, _, attribute = target.partition(":")
+        return getattr(importlib.import_module(module), attribute)
+
+
+#: name -> spec, in registration order (the built-in ones first)
+BACKENDS: dict[str, BackendSpec] = {}
+
+
+def register(spec: BackendSpec) -> BackendSpec:
+    """Add a backend; a name registered twice must be the same spec (a module imported again is fine)."""
+    known = BACKENDS.get(spec.name)
+    if known is not None and known != spec:
+        raise ValueError(f"backend {spec.name!r} is registered already, differently")
+    BACKENDS[spec.name] = spec
+    return spec
+
+
+def backend_spec(name: str) -> BackendSpec:
+    """The spec of `--backend name`; an unknown name is one line listing the known ones."""
+    try:
+        return BACKENDS[name]
+    except KeyError:
+        raise ProbeError(f"--backend must be one of {', '.join(BACKENDS)}, got {name!r}") from None
+
+
+def backends_taking(option: str) -> list[str]:
+    """The backends that honour a load option, for the line that refuses it."""
+    return [name for name, spec in BACKENDS.items() if spec.takes(option)]
+
+
+def priced_backends() -> list[str]:
+    """The backends plans can price (those with a call accounting), in registration order."""
+    return [name for name, spec in BACKENDS.items() if spec.call_counts is not None]
+
+
+from .hf.spec import HF  # noqa: E402 - registers the built-in backends once the registry exists
+from .vllm.spec import VLLM  # noqa: E402
+
+#: the backend a run uses when none is named
+DEFAULT_BACKEND = HF.name
+
+__all__ = [
+    "BACKENDS",
+    "DEFAULT_BACKEND",
+    "HF",
+    "VLLM",
+    "BackendSpec",
+    "backend_spec",
+    "backends_taking",
+    "priced_backends",
+    "register",
+]

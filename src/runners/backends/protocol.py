@@ -24,9 +24,6 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-#: the `--backend` names: transformers (`runners.backends.hf.backend`) and vLLM (`runners.backends.vllm.backend`)
-BACKENDS = ("hf", "vllm")
-
 
 @dataclass(frozen=True)
 class NumberBound:
@@ -133,7 +130,7 @@ class Backend(Protocol):
     with nothing to say for a member says None (or `{}` for `hardware`).
     """
 
-    #: short backend name recorded in results: "hf", "vllm"
+    #: the backend's registered name (`runners.backends.BackendSpec.name`), recorded in results
     name: str
     #: model id or path, and the revision (commit) when known
     model_id: str

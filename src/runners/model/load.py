@@ -16,7 +16,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from promptgen.core.errors import ProbeError
-from runners.backends.protocol import BACKENDS
+from runners.backends import (
+    DEFAULT_BACKEND,
+    DEVICE_MAP,
+    ENGINE_MEMORY,
+    GGUF_FILE,
+    QUANTIZED_WEIGHTS,
+    TENSOR_PARALLEL,
+    backend_spec,
+    backends_taking,
+)
 from runners.extras import require_for_scoring
 from runners.model import context_length
 from runners.model import identity as model_identity
@@ -50,7 +59,7 @@ class LoadOptions:
     so a bad flag is one line before any input is read or any weights load.
     """
 
-    backend: str = "hf"
+    backend: str = DEFAULT_BACKEND
     revision: str | None = None
     dtype: str = AUTO
     device: str = AUTO
@@ -70,27 +79,38 @@ class LoadOptions:
 
 
 def check_load_options(load: LoadOptions) -> None:
-    """Refuse a bad model option with one line naming its flag, before anything is loaded."""
-    backend, device_map, tensor_parallel_size = load.backend, load.device_map, load.tensor_parallel_size
-    if backend not in BACKENDS:
-        raise ProbeError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    """Refuse a bad model option with one line naming its flag, before anything is loaded.
+
+    Which backend honours which option is its spec's (`runners.backends.BackendSpec.options`).
+    """
+    spec, device_map, tensor_parallel_size = backend_spec(load.backend), load.device_map, load.tensor_parallel_size
     if load.dtype not in (AUTO, *DTYPES, *QUANTIZED):
         raise ProbeError(f"--dtype must be one of auto, {', '.join((*DTYPES, *QUANTIZED))}, got {load.dtype!r}")
-    if load.dtype in QUANTIZED and (backend != "hf" or load.gguf_file):
+    if load.dtype in QUANTIZED and (not spec.takes(QUANTIZED_WEIGHTS) or load.gguf_file):
         raise ProbeError(
-            f"--dtype {load.dtype} quantises a checkpoint's weights with --backend hf, as the release did; "
-            "not with --backend vllm or --gguf-file"
+            f"--dtype {load.dtype} quantises a checkpoint's weights with --backend "
+            f"{' or '.join(backends_taking(QUANTIZED_WEIGHTS))}, as the release did; not with --backend "
+            f"{spec.name if not spec.takes(QUANTIZED_WEIGHTS) else spec.name + ' --gguf-file'}"
         )
     if device_map not in (None, AUTO):
         raise ProbeError(f"--device-map must be auto (or left out), got {device_map!r}")
-    if device_map is not None and backend != "hf":
-        raise ProbeError("--device-map works with --backend hf; vllm spreads a model with --tensor-parallel-size")
+    if device_map is not None and not spec.takes(DEVICE_MAP):
+        raise ProbeError(
+            f"--device-map works with --backend {' or '.join(backends_taking(DEVICE_MAP))}; "
+            f"{spec.name} spreads a model with --tensor-parallel-size"
+        )
     if tensor_parallel_size < 1:
         raise ProbeError(f"--tensor-parallel-size must be positive, got {tensor_parallel_size}")
-    if tensor_parallel_size > 1 and backend != "vllm":
-        raise ProbeError("--tensor-parallel-size works with --backend vllm; for hf use --device-map auto")
-    if backend == "vllm" and load.gguf_file:
-        raise ProbeError("--gguf-file works with --backend hf; for vllm, save the model as a safetensors folder first")
+    if tensor_parallel_size > 1 and not spec.takes(TENSOR_PARALLEL):
+        raise ProbeError(
+            f"--tensor-parallel-size works with --backend {' or '.join(backends_taking(TENSOR_PARALLEL))}; "
+            f"for {spec.name} use --device-map auto"
+        )
+    if load.gguf_file and not spec.takes(GGUF_FILE):
+        raise ProbeError(
+            f"--gguf-file works with --backend {' or '.join(backends_taking(GGUF_FILE))}; "
+            f"for {spec.name}, save the model as a safetensors folder first"
+        )
 
 
 def check_quantized_load(dtype: str, device: str) -> None:
@@ -128,6 +148,7 @@ def load_backend(
     load = load or LoadOptions()
     backend, revision, dtype, device, gguf_file = load.backend, load.revision, load.dtype, load.device, load.gguf_file
     max_model_len, gpu_memory_utilization = load.max_model_len, load.gpu_memory_utilization
+    spec = backend_spec(backend)
     require_for_scoring(backend=backend)
     # checked, resolved (a Hub id to its commit) and keyed before any weights load
     ref = model_identity.locate(model, revision=revision, gguf_file=gguf_file)
@@ -144,42 +165,26 @@ def load_backend(
         check_quantized_load(weights_dtype, on)
         if device == AUTO and device_type(on) == "cpu" and (message := cpu_warning(config, model)):
             warnings.warn(message, RunnerWarning, stacklevel=2)
-        if backend == "hf":
-            from runners.backends.hf.backend import HFBackend
-
-            scorer: Any = HFBackend.from_pretrained(
-                model,
-                revision=revision,
-                dtype=weights_dtype,
-                device=on,
-                device_map=load.device_map,
-                tokenizer=tokenizer,
-                max_batch_tokens=load.max_batch_tokens,
-                max_logit_rows=load.max_logit_rows,
-                **extra,
-            )
-        else:
-            from runners.backends.vllm.backend import VLLMBackend
-
-            if gpu_memory_utilization is None:
-                gpu_memory_utilization = GPU_MEMORY_UTILIZATION.get(device_type(on), GPU_MEMORY_UTILIZATION["cuda"])
+        if spec.takes(ENGINE_MEMORY) and gpu_memory_utilization is None:
+            gpu_memory_utilization = GPU_MEMORY_UTILIZATION.get(device_type(on), GPU_MEMORY_UTILIZATION["cuda"])
+        if spec.sizes_context:
             limit = context_length.position_limit(config.to_dict())
             if needed_tokens is not None:
                 needed = needed_tokens if isinstance(needed_tokens, int) else needed_tokens(tokenizer)
                 max_model_len = context_length.choose_max_model_len(max_model_len, needed, limit, model)
             elif max_model_len is None:
                 max_model_len = min(limit or DEFAULT_MAX_MODEL_LEN, DEFAULT_MAX_MODEL_LEN)
-            scorer = VLLMBackend.from_pretrained(
-                model,
-                revision=revision,
-                dtype=weights_dtype,
-                prefix_caching=load.prefix_caching,
-                enforce_eager=load.enforce_eager,
-                gpu_memory_utilization=gpu_memory_utilization,
-                max_model_len=max_model_len,
-                block_size=load.block_size,
-                tensor_parallel_size=load.tensor_parallel_size,
-            )
+        scorer: Any = spec.function("loader")(
+            model,
+            load,
+            tokenizer=tokenizer,
+            revision=revision,
+            dtype=weights_dtype,
+            device=on,
+            max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            extra=extra,
+        )
     except ImportError as exc:
         raise ProbeError(str(exc)) from exc
     except (OSError, ValueError) as exc:

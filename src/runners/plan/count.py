@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from promptgen.core.errors import ProbeError
-from runners.backends.protocol import BACKENDS, ScoreRequest
+from runners.backends import backend_spec, priced_backends
+from runners.backends.protocol import ScoreRequest
 from runners.plan.configs import ConfigRows
 from runners.scoring.distributions import NUMBER_MODES
 
@@ -147,8 +148,6 @@ def count_call(
     context's length (each level prompt recomputes the context's last partial block), so every
     number item is counted with its own context and the nearest picked item's trie.
     """
-    from runners.scoring import token_accounting as ta
-
     bounded = mode == BOUNDED
     if bounded and settings.trie_positions is None:
         raise ValueError("the bounded mode is priced from a node profile (trie_positions)")
@@ -163,35 +162,21 @@ def count_call(
     candidates = template.candidates if template else ()
     requests = [full[k] if k not in set(numbers) else contexts(items[k], candidates) for k in range(len(items))]
     out: dict[str, dict[str, float]] = {}
-    hf = ta.hf_token_counts(requests, max_batch_tokens=settings.max_batch_tokens, items_per_call=None)
-    vl = ta.vllm_token_counts(requests, block_size=settings.block_size, items_per_call=None)
-    # hf: a trie costs its nodes (bounded: the profile's positions, at most its nodes), whatever
-    # its context, so the picked tries scale to the call
-    per_trie = [ta.hf_token_counts([full[k]], items_per_call=None).continuation_positions for k in picked]
-    if bounded:
-        per_trie = [min(settings.trie_positions, n) for n in per_trie]
-    scale = len(numbers) / len(picked) if picked else 0.0
-    tries = {"hf": scale * sum(per_trie), "vllm": 0.0}
-    # vLLM: every level prompt recomputes its context's last partial block, so a trie's cost
-    # depends on its own context's length; each number item is counted with its own context
-    # and the trie of the nearest picked item before it (scaling the picked items' costs
-    # aliased with the rows' identity cycle: +29% on religion_P0S0T0)
-    for k in numbers:
-        near = full[k] if k in full else full[max((p for p in picked if p <= k), default=picked[0])]
-        own = ScoreRequest(requests[k].context, near.continuations, near.candidates)
-        if bounded:
-            positions = settings.trie_positions
-            tries["vllm"] += ta.vllm_bounded_trie_positions(own, positions, block_size=settings.block_size)
-        else:
-            tries["vllm"] += ta.vllm_token_counts(
-                [own], block_size=settings.block_size, items_per_call=None
-            ).continuation_positions
-    for name, counts in (("hf", hf), ("vllm", vl)):
+    for name in priced_backends():
+        counts, tries = backend_spec(name).function("call_counts")(
+            requests,
+            full,
+            picked,
+            numbers,
+            trie_positions=settings.trie_positions if bounded else None,
+            max_batch_tokens=settings.max_batch_tokens,
+            block_size=settings.block_size,
+        )
         out[name] = {
             "items": len(items),
             "context_tokens": counts.context_tokens,
             "computed_context_tokens": counts.computed_context_tokens,
-            "continuation_positions": counts.continuation_positions + tries[name],
+            "continuation_positions": counts.continuation_positions + tries,
             "prefix_trie_minimum": counts.prefix_trie_minimum,
         }
     return out
@@ -219,7 +204,7 @@ def count_config(
     )
     if exact:  # every call counted: every trie too, so the counts are exact
         settings = dataclasses.replace(settings, trie_items=None)
-    tallies = {(b, m): Tally() for b in BACKENDS for m in modes}
+    tallies = {(b, m): Tally() for b in priced_backends() for m in modes}
     digits = cached_digit_start_ids(tokenizer)  # once per tokenizer object (a run does the same)
     unavailable: dict[str, str] = {}
 
@@ -243,7 +228,7 @@ def count_config(
                     raise ProbeError(str(exc)) from None
                 unavailable[mode] = str(exc)  # e.g. first-token mode on a digit-by-digit tokenizer
                 continue
-            for backend in BACKENDS:
+            for backend in priced_backends():
                 tallies[(backend, mode)].add(counted[backend])
         if on_call:
             on_call(done + 1, len(chosen))

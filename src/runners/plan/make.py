@@ -18,7 +18,7 @@ from typing import Any
 from promptgen.core.errors import ProbeError
 from promptgen.core.outputs import Reference, check_output
 from promptgen.hub.read import config_files, is_path_like
-from runners.backends.protocol import BACKENDS
+from runners.backends import priced_backends
 from runners.plan.configs import ConfigRows, config_protocols, item_configs
 from runners.plan.count import BOUNDED, DEFAULT_SAMPLE_CALLS, DEFAULT_TRIE_ITEMS, PlanSettings, count_config
 from runners.plan.output import PLAN_OUTPUT
@@ -190,7 +190,7 @@ def make_plan(req: PlanRequest, *, progress: Callable[[str], None] | None = None
 
         counts = count_config(rows, tokenizer, form, settings, modes=modes, on_call=tick)
         counts.update(chat=form, protocol=None if protocol is None else protocol.name)
-        for backend in BACKENDS:
+        for backend in priced_backends():
             for mode in modes:
                 if "unavailable" not in counts[backend][mode]:
                     counts[backend][mode].update(
@@ -198,7 +198,7 @@ def make_plan(req: PlanRequest, *, progress: Callable[[str], None] | None = None
                     )
         per_config[name] = counts
     totals: dict[str, Any] = {}
-    for backend in BACKENDS:
+    for backend in priced_backends():
         for mode in modes:
             cells = [per_config[c][backend][mode] for c in configs]
             missing = sorted({cell["unavailable"] for cell in cells if "unavailable" in cell})

@@ -9,7 +9,7 @@ from typing import Any
 
 from promptgen.core.files import atomic_write_text, writing
 from promptgen.core.outputs import Output
-from runners.backends.protocol import BACKENDS
+from runners.backends import priced_backends
 from runners.plan.count import BOUNDED
 from runners.scoring.distributions import NUMBER_MODES
 
@@ -39,7 +39,7 @@ def plan_rows(plan: Mapping[str, Any]) -> Iterator[tuple[str, ...]]:
     """Table rows (config, backend, mode, items, context/item, computed/item, saved/item, trie min/item,
     continuation/item, hours) for the command line."""
     for name, counts in [*plan["configs"].items(), ("TOTAL", None)]:
-        for backend in BACKENDS:
+        for backend in priced_backends():
             for mode in (*NUMBER_MODES, BOUNDED):
                 cell = (counts or plan["totals"])[backend].get(mode)
                 if cell is None:

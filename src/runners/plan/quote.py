@@ -4,7 +4,7 @@
 config's rows after its protocol's selection, the shard and `--limit-per-config`, the scoring
 settings and prompt form each config resolves to, and the loaded tokenizer. So it builds the
 backend requests of a sample of those rows as the run will (`rows.prepare_request`), counts
-their positions with the backend's own accounting (`token_accounting.count_tokens`), and scales
+their positions with the backend's own accounting (its spec's `token_counts`), and scales
 to the rows selected. Generation items cost their context plus `max_new_tokens` (a ceiling: a
 greedy answer that stops early costs less). Hours are FLOPs over the GPU's peak x MFU
 (`pricing.hours`), or, on a CPU, computed tokens over the rate this machine's CPU measures on
@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from runners.backends import backend_spec
 from runners.plan.pricing import GPUS, ModelShape, flops
 from runners.prompts import PromptConfig
 from runners.request import RunRequest
@@ -50,7 +51,6 @@ def quote_config(prompts: PromptConfig, request: RunRequest, tokenizer: Any, *, 
     from runners.prompts import check_chat_template
     from runners.results.resume import id_column
     from runners.rows import cached_digit_start_ids, prepare_request, render_context
-    from runners.scoring.token_accounting import count_tokens
     from runners.scoring.tokenize import encode_context
     from runners.session import select_rows
 
@@ -70,7 +70,8 @@ def quote_config(prompts: PromptConfig, request: RunRequest, tokenizer: Any, *, 
     else:
         digits = cached_digit_start_ids(tokenizer)
         requests = [prepare_request(item, tokenizer, chat, settings, digits) for item in items]
-        computed = count_tokens(requests, backend=request.load.backend, items_per_call=None).computed_tokens
+        counted = backend_spec(request.load.backend).function("token_counts")(requests, items_per_call=None)
+        computed = counted.computed_tokens
         kind = "/".join(sorted({str(item["task"]) for item in items}))
     scale = len(rows) / len(items)
     return Quote(prompts.config, len(rows), computed * scale, sum(contexts) / len(items), kind)

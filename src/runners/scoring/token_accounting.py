@@ -25,14 +25,15 @@ The number mode (`exact` or `first-token`) is already in the requests
 (`runners.rows.prepare_request` builds a trie request or a next-token request), so callers
 build requests exactly as a run does and pass them here.
 
-Stable API (used by `probes plan`): `TokenCounts`, `count_tokens`, `hf_token_counts`,
-`vllm_token_counts`, `prefix_trie_minimum`; and for the hf backend itself `hf_batches`,
+Stable API (used by `probes plan` through the backend registry, `runners.backends`):
+`TokenCounts`, `hf_token_counts`, `vllm_token_counts`, `hf_call_counts`, `vllm_call_counts`,
+`prefix_trie_minimum`; and for the hf backend itself `hf_batches`,
 `budget_chunks`, `context_radix`, `RadixNode`, `continuation_nodes`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -48,11 +49,12 @@ __all__ = [
     "budget_chunks",
     "context_radix",
     "continuation_nodes",
-    "count_tokens",
     "hf_batches",
+    "hf_call_counts",
     "hf_token_counts",
     "prefix_trie_minimum",
     "radix_attribution",
+    "vllm_call_counts",
     "vllm_token_counts",
 ]
 
@@ -435,26 +437,57 @@ def vllm_bounded_trie_positions(
     return min(positions, len(nodes)) * (len(request.context) % block_size + depth) * groups
 
 
-def count_tokens(
+def hf_call_counts(
     requests: Sequence[ScoreRequest],
+    full: Mapping[int, ScoreRequest],
+    picked: Sequence[int],
+    numbers: Sequence[int],
     *,
-    backend: str = "hf",
-    max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
-    items_per_call: int | None = DEFAULT_ITEMS_PER_CALL,
-    min_shared_prefix: int = MIN_SHARED_PREFIX,
-    block_size: int = DEFAULT_VLLM_BLOCK_SIZE,
-    prefix_caching: bool = True,
-) -> TokenCounts:
-    """`hf_token_counts` or `vllm_token_counts` of `requests`, by backend name."""
-    if backend == "hf":
-        return hf_token_counts(
-            requests,
-            max_batch_tokens=max_batch_tokens,
-            items_per_call=items_per_call,
-            min_shared_prefix=min_shared_prefix,
-        )
-    if backend == "vllm":
-        return vllm_token_counts(
-            requests, block_size=block_size, prefix_caching=prefix_caching, items_per_call=items_per_call
-        )
-    raise ValueError(f"backend must be hf or vllm, got {backend!r}")
+    trie_positions: float | None,
+    max_batch_tokens: int,
+    block_size: int,
+) -> tuple[TokenCounts, float]:
+    """One sampled call priced for the hf backend (`runners.plan.count.count_call`): counts, and its tries' positions.
+
+    `requests` are the call's requests with every number item's trie left out; `full` the built
+    requests of the `picked` number items (and of the other items). A trie costs its nodes
+    (bounded: `trie_positions`, at most its nodes), whatever its context, so the picked tries
+    scale to the call's `numbers`.
+    """
+    del block_size
+    counts = hf_token_counts(requests, max_batch_tokens=max_batch_tokens, items_per_call=None)
+    per_trie = [hf_token_counts([full[k]], items_per_call=None).continuation_positions for k in picked]
+    if trie_positions is not None:
+        per_trie = [min(trie_positions, n) for n in per_trie]
+    scale = len(numbers) / len(picked) if picked else 0.0
+    return counts, scale * sum(per_trie)
+
+
+def vllm_call_counts(
+    requests: Sequence[ScoreRequest],
+    full: Mapping[int, ScoreRequest],
+    picked: Sequence[int],
+    numbers: Sequence[int],
+    *,
+    trie_positions: float | None,
+    max_batch_tokens: int,
+    block_size: int,
+) -> tuple[TokenCounts, float]:
+    """One sampled call priced for the vLLM backend (`hf_call_counts`' arguments).
+
+    Every level prompt recomputes its context's last partial block, so a trie's cost depends on
+    its own context's length: each number item is counted with its own context and the trie of
+    the nearest picked item before it (scaling the picked items' costs aliased with the rows'
+    identity cycle: +29% on religion_P0S0T0).
+    """
+    del max_batch_tokens
+    counts = vllm_token_counts(requests, block_size=block_size, items_per_call=None)
+    tries = 0.0
+    for k in numbers:
+        near = full[k] if k in full else full[max((p for p in picked if p <= k), default=picked[0])]
+        own = ScoreRequest(requests[k].context, near.continuations, near.candidates)
+        if trie_positions is not None:
+            tries += vllm_bounded_trie_positions(own, trie_positions, block_size=block_size)
+        else:
+            tries += vllm_token_counts([own], block_size=block_size, items_per_call=None).continuation_positions
+    return counts, tries

@@ -49,6 +49,7 @@ import numpy as np
 from runners.backends.hf.bounded import bounded_passes
 from runners.backends.hf.generate import generate
 from runners.backends.hf.logprobs import LogSoftmax, candidate_logprobs_by_row, gather_logprobs
+from runners.backends.hf.spec import HF
 from runners.backends.hf.tree_pass import KVPool, TreeRow, tree_pass
 from runners.backends.protocol import ContinuationScore, GenerateRequest, Generation, ScoreRequest, ScoreResult
 from runners.scoring.number_bound import TrieExpansion
@@ -81,7 +82,7 @@ def quantization_config(dtype: str) -> Any:
 class HFBackend:
     """Scores token ids with a transformers causal LM (see the module docstring)."""
 
-    name = "hf"
+    name = HF.name
 
     def __init__(
         self,
@@ -399,3 +400,30 @@ class HFBackend:
                 next_lp[i][j] = values[[pad + where[b][cont[: m + 1]] for m in range(len(cont))]]
         # this chunk's logits and log-sum-exps go before the next chunk's are built
         del logits, logprobs
+
+
+def load(
+    model: str,
+    options: Any,
+    *,
+    tokenizer: Any,
+    revision: str | None,
+    dtype: str,
+    device: str,
+    max_model_len: int | None,
+    gpu_memory_utilization: float | None,
+    extra: dict[str, Any],
+) -> HFBackend:
+    """The registry's loader (`runners.backends.hf.spec`): `options` is the run's `LoadOptions`, settings resolved."""
+    del max_model_len, gpu_memory_utilization  # a transformers model takes any length; no engine memory to set
+    return HFBackend.from_pretrained(
+        model,
+        revision=revision,
+        dtype=dtype,
+        device=device,
+        device_map=options.device_map,
+        tokenizer=tokenizer,
+        max_batch_tokens=options.max_batch_tokens,
+        max_logit_rows=options.max_logit_rows,
+        **extra,
+    )

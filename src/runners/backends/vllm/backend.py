@@ -49,6 +49,7 @@ from promptgen.core.errors import ProbeError
 from runners.backends.protocol import GenerateRequest, Generation, ScoreRequest, ScoreResult
 from runners.backends.vllm.bounded import score_bounded
 from runners.backends.vllm.logprobs import assemble, candidate_logprobs, continuation_logprobs, plan_queries
+from runners.backends.vllm.spec import VLLM
 from runners.model.device import RunnerWarning
 
 #: candidate ids per engine request: vLLM's V1 sampler returns at most this many
@@ -187,7 +188,7 @@ def _common(seed: int | None) -> dict[str, Any]:
 class VLLMBackend:
     """Scores and generates with a `vllm.LLM` engine (see the module docstring)."""
 
-    name = "vllm"
+    name = VLLM.name
     #: vLLM's scheduler batches by itself: there is no token budget of ours to record
     max_batch_tokens = None
 
@@ -448,3 +449,34 @@ class VLLMBackend:
             reason = "length" if completion.finish_reason == "length" else "stop"
             generations.append(Generation(completion.text, tuple(completion.token_ids), reason))
         return generations
+
+
+def load(
+    model: str,
+    options: Any,
+    *,
+    tokenizer: Any,
+    revision: str | None,
+    dtype: str,
+    device: str,
+    max_model_len: int | None,
+    gpu_memory_utilization: float | None,
+    extra: dict[str, Any],
+) -> VLLMBackend:
+    """The registry's loader (`runners.backends.vllm.spec`): `options` is the run's `LoadOptions`, settings resolved.
+
+    vLLM detokenises with its own tokenizer and runs where its install runs, so `tokenizer` and
+    `device` are not passed on; `extra` (a GGUF file) is refused before loading.
+    """
+    del tokenizer, device, extra
+    return VLLMBackend.from_pretrained(
+        model,
+        revision=revision,
+        dtype=dtype,
+        prefix_caching=options.prefix_caching,
+        enforce_eager=options.enforce_eager,
+        gpu_memory_utilization=gpu_memory_utilization,
+        max_model_len=max_model_len,
+        block_size=options.block_size,
+        tensor_parallel_size=options.tensor_parallel_size,
+    )

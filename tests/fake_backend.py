@@ -1,0 +1,66 @@
+"""A third backend that exists only in the tests: a new module and one registration, nothing else touched.
+
+Its log-probabilities are a fixed function of each token id, so a test can recompute every
+number it returns from the requests it received (`FakeBackend.requests`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from runners.backends import BackendSpec, register
+from runners.backends.protocol import ContinuationScore, ScoreRequest, ScoreResult
+
+NAME = "fake-third"
+
+
+def token_logprob(token: int) -> float:
+    """The fake model's log-probability of any token, wherever it comes."""
+    return -((token % 13) + 1) / 7
+
+
+class FakeBackend:
+    """Implements `runners.backends.protocol.Backend`; keeps every request it scored."""
+
+    name = NAME
+    dtype = "float32"
+    device = "cpu"
+    max_batch_tokens = None
+    #: every request scored by any instance, in order (the run loads its own instance)
+    requests: ClassVar[list[ScoreRequest]] = []
+
+    def __init__(self, model: str) -> None:
+        self.model_id = model
+        self.model_revision = None
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
+        FakeBackend.requests.extend(requests)
+        out = []
+        for request in requests:
+            candidates = np.array([token_logprob(c) for c in request.candidates], dtype=float)
+            continuations = tuple(
+                ContinuationScore(
+                    np.array([token_logprob(t) for t in cont], dtype=float),
+                    np.tile(candidates, (len(cont), 1)),
+                )
+                for cont in request.continuations
+            )
+            out.append(ScoreResult(continuations, candidates, len(request.context)))
+        return out
+
+    def hardware(self) -> dict[str, Any]:
+        return {"backend": NAME}
+
+    def close(self) -> None:
+        pass
+
+
+def load(model: str, options: Any, **_settings: Any) -> FakeBackend:
+    """The registry's loader: the settings resolved for the machine are not needed by a fake."""
+    return FakeBackend(model)
+
+
+SPEC = register(BackendSpec(name=NAME, loader=f"{__name__}:load", summary="a test double"))

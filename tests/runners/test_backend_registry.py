@@ -1,0 +1,83 @@
+"""The backend registry (`runners.backends`): a third backend added through it alone runs a config.
+
+`fake_backend` (tests/fake_backend.py) is a new module with one `register(...)` call; nothing else in the project names
+it. The run goes through the public `run` (`probes run` as one call), so loading, extras, the
+driver and the result folder all find the backend by its spec.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from promptgen.core.errors import ProbeError
+from runners.backends import BACKENDS, backend_spec, priced_backends, register
+from runners.model.load import LoadOptions
+from runners.results import DATA_DIR
+
+
+def test_the_built_in_backends_are_registered_with_their_loaders() -> None:
+    assert list(BACKENDS)[:2] == ["hf", "vllm"]
+    for spec in BACKENDS.values():
+        module, _, name = spec.loader.partition(":")
+        assert module and name  # resolved lazily: importing vllm is not needed to register it
+    assert priced_backends()[:2] == ["hf", "vllm"]
+
+
+def test_an_unknown_backend_is_one_line_naming_the_known_ones() -> None:
+    with pytest.raises(ProbeError, match=r"--backend must be one of hf, vllm.*got 'tgi'"):
+        backend_spec("tgi")
+    with pytest.raises(ProbeError, match="--backend must be one of"):
+        LoadOptions(backend="tgi")
+
+
+def test_a_name_cannot_be_registered_twice_differently() -> None:
+    spec = backend_spec("hf")
+    assert register(spec) is spec  # the same spec again (a module imported twice) is fine
+    with pytest.raises(ValueError, match="registered already"):
+        register(type(spec)(name="hf", loader="elsewhere:load"))
+
+
+def test_options_a_backend_does_not_take_are_refused_by_its_spec() -> None:
+    fake = importlib.import_module("fake_backend")
+    with pytest.raises(ProbeError, match=r"--device-map works with --backend hf; fake-third"):
+        LoadOptions(backend=fake.NAME, device_map="auto")
+    with pytest.raises(ProbeError, match=r"--tensor-parallel-size works with --backend vllm; for fake-third"):
+        LoadOptions(backend=fake.NAME, tensor_parallel_size=2)
+
+
+def test_a_third_backend_registered_alone_scores_a_config(built_default: Path, smollm2, tmp_path: Path) -> None:
+    from runners.run import run
+
+    fake = importlib.import_module("fake_backend")
+    fake.FakeBackend.requests.clear()
+    summary = run(
+        built_default,
+        "single_actor",
+        str(smollm2),
+        tmp_path / "results",
+        model_name="smol",
+        load=LoadOptions(backend=fake.NAME),
+        limit=6,
+    )
+    assert summary.items == 6
+    parts = sorted((tmp_path / "results" / DATA_DIR / "single_actor").glob("*/part-*.parquet"))
+    rows = pq.read_table(parts).to_pylist()
+    assert len(rows) == 6 and {r["backend"] for r in rows} == {fake.NAME}
+    # every row's option log-probabilities are the fake's, recomputed from the requests it received
+    assert len(fake.FakeBackend.requests) == 6
+    # (the dataset's protocol scores options by their mean token log-probability: length-normalised)
+    expected: dict[int, list[tuple[list[float], list[float]]]] = {}
+    for r in fake.FakeBackend.requests:
+        sums = [sum(fake.token_logprob(t) for t in cont) for cont in r.continuations]
+        means = [s / len(cont) for s, cont in zip(sums, r.continuations, strict=True)]
+        expected.setdefault(len(r.context), []).append((sums, means))
+    for row in rows:
+        candidates = expected[row["context_tokens"]]
+        (means,) = [m for s, m in candidates if s == pytest.approx(row["choice_logprobs"], abs=1e-12)]
+        total = sum(math.exp(x) for x in means)
+        assert row["choice_probs"] == pytest.approx([math.exp(x) / total for x in means], abs=1e-9)
