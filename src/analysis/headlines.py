@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import numpy as np
 import pandas as pd
 
 from runners.results import ResultKey
@@ -115,22 +114,3 @@ def trust_game_headline(tables: Mapping[str, pd.DataFrame], labels: Mapping[Run,
             if (stat, effect) in wide.columns:
                 columns[f"{label} {name}"] = wide[(stat, effect)]
     return pd.DataFrame(columns, index=wide.index).reset_index()
-
-
-#: report section -> its headline builder
-HEADLINES = {
-    "Attribution": attribution_headline,
-    "Empathy": empathy_headline,
-    "Trust Game": trust_game_headline,
-}
-
-
-def section_headlines(tables: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
-    """Section name -> its headline table (sections without the source table are left out)."""
-    labels = run_labels(tables)
-    out = {}
-    for section, build in HEADLINES.items():
-        frame = build(tables, labels)
-        if frame is not None and not frame.empty:
-            out[section] = frame.replace([np.inf, -np.inf], np.nan)
-    return out

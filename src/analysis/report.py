@@ -26,8 +26,10 @@ from promptgen.core.version import __version__
 
 from . import pipeline
 from .csv_cells import csv_text
-from .headlines import RUN_LABEL, run_labels, section_headlines, with_run_label
+from .headlines import RUN_LABEL, run_labels, with_run_label
 from .pipeline import Analysis, AnalysisRequest
+from .probes import section_headlines, section_of
+from .probes import sections as section_order
 
 TEMPLATES = Path(__file__).parent / "templates"
 #: rows of a table shown in the HTML; the CSV next to it has them all
@@ -45,7 +47,6 @@ HEADLINE = (
     "trust_game_posthoc",
     "trust_game_probing_accuracy",
 )
-SECTIONS = (("Attribution", "attribution_"), ("Empathy", "empathy_"), ("Trust Game", "trust_game_"))
 #: what each table is, shown above it
 DESCRIPTIONS = {
     "refusals": "Items, refused items and refusal rate per config and model run (refused items are left out of means).",
@@ -118,13 +119,6 @@ def figure_data_uri(figure: Any) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def _section(name: str) -> str:
-    for section, prefix in SECTIONS:
-        if name.startswith(prefix):
-            return section
-    return "Overview"
-
-
 def render_html(analysis: Analysis, figure_uris: dict[str, str], generated: str) -> str:
     """The report page (pure: the figures come as data URIs).
 
@@ -152,16 +146,16 @@ def render_html(analysis: Analysis, figure_uris: dict[str, str], generated: str)
             "open": name in HEADLINE,
             "truncated": len(table) > HTML_ROWS,
         }
-        section(_section(name))["tables"].append(entry)
+        section(section_of(name))["tables"].append(entry)
         if RUN_LABEL in shown.columns:
-            section(_section(name))["runs"].update(shown[RUN_LABEL])
+            section(section_of(name))["runs"].update(shown[RUN_LABEL])
     for name, frame in section_headlines(analysis.tables).items():
         section(name)["headline"] = table_html(frame)
     for sec, name, _ in analysis.figures:
         section(sec)["figures"].append({"name": name, "uri": figure_uris[name]})
     for entry in sections.values():
         entry["runs"] = sorted(entry["runs"])
-    order = ["Overview", *(s for s, _ in SECTIONS)]
+    order = section_order()  # the overview, then each probe in registry order (`analysis.probes`)
     runs = [
         {"label": label, "model": model, "model_revision": revision, "scoring": scoring}
         for (model, revision, scoring), label in labels.items()

@@ -27,6 +27,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
+from analysis.probes import PROBES, probe_names
 from promptgen.core.errors import ProbeError
 from promptgen.core.files import atomic_write_text
 from promptgen.core.outputs import Output, Reference, check_output, holds_only
@@ -37,10 +38,6 @@ from runners.request import RunRequest
 from runners.scoring.settings import ScoringSettings
 from runners.session import RunSummary
 
-#: the datasets of a sweep, by recipe name (its `probes build` name), in the order they run
-PROBES = ("talent-or-luck", "trust-game-names", "intergroup-empathy")
-#: `--probe` accepts a recipe's short name too
-PROBE_ALIASES = {"trust-game": "trust-game-names"}
 SWEEP_JSON = "sweep.json"
 
 #: a sweep folder: added to (resumed) only when it holds nothing but what a sweep writes
@@ -110,18 +107,6 @@ class SweepResult:
     synthetic_sources: list[str] = field(default_factory=list)
 
 
-def probe_names(probes: Sequence[str]) -> list[str]:
-    """`--probe` values as recipe names, in sweep order; an unknown one is one `ProbeError` line."""
-    if not probes:
-        return list(PROBES)
-    names = [PROBE_ALIASES.get(p, p) for p in probes]
-    unknown = [p for p, n in zip(probes, names, strict=True) if n not in PROBES]
-    if unknown:
-        known = ", ".join(sorted({*PROBES, *PROBE_ALIASES}))
-        raise ProbeError(f"--probe {unknown[0]!r} is not a probe (known: {known})")
-    return [p for p in PROBES if p in names]
-
-
 def find_datasets(folder: Path, names: Sequence[str]) -> dict[str, Path]:
     """The built folder of each recipe in `names` under `folder` (`probes build --out folder`)."""
     from promptgen.hub.read import built_folders, read_build_manifest
@@ -166,21 +151,22 @@ def _build_datasets(
     only, and the sweep says so (a warning, and `synthetic_sources` in sweep.json).
     """
     from promptgen.build import build
-    from promptgen.empathy.synthetic import write_synthetic_corpus
 
     built, synthetic = {}, []
     for name in names:
-        options = sources
+        options, spec = sources, PROBES[name]
+        private = spec.private_source
         if (
-            name == "intergroup-empathy"
+            private
+            and spec.synthetic_sources
             and sources.folder is not None
-            and not (sources.folder / "crowd-envent").exists()
+            and not (sources.folder / private).exists()
         ):
             warn(
-                f"--sources {sources.folder} has no crowd-envent corpus: intergroup-empathy is built from a small "
+                f"--sources {sources.folder} has no {private} corpus: {name} is built from a small "
                 "synthetic corpus in its format, whose results test the pipeline only"
             )
-            options = replace(sources, folder=write_synthetic_corpus(into / ".synthetic-sources"))
+            options = replace(sources, folder=spec.synthetic_sources(into / ".synthetic-sources"))
             synthetic.append(name)
         built[name] = build(name, out_dir=into, sources=options).path
     return built, synthetic

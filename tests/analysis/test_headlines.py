@@ -18,10 +18,10 @@ from analysis.headlines import (
     empathy_headline,
     run_label,
     run_labels,
-    section_headlines,
     trust_game_headline,
 )
 from analysis.pipeline import Analysis, AnalysisOptions
+from analysis.probes import section_headlines
 from analysis.report import render_html
 from runners.results import ResultKey
 

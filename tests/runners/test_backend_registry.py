@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -42,18 +43,30 @@ def test_a_name_cannot_be_registered_twice_differently() -> None:
         register(type(spec)(name="hf", loader="elsewhere:load"))
 
 
-def test_options_a_backend_does_not_take_are_refused_by_its_spec() -> None:
-    fake = importlib.import_module("fake_backend")
+@pytest.fixture()
+def fake_backend(monkeypatch: pytest.MonkeyPatch):
+    """The fake backend registered for one test: the registry is a copy, restored afterwards."""
+    import runners.backends
+
+    monkeypatch.setattr(runners.backends, "BACKENDS", dict(runners.backends.BACKENDS))
+    monkeypatch.delitem(sys.modules, "fake_backend", raising=False)
+    return importlib.import_module("fake_backend")
+
+
+def test_options_a_backend_does_not_take_are_refused_by_its_spec(fake_backend) -> None:
+    fake = fake_backend
     with pytest.raises(ProbeError, match=r"--device-map works with --backend hf; fake-third"):
         LoadOptions(backend=fake.NAME, device_map="auto")
     with pytest.raises(ProbeError, match=r"--tensor-parallel-size works with --backend vllm; for fake-third"):
         LoadOptions(backend=fake.NAME, tensor_parallel_size=2)
 
 
-def test_a_third_backend_registered_alone_scores_a_config(built_default: Path, smollm2, tmp_path: Path) -> None:
+def test_a_third_backend_registered_alone_scores_a_config(
+    fake_backend, built_default: Path, smollm2, tmp_path: Path
+) -> None:
     from runners.run import run
 
-    fake = importlib.import_module("fake_backend")
+    fake = fake_backend
     fake.FakeBackend.requests.clear()
     summary = run(
         built_default,

@@ -4,9 +4,23 @@
 script); `options` the option types several commands share; one module per group of
 commands holds their flags and bodies. The commands are registered here, in the order
 `probes --help` lists them.
+
+The plugins named in `PROBES_PLUGINS` are imported first, so their backends and probes are in
+every command's `--help`; one that cannot be imported is one line, exit code 2.
 """
 
 from __future__ import annotations
+
+import sys
+
+from promptgen.core.errors import ProbeError
+from promptgen.core.plugins import load_plugins
+
+try:
+    load_plugins()
+except ProbeError as _exc:
+    sys.stderr.write(f"error: {_exc}\n")
+    raise SystemExit(2) from None
 
 from .analyze import analyze_cmd
 from .build import build, lint, list_recipes_cmd

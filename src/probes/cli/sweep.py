@@ -10,6 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from analysis.probes import probe_choices
 from runners.backends import backend_spec
 
 from . import options as opt
@@ -56,7 +57,7 @@ def sweep_cmd(
     ] = None,
     probes: Annotated[
         list[str] | None,
-        typer.Option("--probe", help="Only this dataset (repeatable): talent-or-luck, trust-game, intergroup-empathy."),
+        typer.Option("--probe", help=f"Only this dataset (repeatable): {probe_choices()}."),
     ] = None,
     configs: Annotated[
         list[str] | None,

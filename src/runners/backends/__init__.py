@@ -10,7 +10,8 @@ drivers, the extras check, plans and quotes and the CLI all read the spec.
 A new backend is a package under `runners/backends/` (or any importable module) with a class
 that implements `protocol.Backend` and a loader, plus one `register(BackendSpec(...))`
 (docs/ARCHITECTURE.md, "Extending"). The two built in register below, from their own `spec`
-modules.
+modules; a module outside the project registers by being named in `PROBES_PLUGINS`
+(`promptgen.core.plugins`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from promptgen.core.errors import ProbeError
+from promptgen.core.plugins import load_plugins
 
 #: load options only some backends honour (`BackendSpec.options`), by the `LoadOptions` field they read
 DEVICE_MAP, GGUF_FILE, QUANTIZED_WEIGHTS, TENSOR_PARALLEL = "device_map", "gguf_file", "quantized", "tensor_parallel"
@@ -122,3 +124,5 @@ __all__ = [
     "priced_backends",
     "register",
 ]
+
+load_plugins()  # PROBES_PLUGINS: third-party modules that register their own backends (or probes)

@@ -1,0 +1,88 @@
+"""The probe registry (`analysis.probes`): a probe added through it alone is in the sweep and the report.
+
+`fake_probe` (tests/fake_probe.py) is one module with one `register_probe(...)` call; nothing
+else in the project names it. Named in `PROBES_PLUGINS`, the CLI lists it; imported, the
+report gives its tables a section that opens with its headline.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis.pipeline import Analysis, AnalysisOptions
+from analysis.probes import PROBES, probe_names, section_headlines, section_of, sections
+from analysis.report import render_html
+from promptgen.core.errors import ProbeError
+
+TESTS = Path(__file__).resolve().parents[1]
+
+
+def test_the_three_probes_are_registered_in_sweep_order_with_their_aliases() -> None:
+    assert list(PROBES)[:3] == ["talent-or-luck", "trust-game-names", "intergroup-empathy"]
+    assert probe_names(["intergroup-empathy", "trust-game"]) == ["trust-game-names", "intergroup-empathy"]
+    assert section_of("empathy_gap") == "Empathy" and section_of("refusals") == "Overview"
+    with pytest.raises(ProbeError, match=r"--probe 'nope' is not a probe \(known: intergroup-empathy, "):
+        probe_names(["nope"])
+
+
+def test_a_plugin_probe_is_listed_by_probes_sweep_help() -> None:
+    env = {
+        **os.environ,
+        "PROBES_PLUGINS": "fake_probe",
+        "PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path]),
+        "COLUMNS": "250",
+        "NO_COLOR": "1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "probes.cli", "sweep", "--help"], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert "fake-probe (fake)" in done.stdout
+    without = subprocess.run(
+        [sys.executable, "-m", "probes.cli", "sweep", "--help"],
+        env={**env, "PROBES_PLUGINS": ""},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert "fake-probe" not in without.stdout and "talent-or-luck" in without.stdout
+
+
+def test_a_plugin_that_cannot_be_imported_is_one_line() -> None:
+    env = {**os.environ, "PROBES_PLUGINS": "no_such_plugin_module", "NO_COLOR": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "probes.cli", "recipes"], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode != 0
+    assert "PROBES_PLUGINS: cannot import plugin module 'no_such_plugin_module'" in done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+@pytest.fixture()
+def fake_probe(monkeypatch: pytest.MonkeyPatch):
+    """The fake probe registered for one test: the registry is a copy, restored afterwards."""
+    import analysis.probes
+
+    monkeypatch.setattr(analysis.probes, "PROBES", dict(analysis.probes.PROBES))
+    monkeypatch.delitem(sys.modules, "fake_probe", raising=False)
+    return importlib.import_module("fake_probe")
+
+
+def test_a_registered_probe_gets_its_report_section_and_headline(fake_probe) -> None:
+    fake = fake_probe
+    assert probe_names(["fake"]) == [fake.NAME] and sections()[-1] == fake.SECTION
+    tables = {f"{fake.PREFIX}scores": pd.DataFrame({"item": ["a", "b", "c"], "score": [1.0, 2.0, 6.0]})}
+    assert set(section_headlines(tables)) == {fake.SECTION}
+    provenance = {"prompts": {"path": "prompts", "fingerprint": "ab" * 32}, "results": []}
+    html = render_html(Analysis(tables, [], provenance, AnalysisOptions(), []), {}, "now")
+    section = next(s for s in re.split(r"<h2[^>]*>", html) if s.startswith(fake.SECTION))
+    assert "mean fake score" in section and "3" in section  # the headline: mean of 1, 2, 6
+    assert section.index('class="headline"') < section.index(f"{fake.PREFIX}scores")
