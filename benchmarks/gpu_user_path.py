@@ -98,8 +98,8 @@ def time_user_run(dataset: Path, config: str, items: int, model: Path, results: 
 
 def time_backend_alone(dataset: Path, config: str, items: int, model: Path, load: Any, device: str) -> dict[str, Any]:
     """The same rows, tokenised as the run tokenises them (not timed), scored by the backend alone (timed)."""
+    from runners.backends import load as models
     from runners.local_run import default_batch_size
-    from runners.model import load as models
     from runners.request import RunRequest
     from runners.rows import cached_digit_start_ids, prepare_request
     from runners.run import resolve_protocol

@@ -1,4 +1,4 @@
-"""Attribution probe (DESIGN section 3): joined prompt + result rows -> tidy metric tables. No I/O.
+"""Attribution probe (docs/DESIGN.md section 3): joined prompt + result rows -> tidy metric tables. No I/O.
 
 The per-item score is `d = (p_effort + p_ability) - (p_difficulty + p_luck)`: internal minus
 external attribution. Options are presented in a per-item permutation, so `choice_probs` is

@@ -1,4 +1,4 @@
-"""The Talent-or-Luck release's own metrics on the `*_release` configs (DESIGN section 3; issue #26). No I/O.
+"""The Talent-or-Luck release's own metrics on the `*_release` configs (docs/DESIGN.md section 3; issue #26). No I/O.
 
 The designed tables (`analysis.attribution`) define d per presented item and test it the
 project's way. These tables instead follow the release's analysis scripts

@@ -14,7 +14,7 @@ scored on the released prompts has the paper's actor-actor and actor-observer ta
   dimension x identity x gender x outcome (the designed table's groups).
 - actor-observer Δd2 = mean d_single - mean d_context+identity per dimension x actor identity x
   gender x outcome x observer cause, with the standardised mean difference (μ1 - μ2) / s_p
-  (pooled SD) and the two-sided equal-variance t-test (DESIGN section 3). The single-actor
+  (pooled SD) and the two-sided equal-variance t-test (docs/DESIGN.md section 3). The single-actor
   sample of a group is the distinct single_actor_release rows matched to any of its observer
   rows. Δd1 (an anonymous observer) needs prompts the release does not have: the designed
   `actor_observer` config has them, so this table has Δd2 only.

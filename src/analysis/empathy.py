@@ -1,4 +1,4 @@
-"""Intergroup empathy gap (DESIGN section 4): scored items -> M0, M, the gap δ and its tests.
+"""Intergroup empathy gap (docs/DESIGN.md section 4): scored items -> M0, M, the gap δ and its tests.
 
 Every step is a pure function from frames to tidy frames, so a report can show any step and
 a test can check any step against an independent computation::
@@ -44,7 +44,7 @@ SCORES: tuple[str, ...] = ("expected_value", "argmax_value", "parsed_value")
 #: (model, revision, scoring settings: two scorings of one model are two analyses), then the design
 GROUP_KEYS: tuple[str, ...] = (*RUN_COLUMNS, "category", "setting")
 #: categories whose in-group is a block of identities (race: White, Black, Asian, Hispanic);
-#: in the others (nationality, religion) an identity is its own group (DESIGN section 4).
+#: in the others (nationality, religion) an identity is its own group (docs/DESIGN.md section 4).
 SAME_BY_GROUP: frozenset[str] = frozenset({"race"})
 REFERENCES: tuple[str, ...] = ("perceiver", "experiencer")
 
@@ -74,7 +74,7 @@ def intensity_frame(
     (the paper's way). An item is refused when the runner said so, when the chosen score is
     missing (no parseable number), or, if `min_valid_mass` is given, when the distribution
     put less mass than that on valid numbers. Refused items keep their row (refusal rates
-    need them) with `intensity` NaN, so every mean excludes them (DESIGN section 4);
+    need them) with `intensity` NaN, so every mean excludes them (docs/DESIGN.md section 4);
     `keep_refused=True` keeps the value they have, for the "with refusals" variant (section 6).
     """
     if score not in SCORES:
@@ -94,7 +94,7 @@ def intensity_frame(
 
 def refusal_rates(frame: pd.DataFrame) -> pd.DataFrame:
     """Refusals per matrix (model, category, setting): refusals are excluded from every mean,
-    so their rate is reported beside the means (DESIGN section 4)."""
+    so their rate is reported beside the means (docs/DESIGN.md section 4)."""
     keys = group_keys(frame)
     columns = [*keys, "n_items", "n_refused", "refusal_rate", "note"]
     if frame.empty:
@@ -170,7 +170,7 @@ def zscore_matrix(m0: np.ndarray) -> tuple[np.ndarray, str]:
 def _matrices(
     frame: pd.DataFrame, keys: list[str], identity_table: pd.DataFrame | None
 ) -> Iterator[tuple[tuple, pd.DataFrame, str, pd.DataFrame]]:
-    """(group key, rows, category, its identities in DESIGN order) of each matrix, in order of appearance."""
+    """(group key, rows, category, its identities in the paper's order) of each matrix, in order of appearance."""
     for key, g in frame.groupby(keys, sort=False, dropna=False):
         key = key if isinstance(key, tuple) else (key,)
         category = dict(zip(keys, key, strict=True))["category"]
@@ -222,7 +222,7 @@ def compute_cells(frame: pd.DataFrame, identity_table: pd.DataFrame | None = Non
 
 
 def to_matrix(cells: pd.DataFrame, value: str = "m") -> pd.DataFrame:
-    """One matrix's cells -> perceivers x experiencers (wide, DESIGN order), e.g. for a heatmap."""
+    """One matrix's cells -> perceivers x experiencers (wide, the paper's order), e.g. for a heatmap."""
     first = cells.drop_duplicates("perceiver").sort_values("perceiver_order")["perceiver"]
     wide = cells.pivot(index="perceiver", columns="experiencer", values=value)
     return wide.loc[first.to_numpy(), first.to_numpy()]
@@ -384,7 +384,7 @@ def event_array(g: pd.DataFrame, ids: pd.DataFrame) -> tuple[np.ndarray, np.ndar
 
 def cell_tests(frame: pd.DataFrame, identity_table: pd.DataFrame | None = None, *, alpha: float = 0.05) -> pd.DataFrame:
     """Per matrix and off-diagonal cell: paired t-tests over events of I(p, e) against the
-    perceiver's in-group cell I(p, p) and against the experiencer's I(e, e) (DESIGN section 4).
+    perceiver's in-group cell I(p, p) and against the experiencer's I(e, e) (docs/DESIGN.md section 4).
 
     Each reference is one family: Bonferroni multiplies its p-values by the number of cells
     of that matrix with a finite p (the diagonal, a cell against itself, is NaN and not

@@ -365,7 +365,7 @@ def attribution_release_analysis(
     return {f"attribution_{name}": table for name, table in tables.items()}
 
 
-#: DESIGN section 6: statistics with refused items left out (the papers' numbers) and kept
+#: docs/DESIGN.md section 6: statistics with refused items left out (the papers' numbers) and kept
 #: (their renormalised answer used anyway), named as attribution's `refused_items` column
 REFUSAL_VARIANTS: tuple[tuple[str, bool], ...] = (("excluded", False), ("included", True))
 

@@ -1,4 +1,4 @@
-"""Which scored items count as refusals: one rule for every probe's analysis (DESIGN section 6).
+"""Which scored items count as refusals: one rule for every probe's analysis (docs/DESIGN.md section 6).
 
 An item is refused when the runner said so (`refused`), when the chosen score is missing (no
 parseable number, no distribution), or, when `min_valid_mass` is given, when the distribution

@@ -1,4 +1,4 @@
-"""Name-based Trust Game (DESIGN section 5): scored games -> ANOVA, post hoc tests, probing accuracy.
+"""Name-based Trust Game (docs/DESIGN.md section 5): scored games -> ANOVA, post hoc tests, probing accuracy.
 
 Pure functions from frames to tidy frames::
 
@@ -9,7 +9,7 @@ Pure functions from frames to tidy frames::
     probing_accuracy(joined)     per model (variant, question): share of probing questions answered right
 
 An analysis unit is one (model, model_revision, scoring, pair_source, variant,
-investor_group), where the frame has those columns: DESIGN analyses each investor group
+investor_group), where the frame has those columns: the paper analyses each investor group
 separately, a model's prompt variants are different prompts, and two scorings of one model
 are two runs. The t-tests, Cohen's d and Bonferroni come from `analysis.stats`.
 
@@ -65,11 +65,11 @@ def prediction_frame(
 ) -> pd.DataFrame:
     """Game rows joined with their results -> one row per game with its `prediction`.
 
-    The prediction is the expected value of the distribution over 0..10 (DESIGN section 5),
+    The prediction is the expected value of the distribution over 0..10 (docs/DESIGN.md section 5),
     or `parsed_value` for generated answers. An item is refused when the runner said so,
     when the score is missing, or when `valid_mass < min_valid_mass`; its prediction is NaN
     (dropped from every test) unless `keep_refused`, so statistics can be shown with and
-    without refusals (DESIGN section 6).
+    without refusals (docs/DESIGN.md section 6).
     """
     need = [*FACTORS, score]
     missing = [c for c in need if c not in joined.columns]
@@ -179,10 +179,10 @@ def _two_sample(female: np.ndarray, male: np.ndarray) -> dict:
 
 def gender_posthoc(frame: pd.DataFrame) -> pd.DataFrame:
     """Per analysis unit and trustee race: two-sample t-test (equal variances) of female vs
-    male trustees' predictions, with Cohen's d (female minus male; DESIGN section 5).
+    male trustees' predictions, with Cohen's d (female minus male; docs/DESIGN.md section 5).
 
     `p_bonferroni` multiplies p by the number of races of the unit with a finite p, for a
-    reader who wants the five comparisons as one family; DESIGN reports the plain p.
+    reader who wants the five comparisons as one family; the paper reports the plain p.
     """
     keys = unit_keys(frame)
     rows = []
@@ -232,7 +232,7 @@ def probing_accuracy(
     answer: Answer = "argmax_value",
     by: Sequence[str] = (*RUN_COLUMNS, "variant", "question"),
 ) -> pd.DataFrame:
-    """Share of probing questions answered correctly (DESIGN section 5, construct validity).
+    """Share of probing questions answered correctly (docs/DESIGN.md section 5, construct validity).
 
     The correct answer is the probing row's `correct_answer` (3 amt; 2 + 3 amt; 10 - amt).
     The model's answer is `argmax_value` of its number distribution (its most likely

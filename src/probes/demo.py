@@ -156,8 +156,8 @@ def demo(
     from promptgen.recipe import load_recipe
     from promptgen.sources import SourceOptions
     from runners import local_run
-    from runners.extras import require_for_scoring
-    from runners.model import load as models
+    from runners.backends import load as models
+    from runners.backends import require_for_scoring
     from runners.request import LoadOptions, RunRequest
     from runners.run import resolve_protocol
     from runners.testmodel import MODEL_NAME, ensure_smollm2

@@ -11,9 +11,9 @@ fingerprinted) and publishing makes a new tag:
 This is the one module that reads results (`runners.results`) AND builds (`promptgen.build`);
 promptgen itself never imports the runners.
 
-Curated pairs (DESIGN section 5, step 7)
+Curated pairs (docs/DESIGN.md section 5, step 7)
 ----------------------------------------
-The I/O edge of step 7 (DESIGN section 5); the selection itself is `promptgen.trust_game.curation`.
+The I/O edge of step 7 (docs/DESIGN.md section 5); the selection itself is `promptgen.trust_game.curation`.
 
 1. Read `DATASET/data/race_probe/*.parquet` (the items) and one key folder of
    `RESULTS/data/race_probe/<key>/part-*.parquet` (the rows `probes run` wrote), join them
@@ -31,9 +31,9 @@ curation adds one model without dropping the others; curating a slug again repla
 DATASET must have been built from the same recipe (its sha256 is compared), so the rebuilt
 configs are the ones the results were scored on.
 
-Third-person rewrites (DESIGN section 4)
+Third-person rewrites (docs/DESIGN.md section 4)
 ----------------------------------------
-The LLM half of DESIGN section 4's T2 narratives. The dataset ships one free-text item per
+The LLM half of docs/DESIGN.md section 4's T2 narratives. The dataset ships one free-text item per
 event in its `rewrite_t2` config (the paper's 1-shot prompt, stop string `}`); any model
 generates them with the runners, into an ordinary, resumable results folder:
 
@@ -86,7 +86,7 @@ from promptgen.trust_game.curation import (
     select_pairs,
 )
 from promptgen.trust_game.race_probe import RACE_PROBE_VARIANTS
-from runners.extras import require_for_scoring
+from runners.backends import require_for_scoring
 from runners.prompts import load_prompt_config
 from runners.request import LoadOptions, RunRequest
 from runners.results import DATA_DIR, KEY_FILE, KeyRows, load_key_rows

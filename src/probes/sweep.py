@@ -32,7 +32,7 @@ from promptgen.core.errors import ProbeError
 from promptgen.core.files import atomic_write_text
 from promptgen.core.outputs import Output, Reference, check_output, holds_only
 from promptgen.sources import SourceOptions
-from runners.model.load import LoadOptions
+from runners.backends.load import LoadOptions
 from runners.plan.quote import Quote
 from runners.request import RunRequest
 from runners.scoring.settings import ScoringSettings
@@ -219,7 +219,7 @@ def sweep(
     """Run a sweep (module docstring); None when `confirm` declines the plan (nothing written)."""
     from analysis.pipeline import analyze
     from analysis.report import write_report
-    from runners.model import load as models
+    from runners.backends import load as models
     from runners.run import resolve_protocol, run_on, warnings_to
 
     started = time.perf_counter()

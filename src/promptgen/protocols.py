@@ -1,4 +1,4 @@
-"""The scoring each dataset's paper used, as its recipe declares it per config (DESIGN section 6).
+"""The scoring each dataset's paper used, as its recipe declares it per config (docs/DESIGN.md section 6).
 
 A recipe's `protocols:` list says, for the configs its glob patterns match, how the paper
 read a model's answer: the `probes run` scoring flags it amounts to (`scoring`,

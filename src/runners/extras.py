@@ -1,10 +1,10 @@
 """The optional dependency groups (pyproject extras) a command needs, checked before any work.
 
 The base install builds, analyses and publishes datasets. Scoring needs the `hf` extra (torch,
-transformers; vLLM scores the same token ids, so it needs it too), `--backend vllm` needs vLLM
-and `--ray` needs Ray. Each command that needs one calls `require` first, so a missing extra is
-one line naming what to install (exit code 2, like any usage error), never an ImportError
-traceback after minutes of building.
+transformers; every backend scores the same token ids, so it needs it too), a backend its own
+extras (its spec: `runners.backends.require_for_scoring`) and `--ray` needs Ray. Each command
+that needs one calls `require` first, so a missing extra is one line naming what to install
+(exit code 2, like any usage error), never an ImportError traceback after minutes of building.
 
 Modules are looked up with `importlib.util.find_spec`, which imports nothing: the check costs
 microseconds, and a broken install is still reported by the real import later.
@@ -83,18 +83,3 @@ def require(what: str, extras: Iterable[str]) -> None:
             missing.extend(gone)
     if lacking:
         raise MissingExtraError(what, lacking, missing)
-
-
-def require_for_scoring(*, backend: str | None = None, ray: bool = False, what: str = "scoring") -> None:
-    """The extras a scoring run needs: hf always (tokenizer), the backend's own (its spec), Ray for `--ray`."""
-    from runners.backends import DEFAULT_BACKEND, backend_spec
-
-    spec = backend_spec(backend or DEFAULT_BACKEND)
-    extras = ["hf"]
-    if spec.extras:
-        what += f" --backend {spec.name}"
-        extras.extend(e for e in spec.extras if e not in extras)
-    if ray:
-        what += " --ray"
-        extras.append("ray")
-    require(what, extras)

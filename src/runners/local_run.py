@@ -1,4 +1,4 @@
-"""The local driver (DESIGN section 7): a prompt config + a model -> result parts, resumable and shardable.
+"""The local driver (docs/DESIGN.md section 7): a prompt config + a model -> result parts, resumable and shardable.
 
 1. The prompt config is loaded with `datasets` (a local Hub-ready folder or a Hub repo id)
    and checked against the item contract before anything is written.

@@ -1,4 +1,4 @@
-"""Load and check one config of a prompt dataset (DESIGN section 7, step 1), before any model loads.
+"""Load and check one config of a prompt dataset (docs/DESIGN.md section 7, step 1), before any model loads.
 
 `load_prompt_config` is how both drivers (`runners.local_run`, `runners.ray_run`), `probes rewrite`
 and the demo read a prompt config: a local Hub-ready folder or a Hub repo id, loaded with

@@ -1,4 +1,4 @@
-"""The Ray driver (Ray Data) (DESIGN section 7): the same scoring and the same result folder, on many model replicas.
+"""The Ray driver (docs/DESIGN.md section 7): the same scoring and the same result folder, on many model replicas.
 
 `run_config_ray` is `local_run.run_config` with the scoring moved onto a Ray actor pool; everything
 that decides what a run writes is the local driver's:
@@ -49,17 +49,16 @@ import pyarrow as pa
 
 from promptgen.core.errors import ProbeError
 from runners import results as res
-from runners.backends import DEFAULT_BACKEND, backend_spec
-from runners.extras import require_for_scoring
+from runners.backends import DEFAULT_BACKEND, backend_spec, require_for_scoring
+from runners.backends import load as models
+from runners.backends.load import LoadOptions
 from runners.model import identity as model_identity
-from runners.model import load as models
 from runners.model.device import AUTO, ITEMS_PER_CALL, device_type, resolve_dtype
-from runners.model.load import LoadOptions
 from runners.prompts import PromptConfig, check_chat_form, check_chat_template, check_number_mode
 from runners.request import RunRequest
 from runners.rows import run_items
 from runners.scoring.settings import ScoringSettings
-from runners.session import RunSummary, Session, model_name_for, result_key
+from runners.session import RunSummary, Session, model_name_for, needs_of, result_key
 
 #: what an actor returns per item: the result row, which replica scored it, an input error, and
 #: the token positions its backend computed for it (summed by the session, not stored)
@@ -222,7 +221,7 @@ def run_config_ray(
     check_number_mode(prompts, settings, tokenizer, chat)
     needed = None  # the actors' engines fit the items (models.needs_of): vLLM's context length
     if backend_spec(backend).sizes_context:
-        needed = models.needs_of(prompts, settings, chat, shard=shard, limit=limit)(tokenizer)
+        needed = needs_of(prompts, settings, chat, shard=shard, limit=limit)(tokenizer)
     name = model_name_for(model, request.model_name)
     key = result_key(name, ref.revision, settings, chat, dtype=weights, backend=backend)
     session = Session.open(

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runners.model.load import LoadOptions
+from runners.backends.load import LoadOptions
 from runners.results import parse_shard
 from runners.scoring.settings import ScoringSettings
 

@@ -1,9 +1,9 @@
-"""Items -> result rows (DESIGN section 2), for choice and number items. No I/O.
+"""Items -> result rows (docs/DESIGN.md section 2), for choice and number items. No I/O.
 
 The first step of the run loop: text is rendered (chat template or plain prompt) and
 tokenised here, once, by `runners.scoring.tokenize`; the backend only sees token ids; the numbers
 it returns become probabilities in `runners.scoring.distributions`. Sharding, resume and the result
-writer come next (DESIGN section 7).
+writer come next (docs/DESIGN.md section 7).
 
 Rows keep the raw measurements next to the derived values: per-option log-probabilities
 and token counts, the context length and the valid mass, so analysis can renormalise or
@@ -254,7 +254,7 @@ def run_items(
     settings: ScoringSettings | None = None,
     batch_items: int = 64,
 ) -> list[dict[str, Any]]:
-    """One result row per item, in item order (see DESIGN section 2 for the columns).
+    """One result row per item, in item order (see docs/DESIGN.md section 2 for the columns).
 
     `chat` picks the item's `messages` through the tokenizer's chat template (instruction-
     tuned models) or its plain `prompt` (base models). Items are sent to the backend

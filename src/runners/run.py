@@ -28,9 +28,8 @@ from promptgen.core.outputs import Reference
 from promptgen.hub import remote
 from promptgen.hub.remote import HubRef
 from runners import local_run
-from runners.backends import backend_spec
-from runners.extras import require_for_scoring
-from runners.model import load as models
+from runners.backends import backend_spec, require_for_scoring
+from runners.backends import load as models
 from runners.model.device import RunnerWarning
 from runners.prompts import (
     PromptConfig,
@@ -43,7 +42,7 @@ from runners.prompts import (
 )
 from runners.request import LoadOptions, RunRequest
 from runners.scoring.settings import resolve_scoring
-from runners.session import RunSummary, check_out_folder
+from runners.session import RunSummary, check_out_folder, needs_of
 
 __all__ = ["LoadOptions", "RunRequest", "RunSummary", "expand_configs", "run", "run_loaded", "run_many", "warnings_to"]
 
@@ -88,7 +87,7 @@ def run_loaded(
     needed = None
     if backend_spec(first.load.backend).sizes_context:
         sizes = [
-            models.needs_of(p, r.settings, r.chat, shard=r.shard_range, limit=r.limit)
+            needs_of(p, r.settings, r.chat, shard=r.shard_range, limit=r.limit)
             for p, r in zip(configs, requests, strict=True)
         ]
 

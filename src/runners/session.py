@@ -24,7 +24,7 @@ import json
 import math
 import platform
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -35,10 +35,14 @@ from promptgen.core.errors import ProbeError
 from promptgen.core.outputs import Input, Output, check_output, visible_entries
 from promptgen.core.version import __version__
 from runners import results as res
+from runners.model import context_length
 from runners.model import identity as model_identity
+from runners.prompts import PromptConfig
 from runners.results import resume
 from runners.results.check import check_same_prompts
+from runners.rows import prepare_request, render_context
 from runners.scoring.settings import ScoringSettings
+from runners.scoring.tokenize import digit_start_ids, encode_context
 
 
 @dataclass
@@ -395,3 +399,42 @@ def remove_stale_temp_files(folder: Path, *, now: float | None = None) -> list[P
             except FileNotFoundError:  # another run cleaned it
                 pass
     return removed
+
+
+# ----------------------------------------------------------------------------- the positions a run's items need
+
+
+def tokens_needed(dataset: Any, rows: list[int], tokenizer: Any, chat: bool, settings: Any) -> int:
+    """The most positions one of `rows` needs: context + longest continuation, or + the generation budget."""
+    columns = [c for c in ("prompt", "messages") if c in dataset.column_names]
+    texts = dataset.select(rows).select_columns(columns).to_list()
+    longest = sorted(range(len(rows)), key=lambda k: -context_length.text_chars(texts[k]))[: context_length.SAMPLE]
+    items = dataset.select([rows[k] for k in longest]).to_list()
+    digits = digit_start_ids(tokenizer)
+    need = 1
+    for item in items:
+        if settings.mode == "generate" or item.get("task") == "text":
+            context = encode_context(tokenizer, render_context(tokenizer, item, chat))
+            need = max(need, len(context) + settings.max_new_tokens)
+        else:
+            request = prepare_request(item, tokenizer, chat, settings, digits)
+            need = max(need, len(request.context) + max((len(c) for c in request.continuations), default=0) + 1)
+    return need
+
+
+def needs_of(
+    prompts: PromptConfig,
+    settings: ScoringSettings,
+    chat: bool | None,
+    *,
+    shard: tuple[int, int] = (0, 1),
+    limit: int | None = None,
+) -> Callable[[Any], int]:
+    """`needed_tokens` for `load_backend`: the positions the run's longest items need, once the tokenizer is known."""
+
+    def needed(tokenizer: Any) -> int:
+        use_chat = bool(getattr(tokenizer, "chat_template", None)) if chat is None else chat
+        rows = select_rows(resume.id_column(prompts.dataset), shard, limit)
+        return tokens_needed(prompts.dataset, rows, tokenizer, use_chat, settings)
+
+    return needed

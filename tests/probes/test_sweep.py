@@ -60,7 +60,7 @@ def _same(a: dict, b: dict) -> bool:
 @pytest.mark.slow
 def test_sweep_scores_every_declared_config_with_one_load(datasets_dir: Path, tmp_path: Path, monkeypatch) -> None:
     from probes import api
-    from runners.model import load as models
+    from runners.backends import load as models
 
     loads = []
     real = models.load_backend

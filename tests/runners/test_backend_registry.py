@@ -17,7 +17,7 @@ import pytest
 
 from promptgen.core.errors import ProbeError
 from runners.backends import BACKENDS, backend_spec, priced_backends, register
-from runners.model.load import LoadOptions
+from runners.backends.load import LoadOptions
 from runners.results import DATA_DIR
 
 

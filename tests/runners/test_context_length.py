@@ -21,6 +21,7 @@ from tests.runners.test_results import _prompts
 from promptgen.core.contract import user_messages
 from promptgen.core.errors import ProbeError
 from runners import results as res
+from runners import session
 from runners.model import context_length as cl
 from runners.rows import prepare_request
 from runners.scoring.settings import ScoringSettings
@@ -80,10 +81,10 @@ def test_tokens_needed_equals_brute_force_over_every_item(chat: bool) -> None:
         items.append(base)
     dataset = Dataset.from_list(items)
     settings = ScoringSettings()
-    got = cl.tokens_needed(dataset, list(range(len(items))), tokenizer, chat, settings)
+    got = session.tokens_needed(dataset, list(range(len(items))), tokenizer, chat, settings)
     assert got == _brute_force(items, tokenizer, chat, settings)
     generate = ScoringSettings(mode="generate", max_new_tokens=40)
-    assert cl.tokens_needed(dataset, [0, 1], tokenizer, chat, generate) > 40
+    assert session.tokens_needed(dataset, [0, 1], tokenizer, chat, generate) > 40
 
 
 @pytest.mark.slow

@@ -15,9 +15,9 @@ import pytest
 from typer.testing import CliRunner
 
 from probes.cli import app
-from runners.model import load as models
+from runners.backends import load as models
+from runners.backends.load import LoadOptions
 from runners.model.device import ITEMS_PER_CALL, MAX_LOGIT_ROWS, RunnerWarning
-from runners.model.load import LoadOptions
 from runners.scoring.token_accounting import DEFAULT_MAX_BATCH_TOKENS
 from runners_fixtures import number_items, require_extra, tiny_llama_folder, write_prompt_folder
 

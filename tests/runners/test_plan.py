@@ -216,8 +216,8 @@ def test_sampled_tries_count_vllm_with_each_items_own_context() -> None:
     require_extra("hf")
     from transformers import AutoTokenizer
 
+    from runners.backends.vllm import accounting as vllm_accounting
     from runners.rows import cached_digit_start_ids, prepare_request
-    from runners.scoring import token_accounting as ta
     from runners.scoring.settings import ScoringSettings
     from runners_fixtures import tiny_llama_folder
 
@@ -238,14 +238,15 @@ def test_sampled_tries_count_vllm_with_each_items_own_context() -> None:
     full = plan.count_call(items, prepare, contexts, "exact", settings)
     sampled = plan.count_call(items, prepare, contexts, "exact", dataclasses.replace(settings, trie_items=2))
     requests = prepare(items, "exact")
-    whole = ta.vllm_token_counts(requests, block_size=16, items_per_call=None)
+    whole = vllm_accounting.vllm_token_counts(requests, block_size=16, items_per_call=None)
     assert len({len(r.context) % 16 for r in requests}) > 4  # the partial blocks differ between items
     for backend in ("hf", "vllm"):
         assert sampled[backend] == pytest.approx(full[backend], rel=1e-12)
     assert full["vllm"]["computed_context_tokens"] + full["vllm"]["continuation_positions"] == whole.computed_tokens
     picked = [requests[0], requests[12]]  # the tries count_call picks; scaling their costs would say:
     scaled = 12 * sum(
-        ta.vllm_token_counts([r], block_size=16, items_per_call=None).continuation_positions for r in picked
+        vllm_accounting.vllm_token_counts([r], block_size=16, items_per_call=None).continuation_positions
+        for r in picked
     )
     assert scaled != whole.continuation_positions
 

@@ -21,9 +21,9 @@ from probes.cli import app
 from promptgen.core.errors import ProbeError
 from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
 from runners import local_run
+from runners.backends import load as models
+from runners.backends.load import LoadOptions
 from runners.model import identity as model_identity
-from runners.model import load as models
-from runners.model.load import LoadOptions
 from runners.prompts import PromptConfig, load_prompt_config
 from runners.request import RunRequest
 from runners.results import (

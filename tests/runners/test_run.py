@@ -119,7 +119,7 @@ def test_empathy_default_is_greedy_generation_on_the_chat_form(tmp_path: Path) -
 
 def test_several_configs_share_one_model_load(built_default: Path, tmp_path: Path, monkeypatch) -> None:
     """`config` as names and globs: every match is scored, the model loads once, each config has its summary."""
-    from runners.model import load as models
+    from runners.backends import load as models
     from runners.run import expand_configs
 
     assert expand_configs(built_default, ["single_actor*", "actor_observer", "single_actor"]) == [

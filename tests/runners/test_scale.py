@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from runners import local_run
+from runners.backends import load as models
+from runners.backends.load import LoadOptions
 from runners.backends.protocol import GenerateRequest
-from runners.model import load as models
-from runners.model.load import LoadOptions
 from runners.prompts import load_prompt_config
 from runners.request import RunRequest
 from runners.scoring.tokenize import encode_context

@@ -7,6 +7,7 @@ import random
 import pytest
 
 from runners.backends.protocol import ScoreRequest
+from runners.backends.vllm import accounting as vllm_accounting
 from runners.scoring import token_accounting as ta
 
 
@@ -106,12 +107,12 @@ def test_hf_batches_sort_by_tokens_and_respect_the_budget() -> None:
 def test_vllm_counts_reuse_whole_blocks_only() -> None:
     shared = tuple(range(100, 132))  # two blocks of 16
     requests = [ScoreRequest((*shared, k, k + 1, k + 2), ((7,), (8, 9)), ()) for k in range(3)]
-    counts = ta.vllm_token_counts(requests, block_size=16, items_per_call=None)
+    counts = vllm_accounting.vllm_token_counts(requests, block_size=16, items_per_call=None)
     # wave 1: three distinct contexts in one step, none cached yet: all 35 tokens each
     assert counts.computed_context_tokens == 3 * 35
     # wave 2: each continuation prompt reuses the two shared blocks only (its context ends mid-block)
     assert counts.continuation_positions == 3 * ((36 - 32) + (37 - 32))
-    off = ta.vllm_token_counts(requests, block_size=16, prefix_caching=False, items_per_call=None)
+    off = vllm_accounting.vllm_token_counts(requests, block_size=16, prefix_caching=False, items_per_call=None)
     assert off.computed_context_tokens == 0 and off.continuation_positions == 3 * (36 + 37)
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from runners.model.load import LoadOptions
+from runners.backends.load import LoadOptions
 from runners_fixtures import load_vocab_folder, require_extra, vocab_model, vocab_tokenizer
 
 FAMILIES = ("llama-bpe", "llama-spm", "qwen2", "gpt-2")
@@ -256,7 +256,7 @@ def test_number_probs_equal_brute_force(family: str) -> None:
 def test_vllm_equals_hf(family: str) -> None:
     """vLLM and hf agree within 1e-3 on number (0-100) and choice items; max_model_len comes from the items."""
     require_extra("vllm")
-    from runners.model import load as models
+    from runners.backends import load as models
     from runners.rows import cached_digit_start_ids, prepare_request, run_items
     from runners.scoring.settings import ScoringSettings
 

@@ -25,8 +25,8 @@ from typer.testing import CliRunner
 
 from probes.cli import app
 from promptgen.core.errors import ProbeError
+from runners.backends.load import LoadOptions
 from runners.backends.vllm import backend as vllm_backend
-from runners.model.load import LoadOptions
 from runners_fixtures import load_folder, number_items, require_extra, write_prompt_folder
 
 ITEMS = number_items(3)
@@ -298,7 +298,7 @@ def test_llama3_vocabulary_vllm_equals_hf() -> None:
     _require_vllm()
     from transformers import AutoTokenizer
 
-    from runners.model import load as models
+    from runners.backends import load as models
     from runners.rows import cached_digit_start_ids, run_items
     from runners.scoring.distributions import build_number_trie, number_request
     from runners.scoring.tokenize import number_paths

@@ -56,7 +56,7 @@ def curate_pairs_cmd(
     sources: Any = None,
     overwrite: opt.OverwriteDataset = False,
 ) -> None:
-    """Select a model's Trust Game pairs from its race-probe scores (DESIGN section 5, step 7).
+    """Select a model's Trust Game pairs from its race-probe scores (docs/DESIGN.md section 5, step 7).
 
     Log-odds log P(True) - log P(False) per title, surname and race; a pair is kept for its seed
     race only when that race has the largest log-odds, the top --per-gender per race and gender
@@ -149,7 +149,7 @@ def rewrite_cmd(
     overwrite: opt.OverwriteDataset = False,
     quiet: opt.QuietRun = False,
 ) -> None:
-    """Rewrite the T1 narratives in the third person with a model (DESIGN section 4) into a new dataset version.
+    """Rewrite the T1 narratives in the third person with a model (docs/DESIGN.md section 4) into a new dataset version.
 
     With --model, first generates DATASET's rewrite_t2 prompts greedily (generation stops at `}`)
     into --results, exactly as `probes run DATASET --config rewrite_t2 --scoring generate`:

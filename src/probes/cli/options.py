@@ -297,7 +297,7 @@ def _source_options(sources: Path | None, cache_dir: Path | None, offline: bool)
 
 
 def _load_options(**flags: Any) -> Any:
-    from runners.model.load import LoadOptions
+    from runners.backends.load import LoadOptions
 
     flags["revision"] = flags.pop("model_revision")
     flags["backend"] = flags.pop("backend_name")
@@ -314,7 +314,7 @@ def _given_scoring(**flags: Any) -> dict[str, Any] | None:
 SOURCES = OptionGroup(
     "sources", _source_options, {"sources": (Sources, None), "cache_dir": (Cache, None), "offline": (Offline, False)}
 )
-#: how a model loads: `runners.model.load.LoadOptions` (run, rewrite)
+#: how a model loads: `runners.backends.load.LoadOptions` (run, rewrite)
 LOAD = OptionGroup(
     "load",
     _load_options,

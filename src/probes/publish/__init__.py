@@ -1,4 +1,4 @@
-"""Publish a Hub-ready folder (DESIGN section 2) to a Hugging Face dataset repo, idempotently.
+"""Publish a Hub-ready folder (docs/DESIGN.md section 2) to a Hugging Face dataset repo, idempotently.
 
 Two kinds of folder can be published:
 

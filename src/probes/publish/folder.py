@@ -25,7 +25,7 @@ from .local import DATA_PREFIX, Kind, LocalFile, LocalFolder, entry_problems, re
 
 #: the card of either kind of folder: the dataset card with the `configs:` the Hub loads
 CARD = CARD_NAME
-#: the only files a prompt dataset folder has (`probes build`, DESIGN section 2)
+#: the only files a prompt dataset folder has (`probes build`, docs/DESIGN.md section 2)
 PROMPT_FILE_RE = re.compile(r"^(README\.md|build_manifest\.json|data/[^/]+/test-[0-9]{5}-of-[0-9]{5}\.parquet)$")
 
 LEAK_CHECK_LINE = (

@@ -1,4 +1,4 @@
-"""The Talent-or-Luck attribution probe (DESIGN section 3): release -> items -> the `talent-or-luck` dataset.
+"""The Talent-or-Luck attribution probe (docs/DESIGN.md section 3): release -> items -> the `talent-or-luck` dataset.
 
 `release` reads the authors' JSON, `lint` checks it, `params` validates the recipe's
 parameters and corrections, `identities` samples names per identity group, `item_rows`

@@ -25,7 +25,7 @@ PROMPT_TEMPLATE = (
 
 
 def render_prompt(statement: str, choices: list[str]) -> str:
-    """The release's scorer format (DESIGN section 3), byte for byte."""
+    """The release's scorer format (docs/DESIGN.md section 3), byte for byte."""
     options = "\n".join(f"{label}. {text}" for label, text in zip(CHOICE_LABELS, choices, strict=False))
     return PROMPT_TEMPLATE.format(statement=statement, options=options)
 

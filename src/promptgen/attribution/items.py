@@ -1,4 +1,4 @@
-"""Talent-or-Luck items (DESIGN section 3): single-actor, actor-actor, actor-observer.
+"""Talent-or-Luck items (docs/DESIGN.md section 3): single-actor, actor-actor, actor-observer.
 
 Pure functions from a parsed `Release` + parameters to row dictionaries; no I/O. Every
 random choice is a hash of `(seed, key)` (see `seeding`), so a row depends on its own
@@ -29,7 +29,7 @@ from .release import CAUSES, DIMENSIONS, GENDERS, OUTCOMES, PairTemplate, Releas
 def single_actor_items(
     release: Release, identities: dict[str, list[Identity]], params: AttributionParams
 ) -> Iterator[dict[str, Any]]:
-    """Every template x identity group x sampled name (DESIGN: 108,000 with 5 names)."""
+    """Every template x identity group x sampled name (108,000 with 5 names)."""
     for t in release.single:
         for dimension in DIMENSIONS:
             for ident in identities[dimension]:

@@ -1,4 +1,4 @@
-"""The item contract (DESIGN section 2): the columns every prompt row carries, and its check.
+"""The item contract (docs/DESIGN.md section 2): the columns every prompt row carries, and its check.
 
 The builders write it (`item_features`) and the runners check it on load
 (`check_prompt_config`): one definition for both sides. Declared as `datasets.Features`

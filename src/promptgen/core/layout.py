@@ -1,4 +1,4 @@
-"""Names of the manifests a prompt dataset folder and a results folder carry (DESIGN section 2), for every reader.
+"""Names of the manifests a prompt dataset folder and a results folder carry (docs/DESIGN.md section 2).
 
 Kept apart from the item contract (which needs `datasets`) so that a reader that only looks
 for a folder's manifest (publish, the runners' out-folder check) imports nothing heavy.

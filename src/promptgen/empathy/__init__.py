@@ -1,4 +1,4 @@
-"""The intergroup-empathy probe (DESIGN section 4): crowd-enVent -> the `intergroup-empathy` dataset.
+"""The intergroup-empathy probe (docs/DESIGN.md section 4): crowd-enVent -> the `intergroup-empathy` dataset.
 
 `corpus` reads the crowd-enVent TSV, `narratives` makes the T0/T1 forms, `third_person` the
 rule-based T2 rewrite, `model_rewrites` carries a model's T2 rewrites into a build, `prompts`

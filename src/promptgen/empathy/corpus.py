@@ -24,7 +24,7 @@ from .narratives import EMOTIONS
 REQUIRED_COLUMNS: tuple[str, ...] = ("text_id", "emotion", "generated_text", "hidden_emo_text", "intensity")
 NO_EMOTION = "no-emotion"
 #: the published corpus after dropping `no-emotion`: 6,050 events, 550 per emotion and 275 each
-#: for guilt and shame (which share one 550 slot). DESIGN section 4 and the issue print 225, but
+#: for guilt and shame (which share one 550 slot). docs/DESIGN.md section 4 and the issue print 225, but
 #: 10 x 550 + 2 x 225 = 5,950, not the 6,050 they also state; 275 is the figure consistent with
 #: the total (and with the corpus's 6,600 texts including 550 no-emotion).
 EXPECTED_TOTAL = 6_050

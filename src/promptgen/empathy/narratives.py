@@ -1,4 +1,4 @@
-"""Narrative forms of a crowd-enVent event for the intergroup-empathy probe (DESIGN section 4).
+"""Narrative forms of a crowd-enVent event for the intergroup-empathy probe (docs/DESIGN.md section 4).
 
 The corpus's `generated_text` is what a participant typed to complete "I felt <emotion>
 when/because ...": usually a fragment (`because my friend lied to me`), sometimes a full

@@ -1,6 +1,6 @@
-"""Intergroup-empathy prompts (DESIGN section 4): perceiver persona x experiencer x event.
+"""Intergroup-empathy prompts (docs/DESIGN.md section 4): perceiver persona x experiencer x event.
 
-Pure functions: identities and settings are data written out from DESIGN; events become
+Pure functions: identities and settings are data written out from the paper (docs/DESIGN.md section 4); events become
 three narrative forms; prompts are expanded per (category, setting) as Arrow batches of one
 (perceiver, experiencer) pair x all events, so the 37.3 M-row full build streams in
 bounded memory without a Python dict per row.
@@ -135,7 +135,7 @@ def setting(name: str) -> Setting:
 
 
 def identities(category: str) -> list[Identity]:
-    """Perceiver (= experiencer) list of a category in DESIGN order, `a person` first."""
+    """Perceiver (= experiencer) list of a category in the paper's order, `a person` first."""
     rows = [(UNSPECIFIED, "unspecified", True)]
     if category == "race":
         rows += [(text, group, False) for group, texts in RACE_GROUPS.items() for text in texts]
@@ -199,7 +199,7 @@ def rewrite_item_id(text_id: str) -> str:
 
 
 def rewrite_rows(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One free-text item per event: DESIGN section 4's rewrite prompt for its T1 narrative.
+    """One free-text item per event: docs/DESIGN.md section 4's rewrite prompt for its T1 narrative.
 
     Released with the dataset so the LLM rewrite is reproducible from the dataset alone
     (`probes run DATASET --config rewrite_t2 --scoring generate`). The prompt is a text to

@@ -1,4 +1,4 @@
-"""Third-person rewrites of T1 narratives for the T2 setting (DESIGN section 4).
+"""Third-person rewrites of T1 narratives for the T2 setting (docs/DESIGN.md section 4).
 
 Two methods produce T2, and the build records which one made each event's text:
 
@@ -77,7 +77,7 @@ REWRITE_STOP: tuple[str, ...] = ("}",)
 
 
 def rewrite_prompt(narrative: str) -> str:
-    """DESIGN section 4's 1-shot third-person rewrite prompt for one T1 narrative, byte for byte.
+    """docs/DESIGN.md section 4's 1-shot third-person rewrite prompt for one T1 narrative, byte for byte.
 
     Concatenated rather than `str.format`-ed because narratives may contain braces.
     """

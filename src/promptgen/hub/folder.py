@@ -1,4 +1,4 @@
-"""Write a Hub-ready dataset folder (DESIGN section 2), atomically and deterministically; check a built one.
+"""Write a Hub-ready dataset folder (docs/DESIGN.md section 2), atomically and deterministically; check a built one.
 
 Layout::
 

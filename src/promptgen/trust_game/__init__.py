@@ -1,4 +1,4 @@
-"""The name-based Trust Game probe (DESIGN section 5): Census surnames -> the `trust-game-names` dataset.
+"""The name-based Trust Game probe (docs/DESIGN.md section 5): Census surnames -> the `trust-game-names` dataset.
 
 `census` ranks surnames (steps 1-6), `race_probe` asks the model which race a name reads as,
 `curation` keeps the pairs it reads as intended (step 7, pure), `paper_pairs` holds the

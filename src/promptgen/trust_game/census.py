@@ -1,4 +1,4 @@
-"""2010 US Census surnames -> racially representative surname lists (DESIGN section 5, steps 1-6).
+"""2010 US Census surnames -> racially representative surname lists (docs/DESIGN.md section 5, steps 1-6).
 
 The Trust Game paper identifies players by title + surname, so the surnames must signal a
 race as clearly as the Census allows. Two published selection rules are implemented:
@@ -310,7 +310,7 @@ def threshold_ranking(
 ) -> pd.DataFrame:
     """Step 5 (Aher et al. 2023): share >= threshold, most frequent first; top `top` per race.
 
-    `basis` says which share: `renormalised` is Pr(race | name) of step 2 (DESIGN section 5);
+    `basis` says which share: `renormalised` is Pr(race | name) of step 2 (docs/DESIGN.md section 5);
     `census` is the Census percentage / 100, with the two-or-more-races share still in the
     denominator (Aher et al. read the Census table directly). `exclude` (a list with `race`
     and `surname`, e.g. the bayesian ranking) removes its surnames from that race's

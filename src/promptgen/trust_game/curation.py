@@ -1,4 +1,4 @@
-"""Per-model pair curation (DESIGN section 5, step 7): race-probe scores -> the pairs a model reads as each race.
+"""Per-model pair curation (docs/DESIGN.md section 5, step 7): race-probe scores -> the pairs a model reads as a race.
 
 The paper picks, for each model, the (title, surname) pairs that model itself reads as the
 intended race, so a bias measured in the games is about names the model places in a race.

@@ -183,7 +183,7 @@ def pairs_report(pairs: list[PaperPair], seed: pd.DataFrame) -> dict[str, Any]:
 def threshold_variants_report(shares: pd.DataFrame, pairs: list[PaperPair], params: TrustGameParams) -> list[dict]:
     """Which published surnames each reading of step 5 leaves out of the seed list.
 
-    DESIGN section 5 reads the threshold as Pr(race | name) >= 0.9 over all surnames; the
+    docs/DESIGN.md section 5 reads the threshold as Pr(race | name) >= 0.9 over all surnames; the
     paper's pairs suggest Census percentages and a threshold list counted after the
     bayesian one. Reporting all four readings lets a reader see the evidence.
     """

@@ -1,4 +1,4 @@
-"""Trust Game games and probing questions (DESIGN section 5): pairs -> `number` items.
+"""Trust Game games and probing questions (docs/DESIGN.md section 5): pairs -> `number` items.
 
 Pure functions: the pairs come from `trust_game.parse_paper_pairs` (or any later per-model
 selection with the same fields), the writer wiring is in `dataset`.
@@ -14,7 +14,7 @@ both sides. A surname can appear in both genders' lists of a race (the paper's l
 many), so a cross-gender, same-race game can pit `Mr. Hoang` against `Ms. Hoang`; the
 design keeps those games (the count of 272 depends on it) and flags them in `same_surname`.
 
-Prompt variants of one game (the text is DESIGN section 5's, byte for byte):
+Prompt variants of one game (the text is docs/DESIGN.md section 5's, byte for byte):
 
 - `base`: the plain-completion prompt; the number follows `... will pass to the banker $`.
 - `inst`: `[INST] ` + the text from `Read` through the question + ` [/INST]\\n` + the answer
@@ -62,7 +62,7 @@ GENDERS: tuple[str, ...] = ("male", "female")
 #: title -> (gender, possessive pronoun, subject pronoun).
 TITLE_FORMS: dict[str, tuple[str, str, str]] = {"Mr.": ("male", "his", "he"), "Ms.": ("female", "her", "she")}
 
-# DESIGN section 5, byte for byte. `\n\n` after `Scenario:`, `Question:` and `Answer:` is the
+# docs/DESIGN.md section 5, byte for byte. `\n\n` after `Scenario:`, `Question:` and `Answer:` is the
 # paper's literal `\n` plus the line break; the `In the end, ...` sentence is one line.
 INTRO = "Read the following scenario and answer the question below.\nScenario:\n\n"
 SCENARIO = (

@@ -1,4 +1,4 @@
-"""The Trust Game paper's published pairs (DESIGN section 5, step 8) and the players' titles.
+"""The Trust Game paper's published pairs (docs/DESIGN.md section 5, step 8) and the players' titles.
 
 The paper's own surname selections for three models are published as `pairs_paper`, so its
 games can be rebuilt exactly. Pure functions: `dataset` reads `paper_pairs.json`; the games

@@ -1,4 +1,4 @@
-"""The Trust Game recipe's `parameters` block (DESIGN section 5), validated into typed parameters.
+"""The Trust Game recipe's `parameters` block (docs/DESIGN.md section 5), validated into typed parameters.
 
 One parser for the whole block, so an unknown key or a wrong type anywhere is one error naming it;
 the `games` and `probing` sections are parsed by `games` and checked here against

@@ -1,4 +1,4 @@
-"""Race-probe items (DESIGN section 5, step 7): "{title} {surname} is {race}. True or False?".
+"""Race-probe items (docs/DESIGN.md section 5, step 7): "{title} {surname} is {race}. True or False?".
 
 Asked for every seed surname and every race, so a later step (`curation`) can keep the surnames
 the model itself reads as the intended race. Pure functions; the seed list comes from `census`.
@@ -26,7 +26,7 @@ class ProbeVariant:
     choices: tuple[str, str]
 
 
-#: DESIGN section 5 step 7. `base`: Llama-2 / Mistral style, printed by the paper on three lines
+#: docs/DESIGN.md section 5 step 7. `base`: Llama-2 / Mistral style, printed by the paper on three lines
 #: (`### True or False:\n` / `1. {title} {surname} is {race}.\n` / `### Answer:\n\n`), whose `\n`
 #: marks stand for empty lines it does not show: each is read as the game prompt reads them
 #: (`games`: the literal `\n` plus the line that ends there), so every printed line ends with its

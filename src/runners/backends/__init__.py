@@ -4,7 +4,7 @@ A backend is registered once, as a `BackendSpec` (lm-eval's `@register_model`, m
 name, the extras it needs, the load options it honours, how Ray places a replica, whether it
 starts an engine, and where its loader and its token accounting live ("module:function",
 imported on first use, so registering costs nothing and `import runners` needs no torch).
-Nothing else in the project branches on a backend's name: loading (`runners.model.load`), the
+Nothing else in the project branches on a backend's name: loading (`runners.backends.load`), the
 drivers, the extras check, plans and quotes and the CLI all read the spec.
 
 A new backend is a package under `runners/backends/` (or any importable module) with a class
@@ -23,6 +23,7 @@ from typing import Any
 
 from promptgen.core.errors import ProbeError
 from promptgen.core.plugins import load_plugins
+from runners.extras import require
 
 #: load options only some backends honour (`BackendSpec.options`), by the `LoadOptions` field they read
 DEVICE_MAP, GGUF_FILE, QUANTIZED_WEIGHTS, TENSOR_PARALLEL = "device_map", "gguf_file", "quantized", "tensor_parallel"
@@ -48,7 +49,7 @@ class BackendSpec:
     options: frozenset[str] = frozenset()
     #: it starts an engine whose threads outlive the run (the CLI then exits without waiting on them)
     starts_engine: bool = False
-    #: its context length is fixed at load time, so the run sizes it to the items (`runners.model.load.needs_of`)
+    #: its context length is fixed at load time, so the run sizes it to the items (`runners.backends.load.needs_of`)
     sizes_context: bool = False
     #: it follows `--device`; False: it runs wherever its install runs (a GPU when there is one), so on a
     #: Ray cluster with GPUs only an explicit `--device cpu` keeps it off them
@@ -102,6 +103,19 @@ def backends_taking(option: str) -> list[str]:
     return [name for name, spec in BACKENDS.items() if spec.takes(option)]
 
 
+def require_for_scoring(*, backend: str | None = None, ray: bool = False, what: str = "scoring") -> None:
+    """The extras a scoring run needs: hf always (tokenizer), the backend's own (its spec), Ray for `--ray`."""
+    spec = backend_spec(backend or DEFAULT_BACKEND)
+    extras = ["hf"]
+    if spec.extras:
+        what += f" --backend {spec.name}"
+        extras.extend(e for e in spec.extras if e not in extras)
+    if ray:
+        what += " --ray"
+        extras.append("ray")
+    require(what, extras)
+
+
 def priced_backends() -> list[str]:
     """The backends plans can price (those with a call accounting), in registration order."""
     return [name for name, spec in BACKENDS.items() if spec.call_counts is not None]
@@ -123,6 +137,7 @@ __all__ = [
     "backends_taking",
     "priced_backends",
     "register",
+    "require_for_scoring",
 ]
 
 load_plugins()  # PROBES_PLUGINS: third-party modules that register their own backends (or probes)

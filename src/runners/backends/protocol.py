@@ -1,4 +1,4 @@
-"""The one primitive every backend implements (DESIGN section 6).
+"""The one primitive every backend implements (docs/DESIGN.md section 6).
 
 A backend gets token ids (made by `runners.scoring.tokenize`, never by the backend) and returns
 log-probabilities, one result per request, in request order. Everything above it (choice
@@ -11,7 +11,7 @@ caching in vLLM). Optionally it also reports, for a fixed list of candidate toke
 next-token log-probabilities after the context and after every token of every
 continuation: letter-mode choices read the first, the number trie reads both.
 
-Generation mode (DESIGN section 6) is the second primitive: token ids in, text out, with
+Generation mode (docs/DESIGN.md section 6) is the second primitive: token ids in, text out, with
 every sampling setting spelled out in the request (greedy when `temperature` is 0), so no
 backend falls back on a model's own generation config.
 """

@@ -39,30 +39,9 @@ def position_limit(config: Mapping[str, Any]) -> int | None:
     return None
 
 
-def _chars(item: Mapping[str, Any]) -> int:
+def text_chars(item: Mapping[str, Any]) -> int:
     messages = item.get("messages") or []
     return max(len(item.get("prompt") or ""), sum(len(m.get("content") or "") for m in messages))
-
-
-def tokens_needed(dataset: Any, rows: list[int], tokenizer: Any, chat: bool, settings: Any) -> int:
-    """The most positions one of `rows` needs: context + longest continuation, or + the generation budget."""
-    from runners.rows import prepare_request, render_context
-    from runners.scoring.tokenize import digit_start_ids, encode_context
-
-    columns = [c for c in ("prompt", "messages") if c in dataset.column_names]
-    texts = dataset.select(rows).select_columns(columns).to_list()
-    longest = sorted(range(len(rows)), key=lambda k: -_chars(texts[k]))[:SAMPLE]
-    items = dataset.select([rows[k] for k in longest]).to_list()
-    digits = digit_start_ids(tokenizer)
-    need = 1
-    for item in items:
-        if settings.mode == "generate" or item.get("task") == "text":
-            context = encode_context(tokenizer, render_context(tokenizer, item, chat))
-            need = max(need, len(context) + settings.max_new_tokens)
-        else:
-            request = prepare_request(item, tokenizer, chat, settings, digits)
-            need = max(need, len(request.context) + max((len(c) for c in request.continuations), default=0) + 1)
-    return need
 
 
 def choose_max_model_len(asked: int | None, needed: int, limit: int | None, model: str) -> int:

@@ -1,6 +1,6 @@
 """What a plan prices with: the model's shape from `config.json`, its FLOPs, the GPUs and their peaks.
 
-- **FLOPs** = 2 x parameters x computed tokens (the convention of DESIGN section 8b and
+- **FLOPs** = 2 x parameters x computed tokens (the convention of docs/DESIGN.md section 8b and
   `benchmarks/gpu_scoring.py`: every parameter, embeddings included) + attention, 4 x layers x
   (heads x head size) x keys per computed position (QK^T and AV), with keys taken as the mean
   context length + 1 (an upper bound for context positions; the probes' prompts are short, so

@@ -1,4 +1,4 @@
-"""The result dataset folder (DESIGN section 2 and 7): keyed parts, atomic writes, card, manifest.
+"""The result dataset folder (docs/DESIGN.md section 2 and 7): keyed parts, atomic writes, card, manifest.
 
 Layout::
 

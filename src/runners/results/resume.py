@@ -1,6 +1,6 @@
 """What a resumed run still has to score, hashing only the prompts whose rows it cannot trust.
 
-Resume is exact (DESIGN: no stale reuse): an item is skipped only when its id is under the key
+Resume is exact (docs/DESIGN.md section 7: no stale reuse): an item is skipped only when its id is under the key
 AND its stored `prompt_sha256` is the hash of its prompt now (`results.prompt_sha256`), so a
 rebuilt dataset with changed prompts is rescored. Hashing every selected prompt to decide that
 costs minutes on a config of millions of rows, at every start; instead the content is checked

@@ -1,4 +1,4 @@
-"""From raw log-probabilities to choice and number distributions (DESIGN section 6). Pure numpy.
+"""From raw log-probabilities to choice and number distributions (docs/DESIGN.md section 6). Pure numpy.
 
 Backends only return log-probabilities of token ids (`runners.backends.protocol`); every
 normalisation is done here, once, for all backends.

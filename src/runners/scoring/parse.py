@@ -1,4 +1,4 @@
-"""Reading an answer out of generated text (generation mode, DESIGN section 6). Pure.
+"""Reading an answer out of generated text (generation mode, docs/DESIGN.md section 6). Pure.
 
 Every parse returns a value and a status, so analysis can tell a model that answered
 out of range from one that wrote no number at all or named two options; the raw text is

@@ -224,7 +224,7 @@ def resolve_scoring(
     where: Mapping[str, Sequence[str]] | None = None,
     tasks: Iterable[str] | None = None,
 ) -> ResolvedScoring:
-    """The dataset's declared protocol (DESIGN section 6) with each setting the user gave laid over it.
+    """The dataset's declared protocol (docs/DESIGN.md section 6) with each setting the user gave laid over it.
 
     `settings` is a complete `ScoringSettings` (used as it is), a mapping of `scoring_settings`
     keywords (the flags given; the protocol supplies the rest), or None (the protocol's). `chat`

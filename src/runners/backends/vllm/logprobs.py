@@ -1,7 +1,7 @@
 """Reading vLLM's log-probability outputs, and planning the engine queries of a score batch. Pure.
 
 vLLM has no "score these continuations" call: it generates. Scoring is read off two of its
-outputs (DESIGN section 6):
+outputs (docs/DESIGN.md section 6):
 
 - `RequestOutput.prompt_logprobs`: one entry per prompt position, `None` for the first,
   otherwise a dict `{token_id: Logprob}` that always holds the prompt's own token there

@@ -14,7 +14,7 @@ VLLM = register(
         starts_engine=True,
         sizes_context=True,
         follows_device=False,
-        token_counts="runners.scoring.token_accounting:vllm_token_counts",
-        call_counts="runners.scoring.token_accounting:vllm_call_counts",
+        token_counts="runners.backends.vllm.accounting:vllm_token_counts",
+        call_counts="runners.backends.vllm.accounting:vllm_call_counts",
     )
 )

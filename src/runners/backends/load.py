@@ -5,7 +5,7 @@
 and keys the model (`model_identity.locate`), loads the shared transformers tokenizer and the hf
 or vLLM backend with `auto` settings resolved for the machine (`runners.model.device`), and checks the
 weights did not change while they loaded.
-`needs_of` sizes vLLM's context to the run's items.
+`runners.session.needs_of` sizes an engine's context to the run's items.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from runners.backends import (
     TENSOR_PARALLEL,
     backend_spec,
     backends_taking,
+    require_for_scoring,
 )
-from runners.extras import require_for_scoring
 from runners.model import context_length
 from runners.model import identity as model_identity
 from runners.model.device import (
@@ -41,10 +41,6 @@ from runners.model.device import (
     resolve_device,
     resolve_dtype,
 )
-from runners.prompts import PromptConfig
-from runners.results.resume import id_column
-from runners.scoring.settings import ScoringSettings
-from runners.session import select_rows
 
 #: vLLM's max_model_len when neither it nor the items' needs are given
 DEFAULT_MAX_MODEL_LEN = 4096
@@ -138,7 +134,7 @@ def load_backend(
     follow the model and the machine (`runners.model.device`): the checkpoint's dtype, CUDA when
     torch sees a GPU (with a `RunnerWarning` when a GPU-sized model lands on the CPU), and
     vLLM's memory fraction 0.9 on CUDA, 0.3 on the CPU. vLLM's `max_model_len` left out is
-    what the items need (`needed_tokens(tokenizer)`, see `needs_of`), capped by the model's
+    what the items need (`needed_tokens(tokenizer)`, see `runners.session.needs_of`), capped by the model's
     position limit (`runners.model.context_length`); without `needed_tokens`, the smaller of the
     limit and 4096.
 
@@ -202,21 +198,3 @@ def load_backend(
         scorer.close()
         raise
     return scorer, tokenizer, ref.revision
-
-
-def needs_of(
-    prompts: PromptConfig,
-    settings: ScoringSettings,
-    chat: bool | None,
-    *,
-    shard: tuple[int, int] = (0, 1),
-    limit: int | None = None,
-) -> Callable[[Any], int]:
-    """`needed_tokens` for `load_backend`: the positions the run's longest items need, once the tokenizer is known."""
-
-    def needed(tokenizer: Any) -> int:
-        use_chat = bool(getattr(tokenizer, "chat_template", None)) if chat is None else chat
-        rows = select_rows(id_column(prompts.dataset), shard, limit)
-        return context_length.tokens_needed(prompts.dataset, rows, tokenizer, use_chat, settings)
-
-    return needed
