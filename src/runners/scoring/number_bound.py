@@ -44,7 +44,7 @@ from runners.scoring.token_accounting import continuation_nodes
 
 #: the smallest bound a row states, and the smallest tolerance: float32 log-probabilities (what a
 #: model's logits give, at best) differ by ~1e-7 per token between two computations of one number
-#: (a pooled pass and a packed row; `tests/runners/test_number_bound.py`'s ROUND_OFF), so a bound
+#: (a pooled pass and a packed row; `tests/runners/scoring/test_number_bound.py`'s ROUND_OFF), so a bound
 #: below this would claim more than the floats hold
 FLOAT_FLOOR = 1e-6
 

@@ -24,7 +24,7 @@ from runners.backends.protocol import ScoreRequest
 from runners.scoring.tokenize import encode_continuations
 
 pytestmark = pytest.mark.slow  # every test runs SmolLM2: the slow tier (pytest -m slow)
-LOGPROB_ATOL = 5e-5  # as tests/runners/test_hf.py: batch shapes change float32 sums by ~1e-5
+LOGPROB_ATOL = 5e-5  # as tests/runners/backends/test_hf.py: batch shapes change float32 sums by ~1e-5
 
 
 class _Spy:
