@@ -189,10 +189,15 @@ def make_plan(
     resolved: Sequence[tuple[str, Any, RunRequest]], backend: Any, tokenizer: Any, model: str, mfu: float
 ) -> SweepPlan:
     """Price each resolved config on the device the model loaded on (see the module docstring)."""
+    from runners.local_run import default_batch_size
     from runners.plan.pricing import count_params, load_model_config
     from runners.plan.quote import cpu_tokens_per_s, quote_config
 
-    quotes = [(name, quote_config(prompts, request, tokenizer)) for name, prompts, request in resolved]
+    per_call = default_batch_size(backend) if getattr(backend, "device", None) else None
+    quotes = [
+        (name, quote_config(prompts, request, tokenizer, items_per_call=per_call))
+        for name, prompts, request in resolved
+    ]
     shape = count_params(load_model_config(model))
     gpu, device = _device(backend)
     tokens_per_s = None

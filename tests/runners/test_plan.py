@@ -390,3 +390,21 @@ def test_plan_prices_each_configs_protocol_form_and_rows(tmp_path: Path) -> None
     assert cell["hf"]["exact"]["context_tokens"] == plain
     with pytest.raises(ProbeError, match="no chat messages"):
         plan.make_plan(plan.PlanRequest(dataset, str(load_folder()), chat=True, sample_calls=100, modes=("exact",)))
+
+
+def test_a_config_is_priced_with_its_fixed_cost_per_config_and_per_call() -> None:
+    """Small configs are all fixed cost: hours = the model's FLOPs at the MFU + per config + per call."""
+    from runners.plan.pricing import FIXED_COST, GPUS, hours
+    from runners.plan.quote import Quote
+
+    shape = plan.ModelShape(8_000_000_000, 0, 32, 4096, 128256, "llama")
+    counts = {"computed_tokens": 32 * 300, "context_tokens_per_item": 299}
+    priced = hours(shape, counts, "h100", 0.5, None, calls=3)
+    model_s = plan.flops(shape, 32 * 300, 300) / (GPUS["h100"].bf16_tflops * 1e12 * 0.5)
+    fixed_s = FIXED_COST["per_config_s"] + 3 * FIXED_COST["per_call_s"]
+    assert priced["gpu_hours"] * 3600 == pytest.approx(model_s)
+    assert priced["fixed_hours"] * 3600 == pytest.approx(fixed_s) and fixed_s > 0
+    assert priced["hours"] == pytest.approx(priced["gpu_hours"] + priced["fixed_hours"])
+    quote = Quote("c", 32, 32 * 300, 299, "choice", calls=3)
+    assert quote.hours(shape, gpu="h100", mfu=0.5, tokens_per_s=None) * 3600 == pytest.approx(model_s + fixed_s)
+    assert quote.hours(shape, gpu=None, mfu=0.5, tokens_per_s=1000.0) * 3600 == pytest.approx(9.6 + fixed_s)

@@ -194,7 +194,7 @@ def make_plan(req: PlanRequest, *, progress: Callable[[str], None] | None = None
             for mode in modes:
                 if "unavailable" not in counts[backend][mode]:
                     counts[backend][mode].update(
-                        hours(shape, counts[backend][mode], req.gpu, req.mfu, req.tokens_per_s)
+                        hours(shape, counts[backend][mode], req.gpu, req.mfu, req.tokens_per_s, calls=counts["calls"])
                     )
         per_config[name] = counts
     totals: dict[str, Any] = {}
@@ -210,6 +210,7 @@ def make_plan(req: PlanRequest, *, progress: Callable[[str], None] | None = None
                 continue
             keys = ("items", "context_tokens", "computed_context_tokens", "shared_prefix_saved")
             keys += ("continuation_positions", "computed_tokens", "prefix_trie_minimum", "flops", "gpu_hours")
+            keys += ("fixed_hours", "hours")
             total = {k: sum(cell[k] for cell in cells) for k in keys}
             if req.tokens_per_s:
                 total["hours_at_tokens_per_s"] = sum(cell["hours_at_tokens_per_s"] for cell in cells)

@@ -48,7 +48,7 @@ def plan_rows(plan: Mapping[str, Any]) -> Iterator[tuple[str, ...]]:
                     yield (name, backend, mode, f"{cell['items']:,}", *["-"] * 5, "n/a: " + cell["unavailable"])
                     continue
                 n = max(cell["items"], 1)
-                hours = f"{cell['gpu_hours']:.2f}"
+                hours = f"{cell['hours']:.2f}"
                 yield (
                     name,
                     backend,

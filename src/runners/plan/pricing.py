@@ -130,13 +130,38 @@ def load_model_config(model: str) -> dict[str, Any]:
         raise ProbeError(f"cannot read the config of {model!r}: {exc}") from None
 
 
+#: what a config and one backend call cost besides the model's work, in seconds: the config's load and
+#: checks, the session (resume, manifest, card, compaction), and per call the Python around the model
+#: (rendering, tokenising, requests, rows). Measured by `benchmarks/fixed_cost.py` on 2 CPU cores with a
+#: backend that answers at once (`benchmarks/results/fixed_cost_cpu2.json`, "null"), so the model's own work,
+#: priced by its FLOPs, is not counted twice; that Python runs on a GPU host's CPU too, so GPU plans add it.
+FIXED_COST = {"per_config_s": 0.0466, "per_call_s": 0.0023}
+
+
+def fixed_hours(calls: int) -> float:
+    """Hours one config spends outside the model: `per_config_s` once, `per_call_s` per backend call."""
+    return (FIXED_COST["per_config_s"] + calls * FIXED_COST["per_call_s"]) / 3600
+
+
 def hours(
-    shape: ModelShape, counts: Mapping[str, Any], gpu: str, mfu: float, tokens_per_s: float | None
+    shape: ModelShape,
+    counts: Mapping[str, Any],
+    gpu: str,
+    mfu: float,
+    tokens_per_s: float | None,
+    *,
+    calls: int = 0,
 ) -> dict[str, float]:
-    """FLOPs of a config's counts and the hours they take on `gpu` at `mfu` (and at `tokens_per_s`, when given)."""
+    """FLOPs of a config's counts and the hours they take on `gpu` at `mfu` (and at `tokens_per_s`, when given).
+
+    `gpu_hours` is the model's work alone; `fixed_hours` what the config's `calls` cost besides
+    (`FIXED_COST`); `hours` their sum, what the run takes.
+    """
     mean_keys = counts["context_tokens_per_item"] + 1
     total = flops(shape, counts["computed_tokens"], mean_keys)
-    out = {"flops": total, "gpu_hours": total / (GPUS[gpu].bf16_tflops * 1e12 * mfu) / 3600}
+    gpu_hours = total / (GPUS[gpu].bf16_tflops * 1e12 * mfu) / 3600
+    fixed = fixed_hours(calls)
+    out = {"flops": total, "gpu_hours": gpu_hours, "fixed_hours": fixed, "hours": gpu_hours + fixed}
     if tokens_per_s:
-        out["hours_at_tokens_per_s"] = counts["computed_tokens"] / tokens_per_s / 3600
+        out["hours_at_tokens_per_s"] = counts["computed_tokens"] / tokens_per_s / 3600 + fixed
     return out

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runners.backends import backend_spec
-from runners.plan.pricing import GPUS, ModelShape, flops
+from runners.plan.pricing import GPUS, ModelShape, fixed_hours, flops
 from runners.prompts import PromptConfig
 from runners.request import RunRequest
 from runners.scoring.settings import ScoringSettings
@@ -37,17 +37,32 @@ class Quote:
     context_tokens_per_item: float
     #: how the config is scored, for the table: `choice`/`number` read by the backend, or `generate`
     scoring: str
+    #: backend calls the run makes (its items over the batch size): each costs `pricing.FIXED_COST["per_call_s"]`
+    calls: int = 0
 
     def hours(self, shape: ModelShape, *, gpu: str | None, mfu: float, tokens_per_s: float | None) -> float | None:
-        """On `gpu` (a `pricing.GPUS` name) at `mfu`; else at `tokens_per_s`; None when neither is known."""
+        """On `gpu` (a `pricing.GPUS` name) at `mfu`; else at `tokens_per_s`; None when neither is known.
+
+        Both add what the config costs besides the model's work (`pricing.fixed_hours`).
+        """
         if gpu is not None:
             spent = flops(shape, self.computed_tokens, self.context_tokens_per_item + 1)
-            return spent / (GPUS[gpu].bf16_tflops * 1e12 * mfu) / 3600
-        return None if not tokens_per_s else self.computed_tokens / tokens_per_s / 3600
+            return spent / (GPUS[gpu].bf16_tflops * 1e12 * mfu) / 3600 + fixed_hours(self.calls)
+        return None if not tokens_per_s else self.computed_tokens / tokens_per_s / 3600 + fixed_hours(self.calls)
 
 
-def quote_config(prompts: PromptConfig, request: RunRequest, tokenizer: Any, *, sample: int = QUOTE_SAMPLE) -> Quote:
-    """The rows `request` will select of `prompts` (shard, limit) and their computed tokens, from a spread sample."""
+def quote_config(
+    prompts: PromptConfig,
+    request: RunRequest,
+    tokenizer: Any,
+    *,
+    sample: int = QUOTE_SAMPLE,
+    items_per_call: int | None = None,
+) -> Quote:
+    """The rows `request` will select of `prompts` (shard, limit) and their computed tokens, from a spread sample.
+
+    `items_per_call`: the run's batch size (`request.batch_size`, else the loaded backend's default), for its calls.
+    """
     from runners.prompts import check_chat_template
     from runners.results.resume import id_column
     from runners.rows import cached_digit_start_ids, prepare_request, render_context
@@ -74,7 +89,9 @@ def quote_config(prompts: PromptConfig, request: RunRequest, tokenizer: Any, *, 
         computed = counted.computed_tokens
         kind = "/".join(sorted({str(item["task"]) for item in items}))
     scale = len(rows) / len(items)
-    return Quote(prompts.config, len(rows), computed * scale, sum(contexts) / len(items), kind)
+    per_call = request.batch_size or items_per_call or len(rows)
+    calls = -(-len(rows) // per_call)
+    return Quote(prompts.config, len(rows), computed * scale, sum(contexts) / len(items), kind, calls)
 
 
 def cpu_tokens_per_s(model: Any, length: int, *, rows: int = 8, seconds: float = 2.0) -> float:
