@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from tests.promptgen.core.test_contract import _integer_ids, _null_prompt_no_chat
-from tests.runners.test_results import _unwritable
+from tests.runners.results.test_results import _unwritable
 from typer.testing import CliRunner
 
 import runners.results as res
