@@ -58,8 +58,8 @@ class FakeBackend:
         pass
 
 
-def load(model: str, options: Any, **_settings: Any) -> FakeBackend:
-    """The registry's loader: the settings resolved for the machine are not needed by a fake."""
+def load(model: str, options: Any, resolved: Any) -> FakeBackend:
+    """The registry's loader: the run's `LoadOptions` and the settings resolved for the machine, unused by a fake."""
     return FakeBackend(model)
 
 

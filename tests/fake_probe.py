@@ -20,4 +20,4 @@ def headline(tables: Mapping[str, pd.DataFrame], labels: Mapping) -> pd.DataFram
     return None if table is None else pd.DataFrame({"mean fake score": [table["score"].mean()]})
 
 
-SPEC = register_probe(ProbeSpec(NAME, SECTION, PREFIX, aliases=("fake",), headline=headline))
+SPEC = register_probe(ProbeSpec(NAME, SECTION, PREFIX, aliases=("fake",), headline=f"{__name__}:headline"))

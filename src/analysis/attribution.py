@@ -41,7 +41,7 @@ import pandas as pd
 from promptgen.attribution.release import CAUSES
 from promptgen.core.errors import ProbeError
 
-from .load import RUN_COLUMNS, require_columns, results_where
+from .columns import RUN_COLUMNS, require_columns, results_where
 from .stats import one_sample_t, two_sample_t
 
 INTERNAL = ("effort", "ability")
@@ -118,7 +118,7 @@ _ROTATION_SUFFIX = re.compile(r"\.r[0-9]+$")
 # ----------------------------------------------------------------------------- per item
 
 
-#: the results the errors name (`load.results_where`): the rows' files, else this
+#: the results the errors name (`columns.results_where`): the rows' files, else this
 _where = partial(results_where, fallback="attribution results")
 _require = partial(require_columns, fallback="attribution results")
 

@@ -51,7 +51,7 @@ import pandas as pd
 from promptgen.attribution.release import CAUSES
 from promptgen.core.errors import ProbeError
 
-from .load import RUN_COLUMNS, require_columns, results_where
+from .columns import RUN_COLUMNS, require_columns, results_where
 from .stats import one_sample_t, signed_rank
 
 RELEASE_SUFFIX = "_release"
@@ -94,7 +94,7 @@ def is_release_config(config: str) -> bool:
 # ----------------------------------------------------------------------------- per row
 
 
-#: the results the errors name (`load.results_where`): the rows' files, else this
+#: the results the errors name (`columns.results_where`): the rows' files, else this
 _where = partial(results_where, fallback="release attribution results")
 _require = partial(require_columns, fallback="release attribution results")
 

@@ -34,7 +34,7 @@ import pandas as pd
 
 from .attribution import TWO_SAMPLE_COLUMNS, two_sample_row
 from .attribution_release import OBSERVER, ONE_SAMPLE, PAIR, SINGLE, grouped_table, one_sample_row, refused_count
-from .load import RUN_COLUMNS, require_columns
+from .columns import RUN_COLUMNS, require_columns
 
 _require = partial(require_columns, fallback="release attribution results")
 #: a paired or observer row's actor is matched to the single-actor rows with these (and the run)

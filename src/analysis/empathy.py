@@ -34,7 +34,7 @@ import pandas as pd
 
 from promptgen.empathy.prompts import identity_rows
 
-from .load import RUN_COLUMNS
+from .columns import RUN_COLUMNS
 from .refusals import refusal_mask
 from .stats import bonferroni, paired_t
 

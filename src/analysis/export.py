@@ -32,7 +32,7 @@ from promptgen.core.errors import ProbeError
 from runners.results import ResultKey, short_model_name
 
 from .attribution_release import METRIC_PERSONS, OBSERVER, PAIR, SINGLE, option_matrices, person_probabilities
-from .load import RESULT_FILE_COLUMN, RUN_COLUMNS
+from .columns import RESULT_FILE_COLUMN, RUN_COLUMNS
 
 TALENT_OR_LUCK_CSV = "talent-or-luck-csv"
 JSONL = "jsonl"

@@ -21,7 +21,7 @@ import pandas as pd
 
 from runners.results import ResultKey
 
-from .load import RUN_COLUMNS
+from .columns import RUN_COLUMNS
 
 RUN_LABEL = "run"
 #: a run as its three run columns (model, model_revision, scoring)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,14 +42,7 @@ from runners.results import (
 )
 from runners.results import read_manifest as read_results_manifest
 
-#: columns `load_results` adds to the result rows
-RESULT_KEY_COLUMN = "result_key"
-RESULT_FILE_COLUMN = "results_file"
-#: result columns that identify a run; every table is computed per run
-RUN_COLUMNS = ("model", "model_revision", "scoring")
-#: result columns every part must have; the others of RESULT_SCHEMA are read when present, so
-#: parts written before a column was added to the schema still load (the column is null there)
-CORE_RESULT_COLUMNS = ("id", *RUN_COLUMNS, "refused")
+from .columns import CORE_RESULT_COLUMNS, RESULT_FILE_COLUMN, RESULT_KEY_COLUMN, RUN_COLUMNS
 
 
 def _from_hub(repo: str, config: str, revision: str | None, columns: Sequence[str] | None, what: str) -> pd.DataFrame:
@@ -277,21 +270,6 @@ def join(
     joined = prompts.merge(results, on="id", how="inner", validate="one_to_many", sort=False).reset_index(drop=True)
     check_result_values(joined)
     return joined
-
-
-def results_where(frame: pd.DataFrame, fallback: str = "results") -> str:
-    """The result files a frame's rows came from (the first three), for an error to name; `fallback` without any."""
-    if RESULT_FILE_COLUMN in frame.columns and not frame.empty:
-        files = sorted(set(frame[RESULT_FILE_COLUMN].astype(str)))
-        return ", ".join(files[:3]) + (" ..." if len(files) > 3 else "")
-    return fallback
-
-
-def require_columns(frame: pd.DataFrame, columns: Iterable[str], what: str, fallback: str = "results") -> None:
-    """One error naming the result files and every column `what` needs that the frame lacks."""
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise ProbeError(f"{results_where(frame, fallback)}: {what} needs column(s) {', '.join(missing)}")
 
 
 def _files(results: pd.DataFrame) -> str:

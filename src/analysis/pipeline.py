@@ -44,10 +44,8 @@ from . import attribution_release as attr_release
 from . import attribution_release_deltas as attr_release_deltas
 from . import empathy as emp
 from . import trust_game as tg
+from .columns import RESULT_FILE_COLUMN, RESULT_KEY_COLUMN, RUN_COLUMNS
 from .load import (
-    RESULT_FILE_COLUMN,
-    RESULT_KEY_COLUMN,
-    RUN_COLUMNS,
     hub_ref,
     join,
     load_prompts,

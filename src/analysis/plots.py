@@ -25,10 +25,10 @@ import pandas as pd
 from matplotlib.colors import ListedColormap, TwoSlopeNorm
 from matplotlib.figure import Figure
 
+from .columns import RUN_COLUMNS
 from .empathy import UNSPECIFIED, group_keys, to_matrix
 from .frames import keyed_groups
 from .headlines import run_label
-from .load import RUN_COLUMNS
 
 CAUSE_COLOURS = {"effort": "#1f5fa8", "ability": "#6fa8dc", "difficulty": "#e69138", "luck": "#f6c26b"}
 GREY = "#d9d9d9"

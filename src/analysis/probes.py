@@ -7,28 +7,28 @@ order of registration is the order a sweep runs the probes and the report shows 
 
 A new probe is a builder (promptgen), a recipe, its analysis tables, and one
 `register_probe(ProbeSpec(...))` here or in a plugin module named in `PROBES_PLUGINS`
-(docs/ARCHITECTURE.md, "Extending").
+(docs/ARCHITECTURE.md, "Extending"). Functions are named as "module:function" and imported on
+first use, so the CLI can list the probes in `--help` without importing pandas or `datasets`.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-
-import numpy as np
-import pandas as pd
+from typing import Any
 
 from promptgen.core.errors import ProbeError
 from promptgen.core.plugins import load_plugins
-from promptgen.empathy.synthetic import write_synthetic_corpus
-
-from .headlines import Run, attribution_headline, empathy_headline, run_labels, trust_game_headline
 
 #: the report section of tables no probe claims (refusals, provenance)
 OVERVIEW = "Overview"
 
-Headline = Callable[[Mapping[str, pd.DataFrame], Mapping[Run, str]], "pd.DataFrame | None"]
+
+def resolve(target: str) -> Callable[..., Any]:
+    """The function a "module:function" reference names, imported now."""
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 @dataclass(frozen=True)
@@ -43,12 +43,13 @@ class ProbeSpec:
     table_prefix: str
     #: other names `--probe` accepts (a recipe's short name)
     aliases: tuple[str, ...] = ()
-    #: the compact table that opens its report section: (tables, run labels) -> table or None
-    headline: Headline | None = None
-    #: the source folder its recipe reads that is not redistributed; when `--sources` lacks it,
-    #: a sweep builds from `synthetic_sources(folder)` instead and says its results test the pipeline only
+    #: "module:function" of the compact table that opens its report section: (tables, run labels) -> table or None
+    headline: str | None = None
+    #: the source folder its recipe reads that is not redistributed; when `--sources` lacks it, a sweep
+    #: builds from the folder "module:function" `synthetic_sources(folder)` writes, and says its results
+    #: test the pipeline only
     private_source: str | None = None
-    synthetic_sources: Callable[[Path], Path] | None = None
+    synthetic_sources: str | None = None
 
 
 #: name -> spec, in sweep and report order
@@ -96,31 +97,43 @@ def sections() -> list[str]:
     return [OVERVIEW, *(spec.section for spec in PROBES.values())]
 
 
-def section_headlines(tables: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+def section_headlines(tables: Mapping[str, Any]) -> dict[str, Any]:
     """Section name -> its headline table (sections without the source table are left out)."""
+    import numpy as np
+
+    from .headlines import run_labels
+
     labels = run_labels(tables)
     out = {}
     for spec in PROBES.values():
         if spec.headline is None:
             continue
-        frame = spec.headline(tables, labels)
+        frame = resolve(spec.headline)(tables, labels)
         if frame is not None and not frame.empty:
             out[spec.section] = frame.replace([np.inf, -np.inf], np.nan)
     return out
 
 
-register_probe(ProbeSpec("talent-or-luck", "Attribution", "attribution_", headline=attribution_headline))
 register_probe(
-    ProbeSpec("trust-game-names", "Trust Game", "trust_game_", aliases=("trust-game",), headline=trust_game_headline)
+    ProbeSpec("talent-or-luck", "Attribution", "attribution_", headline=f"{__package__}.headlines:attribution_headline")
+)
+register_probe(
+    ProbeSpec(
+        "trust-game-names",
+        "Trust Game",
+        "trust_game_",
+        aliases=("trust-game",),
+        headline=f"{__package__}.headlines:trust_game_headline",
+    )
 )
 register_probe(
     ProbeSpec(
         "intergroup-empathy",
         "Empathy",
         "empathy_",
-        headline=empathy_headline,
+        headline=f"{__package__}.headlines:empathy_headline",
         private_source="crowd-envent",
-        synthetic_sources=write_synthetic_corpus,
+        synthetic_sources="promptgen.empathy.synthetic:write_synthetic_corpus",
     )
 )
 

@@ -33,8 +33,8 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from .columns import RUN_COLUMNS
 from .frames import keyed_groups
-from .load import RUN_COLUMNS
 from .refusals import refusal_mask
 from .stats import bonferroni, two_sample_t
 

@@ -37,8 +37,8 @@ class BackendSpec:
 
     #: the `--backend` value, recorded in every row and in the result key
     name: str
-    #: "module:function" that loads it: `(model, load, *, tokenizer, dtype, device, max_model_len,
-    #: gpu_memory_utilization, extra)` -> a `protocol.Backend` (settings already resolved for the machine)
+    #: "module:function" that loads it: `(model, options, resolved)` -> a `protocol.Backend`, where `options`
+    #: are the run's `LoadOptions` and `resolved` the `Resolved` settings for this machine
     loader: str
     #: one line for `--help`
     summary: str = ""
@@ -75,6 +75,25 @@ class BackendSpec:
             raise ProbeError(f"--backend {self.name} has no {field.replace('_', ' ')}")
         module, _, attribute = target.partition(":")
         return getattr(importlib.import_module(module), attribute)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """What `runners.backends.load.load_backend` settled before a backend loads, passed to every loader."""
+
+    #: the transformers tokenizer every backend's token ids come from (generation detokenises with it too)
+    tokenizer: Any
+    #: the Hub commit to load (None for a local folder)
+    revision: str | None
+    #: the weights' dtype and the device, `auto` resolved (`runners.model.device`)
+    dtype: str
+    device: str
+    #: an engine's context length, sized to the run's items (`BackendSpec.sizes_context`), else None
+    max_model_len: int | None
+    #: an engine's memory fraction (`ENGINE_MEMORY`), else None
+    gpu_memory_utilization: float | None
+    #: keyword arguments of the checkpoint's files (`gguf_file`), for loaders that take them
+    extra: dict[str, Any]
 
 
 #: name -> spec, in registration order (the built-in ones first)
@@ -133,6 +152,7 @@ __all__ = [
     "HF",
     "VLLM",
     "BackendSpec",
+    "Resolved",
     "backend_spec",
     "backends_taking",
     "priced_backends",

@@ -23,6 +23,7 @@ from runners.backends import (
     GGUF_FILE,
     QUANTIZED_WEIGHTS,
     TENSOR_PARALLEL,
+    Resolved,
     backend_spec,
     backends_taking,
     require_for_scoring,
@@ -170,17 +171,8 @@ def load_backend(
                 max_model_len = context_length.choose_max_model_len(max_model_len, needed, limit, model)
             elif max_model_len is None:
                 max_model_len = min(limit or DEFAULT_MAX_MODEL_LEN, DEFAULT_MAX_MODEL_LEN)
-        scorer: Any = spec.function("loader")(
-            model,
-            load,
-            tokenizer=tokenizer,
-            revision=revision,
-            dtype=weights_dtype,
-            device=on,
-            max_model_len=max_model_len,
-            gpu_memory_utilization=gpu_memory_utilization,
-            extra=extra,
-        )
+        resolved = Resolved(tokenizer, revision, weights_dtype, on, max_model_len, gpu_memory_utilization, extra)
+        scorer: Any = spec.function("loader")(model, load, resolved)
     except ImportError as exc:
         raise ProbeError(str(exc)) from exc
     except (OSError, ValueError) as exc:

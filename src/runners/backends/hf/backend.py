@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from runners.backends import Resolved
 from runners.backends.hf.bounded import bounded_passes
 from runners.backends.hf.generate import generate
 from runners.backends.hf.logprobs import LogSoftmax, candidate_logprobs_by_row, gather_logprobs
@@ -402,28 +403,16 @@ class HFBackend:
         del logits, logprobs
 
 
-def load(
-    model: str,
-    options: Any,
-    *,
-    tokenizer: Any,
-    revision: str | None,
-    dtype: str,
-    device: str,
-    max_model_len: int | None,
-    gpu_memory_utilization: float | None,
-    extra: dict[str, Any],
-) -> HFBackend:
-    """The registry's loader (`runners.backends.hf.spec`): `options` is the run's `LoadOptions`, settings resolved."""
-    del max_model_len, gpu_memory_utilization  # a transformers model takes any length; no engine memory to set
+def load(model: str, options: Any, resolved: Resolved) -> HFBackend:
+    """The registry's loader (`runners.backends.hf.spec`): the run's `LoadOptions` and what `load_backend` settled."""
     return HFBackend.from_pretrained(
         model,
-        revision=revision,
-        dtype=dtype,
-        device=device,
+        revision=resolved.revision,
+        dtype=resolved.dtype,
+        device=resolved.device,
         device_map=options.device_map,
-        tokenizer=tokenizer,
+        tokenizer=resolved.tokenizer,
         max_batch_tokens=options.max_batch_tokens,
         max_logit_rows=options.max_logit_rows,
-        **extra,
+        **resolved.extra,
     )

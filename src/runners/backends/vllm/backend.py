@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from promptgen.core.errors import ProbeError
+from runners.backends import Resolved
 from runners.backends.protocol import GenerateRequest, Generation, ScoreRequest, ScoreResult
 from runners.backends.vllm.bounded import score_bounded
 from runners.backends.vllm.logprobs import assemble, candidate_logprobs, continuation_logprobs, plan_queries
@@ -451,32 +452,20 @@ class VLLMBackend:
         return generations
 
 
-def load(
-    model: str,
-    options: Any,
-    *,
-    tokenizer: Any,
-    revision: str | None,
-    dtype: str,
-    device: str,
-    max_model_len: int | None,
-    gpu_memory_utilization: float | None,
-    extra: dict[str, Any],
-) -> VLLMBackend:
-    """The registry's loader (`runners.backends.vllm.spec`): `options` is the run's `LoadOptions`, settings resolved.
+def load(model: str, options: Any, resolved: Resolved) -> VLLMBackend:
+    """The registry's loader (`runners.backends.vllm.spec`): the run's `LoadOptions` and what `load_backend` settled.
 
-    vLLM detokenises with its own tokenizer and runs where its install runs, so `tokenizer` and
-    `device` are not passed on; `extra` (a GGUF file) is refused before loading.
+    vLLM detokenises with its own tokenizer and runs where its install runs, so `resolved.tokenizer`
+    and `resolved.device` are not passed on; `resolved.extra` (a GGUF file) is refused before loading.
     """
-    del tokenizer, device, extra
     return VLLMBackend.from_pretrained(
         model,
-        revision=revision,
-        dtype=dtype,
+        revision=resolved.revision,
+        dtype=resolved.dtype,
         prefix_caching=options.prefix_caching,
         enforce_eager=options.enforce_eager,
-        gpu_memory_utilization=gpu_memory_utilization,
-        max_model_len=max_model_len,
+        gpu_memory_utilization=resolved.gpu_memory_utilization,
+        max_model_len=resolved.max_model_len,
         block_size=options.block_size,
         tensor_parallel_size=options.tensor_parallel_size,
     )

@@ -1,0 +1,37 @@
+"""The columns every analysis module reads by name, and the one check that a frame has them (pure, no I/O).
+
+The metric modules import their column names from here, not from the I/O module `analysis.load`,
+so a metric needs nothing but frames.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pandas as pd
+
+from promptgen.core.errors import ProbeError
+
+#: columns `load_results` adds to the result rows
+RESULT_KEY_COLUMN = "result_key"
+RESULT_FILE_COLUMN = "results_file"
+#: result columns that identify a run; every table is computed per run
+RUN_COLUMNS = ("model", "model_revision", "scoring")
+#: result columns every part must have; the others of RESULT_SCHEMA are read when present, so
+#: parts written before a column was added to the schema still load (the column is null there)
+CORE_RESULT_COLUMNS = ("id", *RUN_COLUMNS, "refused")
+
+
+def results_where(frame: pd.DataFrame, fallback: str = "results") -> str:
+    """The result files a frame's rows came from (the first three), for an error to name; `fallback` without any."""
+    if RESULT_FILE_COLUMN in frame.columns and not frame.empty:
+        files = sorted(set(frame[RESULT_FILE_COLUMN].astype(str)))
+        return ", ".join(files[:3]) + (" ..." if len(files) > 3 else "")
+    return fallback
+
+
+def require_columns(frame: pd.DataFrame, columns: Iterable[str], what: str, fallback: str = "results") -> None:
+    """One error naming the result files and every column `what` needs that the frame lacks."""
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ProbeError(f"{results_where(frame, fallback)}: {what} needs column(s) {', '.join(missing)}")
