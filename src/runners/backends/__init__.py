@@ -58,7 +58,7 @@ class BackendSpec:
     #: None: plans and quotes cannot price it
     token_counts: str | None = None
     #: "module:function" pricing a sampled call for `probes plan` (`runners.plan.count.count_call`):
-    #: `(requests, full, picked, numbers, *, trie_positions, max_batch_tokens, block_size)` -> `TokenCounts`
+    #: `(token_accounting.SampledCall)` -> (`TokenCounts`, the number tries' positions)
     call_counts: str | None = None
 
     def takes(self, option: str) -> bool:

@@ -28,6 +28,7 @@ from runners.backends import backend_spec, priced_backends
 from runners.backends.protocol import ScoreRequest
 from runners.plan.configs import ConfigRows
 from runners.scoring.distributions import NUMBER_MODES
+from runners.scoring.token_accounting import SampledCall
 
 #: sampled calls per config when a config has more calls than this (else every call is counted)
 DEFAULT_SAMPLE_CALLS = 4
@@ -162,16 +163,10 @@ def count_call(
     candidates = template.candidates if template else ()
     requests = [full[k] if k not in set(numbers) else contexts(items[k], candidates) for k in range(len(items))]
     out: dict[str, dict[str, float]] = {}
+    trie_positions = settings.trie_positions if bounded else None
+    call = SampledCall(requests, full, picked, numbers, trie_positions, settings.max_batch_tokens, settings.block_size)
     for name in priced_backends():
-        counts, tries = backend_spec(name).function("call_counts")(
-            requests,
-            full,
-            picked,
-            numbers,
-            trie_positions=settings.trie_positions if bounded else None,
-            max_batch_tokens=settings.max_batch_tokens,
-            block_size=settings.block_size,
-        )
+        counts, tries = backend_spec(name).function("call_counts")(call)
         out[name] = {
             "items": len(items),
             "context_tokens": counts.context_tokens,

@@ -45,6 +45,7 @@ __all__ = [
     "DEFAULT_MAX_BATCH_TOKENS",
     "MIN_SHARED_PREFIX",
     "RadixNode",
+    "SampledCall",
     "TokenCounts",
     "budget_chunks",
     "context_radix",
@@ -348,27 +349,32 @@ def hf_token_counts(
     return token_counts_of(requests, computed_context, continuation, per_request)
 
 
-def hf_call_counts(
-    requests: Sequence[ScoreRequest],
-    full: Mapping[int, ScoreRequest],
-    picked: Sequence[int],
-    numbers: Sequence[int],
-    *,
-    trie_positions: float | None,
-    max_batch_tokens: int,
-    block_size: int,
-) -> tuple[TokenCounts, float]:
+@dataclass(frozen=True)
+class SampledCall:
+    """One call of a config as `probes plan` samples it (`runners.plan.count.count_call`), for a backend to price."""
+
+    #: the call's requests as the run sends them, every number item's trie left out
+    requests: Sequence[ScoreRequest]
+    #: the built requests of the `picked` number items (tries included) and of the other items
+    full: Mapping[int, ScoreRequest]
+    picked: Sequence[int]
+    #: the positions of the call's number items
+    numbers: Sequence[int]
+    #: bounded mode: the profile's trie positions per number item; None: exact tries
+    trie_positions: float | None
+    max_batch_tokens: int
+    block_size: int
+
+
+def hf_call_counts(call: SampledCall) -> tuple[TokenCounts, float]:
     """One sampled call priced for the hf backend (`runners.plan.count.count_call`): counts, and its tries' positions.
 
-    `requests` are the call's requests with every number item's trie left out; `full` the built
-    requests of the `picked` number items (and of the other items). A trie costs its nodes
-    (bounded: `trie_positions`, at most its nodes), whatever its context, so the picked tries
-    scale to the call's `numbers`.
+    A trie costs its nodes (bounded: `trie_positions`, at most its nodes), whatever its context,
+    so the picked tries scale to the call's `numbers`.
     """
-    del block_size
-    counts = hf_token_counts(requests, max_batch_tokens=max_batch_tokens, items_per_call=None)
-    per_trie = [hf_token_counts([full[k]], items_per_call=None).continuation_positions for k in picked]
-    if trie_positions is not None:
-        per_trie = [min(trie_positions, n) for n in per_trie]
-    scale = len(numbers) / len(picked) if picked else 0.0
+    counts = hf_token_counts(call.requests, max_batch_tokens=call.max_batch_tokens, items_per_call=None)
+    per_trie = [hf_token_counts([call.full[k]], items_per_call=None).continuation_positions for k in call.picked]
+    if call.trie_positions is not None:
+        per_trie = [min(call.trie_positions, n) for n in per_trie]
+    scale = len(call.numbers) / len(call.picked) if call.picked else 0.0
     return counts, scale * sum(per_trie)

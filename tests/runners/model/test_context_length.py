@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.runners.test_local_run import ITEMS
 from tests.runners.results.test_results import _prompts
+from tests.runners.test_local_run import ITEMS
 
 from promptgen.core.contract import user_messages
 from promptgen.core.errors import ProbeError

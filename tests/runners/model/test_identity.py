@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from tests.runners.test_local_run import ITEMS
 from tests.runners.results.test_results import _prompts, _tiny_llama
+from tests.runners.test_local_run import ITEMS
 from typer.testing import CliRunner
 
 from probes.cli import app

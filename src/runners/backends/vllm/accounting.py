@@ -7,12 +7,13 @@ trie level, candidates in groups) is here, beside the backend whose query plan i
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from runners.backends.protocol import ScoreRequest
 from runners.scoring.token_accounting import (
     DEFAULT_ITEMS_PER_CALL,
     DEFAULT_VLLM_BLOCK_SIZE,
+    SampledCall,
     TokenCounts,
     continuation_nodes,
     token_counts_of,
@@ -106,31 +107,21 @@ def vllm_bounded_trie_positions(
     return min(positions, len(nodes)) * (len(request.context) % block_size + depth) * groups
 
 
-def vllm_call_counts(
-    requests: Sequence[ScoreRequest],
-    full: Mapping[int, ScoreRequest],
-    picked: Sequence[int],
-    numbers: Sequence[int],
-    *,
-    trie_positions: float | None,
-    max_batch_tokens: int,
-    block_size: int,
-) -> tuple[TokenCounts, float]:
-    """One sampled call priced for the vLLM backend (`hf_call_counts`' arguments).
+def vllm_call_counts(call: SampledCall) -> tuple[TokenCounts, float]:
+    """One sampled call priced for the vLLM backend (`token_accounting.hf_call_counts` prices it for hf).
 
     Every level prompt recomputes its context's last partial block, so a trie's cost depends on
     its own context's length: each number item is counted with its own context and the trie of
     the nearest picked item before it (scaling the picked items' costs aliased with the rows'
     identity cycle: +29% on religion_P0S0T0).
     """
-    del max_batch_tokens
-    counts = vllm_token_counts(requests, block_size=block_size, items_per_call=None)
-    tries = 0.0
-    for k in numbers:
+    counts = vllm_token_counts(call.requests, block_size=call.block_size, items_per_call=None)
+    tries, full, picked = 0.0, call.full, call.picked
+    for k in call.numbers:
         near = full[k] if k in full else full[max((p for p in picked if p <= k), default=picked[0])]
-        own = ScoreRequest(requests[k].context, near.continuations, near.candidates)
-        if trie_positions is not None:
-            tries += vllm_bounded_trie_positions(own, trie_positions, block_size=block_size)
+        own = ScoreRequest(call.requests[k].context, near.continuations, near.candidates)
+        if call.trie_positions is not None:
+            tries += vllm_bounded_trie_positions(own, call.trie_positions, block_size=call.block_size)
         else:
-            tries += vllm_token_counts([own], block_size=block_size, items_per_call=None).continuation_positions
+            tries += vllm_token_counts([own], block_size=call.block_size, items_per_call=None).continuation_positions
     return counts, tries
