@@ -13,22 +13,15 @@ first use, so the CLI can list the probes in `--help` without importing pandas o
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from promptgen.core.errors import ProbeError
-from promptgen.core.plugins import load_plugins
+from promptgen.core.plugins import load_plugins, resolve_reference
 
 #: the report section of tables no probe claims (refusals, provenance)
 OVERVIEW = "Overview"
-
-
-def resolve(target: str) -> Callable[..., Any]:
-    """The function a "module:function" reference names, imported now."""
-    module, _, name = target.partition(":")
-    return getattr(importlib.import_module(module), name)
 
 
 @dataclass(frozen=True)
@@ -108,7 +101,7 @@ def section_headlines(tables: Mapping[str, Any]) -> dict[str, Any]:
     for spec in PROBES.values():
         if spec.headline is None:
             continue
-        frame = resolve(spec.headline)(tables, labels)
+        frame = resolve_reference(spec.headline)(tables, labels)
         if frame is not None and not frame.empty:
             out[spec.section] = frame.replace([np.inf, -np.inf], np.nan)
     return out

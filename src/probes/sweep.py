@@ -27,10 +27,11 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from analysis.probes import PROBES, probe_names, resolve
+from analysis.probes import PROBES, probe_names
 from promptgen.core.errors import ProbeError
 from promptgen.core.files import atomic_write_text
 from promptgen.core.outputs import Output, Reference, check_output, holds_only
+from promptgen.core.plugins import resolve_reference
 from promptgen.sources import SourceOptions
 from runners.backends.load import LoadOptions
 from runners.plan.quote import Quote
@@ -166,7 +167,7 @@ def _build_datasets(
                 f"--sources {sources.folder} has no {private} corpus: {name} is built from a small "
                 "synthetic corpus in its format, whose results test the pipeline only"
             )
-            options = replace(sources, folder=resolve(spec.synthetic_sources)(into / ".synthetic-sources"))
+            options = replace(sources, folder=resolve_reference(spec.synthetic_sources)(into / ".synthetic-sources"))
             synthetic.append(name)
         built[name] = build(name, out_dir=into, sources=options).path
     return built, synthetic

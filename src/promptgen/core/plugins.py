@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Callable
+from typing import Any
 
 from .errors import ProbeError
 
@@ -28,3 +30,9 @@ def load_plugins() -> None:
             importlib.import_module(name)
         except ImportError as exc:
             raise ProbeError(f"{PLUGINS_VARIABLE}: cannot import plugin module {name!r}: {exc}") from exc
+
+
+def resolve_reference(target: str) -> Callable[..., Any]:
+    """The function a "module:function" reference names, imported now (registries import lazily)."""
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)

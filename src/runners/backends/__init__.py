@@ -16,13 +16,12 @@ modules; a module outside the project registers by being named in `PROBES_PLUGIN
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from promptgen.core.errors import ProbeError
-from promptgen.core.plugins import load_plugins
+from promptgen.core.plugins import load_plugins, resolve_reference
 from runners.extras import require
 
 #: load options only some backends honour (`BackendSpec.options`), by the `LoadOptions` field they read
@@ -73,8 +72,7 @@ class BackendSpec:
         target = getattr(self, field)
         if target is None:
             raise ProbeError(f"--backend {self.name} has no {field.replace('_', ' ')}")
-        module, _, attribute = target.partition(":")
-        return getattr(importlib.import_module(module), attribute)
+        return resolve_reference(target)
 
 
 @dataclass(frozen=True)
