@@ -59,7 +59,7 @@ PY="$VENV/bin/python"
 pip_install() { "$PY" -m pip install --quiet "$@"; }
 pip_install --upgrade pip
 
-extras="dev,hf,ray"
+extras="dev,hf,ray,openai"
 if [ "$DEVICE" = cpu ]; then
   torch_index=()
   index="${TORCH_CPU_INDEX-https://download.pytorch.org/whl/cpu}"

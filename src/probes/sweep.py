@@ -33,6 +33,7 @@ from promptgen.core.files import atomic_write_text
 from promptgen.core.outputs import Output, Reference, check_output, holds_only
 from promptgen.core.plugins import resolve_reference
 from promptgen.sources import SourceOptions
+from runners.backends import backend_spec
 from runners.backends.load import LoadOptions
 from runners.plan.quote import Quote
 from runners.request import RunRequest
@@ -199,6 +200,9 @@ def make_plan(
         (name, quote_config(prompts, request, tokenizer, items_per_call=per_call))
         for name, prompts, request in resolved
     ]
+    if backend_spec(backend.name).served:  # no weights here to count: the time is the server's
+        rate = "not priced in hours: a served model is priced by the tokens and prompts it is sent"
+        return SweepPlan(backend_spec(backend.name).name, rate, [(name, q, None) for name, q in quotes])
     shape = count_params(load_model_config(model))
     gpu, device = _device(backend)
     tokens_per_s = None

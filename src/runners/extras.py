@@ -22,6 +22,7 @@ from promptgen.core.errors import ProbeError
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "hf": ("torch", "transformers", "accelerate", "gguf"),
     "vllm": ("vllm",),
+    "openai": ("openai",),
     "ray": ("ray",),
 }
 

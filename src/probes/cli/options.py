@@ -168,6 +168,56 @@ BlockSize = Annotated[
     int | None,
     typer.Option("--block-size", min=16, help="vllm backend: KV-cache block (prefix-cache unit) in tokens."),
 ]
+BaseUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--base-url",
+        help="openai backend: the server's OpenAI-compatible root (e.g. http://localhost:8000/v1); --model is the "
+        "name it serves the model under.",
+    ),
+]
+ApiKeyEnv = Annotated[
+    str,
+    typer.Option(
+        "--api-key-env",
+        help="openai backend: the environment variable holding the server's key (never a flag: a key must not "
+        "reach the shell history; it is never printed or written).",
+    ),
+]
+MaxConcurrency = Annotated[
+    int, typer.Option("--max-concurrency", min=1, help="openai backend: requests in flight to the server at most.")
+]
+RequestTimeout = Annotated[
+    float,
+    typer.Option(
+        "--request-timeout", min=0.001, help="openai backend: seconds one request may take before it is retried."
+    ),
+]
+MaxRetries = Annotated[
+    int,
+    typer.Option(
+        "--max-retries",
+        min=0,
+        help="openai backend: retries of a request that timed out, dropped its connection or was answered "
+        "429/5xx, with exponential back-off (Retry-After honoured).",
+    ),
+]
+ServerApi = Annotated[
+    str,
+    typer.Option(
+        "--server-api",
+        help="openai backend: completions (token-id prompts on /v1/completions: scoring and generation) or chat "
+        "(the items' messages on /v1/chat/completions, the server's chat template: generation only).",
+    ),
+]
+TokenizerSource = Annotated[
+    str | None,
+    typer.Option(
+        "--tokenizer",
+        help="openai backend: the served model's tokenizer, a Hub id or folder (default: --model); prompts are "
+        "tokenised here with it, and its revision is part of the result key.",
+    ),
+]
 MaxNewTokens = Annotated[int, typer.Option("--max-new-tokens", min=1, help="generate: most tokens generated per item.")]
 MaxNewTokensRun = Annotated[
     int | None,
@@ -333,6 +383,13 @@ LOAD = OptionGroup(
         "block_size": (BlockSize, None),
         "max_batch_tokens": (MaxBatchTokens, None),
         "max_logit_rows": (MaxLogitRows, None),
+        "base_url": (BaseUrl, None),
+        "api_key_env": (ApiKeyEnv, "OPENAI_API_KEY"),
+        "max_concurrency": (MaxConcurrency, 8),
+        "request_timeout": (RequestTimeout, 600.0),
+        "max_retries": (MaxRetries, 5),
+        "server_api": (ServerApi, "completions"),
+        "tokenizer": (TokenizerSource, None),
     },
 )
 #: the scoring flags given, laid over the dataset's protocol (run); None when none is given

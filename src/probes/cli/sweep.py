@@ -22,10 +22,15 @@ def _plan_table(plan: Any) -> Table:
     table = Table(title=f"sweep plan on {plan.device}, priced at {plan.rate}")
     for header in ("dataset", "config", "scoring", "items", "computed tokens", "hours"):
         table.add_column(header, justify="right" if header in ("items", "computed tokens", "hours") else "left")
+
+    def price(hours: float | None, prompts: float) -> str:
+        # a served model's time is its server's: it is priced by the prompts (and tokens) it is sent
+        return f"{prompts:,.0f} prompts" if prompts else ("?" if hours is None else f"{hours:.3g}")
+
     for name, quote, hours in plan.quotes:
         cells = (name, quote.config, quote.scoring, f"{quote.items:,}", f"{quote.computed_tokens:,.0f}")
-        table.add_row(*(escape(c) for c in cells), "?" if hours is None else f"{hours:.3g}")
-    total = "?" if plan.hours is None else f"{plan.hours:.3g}"
+        table.add_row(*(escape(c) for c in cells), price(hours, quote.prompts))
+    total = price(plan.hours, sum(q.prompts for _, q, _ in plan.quotes))
     table.add_row(
         "total", "", "", f"{plan.items:,}", f"{sum(q.computed_tokens for _, q, _ in plan.quotes):,.0f}", total
     )

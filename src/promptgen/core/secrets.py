@@ -1,4 +1,4 @@
-"""Hub credentials kept out of everything the tools print and publish: the one home of the scrubber.
+"""Hub credentials (and a model server's key) kept out of everything the tools print and publish: the scrubber.
 
 A Hugging Face token can reach a printed message in many ways: a mirror or proxy echoes the
 request (headers included) into its error body, and datasets, huggingface_hub or transformers
@@ -11,7 +11,9 @@ What is masked, and why:
 
 - the known secrets: the values of `HF_TOKEN` / `HUGGING_FACE_HUB_TOKEN` and the tokens
   huggingface_hub saved at login (`hf auth login`: its token file and its stored named tokens),
-  whatever their shape (a token need not start with `hf_`);
+  whatever their shape (a token need not start with `hf_`), and a model server's key
+  (`OPENAI_API_KEY`, or the variable `--api-key-env` names: `watch_secret_env`);
+- anything shaped like an OpenAI secret key (`sk-` and 16+ letters, digits, `-` or `_`);
 - anything shaped like an HF token (`hf_` and 8+ letters or digits): a token other than the
   known ones (e.g. a mirror's own, a collaborator's) is just as secret;
 - the value of an `Authorization` header and the credential after `Bearer` (any shape);
@@ -37,6 +39,9 @@ from pathlib import Path
 
 #: environment variables huggingface_hub reads a token from
 TOKEN_ENV_VARS: tuple[str, ...] = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+#: other services' keys this process may send (a model server's, `runners.backends.openai.client`): their
+#: values are masked like the Hub's; `watch_secret_env` adds the variable a run was told to read
+_WATCHED_ENV_VARS: list[str] = ["OPENAI_API_KEY"]
 #: what replaces a secret
 MASK = "***"
 
@@ -101,6 +106,8 @@ _AUTH_HEADER_RE = re.compile(
 #: a bearer credential of any shape, and `token=`/`token:` followed by a credential-looking value
 _BEARER_RE = re.compile(r"""(?i)(\bbearer\s+)[^\s"',;}]+""")
 _TOKEN_ASSIGN_RE = re.compile(r"(?i)(\btoken\s*[:=]\s*)[A-Za-z0-9._~+/=-]{8,}")
+#: an OpenAI-style secret key (`sk-`, `sk-proj-`, ...): masked whoever's it is, like a token-shaped `hf_`
+_SK_KEY_RE = re.compile(r"\bsk-[A-Za-z0-9_-]{16,}")
 #: known secrets shorter than this are not masked (masking "abc" everywhere would garble text)
 _MIN_SECRET_LEN = 4
 
@@ -111,9 +118,15 @@ def known_secrets() -> tuple[str, ...]:
     Read on every call (cheaply: the saved files are re-read only when they change), so a token
     set or saved after start-up is masked too.
     """
-    found = [os.environ.get(name, "").strip() for name in TOKEN_ENV_VARS]
+    found = [os.environ.get(name, "").strip() for name in (*TOKEN_ENV_VARS, *_WATCHED_ENV_VARS)]
     found += _saved_tokens(*_saved_token_stamp())
     return tuple(dict.fromkeys(s for s in found if len(s) >= _MIN_SECRET_LEN))
+
+
+def watch_secret_env(name: str) -> None:
+    """Mask the value of environment variable `name` from now on (a server key a run reads from it)."""
+    if name not in _WATCHED_ENV_VARS:
+        _WATCHED_ENV_VARS.append(name)
 
 
 def _saved_token_paths() -> tuple[Path, Path]:
@@ -167,6 +180,7 @@ def scrub(text: str, secrets: Iterable[str | None] | None = None) -> str:
     for secret in sorted({s for s in values if s and len(s) >= _MIN_SECRET_LEN}, key=len, reverse=True):
         text = text.replace(secret, MASK)
     text = HF_TOKEN_RE.sub(f"hf_{MASK}", text)
+    text = _SK_KEY_RE.sub(f"sk-{MASK}", text)
     text = _AUTH_HEADER_RE.sub(lambda m: f"{m.group(1)}{MASK}", text)
     text = _BEARER_RE.sub(lambda m: f"{m.group(1)}{MASK}", text)
     return _TOKEN_ASSIGN_RE.sub(lambda m: f"{m.group(1)}{MASK}", text)

@@ -9,7 +9,7 @@ drivers, the extras check, plans and quotes and the CLI all read the spec.
 
 A new backend is a package under `runners/backends/` (or any importable module) with a class
 that implements `protocol.Backend` and a loader, plus one `register(BackendSpec(...))`
-(docs/ARCHITECTURE.md, "Extending"). The two built in register below, from their own `spec`
+(docs/ARCHITECTURE.md, "Extending"). The three built in register below, from their own `spec`
 modules; a module outside the project registers by being named in `PROBES_PLUGINS`
 (`promptgen.core.plugins`).
 """
@@ -28,6 +28,8 @@ from runners.extras import require
 DEVICE_MAP, GGUF_FILE, QUANTIZED_WEIGHTS, TENSOR_PARALLEL = "device_map", "gguf_file", "quantized", "tensor_parallel"
 #: engine settings a backend may take (`BackendSpec.options`): vLLM's memory fraction, context, cache blocks
 ENGINE_MEMORY = "engine_memory"
+#: a server to reach (`--base-url`, the key's environment variable, concurrency, timeouts, retries, `--tokenizer`)
+SERVER = "server"
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,7 @@ class BackendSpec:
     #: pyproject extras it needs besides `hf` (every run tokenizes with transformers)
     extras: tuple[str, ...] = ()
     #: the optional load options it honours (`DEVICE_MAP`, `GGUF_FILE`, `QUANTIZED_WEIGHTS`, `TENSOR_PARALLEL`,
-    #: `ENGINE_MEMORY`); any other given is refused in one line naming the backends that take it
+    #: `ENGINE_MEMORY`, `SERVER`); any other given is refused in one line naming the backends that take it
     options: frozenset[str] = frozenset()
     #: it starts an engine whose threads outlive the run (the CLI then exits without waiting on them)
     starts_engine: bool = False
@@ -59,6 +61,13 @@ class BackendSpec:
     #: "module:function" pricing a sampled call for `probes plan` (`runners.plan.count.count_call`):
     #: `(token_accounting.SampledCall)` -> (`TokenCounts`, the number tries' positions)
     call_counts: str | None = None
+    #: the model runs behind a server (it has `SERVER` options): the run loads only a tokenizer (`--tokenizer`,
+    #: else `--model`), the backend keys the model by what the server reports (it has no weights to hash), and
+    #: plans price it by tokens and requests, not FLOPs on a GPU of ours
+    served: bool = False
+    #: "module:function" checking the run's `LoadOptions` for this backend beyond what `check_load_options`
+    #: checks for all (one `ProbeError` line per bad flag); None: nothing more
+    check_options: str | None = None
 
     def takes(self, option: str) -> bool:
         return option in self.options
@@ -141,6 +150,10 @@ def priced_backends() -> list[str]:
 from .hf.spec import HF  # noqa: E402 - registers the built-in backends once the registry exists
 from .vllm.spec import VLLM  # noqa: E402
 
+# isort: split
+# a model behind a server, registered after the in-process backends (`--help` and plans list them in this order)
+from .openai.spec import OPENAI  # noqa: E402
+
 #: the backend a run uses when none is named
 DEFAULT_BACKEND = HF.name
 
@@ -148,6 +161,8 @@ __all__ = [
     "BACKENDS",
     "DEFAULT_BACKEND",
     "HF",
+    "OPENAI",
+    "SERVER",
     "VLLM",
     "BackendSpec",
     "Resolved",

@@ -22,6 +22,7 @@ from runners.backends import (
     ENGINE_MEMORY,
     GGUF_FILE,
     QUANTIZED_WEIGHTS,
+    SERVER,
     TENSOR_PARALLEL,
     Resolved,
     backend_spec,
@@ -70,6 +71,16 @@ class LoadOptions:
     max_batch_tokens: int | None = None
     max_logit_rows: int | None = None
     tensor_parallel_size: int = 1
+    #: a served model (`SERVER`): the server's OpenAI-compatible root, the environment variable holding its
+    #: key, requests in flight, seconds per attempt, retries, the API scored through, and where the tokenizer
+    #: is (a Hub id or folder; default: the model name)
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    max_concurrency: int = 8
+    request_timeout: float = 600.0
+    max_retries: int = 5
+    server_api: str = "completions"
+    tokenizer: str | None = None
 
     def __post_init__(self) -> None:
         check_load_options(self)
@@ -108,6 +119,25 @@ def check_load_options(load: LoadOptions) -> None:
             f"--gguf-file works with --backend {' or '.join(backends_taking(GGUF_FILE))}; "
             f"for {spec.name}, save the model as a safetensors folder first"
         )
+    check_server_options(load, spec)
+
+
+def check_server_options(load: LoadOptions, spec: Any) -> None:
+    """The served-model options: given with a backend that reaches a server, and only there."""
+    serving = ", ".join(backends_taking(SERVER)) or "none"
+    if not spec.takes(SERVER):
+        if load.base_url is not None or load.tokenizer is not None:
+            flag = "--base-url" if load.base_url is not None else "--tokenizer"
+            raise ProbeError(f"{flag} works with --backend {serving} (a model behind a server)")
+        return
+    if not load.base_url:
+        raise ProbeError(
+            f"--backend {spec.name} needs --base-url: the server's OpenAI-compatible root, e.g. http://localhost:8000/v1"
+        )
+    if load.dtype != AUTO:
+        raise ProbeError(f"--dtype is the server's with --backend {spec.name} (e.g. vllm serve MODEL --dtype ...)")
+    if spec.check_options is not None:
+        spec.function("check_options")(load)
 
 
 def check_quantized_load(dtype: str, device: str) -> None:
@@ -123,6 +153,35 @@ def check_quantized_load(dtype: str, device: str) -> None:
 
     if importlib.util.find_spec("bitsandbytes") is None:
         raise ProbeError(f"--dtype {dtype} needs the bitsandbytes package: pip install bitsandbytes")
+
+
+def load_served(model: str, load: LoadOptions) -> tuple[Any, Any, str]:
+    """(backend, tokenizer, revision for the result key) of a model behind a server (`BackendSpec.served`).
+
+    Only the tokenizer loads here (`--tokenizer`, else the model name as a Hub id or folder), located and
+    keyed like a model (`model_identity.locate`): the ids sent are what the server scores. The backend keys
+    the model by what the server reports of it (`runners.backends.openai.identity`).
+    """
+    spec = backend_spec(load.backend)
+    source = load.tokenizer or model
+    try:
+        ref = model_identity.locate(source, revision=load.revision)
+    except ProbeError as exc:
+        if load.tokenizer is None:
+            raise ProbeError(
+                f"--backend {spec.name} tokenises here with the served model's tokenizer, and {model!r} is not a Hub "
+                f"id or a folder of one: pass --tokenizer ({exc})"
+            ) from None
+        raise
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, revision=ref.load_revision)
+    except (OSError, ValueError) as exc:
+        raise ProbeError(f"cannot load the tokenizer {source!r}: {exc}") from exc
+    resolved = Resolved(tokenizer, ref.load_revision, AUTO, "server", None, None, {"tokenizer_revision": ref.revision})
+    scorer: Any = spec.function("loader")(model, load, resolved)
+    return scorer, tokenizer, scorer.model_revision
 
 
 def load_backend(
@@ -147,6 +206,8 @@ def load_backend(
     max_model_len, gpu_memory_utilization = load.max_model_len, load.gpu_memory_utilization
     spec = backend_spec(backend)
     require_for_scoring(backend=backend)
+    if spec.served:
+        return load_served(model, load)
     # checked, resolved (a Hub id to its commit) and keyed before any weights load
     ref = model_identity.locate(model, revision=revision, gguf_file=gguf_file)
     revision = ref.load_revision

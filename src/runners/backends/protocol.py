@@ -18,7 +18,7 @@ backend falls back on a model's own generation config.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -98,6 +98,9 @@ class GenerateRequest:
     seed: int | None = 0
     #: generation stops after the first of these strings, which is kept in the text
     stop: tuple[str, ...] = ()
+    #: the chat messages `context` was rendered from (empty for a plain prompt): what a server's chat API
+    #: takes instead of token ids (`runners.backends.openai`); in-process backends read `context` only
+    messages: tuple[Mapping[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.context:

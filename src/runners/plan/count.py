@@ -46,10 +46,12 @@ class Tally:
     values: dict[str, list[float]] = field(default_factory=dict)
 
     FIELDS = ("context_tokens", "computed_context_tokens", "continuation_positions", "prefix_trie_minimum")
+    #: counted only for some backends: the prompts a served model is sent (`BackendSpec.served`)
+    OPTIONAL = ("prompts",)
 
     def add(self, counts: Mapping[str, float]) -> None:
         self.items.append(int(counts["items"]))
-        for name in self.FIELDS:
+        for name in (*self.FIELDS, *(k for k in self.OPTIONAL if k in counts)):
             self.values.setdefault(name, []).append(counts[name])
 
     def estimate(self, total_items: int, total_calls: int) -> dict[str, Any]:
@@ -58,7 +60,7 @@ class Tally:
         x = self.items
         sx = sum(x)
         out: dict[str, Any] = {"items": total_items, "exact": exact, "calls_counted": len(x), "calls": total_calls}
-        for name in self.FIELDS:
+        for name in (*self.FIELDS, *(k for k in self.OPTIONAL if k in self.values)):
             y = self.values.get(name, [0] * len(x))
             sy = sum(y)
             if exact:
@@ -174,6 +176,8 @@ def count_call(
             "continuation_positions": counts.continuation_positions + tries,
             "prefix_trie_minimum": counts.prefix_trie_minimum,
         }
+        if backend_spec(name).served:
+            out[name]["prompts"] = counts.prompts
     return out
 
 

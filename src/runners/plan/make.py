@@ -18,7 +18,7 @@ from typing import Any
 from promptgen.core.errors import ProbeError
 from promptgen.core.outputs import Reference, check_output
 from promptgen.hub.read import config_files, is_path_like
-from runners.backends import priced_backends
+from runners.backends import backend_spec, priced_backends
 from runners.plan.configs import ConfigRows, config_protocols, item_configs
 from runners.plan.count import BOUNDED, DEFAULT_SAMPLE_CALLS, DEFAULT_TRIE_ITEMS, PlanSettings, count_config
 from runners.plan.output import PLAN_OUTPUT
@@ -191,6 +191,8 @@ def make_plan(req: PlanRequest, *, progress: Callable[[str], None] | None = None
         counts = count_config(rows, tokenizer, form, settings, modes=modes, on_call=tick)
         counts.update(chat=form, protocol=None if protocol is None else protocol.name)
         for backend in priced_backends():
+            if backend_spec(backend).served:  # its hours are its server's: priced by tokens and prompts
+                continue
             for mode in modes:
                 if "unavailable" not in counts[backend][mode]:
                     counts[backend][mode].update(
@@ -209,10 +211,10 @@ def make_plan(req: PlanRequest, *, progress: Callable[[str], None] | None = None
                 }
                 continue
             keys = ("items", "context_tokens", "computed_context_tokens", "shared_prefix_saved")
-            keys += ("continuation_positions", "computed_tokens", "prefix_trie_minimum", "flops", "gpu_hours")
-            keys += ("fixed_hours", "hours")
+            keys += ("continuation_positions", "computed_tokens", "prefix_trie_minimum")
+            keys += ("prompts",) if backend_spec(backend).served else ("flops", "gpu_hours", "fixed_hours", "hours")
             total = {k: sum(cell[k] for cell in cells) for k in keys}
-            if req.tokens_per_s:
+            if req.tokens_per_s and not backend_spec(backend).served:
                 total["hours_at_tokens_per_s"] = sum(cell["hours_at_tokens_per_s"] for cell in cells)
             total["computed_tokens_se"] = math.sqrt(
                 sum(cell["computed_context_tokens_se"] ** 2 + cell["continuation_positions_se"] ** 2 for cell in cells)

@@ -48,7 +48,8 @@ def plan_rows(plan: Mapping[str, Any]) -> Iterator[tuple[str, ...]]:
                     yield (name, backend, mode, f"{cell['items']:,}", *["-"] * 5, "n/a: " + cell["unavailable"])
                     continue
                 n = max(cell["items"], 1)
-                hours = f"{cell['hours']:.2f}"
+                # a served model is priced by what it is sent: its time is its server's
+                hours = f"{cell['hours']:.2f}" if "hours" in cell else f"served: {cell['prompts']:,.0f} prompts"
                 yield (
                     name,
                     backend,

@@ -39,6 +39,8 @@ class Quote:
     scoring: str
     #: backend calls the run makes (its items over the batch size): each costs `pricing.FIXED_COST["per_call_s"]`
     calls: int = 0
+    #: prompts a served model is sent (`BackendSpec.served`: priced by tokens and prompts); 0 for the others
+    prompts: float = 0.0
 
     def hours(self, shape: ModelShape, *, gpu: str | None, mfu: float, tokens_per_s: float | None) -> float | None:
         """On `gpu` (a `pricing.GPUS` name) at `mfu`; else at `tokens_per_s`; None when neither is known.
@@ -79,19 +81,22 @@ def quote_config(
     picked = sorted({rows[int(k * step)] for k in range(min(sample, len(rows)))})
     items = prompts.dataset.select(picked).to_list()
     contexts = [len(encode_context(tokenizer, render_context(tokenizer, item, chat))) for item in items]
+    spec = backend_spec(request.load.backend)
     if settings.mode == "generate":
         computed = sum(contexts) + settings.max_new_tokens * len(items)
+        sent = len(items)
         kind = "generate"
     else:
         digits = cached_digit_start_ids(tokenizer)
         requests = [prepare_request(item, tokenizer, chat, settings, digits) for item in items]
-        counted = backend_spec(request.load.backend).function("token_counts")(requests, items_per_call=None)
-        computed = counted.computed_tokens
+        counted = spec.function("token_counts")(requests, items_per_call=None)
+        computed, sent = counted.computed_tokens, counted.prompts
         kind = "/".join(sorted({str(item["task"]) for item in items}))
     scale = len(rows) / len(items)
     per_call = request.batch_size or items_per_call or len(rows)
     calls = -(-len(rows) // per_call)
-    return Quote(prompts.config, len(rows), computed * scale, sum(contexts) / len(items), kind, calls)
+    sent = sent * scale if spec.served else 0.0
+    return Quote(prompts.config, len(rows), computed * scale, sum(contexts) / len(items), kind, calls, sent)
 
 
 def cpu_tokens_per_s(model: Any, length: int, *, rows: int = 8, seconds: float = 2.0) -> float:

@@ -119,10 +119,20 @@ def render_results_card(manifest: Mapping[str, Any], *, pretty_name: str, licens
         ],
     }
     runs = manifest.get("runs", {})
+    # runs of a model behind a server (`runners.backends.openai`): what the server said of it, for the card's caveat
+    served = {
+        k: r["hardware"]["server"] for k, r in runs.items() if isinstance((r.get("hardware") or {}).get("server"), dict)
+    }
     body = (
         card_environment()
         .get_template(CARD_TEMPLATE)
-        .render(pretty_name=pretty_name, configs=configs, runs=runs, first_config=next(iter(configs), "CONFIG"))
+        .render(
+            pretty_name=pretty_name,
+            configs=configs,
+            runs=runs,
+            served=served,
+            first_config=next(iter(configs), "CONFIG"),
+        )
     )
     return f"---\n{yaml_dump(header)}---\n\n{body.lstrip()}"
 

@@ -83,6 +83,8 @@ class TokenCounts:
     #: per request (in input order): its computed context tokens (each shared segment counted
     #: for the first request of its batch that needs it) plus its continuation positions
     per_request: tuple[int, ...] = field(default=(), repr=False)
+    #: prompts (engine requests) sent, for a backend priced by requests (a served model's); 0: not counted
+    prompts: int = 0
 
     @property
     def shared_prefix_saved(self) -> int:
@@ -311,7 +313,7 @@ def continuation_nodes(continuations: Sequence[Sequence[int]], with_candidates: 
 def token_counts_of(
     requests: Sequence[ScoreRequest], computed_context: int, continuation: int, per_request: Sequence[int]
 ) -> TokenCounts:
-    """The `TokenCounts` of a backend's tally: the figures both backends report the same way."""
+    """The `TokenCounts` of a backend's tally: the figures every backend reports the same way."""
     return TokenCounts(
         items=len(requests),
         context_tokens=sum(len(r.context) for r in requests),

@@ -143,3 +143,16 @@ def test_python_warnings_are_scrubbed_once_the_cli_started(leaky_hub, monkeypatc
     text = capsys.readouterr().err
     assert "UserWarning: retrying: 401" in text
     _assert_clean(text)
+
+
+def test_a_model_servers_key_is_masked_like_a_hub_token(monkeypatch):
+    """`--backend openai` reads its key from OPENAI_API_KEY or the variable `--api-key-env` names: both are masked,
+    and so is anything shaped like an OpenAI secret key, whoever's it is."""
+    monkeypatch.setenv("OPENAI_API_KEY", "server-key-plain-123")
+    monkeypatch.setenv("LAB_SERVER_KEY", "lab-key-plain-456")
+    text = "401 for server-key-plain-123; lab-key-plain-456; other sk-proj-" + "a1B2" * 8
+    assert "lab-key-plain-456" in secrets.scrub(text)  # not watched yet: a run has not named it
+    monkeypatch.setattr(secrets, "_WATCHED_ENV_VARS", list(secrets._WATCHED_ENV_VARS))
+    secrets.watch_secret_env("LAB_SERVER_KEY")
+    assert secrets.scrub(text) == "401 for ***; ***; other sk-***"
+    assert secrets.scrub("risk-free sk-short") == "risk-free sk-short"  # words and short ids stay

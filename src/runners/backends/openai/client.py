@@ -1,0 +1,204 @@
+"""HTTP to an OpenAI-compatible server: the key, the concurrency bound, retries, and one line per failure.
+
+The official `openai` client does the transport: it retries 408/409/429/5xx answers, dropped
+connections and timeouts with exponential back-off (0.5 s doubling to 8 s, honouring
+`Retry-After`), `max_retries` times. What is ours:
+
+- the key: read from the environment variable `api_key_env` names (`OPENAI_API_KEY` unless told
+  otherwise), handed to the client and nowhere else; the variable is added to the scrubber's
+  secrets (`promptgen.core.secrets.watch_secret_env`) so no message, log line or file can carry it;
+- the bound: at most `max_concurrency` requests in flight (a thread pool of that size, and as many
+  pooled connections), so a shared deployment is not flooded;
+- the record: requests answered and attempts sent (`attempts` counts retries too), for the manifest;
+- the failure: once the retries are spent, one `ProbeError` line saying what the server answered (or
+  that it did not), where (the URL without credentials) and which flag changes it.
+
+Bodies and answers are plain JSON (`cast_to=httpx.Response`): the scoring fields are vLLM's
+extensions of the OpenAI schema, which the client's typed models do not know.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from promptgen.core.errors import ProbeError
+from promptgen.core.secrets import watch_secret_env
+
+#: the API a run talks to: `/v1/completions` (token-id prompts: scoring and generation) or `/v1/chat/completions`
+APIS = ("completions", "chat")
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """Where the server is and how to talk to it (the `probes run` flags of the same names)."""
+
+    base_url: str
+    #: the environment variable holding the key (never the key itself: it must not reach a file or a process list)
+    api_key_env: str = "OPENAI_API_KEY"
+    max_concurrency: int = 8
+    #: seconds one attempt may take before it is retried
+    request_timeout: float = 600.0
+    max_retries: int = 5
+    api: str = "completions"
+
+
+def check_server_settings(settings: ServerSettings) -> None:
+    """One `ProbeError` line per bad flag, before anything is sent."""
+    parts = urlsplit(settings.base_url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ProbeError(
+            f"--base-url must be an http(s) URL such as http://localhost:8000/v1, got {public_url(settings.base_url)!r}"
+        )
+    if parts.username or parts.password:
+        raise ProbeError("--base-url must not carry credentials: put the key in the variable --api-key-env names")
+    if settings.max_concurrency < 1:
+        raise ProbeError(f"--max-concurrency must be positive, got {settings.max_concurrency}")
+    if not settings.request_timeout > 0:
+        raise ProbeError(f"--request-timeout must be positive, got {settings.request_timeout}")
+    if settings.max_retries < 0:
+        raise ProbeError(f"--max-retries must be 0 or more, got {settings.max_retries}")
+    if settings.api not in APIS:
+        raise ProbeError(f"--server-api must be one of {', '.join(APIS)}, got {settings.api!r}")
+    if not settings.api_key_env.replace("_", "").isalnum():
+        raise ProbeError(f"--api-key-env must name an environment variable, got {settings.api_key_env!r}")
+
+
+def settings_of(load: Any) -> ServerSettings:
+    """The server settings of a run's `LoadOptions` (`runners.backends.load`)."""
+    return ServerSettings(
+        base_url=load.base_url,
+        api_key_env=load.api_key_env,
+        max_concurrency=load.max_concurrency,
+        request_timeout=load.request_timeout,
+        max_retries=load.max_retries,
+        api=load.server_api,
+    )
+
+
+def check_load_options(load: Any) -> None:
+    """The registry's option check (`BackendSpec.check_options`): the server flags, before anything is sent."""
+    check_server_settings(settings_of(load))
+
+
+def public_url(url: str) -> str:
+    """`url` without credentials, query or fragment: what may be printed and recorded."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", ""))
+
+
+class ServerClient:
+    """POSTs JSON bodies to one server, at most `max_concurrency` at a time (see the module docstring)."""
+
+    def __init__(self, settings: ServerSettings) -> None:
+        check_server_settings(settings)
+        import openai
+
+        self.settings = settings
+        self.url = public_url(settings.base_url)
+        self.requests = 0
+        self.attempts = 0
+        self._lock = threading.Lock()
+        watch_secret_env(settings.api_key_env)
+
+        def count(_request: Any) -> None:
+            with self._lock:
+                self.attempts += 1
+
+        http = openai.DefaultHttpxClient(event_hooks={"request": [count]})
+        self._client = openai.OpenAI(
+            base_url=settings.base_url,
+            # a server without a key (vLLM without --api-key) takes any; the client refuses none
+            api_key=os.environ.get(settings.api_key_env) or "EMPTY",
+            timeout=settings.request_timeout,
+            max_retries=settings.max_retries,
+            http_client=http,
+        )
+        self._pool = ThreadPoolExecutor(max_workers=settings.max_concurrency, thread_name_prefix="probes-server")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._client.close()
+
+    def get(self, path: str) -> dict[str, Any]:
+        """The JSON answer of a GET (`/models`)."""
+        return self._call(lambda: self._client.get(path, cast_to=_response()), f"GET {path}")
+
+    def post_all(self, path: str, bodies: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The JSON answers of POSTing each body to `path`, in order, at most `max_concurrency` in flight.
+
+        The first failure (after its retries) is raised once the requests already in flight are
+        done; the rest are not sent.
+        """
+        futures = [self._pool.submit(self.post, path, body) for body in bodies]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+
+    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._call(lambda: self._client.post(path, body=body, cast_to=_response()), f"POST {path}")
+
+    def _call(self, send: Callable[[], Any], what: str) -> dict[str, Any]:
+        import openai
+
+        tries = self.settings.max_retries + 1
+        try:
+            response = send()
+        except openai.APITimeoutError:
+            raise ProbeError(
+                f"{self.url}: {what} got no answer within {self.settings.request_timeout:g} s, {tries} tries "
+                "(--request-timeout, --max-retries): is the server up and serving this model?"
+            ) from None
+        except openai.APIConnectionError as exc:
+            raise ProbeError(
+                f"{self.url}: {what} could not connect, {tries} tries ({_reason(exc)}): is the server up at --base-url?"
+            ) from None
+        except openai.APIStatusError as exc:
+            raise ProbeError(f"{self.url}: {what} answered {exc.status_code}: {status_hint(exc)}") from None
+        try:
+            data = response.json()
+        except ValueError:
+            raise ProbeError(f"{self.url}: {what} answered with something that is not JSON") from None
+        with self._lock:
+            self.requests += 1
+        return data
+
+
+def _response() -> type:
+    import httpx
+
+    return httpx.Response
+
+
+def _reason(exc: BaseException) -> str:
+    cause = exc.__cause__ or exc.__context__
+    return " ".join(str(cause or exc).split())[:200] or type(exc).__name__
+
+
+def status_hint(exc: Any) -> str:
+    """The server's own message for an error answer, and the flag that usually fixes it."""
+    body = getattr(exc, "body", None)
+    message = body.get("message") if isinstance(body, dict) else None
+    message = " ".join(str(message or getattr(exc, "message", "") or exc).split())[:300]
+    status = getattr(exc, "status_code", 0)
+    lowered = message.lower()
+    if status in (401, 403):
+        hint = "the key was refused: set the variable --api-key-env names"
+    elif status == 404:
+        hint = "no such model or route: --model must be a name the server lists at /v1/models"
+    elif "logprobs" in lowered and ("max" in lowered or "exceed" in lowered):
+        hint = "start the server with --max-logprobs 128 (candidate ids read per prompt)"
+    else:
+        hint = ""
+    return f"{message}{'; ' + hint if hint else ''}"

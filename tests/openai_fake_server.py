@@ -1,0 +1,133 @@
+"""A scripted OpenAI-compatible server for the `openai` backend's fast tests (`FakeServer`).
+
+It speaks vLLM's JSON (`/v1/models`, `/v1/completions` with token-id prompts, `prompt_logprobs`,
+`logprob_token_ids` keyed `token_id:N`, `/v1/chat/completions`), with log-probabilities from a
+known function of the prompt (`fake_logprob`), so a test can compute every expected number
+itself. Before answering a POST it plays the next step of its script: `"429"` and `"500"`
+answer that status (the 500 echoes the request's Authorization header back, as a leaky proxy
+would), `"drop"` closes the connection without an answer, `"hang"` never answers.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+MODEL = "fake-model"
+
+
+def fake_logprob(prefix: Sequence[int], token: int) -> float:
+    """log P(token | prefix) of the fake model: any fixed function will do; this one depends on both."""
+    return -1.0 - ((sum(prefix) * 31 + len(prefix) * 7 + token) % 97) / 10.0
+
+
+class FakeServer:
+    """Serves one model on 127.0.0.1 (a free port) until `close`; records every POST it received."""
+
+    def __init__(self, script: Sequence[str | None] = (), *, owned_by: str = "vllm") -> None:
+        self.script = list(script)
+        self.owned_by = owned_by
+        self.posts: list[dict[str, Any]] = []
+        self.auth: list[str] = []
+        self.lock = threading.Lock()
+        self._stop = threading.Event()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/").endswith("/models"):
+                    card = {"id": MODEL, "object": "model", "created": int(time.time()), "owned_by": server.owned_by}
+                    card.update(root="/srv/models/fake-model", max_model_len=2048)
+                    self._send(200, {"object": "list", "data": [card]})
+                else:
+                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                with server.lock:
+                    server.posts.append(body)
+                    server.auth.append(self.headers.get("Authorization", ""))
+                    step = server.script.pop(0) if server.script else None
+                if step == "429":
+                    self._send(429, {"error": {"message": "rate limited"}}, {"Retry-After": "0"})
+                elif step == "500":
+                    leak = self.headers.get("Authorization", "")
+                    self._send(500, {"error": {"message": f"upstream failed for request with Authorization: {leak}"}})
+                elif step == "drop":
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                elif step == "hang":
+                    server._stop.wait(60)
+                    self.close_connection = True
+                elif self.path.endswith("/chat/completions"):
+                    message = {"role": "assistant", "content": "I pass 7 dollars."}
+                    self._send(200, {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]})
+                else:
+                    self._send(200, completion(body, server.owned_by))
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def __enter__(self) -> FakeServer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def completion(body: dict[str, Any], owned_by: str) -> dict[str, Any]:
+    """A `/v1/completions` answer to `body` (one choice per prompt), vLLM's JSON."""
+    prompts = body["prompt"]
+    if prompts and isinstance(prompts[0], int):
+        prompts = [prompts]
+    choices = []
+    for index, ids in enumerate(prompts):
+        choice: dict[str, Any] = {"index": index, "finish_reason": "length"}
+        if body.get("max_tokens", 16) > 1:  # generation: a fixed answer, with a stop string after it
+            choice.update(text="I pass $7. Done", finish_reason="length")
+        else:
+            choice["text"] = "x"
+        if body.get("prompt_logprobs") is not None:
+            choice["prompt_logprobs"] = [None] + [
+                {str(t): {"logprob": fake_logprob(ids[:k], t), "rank": 1, "decoded_token": "?"}}
+                for k, t in enumerate(ids)
+                if k > 0
+            ]
+        if body.get("logprob_token_ids"):
+            top = {f"token_id:{c}": fake_logprob(ids, c) for c in body["logprob_token_ids"]}
+            choice["logprobs"] = {"tokens": ["token_id:0"], "token_logprobs": [-1.0], "top_logprobs": [top]}
+        choices.append(choice)
+    return {
+        "object": "text_completion",
+        "model": body.get("model"),
+        "choices": choices,
+        "system_fingerprint": f"{owned_by}-fake",
+    }
