@@ -201,8 +201,8 @@ def make_plan(
         for name, prompts, request in resolved
     ]
     if backend_spec(backend.name).served:  # no weights here to count: the time is the server's
-        rate = "not priced in hours: a served model is priced by the tokens and prompts it is sent"
-        return SweepPlan(backend_spec(backend.name).name, rate, [(name, q, None) for name, q in quotes])
+        rate = "the tokens and prompts it is sent, not in hours (a served model's time is its server's)"
+        return SweepPlan(f"a server (--backend {backend.name})", rate, [(name, q, None) for name, q in quotes])
     shape = count_params(load_model_config(model))
     gpu, device = _device(backend)
     tokens_per_s = None
