@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from runners.backends.openai.backend import groups_of
 from runners.backends.protocol import ScoreRequest
+from runners.backends.vllm.backend import candidate_groups
 from runners.backends.vllm.logprobs import plan_queries
 from runners.scoring.token_accounting import DEFAULT_ITEMS_PER_CALL, SampledCall, TokenCounts, token_counts_of
 
@@ -31,7 +31,7 @@ def openai_token_counts(
         contexts = {r.context for r in call}
         spent = 0
         for q in plan_queries(call):
-            jobs = len(groups_of(q.candidates))
+            jobs = len(candidate_groups(q.candidates))
             prompts += jobs
             spent += len(q.ids) * jobs
             if q.ids in contexts:
@@ -55,8 +55,8 @@ def openai_call_counts(call: SampledCall) -> tuple[TokenCounts, float]:
     for k in call.numbers:
         near = full[k] if k in full else full[max((p for p in picked if p <= k), default=picked[0])]
         own = openai_token_counts([ScoreRequest(call.requests[k].context, near.continuations, near.candidates)])
-        context = openai_token_counts([call.requests[k]])  # the context's own prompt, counted in `counts` already
-        nodes = own.prompts - context.prompts
+        # less the context's own prompts (one per candidate group), counted in `counts` already
+        nodes = own.prompts - len(candidate_groups(call.requests[k].candidates))
         positions = own.continuation_positions
         if call.trie_positions is not None and nodes:
             positions *= min(call.trie_positions, nodes) / nodes

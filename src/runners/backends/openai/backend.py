@@ -40,11 +40,12 @@ from runners.backends.openai.client import ServerClient, settings_of
 from runners.backends.openai.identity import served_identity
 from runners.backends.openai.spec import OPENAI
 from runners.backends.protocol import GenerateRequest, Generation, ScoreRequest, ScoreResult, cut_at_stop
+
+# the server speaks vLLM: its candidate groups (at most 128 ids per prompt), query planner and readers
+from runners.backends.vllm.backend import candidate_groups
 from runners.backends.vllm.bounded import score_bounded
 from runners.backends.vllm.logprobs import Query, assemble, candidate_logprobs, continuation_logprobs, plan_queries
 
-#: candidate ids per prompt: vLLM's `logprob_token_ids` takes at most this many (`MAX_LOGPROB_TOKEN_IDS`)
-MAX_CANDIDATES = 128
 #: prompts per scoring request: enough to amortise a round trip, few enough that retrying one is cheap
 PROMPTS_PER_REQUEST = 32
 #: what a server that cannot score can still run
@@ -78,11 +79,6 @@ def next_token_entries(choice: Mapping[str, Any]) -> dict[int, float]:
             raise ValueError(f"top_logprobs are keyed by text ({key!r}), not by token id")
         out[int(key.removeprefix("token_id:"))] = float(value)
     return out
-
-
-def groups_of(candidates: Sequence[int], size: int = MAX_CANDIDATES) -> list[tuple[int, ...]]:
-    """`candidates` in consecutive groups of at most `size` (one empty group when there are none)."""
-    return [tuple(candidates[i : i + size]) for i in range(0, len(candidates), size)] or [()]
 
 
 class OpenAIBackend:
@@ -157,7 +153,7 @@ class OpenAIBackend:
 
     def _run(self, queries: list[Query]) -> None:
         """Fill `queries` from the server: one prompt per query and candidate group, sent in shared-field batches."""
-        jobs = [(q, k, group) for q in queries for k, group in enumerate(groups_of(q.candidates))]
+        jobs = [(q, k, group) for q in queries for k, group in enumerate(candidate_groups(q.candidates))]
 
         def fields(job: tuple[Query, int, tuple[int, ...]]) -> tuple[bool, tuple[int, ...]]:
             q, k, group = job
