@@ -29,8 +29,9 @@ def fake_logprob(prefix: Sequence[int], token: int) -> float:
 class FakeServer:
     """Serves one model on 127.0.0.1 (a free port) until `close`; records every POST it received."""
 
-    def __init__(self, script: Sequence[str | None] = (), *, owned_by: str = "vllm") -> None:
+    def __init__(self, script: Sequence[str | None] = (), *, owned_by: str = "vllm", model: str = MODEL) -> None:
         self.script = list(script)
+        self.model = model
         self.owned_by = owned_by
         self.posts: list[dict[str, Any]] = []
         self.auth: list[str] = []
@@ -56,7 +57,12 @@ class FakeServer:
 
             def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/models"):
-                    card = {"id": MODEL, "object": "model", "created": int(time.time()), "owned_by": server.owned_by}
+                    card = {
+                        "id": server.model,
+                        "object": "model",
+                        "created": int(time.time()),
+                        "owned_by": server.owned_by,
+                    }
                     card.update(root="/srv/models/fake-model", max_model_len=2048)
                     self._send(200, {"object": "list", "data": [card]})
                 else:

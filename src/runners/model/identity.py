@@ -246,6 +246,9 @@ def locate(
 def default_model_name(model: str, *, local: bool) -> str:
     """A portable name for `model` (module docstring): never a local path."""
     if not local:
+        # a path of another machine (a served model's name, `vllm serve /models/x`): its last folder
+        if model.startswith(("/", "~")):
+            return model.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] or "model"
         return model
     folder = Path(model).expanduser()
     try:

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from openai_fake_server import MODEL, FakeServer, fake_logprob
@@ -315,3 +316,19 @@ def test_a_server_whose_fingerprint_changes_mid_run_is_refused(monkeypatch) -> N
             backend.score([ScoreRequest((1, 2), ((3,),))])
         backend.close()
         assert _backend(server).model_revision != before  # the next run is another key
+
+
+def test_a_model_served_by_its_path_writes_no_path(tmp_path: Path) -> None:
+    """`vllm serve /models/x` serves the model under its path: rows, manifest and card name it `x`, never the path."""
+    served = "/srv/models/llm-7b"  # a path of the server's machine, absent here
+    prompts = write_prompt_folder(tmp_path / "prompts", number_items(2))
+    out = tmp_path / "results"
+    with FakeServer(model=served) as server:
+        args = ["run", str(prompts), "-c", "items", "-m", served, "--backend", "openai", "--base-url", server.url]
+        done = _cli([*args, "--tokenizer", str(load_folder()), "--out", str(out), "--no-chat", "-q"], {}, tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert server.posts[-1]["model"] == served  # the server is still asked by its own name
+    for path in (p for p in out.rglob("*") if p.is_file()):
+        assert b"/srv/models" not in path.read_bytes(), path
+    rows = [r for p in out.rglob("part-*.parquet") for r in pq.read_table(p).to_pylist()]
+    assert {r["model"] for r in rows} == {"llm-7b"}

@@ -32,7 +32,8 @@ CARD_FIELDS = ("id", "root", "parent", "owned_by", "max_model_len")
 
 
 def portable_root(root: Any) -> Any:
-    """`root` as it may be published: a server-side path is cut to its last folder (it names a machine)."""
+    """A name as it may be published: a server-side path (a root, or a model served by its path) is cut to its
+    last folder (it names a machine)."""
     if isinstance(root, str) and (root.startswith(("/", "~")) or (len(root) > 2 and root[1:3] in (":\\", ":/"))):
         return f"{root.replace(chr(92), '/').rstrip('/').rsplit('/', 1)[-1]} (a folder on the server)"
     return root
@@ -56,8 +57,8 @@ def served_identity(
     digest = hashlib.sha256(json.dumps(keyed, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     record = {
         "url": url,
-        "served_name": served_name,
-        **{k: portable_root(v) if k == "root" else v for k, v in named.items()},
+        "served_name": portable_root(served_name),
+        **{k: portable_root(v) if k in ("id", "root", "parent") else v for k, v in named.items()},
         "created": card.get("created"),
         "system_fingerprint": fingerprint,
         "tokenizer_revision": tokenizer_revision,
