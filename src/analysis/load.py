@@ -41,6 +41,7 @@ from runners.results import (
     read_key_rows,
 )
 from runners.results import read_manifest as read_results_manifest
+from runners.scoring.parse import FIRST_INTEGER_MAX
 
 from .columns import CORE_RESULT_COLUMNS, RESULT_FILE_COLUMN, RESULT_KEY_COLUMN, RUN_COLUMNS
 
@@ -390,9 +391,17 @@ def check_result_values(joined: pd.DataFrame) -> None:
         number = task == "number"
         low = pd.to_numeric(joined["number_min"], errors="coerce").to_numpy(dtype="float64")
         high = pd.to_numeric(joined["number_max"], errors="coerce").to_numpy(dtype="float64")
+        parsed_high = high
+        if "scoring" in joined.columns:
+            # the empathy authors' rule accepts 0-100 on every scale ("70" on the 10-point scale is 70):
+            # rows parsed by it may hold up to its own bound (`runners.scoring.parse.FIRST_INTEGER_MAX`)
+            wide = {s: _number_parser(s) == "first-integer" for s in pd.unique(joined["scoring"])}
+            first = joined["scoring"].map(wide).fillna(False).astype(bool).to_numpy()
+            parsed_high = np.where(first, np.maximum(high, FIRST_INTEGER_MAX), high)
         for column in NUMBER_ANSWER_COLUMNS:
             rows = number & answered[column]
-            _refuse_outside(joined, column, rows, low, high, "of its item (number_min, number_max)")
+            top = parsed_high if column == "parsed_value" else high
+            _refuse_outside(joined, column, rows, low, top, "of its item (number_min, number_max)")
         _check_number_probs(joined, number, low)
     _check_refused(joined, refused)
     if "choices" not in joined.columns:
@@ -515,6 +524,14 @@ def _threshold(scoring: Any) -> float:
         return float("nan")
     value = settings.get("refusal_threshold", 0.5)
     return float(value) if isinstance(value, int | float) else float("nan")
+
+
+def _number_parser(scoring: Any) -> Any:
+    """The rule a row's generated numbers were read by (None: not a generation key)."""
+    try:
+        return json.loads(scoring).get("number_parser")
+    except (TypeError, ValueError, AttributeError):
+        return None
 
 
 def _generated(scoring: Any) -> bool:

@@ -31,6 +31,7 @@ SCORING_KEYS: dict[str, type | tuple[type, ...]] = {
     "max_new_tokens": int,
     "seed": int,
     "tokenization": str,
+    "number_parser": str,
 }
 _ENTRY_KEYS = {"configs", "name", "description", "chat", "where", *SCORING_KEYS}
 

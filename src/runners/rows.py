@@ -47,7 +47,7 @@ from runners.scoring.distributions import (
     sentence_choice_probs,
 )
 from runners.scoring.number_bound import bounded_number_distribution, trie_size
-from runners.scoring.parse import parse_choice, parse_number, parse_text
+from runners.scoring.parse import parse_choice, parse_text, read_number
 from runners.scoring.settings import ScoringSettings
 from runners.scoring.tokenize import (
     Tokenizer,
@@ -55,6 +55,7 @@ from runners.scoring.tokenize import (
     encode_context,
     encode_continuations,
     encode_separately,
+    end_of_turn_ids,
     label_token_ids,
     number_paths,
     render_chat,
@@ -200,17 +201,22 @@ def generation_request(
         top_p=settings.top_p,
         seed=hash_int(settings.seed, str(item["id"])) % (2**31) if settings.temperature > 0 else settings.seed,
         stop=tuple(item.get("stop") or ()),
+        stop_token_ids=end_of_turn_ids(tokenizer),
         messages=tuple(item["messages"]) if chat else (),
     )
 
 
-def generated_row(item: Mapping[str, Any], request: GenerateRequest, gen: Generation) -> dict[str, Any]:
-    """The result row of a generated answer: raw text, parsed value, parse status; refused unless parsed."""
+def generated_row(
+    item: Mapping[str, Any], request: GenerateRequest, gen: Generation, number_parser: str = "scale-aware"
+) -> dict[str, Any]:
+    """The result row of a generated answer: raw text, parsed value, parse status; refused unless parsed.
+
+    A number item's answer is read by `number_parser` (`runners.scoring.parse.read_number`)."""
     row = _empty_row(len(request.context))
     row.update(generated_text=gen.text, finish_reason=gen.finish_reason, valid_mass=math.nan)
     task = item.get("task")
     if task == "number":
-        value, status = parse_number(gen.text, item["number_min"], item["number_max"])
+        value, status = read_number(gen.text, item["number_min"], item["number_max"], number_parser)
         row.update(parsed_value=value)
     elif task == "choice":
         value, status = parse_choice(gen.text, item.get("choice_labels") or [], item.get("choices") or [])
@@ -304,7 +310,7 @@ def scored_batches(
             yield (
                 batch,
                 [
-                    {"id": item["id"], **provenance, **generated_row(item, request, gen)}
+                    {"id": item["id"], **provenance, **generated_row(item, request, gen, settings.number_parser)}
                     for item, request, gen in zip(batch, requests, generations, strict=True)
                 ],
             )

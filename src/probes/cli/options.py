@@ -294,6 +294,17 @@ TopP = Annotated[
 Seed = Annotated[
     int | None, typer.Option("--seed", help="generate: base seed (each item's is derived from its id; default 0).")
 ]
+NumberParser = Annotated[
+    str | None,
+    typer.Option(
+        "--number-parser",
+        help="generate, number items: first-integer (the empathy authors' released rule: the first integer, or the "
+        "second where the first is outside 0-100; 0-100 on every scale; answers starting 'I cannot', 'I can't' or "
+        "'I'm not rating' refused) or scale-aware (the project's: restated scales such as 'from 0 to 100' set "
+        "aside, then the first integer, checked against the item's scale). Part of the result key. "
+        "Default: the dataset's protocol, else scale-aware.",
+    ),
+]
 
 Revision = Annotated[str | None, typer.Option("--revision", help="Prompt dataset revision (Hub).")]
 # what `analyze` and `export` read of a results folder
@@ -406,5 +417,6 @@ SCORING = OptionGroup(
         "top_p": (TopP, None),
         "max_new_tokens": (MaxNewTokensRun, None),
         "seed": (Seed, None),
+        "number_parser": (NumberParser, None),
     },
 )

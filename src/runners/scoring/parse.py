@@ -2,8 +2,8 @@
 
 Every parse returns a value and a status, so analysis can tell a model that answered
 out of range from one that wrote no number at all or named two options; the raw text is
-stored next to both. Statuses: `ok`, `no_number`, `out_of_range`, `no_answer`, `ambiguous`, and for free text
-`no_stop` (the length limit came before the item's stop string).
+stored next to both. Statuses: `ok`, `no_number`, `out_of_range`, `refusal`, `no_answer`, `ambiguous`,
+and for free text `no_stop` (the length limit came before the item's stop string).
 """
 
 from __future__ import annotations
@@ -18,6 +18,15 @@ _ANSWER_PREFIX = re.compile(r"^\s*(?:the\s+)?(?:correct\s+)?(?:answer|option|cho
 #: how parse_number reads an answer; in the result key of generation runs (`ScoringSettings.key`), so
 #: rows parsed by an earlier rule are never reused as if parsed by this one
 NUMBER_PARSER = 2
+#: the ways a generated number can be read (`--number-parser`): `scale-aware` is `parse_number` (the
+#: project's rule, version `NUMBER_PARSER`); `first-integer` is the empathy authors' released rule
+#: (`parse_number_first_integer`), the intergroup-empathy protocol's default
+NUMBER_PARSERS: tuple[str, ...] = ("scale-aware", "first-integer")
+#: `first-integer`: answers that start so are refusals (`analysis/process_exp_results.py` of the empathy release)
+REFUSAL_PREFIXES: tuple[str, ...] = ("I cannot", "I can't", "I'm not rating")
+_WORD_INTEGER = re.compile(r"\b\d+\b")
+#: `first-integer` keeps values from 0 to this, on every scale
+FIRST_INTEGER_MAX = 100
 
 
 def _scale_mentions(lo: int, hi: int) -> re.Pattern[str]:
@@ -47,6 +56,45 @@ def parse_number(text: str, lo: int, hi: int) -> tuple[int | None, str]:
         return None, "no_number"
     value = int(match.group(0).replace(",", ""))
     return value, "ok" if lo <= value <= hi else "out_of_range"
+
+
+def parse_number_first_integer(text: str) -> tuple[int | None, str]:
+    """The empathy authors' reading of an answer (`extract_numbers` in their `process_exp_results.py`).
+
+    An answer starting with one of `REFUSAL_PREFIXES` is refused; otherwise the runs of digits
+    between word boundaries (`\\b\\d+\\b`) are the candidates: one is the answer; of several, the
+    first, or the second where the first is outside 0-100. Outside 0-100 (on every scale: the
+    authors check 0-100 on the 10-point scale too) or no candidate is a refusal. So "On a scale
+    from 0 to 100, I would rate it 70." reads 0, "1,000" reads 1, and "70" on the 10-point
+    scale reads 70: their rule, kept byte for byte, since their tables were computed with it.
+    Statuses: `refusal` (a refusal prefix), `no_number`, `out_of_range` (the authors' -1: no value
+    is kept), `ok`.
+    """
+    if text.startswith(REFUSAL_PREFIXES):
+        return None, "refusal"
+    matches = _WORD_INTEGER.findall(text)
+    if not matches:
+        return None, "no_number"
+    # a run of more than three digits is outside 0-100 whatever it holds (and int() of thousands of
+    # digits raises): compare by length first
+    first = _small_int(matches[0])
+    value = _small_int(matches[1]) if len(matches) > 1 and first is None else first
+    return (value, "ok") if value is not None else (None, "out_of_range")
+
+
+def _small_int(digits: str) -> int | None:
+    """The digits' value if it lies in 0-100, else None."""
+    value = int(digits) if len(digits.lstrip("0")) <= 3 else FIRST_INTEGER_MAX + 1
+    return value if value <= FIRST_INTEGER_MAX else None
+
+
+def read_number(text: str, lo: int, hi: int, parser: str) -> tuple[int | None, str]:
+    """A generated number item's answer by the named rule (`NUMBER_PARSERS`)."""
+    if parser == "first-integer":
+        return parse_number_first_integer(text)
+    if parser == "scale-aware":
+        return parse_number(text, lo, hi)
+    raise ValueError(f"number parser must be one of {', '.join(NUMBER_PARSERS)}, got {parser!r}")
 
 
 def parse_choice(text: str, labels: Sequence[str], choices: Sequence[str]) -> tuple[int | None, str]:

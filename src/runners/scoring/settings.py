@@ -17,16 +17,16 @@ from promptgen.core.errors import ProbeError
 from promptgen.protocols import Protocol
 from runners.scoring.distributions import NUMBER_MODES
 from runners.scoring.number_bound import FLOAT_FLOOR, check_tolerance
-from runners.scoring.parse import NUMBER_PARSER
+from runners.scoring.parse import NUMBER_PARSER, NUMBER_PARSERS
 
 CHOICE_MODES = ("sentence", "letter")
 MODES = ("score", "generate")
 #: the settings that only matter in generation mode (left out of the key in score mode)
-GENERATION_FIELDS = ("temperature", "top_p", "max_new_tokens", "seed")
+GENERATION_FIELDS = ("temperature", "top_p", "max_new_tokens", "seed", "number_parser")
 #: settings that change only how the items of one task are read: for a config without such items
 #: they change nothing, so they are ignored there (`ignored_fields`), with the same key and label
 TASK_FIELDS: dict[str, tuple[str, ...]] = {
-    "number": ("number_mode", "number_tolerance", "number_prefixes"),
+    "number": ("number_mode", "number_tolerance", "number_prefixes", "number_parser"),
     "choice": ("length_normalize", "label_prefixes", "tokenization"),
 }
 #: how a choice item's prompt and option become token ids (`runners.scoring.tokenize`): "joint" encodes
@@ -80,6 +80,8 @@ class ScoringSettings:
     #: generation mode: each item samples with a seed derived from this and its id, so its
     #: text does not depend on batching, sharding or order
     seed: int = 0
+    #: generation mode: how a number item's answer is read (`runners.scoring.parse.NUMBER_PARSERS`)
+    number_parser: str = "scale-aware"
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -94,6 +96,8 @@ class ScoringSettings:
             raise ValueError(f"number_mode must be one of {', '.join(NUMBER_MODES)}, got {self.number_mode!r}")
         if self.tokenization not in TOKENIZATIONS:
             raise ValueError(f"tokenization must be one of {', '.join(TOKENIZATIONS)}, got {self.tokenization!r}")
+        if self.number_parser not in NUMBER_PARSERS:
+            raise ValueError(f"number_parser must be one of {', '.join(NUMBER_PARSERS)}, got {self.number_parser!r}")
         check_tolerance(self.number_tolerance)
         if self.number_tolerance > 0 and (self.mode != "score" or self.number_mode != "exact"):
             raise ValueError("a number tolerance applies to the exact number mode only")
@@ -124,8 +128,10 @@ class ScoringSettings:
         else:
             for name in ("length_normalize", "label_prefixes", "number_prefixes", "refusal_threshold", "choice_mode"):
                 values.pop(name)
-            # the parse rule of generated numbers: rows parsed by an earlier rule are another key
-            values["number_parser"] = NUMBER_PARSER
+            # the parse rule of generated numbers: rows parsed by another rule, or an earlier version of
+            # this one, are another key (the scale-aware rule keeps its version number, as before)
+            if self.number_parser == "scale-aware":
+                values["number_parser"] = NUMBER_PARSER
         return json.dumps(values, sort_keys=True, separators=(",", ":"))
 
 
@@ -170,6 +176,7 @@ def scoring_settings(
     number_mode: str = "exact",
     number_tolerance: float = 0.0,
     tokenization: str = "joint",
+    number_parser: str = "scale-aware",
 ) -> ScoringSettings:
     """The settings of `probes run --scoring NAME`: `sentence`, `letter` read probabilities; `generate` generates."""
     if scoring not in SCORING_NAMES:
@@ -178,6 +185,8 @@ def scoring_settings(
     check_number_tolerance(number_tolerance)
     if number_tolerance and scoring == "generate":
         raise ProbeError("--number-tolerance bounds a scored number distribution: not for --scoring generate")
+    if number_parser not in NUMBER_PARSERS:
+        raise ProbeError(f"--number-parser must be one of {', '.join(NUMBER_PARSERS)}, got {number_parser!r}")
     if scoring == "generate":
         # floats as floats: a protocol's `temperature: 0` and the flag's 0.0 must make one key
         return ScoringSettings(
@@ -186,6 +195,7 @@ def scoring_settings(
             top_p=float(top_p),
             max_new_tokens=max_new_tokens,
             seed=seed,
+            number_parser=number_parser,
         )
     if number_mode not in NUMBER_MODES:
         raise ProbeError(f"--number-mode must be one of {', '.join(NUMBER_MODES)}, got {number_mode!r}")
