@@ -98,6 +98,9 @@ class GenerateRequest:
     seed: int | None = 0
     #: generation stops after the first of these strings, which is kept in the text
     stop: tuple[str, ...] = ()
+    #: generation also stops at these token ids (EOS and the chat template's end of turn:
+    #: `runners.scoring.tokenize.end_of_turn_ids`), which are not part of the text
+    stop_token_ids: tuple[int, ...] = ()
     #: the chat messages `context` was rendered from (empty for a plain prompt): what a server's chat API
     #: takes instead of token ids (`runners.backends.openai`); in-process backends read `context` only
     messages: tuple[Mapping[str, Any], ...] = ()

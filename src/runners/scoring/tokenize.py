@@ -196,6 +196,60 @@ def render_chat(tokenizer: Tokenizer, messages: Sequence[Mapping[str, str]]) -> 
     return text
 
 
+#: the Llama-3 end-of-turn token the empathy authors stop at besides EOS (`batch_pred_emotion.py`)
+EOT_TOKEN = "<|eot_id|>"
+_TURN_MARK = "\u2063turn-end-probe\u2063"
+
+
+_END_OF_TURN: weakref.WeakKeyDictionary[Any, tuple[int, ...]] = weakref.WeakKeyDictionary()
+
+
+def end_of_turn_ids(tokenizer: Tokenizer) -> tuple[int, ...]:
+    """`find_end_of_turn_ids`, once per tokenizer object (it renders a template and reads the vocabulary)."""
+    try:
+        return _END_OF_TURN[tokenizer]
+    except (KeyError, TypeError):
+        pass
+    ids = find_end_of_turn_ids(tokenizer)
+    with contextlib.suppress(TypeError):  # an object that takes no weak reference is computed each time
+        _END_OF_TURN[tokenizer] = ids
+    return ids
+
+
+def find_end_of_turn_ids(tokenizer: Tokenizer) -> tuple[int, ...]:
+    """The token ids that end a model's answer: EOS, `<|eot_id|>` where the vocabulary has it, and
+    the special token the chat template writes right after an assistant message (`<|im_end|>`,
+    `<end_of_turn>`, `<|eot_id|>`, ...).
+
+    Greedy generation stops at the first of them, as the empathy authors' did (vLLM with
+    `stop_token_ids=[eos, <|eot_id|>]`); a model whose generation config names no end-of-turn token
+    would otherwise run on into a next turn. The template's token is found by rendering a one-turn
+    conversation with a marker as the answer and reading the first token after the marker.
+    """
+    ids: list[int] = []
+    eos = getattr(tokenizer, "eos_token_id", None)
+    if isinstance(eos, int):
+        ids.append(eos)
+    vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
+    if EOT_TOKEN in vocab:
+        ids.append(int(vocab[EOT_TOKEN]))
+    if getattr(tokenizer, "chat_template", None):
+        try:
+            text = tokenizer.apply_chat_template(
+                [{"role": "user", "content": "x"}, {"role": "assistant", "content": _TURN_MARK}], tokenize=False
+            )
+        except Exception:
+            text = ""
+        if isinstance(text, str) and _TURN_MARK in text:
+            after = text.split(_TURN_MARK, 1)[1]
+            following = tokenizer(after, add_special_tokens=False)["input_ids"] if after else []
+            special = set(getattr(tokenizer, "all_special_ids", ()) or ())
+            special |= {int(i) for i in getattr(tokenizer, "added_tokens_decoder", {}) or {}}
+            if following and following[0] in special:
+                ids.append(int(following[0]))
+    return tuple(dict.fromkeys(ids))
+
+
 def label_token_ids(
     tokenizer: Tokenizer, context: str, labels: Sequence[str], prefixes: Sequence[str] = ("", " ")
 ) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:

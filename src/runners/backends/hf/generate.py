@@ -36,7 +36,8 @@ def generate(
     pad = 0 if pad is None else pad if isinstance(pad, int) else pad[0]
     groups: dict[tuple, list[int]] = {}
     for i, r in enumerate(requests):
-        groups.setdefault(("sampled", i) if r.temperature > 0 else ("greedy", r.max_tokens, r.stop), []).append(i)
+        key = ("greedy", r.max_tokens, r.stop, r.stop_token_ids)
+        groups.setdefault(("sampled", i) if r.temperature > 0 else key, []).append(i)
     out: list[Generation | None] = [None] * len(requests)
     with torch.inference_mode():
         for members in groups.values():
@@ -47,6 +48,14 @@ def generate(
                 for i, gen in zip(chunk, _generate_batch(model, tokenizer, batch, eos, pad), strict=True):
                     out[i] = gen
     return [g for g in out if g is not None]
+
+
+def _stop_ids(eos: Any, extra: Sequence[int]) -> Any:
+    """The model's EOS id(s) and the request's end-of-turn ids, as `GenerationConfig.eos_token_id` takes them."""
+    if not extra:
+        return eos
+    base = [] if eos is None else [eos] if isinstance(eos, int) else list(eos)
+    return list(dict.fromkeys([*base, *extra]))
 
 
 def _generate_batch(
@@ -70,7 +79,7 @@ def _generate_batch(
         num_beams=1,
         repetition_penalty=1.0,
         no_repeat_ngram_size=0,
-        eos_token_id=eos,
+        eos_token_id=_stop_ids(eos, r.stop_token_ids),
         pad_token_id=pad,
         stop_strings=list(r.stop) or None,
     )

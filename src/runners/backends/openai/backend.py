@@ -260,6 +260,8 @@ class OpenAIBackend:
             body.update(top_k=0, min_p=0.0, repetition_penalty=1.0, skip_special_tokens=True)
             if r.stop:
                 body.update(stop=list(r.stop), include_stop_str_in_output=True)
+            if r.stop_token_ids:
+                body["stop_token_ids"] = list(r.stop_token_ids)
         return body
 
     def _generation(self, request: GenerateRequest, answer: Mapping[str, Any], chat: bool) -> Generation:

@@ -432,7 +432,7 @@ class VLLMBackend:
                 temperature=r.temperature,
                 top_p=r.top_p if r.temperature > 0 else 1.0,
                 stop=list(r.stop) or None,
-                stop_token_ids=None,
+                stop_token_ids=list(r.stop_token_ids) or None,
                 include_stop_str_in_output=True,
                 prompt_logprobs=None,
                 logprobs=None,
