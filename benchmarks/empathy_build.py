@@ -1,12 +1,14 @@
 """Benchmark: time and peak RSS of building `intergroup-empathy` (37.3 M prompt rows at full size).
 
-The real crowd-enVent corpus is not available on every machine, so the benchmark writes a
-synthetic corpus in its TSV format with the published counts (6,050 events: 550 per
-emotion, 275 for guilt and shame; texts of realistic length) and builds from it:
+It builds from the authors' released narratives (`--sources DIR`, default `../shared/sources`,
+which must hold `intergroup-empathy-release/data/`), the recipe's own source. Where a machine has
+none, `--synthetic` writes stand-in files in the release's format with the published counts
+(6,050 events: 550 per emotion, 275 for guilt and shame; texts of realistic length):
 
     python benchmarks/attribution_build.py ...                                   # the other build
     python benchmarks/empathy_build.py --out bench-empathy.json                  # full 37.3 M rows
     python benchmarks/empathy_build.py --max-events 605 --out bench-sub.json     # 10% subset, extrapolated
+    python benchmarks/empathy_build.py --keep --work-dir /tmp --out b.json       # keep it for a check
 
 Targets (issue #6): full build <= 15 minutes and <= 2 GiB peak RSS on a 2-core machine.
 With --max-events the JSON also extrapolates linearly to 6,050 events (rows scale linearly).
@@ -15,7 +17,6 @@ With --max-events the JSON also extrapolates linearly to 6,050 events (rows scal
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import platform
@@ -28,7 +29,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from promptgen.empathy.narratives import EMOTIONS
+from promptgen.empathy.release import RELEASE_EMOTIONS
+from promptgen.empathy.synthetic import narrative_row, write_release_rows
+
+REPO = Path(__file__).resolve().parents[1]
 
 WORDS = (
     "my",
@@ -59,19 +63,19 @@ WORDS = (
 )
 
 
-def write_corpus(path: Path, seed: int = 0) -> int:
+def write_corpus(root: Path, seed: int = 0) -> int:
+    """Synthetic release files under the `--sources` folder `root`, with the published counts."""
     rng = random.Random(seed)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    rows: dict[str, list[list[str]]] = {}
     n = 0
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh, delimiter="\t", lineterminator="\n")
-        writer.writerow(["text_id", "emotion", "generated_text", "hidden_emo_text", "intensity"])
-        for emotion in EMOTIONS:
-            for _ in range(275 if emotion in ("guilt", "shame") else 550):
-                n += 1
-                opener = rng.choice(("when I", "because", "I felt it when", ""))
-                text = " ".join([opener, *rng.choices(WORDS, k=rng.randint(8, 30))]).strip() + "."
-                writer.writerow([f"gen{n:05d}", emotion, text, text, rng.randint(1, 5)])
+    for emotion in RELEASE_EMOTIONS:
+        rows[emotion] = []
+        for _ in range(275 if emotion in ("guilt", "shame") else 550):
+            n += 1
+            opener = rng.choice(("when I", "because", "I felt it when", ""))
+            text = " ".join([opener, *rng.choices(WORDS, k=rng.randint(8, 30))]).strip() + "."
+            rows[emotion].append(narrative_row(f"gen{n:05d}", emotion, text))
+    write_release_rows(root, rows)
     return n
 
 
@@ -81,11 +85,16 @@ def main() -> None:
     parser.add_argument("--max-events", type=int, default=None, help="build a stratified subset of N events")
     parser.add_argument("--work-dir", type=Path, default=None, help="where to write the dataset (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the built dataset")
+    parser.add_argument("--sources", type=Path, default=REPO.parent / "shared" / "sources", help="sources folder")
+    parser.add_argument("--synthetic", action="store_true", help="build from synthetic release files instead")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="empathy-bench-", dir=args.work_dir))
     try:
-        n_events = write_corpus(work / "src" / "crowd-envent" / "corpus" / "crowd-enVent_generation.tsv")
+        if args.synthetic:
+            sources, n_events, corpus = work / "src", write_corpus(work / "src"), "synthetic, published counts"
+        else:
+            sources, n_events, corpus = args.sources, 6050, "the authors' release (intergroup-empathy-release)"
         cmd = [
             sys.executable,
             "-m",
@@ -93,7 +102,7 @@ def main() -> None:
             "build",
             "intergroup-empathy",
             "--sources",
-            str(work / "src"),
+            str(sources),
             "--out",
             str(work / "out"),
             "-q",
@@ -122,7 +131,8 @@ def main() -> None:
             "extrapolated_full_disk_gib": round(disk * 6050 / used / 2**30, 2),
             "extrapolated": used != n_events,
             "targets": {"wall_s": 900, "peak_rss_mib": 2048},
-            "corpus": "synthetic, published counts (6,050 events)",
+            "corpus": corpus,
+            "dataset": folder.name if args.keep else None,
             "machine": {
                 "cpu_count": os.cpu_count(),
                 "platform": platform.platform(),

@@ -1,12 +1,16 @@
-"""A small corpus in the crowd-enVent generation TSV format (the real corpus is not on this machine).
+"""A small intergroup-empathy `--sources` folder: the release's twelve TSVs and the optional crowd-enVent corpus.
 
-Three events per emotion plus `no-emotion` rows, with fragments, `because ...` and `when ...`
-texts, full sentences that already name the feeling, quotes, an embedded tab, and extra
-appraisal/demographic columns that the builder must ignore.
+The recipe reads the authors' release (`intergroup-empathy-release/data/crowd-enVent_<emotion>.tsv`);
+the crowd-enVent corpus (`crowd-envent/corpus/crowd-enVent_generation.tsv`, or its zip) is an
+optional extra that adds human intensity ratings. Three events per emotion: fragments, `because
+...` and `when ...` texts, a full sentence that already names the feeling, quotes, an embedded tab;
+the corpus adds `no-emotion` rows and appraisal/demographic columns the builder must ignore.
+The real release is tested in tests/promptgen/empathy/test_release_prompts.py.
 """
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import zipfile
 from pathlib import Path
@@ -14,7 +18,8 @@ from pathlib import Path
 import yaml
 
 from promptgen.empathy.narratives import EMOTIONS
-from promptgen.empathy.synthetic import write_corpus_rows
+from promptgen.empathy.release import RELEASE_EMOTIONS
+from promptgen.empathy.synthetic import write_release_rows
 from release_fixture import REPO
 
 TEXTS = (
@@ -23,9 +28,12 @@ TEXTS = (
     "my dog died last week.\tIt was sudden",
 )
 HEADER = ["text_id", "emotion", "generated_text", "hidden_emo_text", "intensity", "suddenness", "age", "gender"]
+CORPUS_FILE = Path("crowd-envent") / "corpus" / "crowd-enVent_generation.tsv"
+TSV = CORPUS_FILE.name
 
 
 def corpus_rows() -> list[list[str]]:
+    """The crowd-enVent corpus's rows (the optional extra), one per event, plus two `no-emotion` rows."""
     rows = []
     n = 0
     for emotion in EMOTIONS:
@@ -39,9 +47,42 @@ def corpus_rows() -> list[list[str]]:
     return rows
 
 
-def write_sources(root: Path, rows=None, header=None, as_zip: bool = False) -> Path:
-    """A --sources folder holding the corpus as the extracted TSV or as the zip."""
-    tsv = write_corpus_rows(root, corpus_rows() if rows is None else rows, header or HEADER)
+def release_rows() -> dict[str, list[list[str]]]:
+    """The release's rows per emotion for the same events: T0 as typed, T1 and T2 in the release's shapes."""
+    out: dict[str, list[list[str]]] = {e: [] for e in RELEASE_EMOTIONS}
+    for text_id, emotion, text, *_ in corpus_rows():
+        if emotion in out:
+            out[emotion].append(
+                [emotion, text_id, text, f"I felt {emotion} {text}", f"The person felt {emotion} {text}"]
+            )
+    return out
+
+
+def release_order() -> list[str]:
+    """The events' text ids in the release's order (emotions in `const.py` order, file order within)."""
+    return [row[1] for emotion in RELEASE_EMOTIONS for row in release_rows()[emotion]]
+
+
+def write_sources(
+    root: Path,
+    rows=None,
+    header=None,
+    as_zip: bool = False,
+    *,
+    corpus: bool = True,
+    release: dict[str, list[list[str]]] | None = None,
+) -> Path:
+    """A --sources folder: the release's files (`release`, default `release_rows()`) and, unless
+    `corpus=False`, the crowd-enVent corpus (`rows`, default `corpus_rows()`) as the TSV or the zip."""
+    write_release_rows(root, release_rows() if release is None else release)
+    if not corpus:
+        return root
+    tsv = root / CORPUS_FILE
+    tsv.parent.mkdir(parents=True, exist_ok=True)
+    with tsv.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh, delimiter="\t", lineterminator="\n")
+        writer.writerow(header or HEADER)
+        writer.writerows(corpus_rows() if rows is None else rows)
     if as_zip:
         with zipfile.ZipFile(root / "crowd-envent" / "crowd-enVent2023.zip", "w") as zf:
             zf.write(tsv, "crowd-enVent2023/corpus/crowd-enVent_generation.tsv")
@@ -49,9 +90,15 @@ def write_sources(root: Path, rows=None, header=None, as_zip: bool = False) -> P
     return root
 
 
-def write_recipe(path: Path, pin: Path | None = None) -> Path:
+def write_recipe(path: Path, pin: Path | None = None, **parameters) -> Path:
+    """The intergroup-empathy recipe with the release's sources unpinned (the fixture is not the release),
+    the corpus pinned to `pin`'s hash when given, and `parameters` laid over the recipe's."""
     recipe = yaml.safe_load((REPO / "builders" / "intergroup_empathy.yaml").read_text(encoding="utf-8"))
-    if pin is not None:
-        recipe["sources"][0]["sha256"] = hashlib.sha256(pin.read_bytes()).hexdigest()
+    for source in recipe["sources"]:
+        if source["id"] != "crowd-envent":
+            source["sha256"] = None
+        elif pin is not None:
+            source["sha256"] = hashlib.sha256(pin.read_bytes()).hexdigest()
+    recipe["parameters"].update(parameters)
     path.write_text(yaml.safe_dump(recipe, sort_keys=False, allow_unicode=True), encoding="utf-8")
     return path

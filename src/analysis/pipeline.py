@@ -43,6 +43,7 @@ from . import attribution as attr
 from . import attribution_release as attr_release
 from . import attribution_release_deltas as attr_release_deltas
 from . import empathy as emp
+from . import empathy_paper as emp_paper
 from . import trust_game as tg
 from .columns import RESULT_FILE_COLUMN, RESULT_KEY_COLUMN, RUN_COLUMNS
 from .load import (
@@ -383,7 +384,9 @@ def _variant_tables(build) -> dict[str, pd.DataFrame]:
 
 
 def empathy_analysis(by_config: dict[str, pd.DataFrame], options: AnalysisOptions) -> dict[str, pd.DataFrame]:
-    """M0, M, δ with the permutation test, per-cell tests, summaries, refusals (`analysis.empathy`)."""
+    """M0, M, δ with the permutation test, per-cell tests, summaries, refusals (`analysis.empathy`, the
+    project's choices), and the paper's tables by the authors' notebook (`analysis.empathy_paper`:
+    `empathy_paper_*`), all from the intensity `number_score` picks for each run."""
     frames = [f for f in by_config.values() if (f["task"] == "number").all()]
     if not frames:
         return {}
@@ -405,7 +408,14 @@ def empathy_analysis(by_config: dict[str, pd.DataFrame], options: AnalysisOption
 
     tables = _variant_tables(build)
     exclude = _per_run(joined, lambda g: emp.intensity_frame(g, score=number_score(g, options.score)))
-    return {**tables, "empathy_refusals": emp.refusal_rates(exclude)}
+    # the paper's own numbers, by its notebook's rules (`analysis.empathy_paper`): its exclusion of a
+    # refused event from every cell replaces the variants above, so these are computed once
+    paper = {
+        "empathy_paper_gap": emp_paper.paper_gap(exclude, n_permutations=options.n_permutations, seed=options.seed),
+        "empathy_paper_matrix": emp_paper.paper_matrix(exclude),
+        "empathy_paper_cells": emp_paper.paper_mask(exclude),
+    }
+    return {**tables, "empathy_refusals": emp.refusal_rates(exclude), **paper}
 
 
 def trust_game_analysis(
@@ -500,6 +510,8 @@ def draw(tables: dict[str, pd.DataFrame], options: AnalysisOptions) -> list[tupl
         )
         add("Empathy", "empathy_m", fig.empathy_heatmaps(cells, tests))
         add("Empathy", "empathy_tsne", fig.tsne_nationality(cells, seed=options.seed))
+    if _rows(tables, "empathy_paper_cells"):
+        add("Empathy", "empathy_paper_m", fig.empathy_paper_heatmaps(tables["empathy_paper_cells"]))
     if _rows(tables, "trust_game_cell_means"):
         means, _ = figure_variant(
             tables["trust_game_cell_means"], None, "mean", keys=list(tg.UNIT_KEYS), mark="variant"

@@ -10,6 +10,8 @@ What a reader should see:
   limits, so colour intensity means the same in every panel; cells that are not significant
   are drawn grey (not hidden), with the rule in a footnote;
 - one figure per model and matrix, named so several models' figures sort side by side;
+- the empathy paper's heatmaps (`empathy_paper_m_*`): M and the mask as the authors' notebook
+  computes them (`analysis.empathy_paper`), beside the project's own (`empathy_m_*`);
 - t-SNE of the nationality perceiver rows of M, coloured by the cultural-map group;
 - Trust Game interaction plots: one line per trustee gender across races, ±1 standard error.
 """
@@ -164,6 +166,31 @@ def empathy_heatmaps(cells: pd.DataFrame, tests: pd.DataFrame | None, *, value: 
         title = f"{label}: {key.get('category')} {key.get('setting')}\nM (z-scored intensity)"
         fig = matrix_heatmap(
             matrix, significant=_significant_cells(tests, key, g), title=title, cbar_label="M (z-score)"
+        )
+        out.append((slug(key.get("category"), key.get("setting"), file_label), fig))
+    return out
+
+
+def empathy_paper_heatmaps(cells: pd.DataFrame) -> list[tuple[str, Figure]]:
+    """M by the authors' notebook (`analysis.empathy_paper.paper_mask`), one heatmap per model,
+    category and setting: z-scored with `a person` after dropping every event refused anywhere
+    in the matrix, and grey where the notebook's `get_mask_cells` hides the cell (both paired
+    t-tests against the in-group cells need p < 0.05 / (n+1)²). The paper's own colour map and
+    limits are not copied: the project's diverging scale keeps these beside `empathy_m_*`."""
+    out = []
+    for key, g in _runs(cells, group_keys(cells)):
+        label, file_label = _figure_label(key, cells)
+        matrix = to_matrix(g, "m")
+        shown = to_matrix(g, "shown").astype(bool)
+        matrix.index.name, matrix.columns.name = "perceiver", "experiencer"
+        threshold = float(g["threshold"].iat[0])
+        title = f"{label}: {key.get('category')} {key.get('setting')}\nM by the paper's notebook rules"
+        fig = matrix_heatmap(
+            matrix,
+            significant=shown,
+            title=title,
+            cbar_label="M (z-score)",
+            mask_label=f"grey: hidden as the paper hides it (a paired t-test p ≥ {threshold:.2g})",
         )
         out.append((slug(key.get("category"), key.get("setting"), file_label), fig))
     return out

@@ -125,7 +125,7 @@ register_probe(
         "Empathy",
         "empathy_",
         headline=f"{__package__}.headlines:empathy_headline",
-        private_source="crowd-envent",
+        private_source="intergroup-empathy-release",
         synthetic_sources="promptgen.empathy.synthetic:write_synthetic_corpus",
     )
 )

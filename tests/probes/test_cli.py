@@ -27,8 +27,8 @@ def test_help_lists_commands_and_documents_every_flag():
     group = typer.main.get_command(app)
     top = _plain(runner.invoke(app, ["--help"]).output)
     assert set(group.commands) == {
-        "build", "run", "sweep", "lint", "curate-pairs", "rewrite", "analyze", "export", "demo", "recipes",
-        "publish", "plan",
+        "build", "run", "sweep", "lint", "curate-pairs", "rewrite", "analyze", "export", "import", "demo",
+        "recipes", "publish", "plan",
     }  # fmt: skip
     assert sum(len(_flags(command)) for command in group.commands.values()) > 100  # the options are seen
     for name, command in group.commands.items():

@@ -23,6 +23,7 @@ from probes.derive import apply_rewrites, compute_rewrites
 from promptgen.build import build
 from promptgen.core.errors import ProbeError
 from promptgen.empathy.model_rewrites import ModelRewrites
+from promptgen.empathy.release import RELEASE_T2_METHOD
 from release_fixture import load_config
 from runners.backends.protocol import GenerateRequest, Generation
 from runners.results import KeyRows
@@ -57,7 +58,8 @@ def test_rewrite_config_holds_the_design_prompt_per_event(built) -> None:
         assert r["messages"] == [{"role": "user", "content": r["prompt"]}]
         assert (r["task"], r["stop"], r["emotion"]) == ("text", ["}"], events.loc[r["text_id"], "emotion"])
     manifest = json.loads((path / "build_manifest.json").read_text())
-    assert manifest["rows"]["rewrite_t2"] == 24 and manifest["build_report"]["t2_method_counts"] == {"rules": 24}
+    assert manifest["rows"]["rewrite_t2"] == 24
+    assert manifest["build_report"]["t2_method_counts"] == {RELEASE_T2_METHOD: 24}
 
 
 class ScriptedWriter:
@@ -145,7 +147,7 @@ def test_rewrites_replace_t2_in_events_and_prompts(built, tmp_path, smollm2_toke
         and manifest["fingerprint"] != json.loads((path / "build_manifest.json").read_text())["fingerprint"]
     )
     report = manifest["build_report"]
-    assert report["t2_method_counts"] == {"org/scripted-rewriter": len(expected), "rules": 24 - len(expected)}
+    assert report["t2_method_counts"] == {"org/scripted-rewriter": len(expected), RELEASE_T2_METHOD: 24 - len(expected)}
     assert report["t2_rewrite"]["rewritten"] == len(expected) and report["t2_rewrite"]["results_key"]
     old = load_config(path, "events").to_pandas().set_index("text_id")
     events = load_config(new.path, "events").to_pandas().set_index("text_id")
@@ -153,7 +155,7 @@ def test_rewrites_replace_t2_in_events_and_prompts(built, tmp_path, smollm2_toke
         if text_id in expected:
             assert (ev["narrative_t2"], ev["t2_method"]) == (expected[text_id], "org/scripted-rewriter")
         else:
-            assert (ev["narrative_t2"], ev["t2_method"]) == (old.loc[text_id, "narrative_t2"], "rules")
+            assert (ev["narrative_t2"], ev["t2_method"]) == (old.loc[text_id, "narrative_t2"], RELEASE_T2_METHOD)
         assert ev["narrative_t1"] == old.loc[text_id, "narrative_t1"]
     # the T2 prompts carry the model's narrative; T1 prompts are unchanged
     t2 = load_config(new.path, "religion_P0S0T2").to_pandas()

@@ -22,8 +22,7 @@ LIMIT = 2
 
 @pytest.fixture(scope="module")
 def datasets_dir(built_default: Path, shared_sources: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The three datasets built side by side (empathy from the small corpus fixture, 12 events)."""
-    from envent_fixture import write_sources
+    """The three datasets built side by side (empathy from the release's narratives, 12 events)."""
     from promptgen.build import build
 
     root = tmp_path_factory.mktemp("sweep-datasets")
@@ -31,7 +30,7 @@ def datasets_dir(built_default: Path, shared_sources: Path, tmp_path_factory: py
     out.mkdir()
     (out / "talent-or-luck").symlink_to(built_default)  # the session's build (2 minutes), not a second one
     build("trust-game", out_dir=out, sources=shared_sources)
-    build("intergroup-empathy", out_dir=out, sources=write_sources(root / "envent"), max_events=12)
+    build("intergroup-empathy", out_dir=out, sources=shared_sources, max_events=12)
     return out
 
 

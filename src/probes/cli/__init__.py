@@ -27,6 +27,7 @@ from .build import build, lint, list_recipes_cmd
 from .demo import demo_cmd
 from .derive import curate_pairs_cmd, rewrite_cmd
 from .export import export_cmd
+from .importer import import_cmd
 from .plan import plan_cmd
 from .publish import publish_cmd
 from .run import run
@@ -42,6 +43,7 @@ COMMANDS = (
     ("rewrite", rewrite_cmd),
     ("analyze", analyze_cmd),
     ("export", export_cmd),
+    ("import", import_cmd),
     ("demo", demo_cmd),
     ("recipes", list_recipes_cmd),
     ("publish", publish_cmd),

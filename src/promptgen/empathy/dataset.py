@@ -1,4 +1,5 @@
-"""The `intergroup-empathy` dataset: recipe + crowd-enVent corpus -> configs, report, card context."""
+"""The `intergroup-empathy` dataset: recipe + the authors' released narratives (+ the optional crowd-enVent
+corpus) -> configs, report, card context."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from .prompts import (
     REWRITE_FEATURES,
     SETTING_FEATURES,
     SETTINGS,
+    T2_SOURCES,
     event_rows,
     expected_rows,
     identities,
@@ -33,9 +35,11 @@ from .prompts import (
     setting,
     setting_rows,
 )
+from .release import RELEASE_EMOTIONS, load_release, source_id
 
 log = logging.getLogger(__name__)
-SOURCE_ID = "crowd-envent"
+#: the optional extra: the crowd-enVent corpus (human intensity ratings, emotion-masked texts)
+CORPUS_SOURCE_ID = "crowd-envent"
 
 
 def draft_intergroup_empathy(
@@ -54,14 +58,22 @@ def draft_intergroup_empathy(
         "parameters",
         recipe.parameters,
         {"seed": int, "rows_per_shard": int, "categories": list, "settings": list, "materialize_prompts": bool},
+        {"t2": str},
     )
     categories = choose("parameters.categories", p["categories"], CATEGORIES)
     settings = choose("parameters.settings", p["settings"], SETTINGS)
-    source = sources[SOURCE_ID]
-    events = load_events(source.path, source.spec.path)
+    t2 = p.get("t2", "release")
+    if t2 not in T2_SOURCES:
+        raise RecipeError(f"{recipe.path}: parameters.t2 must be one of {list(T2_SOURCES)}, got {t2!r}")
+    events = load_release({e: (sources[source_id(e)].path, sources[source_id(e)].spec.path) for e in RELEASE_EMOTIONS})
+    release_events = len(events)
     deviations = [] if max_events is not None else count_deviations(events)
     for message in deviations:
-        log.warning("crowd-enVent corpus differs from the published counts: %s", message)
+        log.warning("the release's narratives differ from the published counts: %s", message)
+    corpus = None
+    if CORPUS_SOURCE_ID in sources:
+        extra = sources[CORPUS_SOURCE_ID]
+        corpus = {e.text_id: e for e in load_events(extra.path, extra.spec.path)}
     if max_events is not None:
         by_emotion: dict[str, list] = defaultdict(list)
         for e in events:
@@ -69,13 +81,13 @@ def draft_intergroup_empathy(
         if max_events > len(events):
             raise RecipeError(f"--max-events {max_events} exceeds the {len(events)} events of the corpus")
         events = [e for _, e in stratified_sample(p["seed"], "events", dict(by_emotion), max_events)]
-        events.sort(key=lambda e: e.line)
+        events.sort(key=lambda e: e.position)
     if rewrites is not None:
         stray = sorted(set(rewrites.texts) - {e.text_id for e in events})
         if stray:
             raise RecipeError(f"rewrites name {len(stray)} event(s) this build does not have, e.g. {stray[0]!r}")
     by_model = {t: (text, rewrites.method()) for t, text in rewrites.texts.items()} if rewrites else None
-    rows = event_rows(events, by_model)
+    rows = event_rows(events, release_events=release_events, t2=t2, corpus=corpus, rewrites=by_model)
     rewrite_items = rewrite_rows(rows)
 
     configs = [
@@ -83,7 +95,8 @@ def draft_intergroup_empathy(
             "events",
             EVENT_FEATURES,
             lambda: row_batches(rows, EVENT_FEATURES),
-            "One crowd-enVent event with its three narrative forms.",
+            "One event of the authors' release with its three narrative forms (and, with the crowd-enVent corpus, "
+            "its human intensity rating).",
             expected_rows=len(rows),
         ),
         ConfigData(
@@ -97,7 +110,7 @@ def draft_intergroup_empathy(
             "identities",
             IDENTITY_FEATURES,
             lambda: row_batches(identity_rows(), IDENTITY_FEATURES),
-            "Perceiver/experiencer identities in matrix order, `a person` first.",
+            "Perceiver/experiencer identities in matrix order, `a person` first; `authors_order`: the prompts' order.",
             expected_rows=47,
         ),
         ConfigData(
@@ -138,6 +151,8 @@ def draft_intergroup_empathy(
             "corpus_deviations": deviations,
             "prompt_rows": prompt_total if p["materialize_prompts"] else 0,
             "prompt_rows_full_design": expected_total(len(rows), categories, settings),
+            "corpus_extra": CORPUS_SOURCE_ID in sources,
+            "corpus_matched": sum(r["intensity"] is not None for r in rows) if corpus is not None else 0,
             "t2_methods": sorted({r["t2_method"] for r in rows}),
             "t2_method_counts": dict(sorted(Counter(r["t2_method"] for r in rows).items())),
             "t2_rewrite": rewrites.record if rewrites else None,
@@ -154,6 +169,9 @@ def draft_intergroup_empathy(
             "materialize": p["materialize_prompts"],
             "example": example,
             "event_example": rows[0],
+            "release_events": release_events,
+            "t2": t2,
+            "corpus_extra": CORPUS_SOURCE_ID in sources,
         },
         default_config="events",
         rows_per_shard=p["rows_per_shard"],

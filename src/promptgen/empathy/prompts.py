@@ -1,9 +1,13 @@
 """Intergroup-empathy prompts (docs/DESIGN.md section 4): perceiver persona x experiencer x event.
 
-Pure functions: identities and settings are data written out from the paper (docs/DESIGN.md section 4); events become
-three narrative forms; prompts are expanded per (category, setting) as Arrow batches of one
-(perceiver, experiencer) pair x all events, so the 37.3 M-row full build streams in
-bounded memory without a Python dict per row.
+Pure functions. Identities, settings and the prompt strings are the authors' released data
+(`const.py` of houyu0930/intergroup-empathy-bias at cdfd1a6: `group_mappings`, `get_prompt_pair`),
+byte for byte; the prompts are expanded per (category, setting) as Arrow batches of one
+(perceiver, experiencer) pair x all events, in the authors' order (`batch_pred_emotion.py`'s
+`prepare_prompts`: perceiver, then experiencer, in `group_mappings` order with `a person` last,
+then the events), so every row's `authors_index` is the authors' `idx` and the 37.3 M-row full
+build streams in bounded memory without a Python dict per row. The matrices and figures keep the
+notebook's order (`Identity.order`: `a person` first, nationalities by cultural map).
 
 `expand_prompts` is the same expansion as plain dicts from the released `events`,
 `identities` and `settings` configs: a runner can score the probe from those three small
@@ -12,7 +16,7 @@ configs without the materialised prompt configs.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +25,7 @@ from datasets import Features, List, Value
 
 from ..core.contract import contract_row, item_features, user_messages
 from .corpus import Event
-from .narratives import build_t0, build_t1
+from .release import RELEASE_T2_METHOD, ReleaseEvent
 from .third_person import REWRITE_STOP, RULE_METHOD, rewrite_prompt, to_third_person
 
 CATEGORIES: tuple[str, ...] = ("race", "nationality", "religion")
@@ -39,7 +43,7 @@ RACE_GROUPS: dict[str, tuple[str, ...]] = {
         "a Latinx",
     ),
 }
-#: country -> cultural-map group (for figures); identity text is `a person from {country}`.
+#: country -> cultural-map group, in the notebook's figure order; identity text is `a person from {country}`.
 COUNTRIES: dict[str, str] = {
     "the United States": "English-speaking",
     "Canada": "English-speaking",
@@ -64,6 +68,31 @@ COUNTRIES: dict[str, str] = {
     "Pakistan": "African-Islamic",
 }
 RELIGIONS: tuple[str, ...] = ("a Christian", "a Muslim", "a Jew", "a Buddhist", "a Hindu")
+#: `const.py`'s `country_list`: the prompts' order of the nationalities (the released file builds
+#: `group_mappings["nationality"]` from an undefined `country_list1`; its `country_list` is meant)
+AUTHORS_COUNTRIES: tuple[str, ...] = (
+    "China",
+    "Japan",
+    "India",
+    "Pakistan",
+    "Myanmar",
+    "the Philippines",
+    "Iran",
+    "Israel",
+    "Palestine",
+    "Russia",
+    "Ukraine",
+    "Germany",
+    "France",
+    "the United Kingdom",
+    "Nigeria",
+    "Egypt",
+    "the United States",
+    "Canada",
+    "Mexico",
+    "Brazil",
+    "Argentina",
+)
 
 PERSONAS: dict[str, str] = {
     "P0": "You are {perceiver}.",
@@ -75,12 +104,12 @@ PERSONAS: dict[str, str] = {
 }
 SCALES: dict[str, tuple[str, int]] = {
     "S0": (
-        "Your task is to rate the intensity of the emotion on a scale from 0 (not at all) to 100 (extremely). "
+        "Your task is to rate the intensity of the emotion on a scale from 0 (not at all) to 100 (extremely).\n"
         "Only give the scale number. No explanation is needed.",
         100,
     ),
     "S1": (
-        "Your task is to rate the intensity of the emotion on a scale from 0 (not at all) to 10 (extremely). "
+        "Your task is to rate the intensity of the emotion on a scale from 0 (not at all) to 10 (extremely).\n"
         "Only give the scale number. No explanation is needed.",
         10,
     ),
@@ -103,6 +132,7 @@ class Identity:
     identity: str  # the text put in the prompt
     group: str  # race block, cultural-map group, religion; `unspecified` for `a person`
     unspecified: bool
+    authors_order: int  # position in the authors' list (`group_mappings` + `a person` last): the prompts' order
 
 
 @dataclass(frozen=True)
@@ -135,17 +165,33 @@ def setting(name: str) -> Setting:
 
 
 def identities(category: str) -> list[Identity]:
-    """Perceiver (= experiencer) list of a category in the paper's order, `a person` first."""
+    """Perceiver (= experiencer) list of a category in the notebook's (matrix) order, `a person` first;
+    each with its position in the authors' prompt order (`authors_order`)."""
     rows = [(UNSPECIFIED, "unspecified", True)]
     if category == "race":
         rows += [(text, group, False) for group, texts in RACE_GROUPS.items() for text in texts]
+        authors = [text for texts in RACE_GROUPS.values() for text in texts]
     elif category == "nationality":
         rows += [(f"a person from {country}", group, False) for country, group in COUNTRIES.items()]
+        authors = [f"a person from {country}" for country in AUTHORS_COUNTRIES]
     elif category == "religion":
         rows += [(text, text.split()[-1], False) for text in RELIGIONS]
+        authors = list(RELIGIONS)
     else:
         raise ValueError(f"unknown category {category!r}; expected one of {CATEGORIES}")
-    return [Identity(category, i, text, group, unspec) for i, (text, group, unspec) in enumerate(rows)]
+    position = {text: k for k, text in enumerate([*authors, UNSPECIFIED])}
+    return [Identity(category, i, text, group, unspec, position[text]) for i, (text, group, unspec) in enumerate(rows)]
+
+
+def authors_identities(category: str) -> list[Identity]:
+    """A category's identities in the authors' prompt order: `group_mappings[...]` + `a person` last."""
+    return sorted(identities(category), key=lambda i: i.authors_order)
+
+
+def authors_index(perceiver: int, experiencer: int, position: int, n_people: int, n_events: int) -> int:
+    """The authors' `idx` of a prompt: perceiver-major, then experiencer, then the event's position in
+    the concatenated release (`prepare_prompts` counts one up per prompt in that order)."""
+    return (perceiver * n_people + experiencer) * n_events + position
 
 
 # ----------------------------------------------------------------------------- events
@@ -161,27 +207,53 @@ EVENT_FEATURES = Features(
         "narrative_t2": Value("string"),
         "t2_method": Value("string"),
         "hidden_emo_text": Value("string"),
+        "authors_position": Value("int32"),
+        "release_events": Value("int32"),
     }
 )
+#: `t2` build parameter values: the release's third-person texts, or the project's rule-based rewrite of T1
+T2_SOURCES: tuple[str, ...] = ("release", "rules")
 
 
-def event_rows(events: Iterable[Event], rewrites: dict[str, tuple[str, str]] | None = None) -> list[dict[str, Any]]:
-    """The three narrative forms per event. `rewrites` (text_id -> (T2 text, method)) replaces
-    the rule-based T2, e.g. with an LLM's rewrite."""
+def event_rows(
+    events: Iterable[ReleaseEvent],
+    *,
+    release_events: int,
+    t2: str = "release",
+    corpus: Mapping[str, Event] | None = None,
+    rewrites: Mapping[str, tuple[str, str]] | None = None,
+) -> list[dict[str, Any]]:
+    """The three narrative forms per event, as the authors' prompts hold them.
+
+    T0, T1 and T2 are the release's `generated_text`, `first_person_text` and `third_person_text`
+    (`t2="rules"`: the project's rule-based rewrite of T1 instead). `rewrites` (text_id -> (T2
+    text, method)) puts a model's rewrite in place of either. `corpus` (text_id -> the crowd-enVent
+    corpus's event, an optional extra) adds the human intensity rating and the emotion-masked text.
+    `authors_position` is the event's place among the `release_events` events the release holds:
+    the last factor of the authors' `idx`, whatever subset a build keeps.
+    """
+    if t2 not in T2_SOURCES:
+        raise ValueError(f"t2 must be one of {T2_SOURCES}, got {t2!r}")
     rows = []
     for e in events:
-        t1 = build_t1(e.generated_text, e.emotion)
-        t2, method = (rewrites or {}).get(e.text_id, (to_third_person(t1), RULE_METHOD))
+        if t2 == "rules":
+            default = (to_third_person(e.first_person_text), RULE_METHOD)
+        else:
+            default = (e.third_person_text, RELEASE_T2_METHOD)
+        narrative_t2, method = (rewrites or {}).get(e.text_id, default)
+        extra = (corpus or {}).get(e.text_id)
         rows.append(
             {
                 "text_id": e.text_id,
                 "emotion": e.emotion,
-                "intensity": e.intensity,
-                "narrative_t0": build_t0(e.generated_text),
-                "narrative_t1": t1,
-                "narrative_t2": t2,
+                "intensity": extra.intensity if extra else None,
+                "narrative_t0": e.generated_text,
+                "narrative_t1": e.first_person_text,
+                "narrative_t2": narrative_t2,
                 "t2_method": method,
-                "hidden_emo_text": e.hidden_emo_text,
+                "hidden_emo_text": extra.hidden_emo_text if extra else None,
+                "authors_position": e.position,
+                "release_events": release_events,
             }
         )
     return rows
@@ -227,6 +299,7 @@ IDENTITY_FEATURES = Features(
         "identity": Value("string"),
         "group": Value("string"),
         "unspecified": Value("bool"),
+        "authors_order": Value("int32"),
     }
 )
 SETTING_FEATURES = Features(
@@ -291,6 +364,7 @@ PROMPT_FEATURES = item_features(
         **_role_features("experiencer"),
         "text_id": Value("string"),
         "emotion": Value("string"),
+        "authors_index": Value("int64"),
     }
 )
 _SCHEMA = PROMPT_FEATURES.arrow_schema
@@ -311,12 +385,16 @@ def _narratives(events: list[dict[str, Any]], form: str) -> list[str]:
 
 
 def prompt_batches(category: str, setting_name: str, events: list[dict[str, Any]]) -> Iterator[pa.Table]:
-    """One Arrow table per (perceiver, experiencer): all events, in perceiver-major order.
+    """One Arrow table per (perceiver, experiencer): all events, in the authors' order.
 
-    Perceiver-major order keeps the shared system prompt together for prefix caching.
+    Their order is perceiver-major, which also keeps the shared system prompt together for
+    prefix caching; `events` come in release order (`authors_position`).
     """
     s = setting(setting_name)
-    people = identities(category)
+    people = authors_identities(category)
+    n_people = len(people)
+    positions = [e["authors_position"] for e in events]
+    release_events = events[0]["release_events"] if events else 0
     narratives = _narratives(events, s.narrative_form)
     emotions = [e["emotion"] for e in events]
     text_ids = [e["text_id"] for e in events]
@@ -346,8 +424,10 @@ def prompt_batches(category: str, setting_name: str, events: list[dict[str, Any]
                 offsets, pa.StructArray.from_arrays([roles, pa.array(contents, pa.string())], names=["role", "content"])
             ).cast(_MESSAGE_TYPE)
             prefix = f"emp.{category}.{setting_name}.p{p.order:02d}.e{e.order:02d}."
+            base = authors_index(p.authors_order, e.authors_order, 0, n_people, release_events)
             columns = {
                 **constant,
+                "authors_index": pa.array([base + k for k in positions], pa.int64()),
                 "id": pa.array([prefix + t for t in text_ids], pa.string()),
                 "prompt": pa.array(prompts, pa.string()),
                 "messages": messages,
@@ -374,8 +454,8 @@ def expand_prompts(
     if not matches:
         raise ValueError(f"setting {setting_name!r} is not in the settings config ({[s['setting'] for s in table]})")
     spec = matches[0]
-    people = sorted((i for i in identity_table if i["category"] == category), key=lambda i: i["order"])
-    events = list(events)
+    people = sorted((i for i in identity_table if i["category"] == category), key=lambda i: i["authors_order"])
+    events = sorted(events, key=lambda ev: ev["authors_position"])
     form = "narrative_" + spec["narrative_form"].lower()
     for p in people:
         system = spec["persona_template"].replace("{perceiver}", p["identity"]) + "\n" + spec["system_instruction"]
@@ -401,6 +481,13 @@ def expand_prompts(
                     "experiencer": e["identity"],
                     "text_id": ev["text_id"],
                     "emotion": ev["emotion"],
+                    "authors_index": authors_index(
+                        p["authors_order"],
+                        e["authors_order"],
+                        ev["authors_position"],
+                        len(people),
+                        ev["release_events"],
+                    ),
                 }
 
 

@@ -1,23 +1,23 @@
-"""A synthetic corpus in crowd-enVent's generation-TSV format, for machines without the real one.
+"""Synthetic narratives in the release's format, for machines without the authors' files.
 
-The crowd-enVent corpus cannot be downloaded everywhere and is not redistributed with the other
-sources. The demo, the sweep and the GPU benchmark each build intergroup-empathy from a stand-in
-instead: invented events, `events_per_emotion` per emotion label, written where a `--sources`
-folder holds the real file. Its results test the pipeline only (the demo and the sweep say so).
+The recipe reads the empathy authors' twelve TSVs (`promptgen.empathy.release`), which a
+`--sources` folder holds as `intergroup-empathy-release/data/crowd-enVent_<emotion>.tsv`. Where
+that folder lacks them and nothing may be downloaded, the sweep and the GPU benchmarks build
+intergroup-empathy from a stand-in instead: invented events, `events_per_emotion` per emotion,
+in the same files and columns. Its results test the pipeline only (the sweep says so).
 """
 
 from __future__ import annotations
 
 import csv
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
-from .corpus import REQUIRED_COLUMNS
-from .narratives import EMOTIONS
+from .release import COLUMNS, RELEASE_EMOTIONS
 
-#: where a `--sources` folder holds the extracted corpus (the recipe's `path`)
-CORPUS_FILE = Path("crowd-envent") / "corpus" / "crowd-enVent_generation.tsv"
+#: where a `--sources` folder holds the release's files (the recipe's `path`s)
+RELEASE_DIR = Path("intergroup-empathy-release") / "data"
 #: the demo's events: short, so the demo stays quick to score
 DEMO_EVENTS = (
     "when my best friend forgot my birthday",
@@ -29,15 +29,33 @@ DEMO_EVENTS = (
 )
 
 
-def write_corpus_rows(root: Path, rows: Iterable[Sequence[str]], header: Sequence[str] = REQUIRED_COLUMNS) -> Path:
-    """Write `header` and `rows` as the corpus TSV of the `--sources` folder `root`; the file's path."""
-    path = root / CORPUS_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh, delimiter="\t", lineterminator="\n")
-        writer.writerow(header)
-        writer.writerows(rows)
-    return path
+def release_file(root: Path, emotion: str) -> Path:
+    """The path of one emotion's TSV in the `--sources` folder `root`."""
+    return root / RELEASE_DIR / f"crowd-enVent_{emotion}.tsv"
+
+
+def write_release_rows(
+    root: Path, rows: Mapping[str, Iterable[Sequence[str]]], header: Sequence[str] = COLUMNS
+) -> Path:
+    """Write each emotion's `rows` (with `header`) as its TSV of the `--sources` folder `root`; returns `root`.
+
+    Written with the csv module's minimal quoting, as pandas' `to_csv` writes a TSV: a field with a
+    tab, a newline or a double quote is quoted.
+    """
+    for emotion in RELEASE_EMOTIONS:
+        path = release_file(root, emotion)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", newline="", encoding="utf-8") as fh:
+            writer = csv.writer(fh, delimiter="\t", lineterminator="\n")
+            writer.writerow(header)
+            writer.writerows(rows.get(emotion, ()))
+    return root
+
+
+def narrative_row(text_id: str, emotion: str, text: str) -> list[str]:
+    """One release row of an invented event: T0 as typed, T1 and T2 in the release's shapes."""
+    clause = text[0].lower() + text[1:] if text[:2] != "I " else text
+    return [emotion, text_id, text, f"I felt {emotion} {clause}", f"The person felt {emotion} {clause}"]
 
 
 def write_synthetic_corpus(
@@ -48,11 +66,11 @@ def write_synthetic_corpus(
     seed: int = 0,
     id_format: str = "demo{:04d}",
 ) -> Path:
-    """A `--sources` folder `root` (returned) whose corpus holds `events_per_emotion` invented events per emotion.
+    """A `--sources` folder `root` (returned) whose release files hold `events_per_emotion` invented events each.
 
     Each event is `invent(rng)`, or by default one of `DEMO_EVENTS` drawn without replacement
-    per emotion; `rng` is seeded with `seed`. Event n (from 1) has id `id_format.format(n)`, its
-    text as both the generated and the hidden-emotion text, and intensity 1 + n % 5.
+    per emotion; `rng` is seeded with `seed`. Event n (from 1, in the release's emotion order) has
+    id `id_format.format(n)`.
     """
     rng = random.Random(seed)
 
@@ -61,7 +79,11 @@ def write_synthetic_corpus(
             return rng.sample(DEMO_EVENTS, events_per_emotion)
         return [invent(rng) for _ in range(events_per_emotion)]
 
-    events = ((emotion, text) for emotion in EMOTIONS for text in texts(emotion))
-    rows = ([id_format.format(n), emotion, text, text, str(1 + n % 5)] for n, (emotion, text) in enumerate(events, 1))
-    write_corpus_rows(root, rows)
-    return root
+    rows: dict[str, list[list[str]]] = {}
+    n = 0
+    for emotion in RELEASE_EMOTIONS:
+        rows[emotion] = []
+        for text in texts(emotion):
+            n += 1
+            rows[emotion].append(narrative_row(id_format.format(n), emotion, text))
+    return write_release_rows(root, rows)

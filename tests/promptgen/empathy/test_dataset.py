@@ -1,38 +1,22 @@
-"""The intergroup-empathy dataset on a corpus-format fixture."""
+"""The intergroup-empathy dataset on a small fixture in the release's format (plus the optional corpus).
+
+The release itself, against the authors' own code, is tests/promptgen/empathy/test_release_prompts.py.
+"""
 
 import json
-import random
 
 import pytest
 
-from envent_fixture import EMOTIONS, HEADER, corpus_rows, write_recipe, write_sources
+from envent_fixture import EMOTIONS, HEADER, corpus_rows, release_order, release_rows, write_recipe, write_sources
 from promptgen.build import build
 from promptgen.core.errors import RecipeError, SourceFormatError
 from promptgen.empathy.prompts import expand_prompts
+from promptgen.empathy.release import RELEASE_T2_METHOD
+from promptgen.empathy.synthetic import release_file
 from promptgen.sources import SourceOptions
 from release_fixture import load_config
 
-# DESIGN section 4, typed out again here so the test does not reuse the module's templates.
-P = {
-    "P0": "You are {p}.",
-    "P1": "You are {p}. Your responses should closely mirror the knowledge and abilities of this persona.",
-    "P2": "Adopt the identity of {p}. Answer the questions while staying in strict accordance with the nature of "
-    "this identity.",
-    "P3": "Take the role of {p}. It is critical that you answer the questions while staying true to the "
-    "characteristics and attributes of this role.",
-}
-S = {
-    "S0": "Your task is to rate the intensity of the emotion on a scale from 0 (not at all) to 100 (extremely). "
-    "Only give the scale number. No explanation is needed.",
-    "S1": "Your task is to rate the intensity of the emotion on a scale from 0 (not at all) to 10 (extremely). "
-    "Only give the scale number. No explanation is needed.",
-}
-Q = '\n"{n}"\nHow much {m} did the person feel while experiencing the event?\nEmotion intensity:'
-T = {
-    "T0": "In the following narrative, {e} describes a situation in which they felt {m}." + Q,
-    "T1": "The following narrative is shared by {e}." + Q,
-    "T2": "The following narrative is shared by {e} and reframed in the third-person perspective." + Q,
-}
+# the matrices' (notebook's) order, `a person` first; the prompts' own order is the authors' (test_release_prompts.py)
 RACE = [
     "a person",
     "a white person",
@@ -90,24 +74,65 @@ def subset(tmp_path_factory):
     return build(str(recipe), out_dir=root / "out", sources=sources, max_events=24).path
 
 
-def test_events_keep_every_emotion_row_once(tmp_path):
+def test_events_are_the_release_rows_in_its_order_with_the_corpus_extra(tmp_path):
     sources = write_sources(tmp_path / "src")
     path = build(str(write_recipe(tmp_path / "r.yaml")), out_dir=tmp_path / "o", sources=sources).path
     events = load_config(path, "events").to_pandas()
-    expected_ids = [r[0] for r in corpus_rows() if r[1] != "no-emotion"]
-    assert list(events["text_id"]) == expected_ids
+    assert list(events["text_id"]) == release_order()
+    assert list(events["authors_position"]) == list(range(len(events)))
     assert set(events["emotion"]) == set(EMOTIONS)
-    for col in ("narrative_t0", "narrative_t1", "narrative_t2"):
-        assert events[col].str.strip().str.len().gt(0).all()
+    rows = {r[1]: r for emotion_rows in release_rows().values() for r in emotion_rows}
+    for event in events.itertuples():
+        _, _, t0, t1, t2 = rows[event.text_id]
+        assert (event.narrative_t0, event.narrative_t1, event.narrative_t2) == (t0, t1, t2)
+    assert (events["t2_method"] == RELEASE_T2_METHOD).all()
+    tab = events[events["narrative_t0"].str.contains("It was sudden")].iloc[0]
+    assert "\t" in tab["narrative_t0"]  # the release's text as pandas reads it, nothing normalised
+    corpus = {r[0]: r for r in corpus_rows()}  # the optional extra joins by text_id
+    assert [int(v) for v in events["intensity"]] == [int(corpus[t][4]) for t in events["text_id"]]
+    assert list(events["hidden_emo_text"]) == [corpus[t][3] for t in events["text_id"]]
+    manifest = json.loads((path / "build_manifest.json").read_text())
+    # a fixture is not the published release: the build says how it differs
+    assert any("expected 6050" in d for d in manifest["build_report"]["corpus_deviations"])
+    assert manifest["build_report"]["corpus_extra"] and manifest["build_report"]["corpus_matched"] == len(events)
+    card = (path / "README.md").read_text()
+    assert "houyu0930/intergroup-empathy-bias" in card and "country_list1" in card
+
+
+def test_without_the_corpus_the_build_has_no_ratings_and_rules_t2_is_an_option(tmp_path):
+    sources = write_sources(tmp_path / "src", corpus=False)
+    path = build(str(write_recipe(tmp_path / "r.yaml", t2="rules")), out_dir=tmp_path / "o", sources=sources).path
+    events = load_config(path, "events").to_pandas()
+    assert events["intensity"].isna().all() and events["hidden_emo_text"].isna().all()
     assert (events["t2_method"] == "rules").all()
     first = events.iloc[0]
-    assert first["narrative_t1"] == "I felt angry when I received dozens of job rejections."
-    assert first["narrative_t2"] == "The person felt angry when they received dozens of job rejections."
-    tab = events[events["narrative_t0"].str.contains("It was sudden")].iloc[0]
-    assert "\t" not in tab["narrative_t0"]  # the embedded tab is normalised to one space
+    assert first["narrative_t1"] == "I felt anger when I received dozens of job rejections"
+    assert first["narrative_t2"] == "The person felt anger when they received dozens of job rejections"
     manifest = json.loads((path / "build_manifest.json").read_text())
-    # a fixture is not the published corpus: the build says how it differs
-    assert any("expected 6050" in d for d in manifest["build_report"]["corpus_deviations"])
+    assert [s["id"] for s in manifest["sources"]] == [f"empathy-release-{e}" for e in release_rows()]
+    assert "optional extra" in (path / "README.md").read_text()
+    with pytest.raises(RecipeError, match=r"parameters\.t2"):
+        build(str(write_recipe(tmp_path / "r2.yaml", t2="gpt")), out_dir=tmp_path / "o2", sources=sources)
+
+
+@pytest.mark.parametrize("broken", ["header", "empty"])
+def test_a_broken_release_file_is_named(tmp_path, broken):
+    sources = write_sources(tmp_path / "src", corpus=False)
+    path = release_file(sources, "anger")
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    if broken == "header":
+        lines[0] = lines[0].replace("first_person_text", "first_text")
+        where = "header"
+    else:  # an empty narrative: pandas reads it as missing (the authors' prompt would hold "nan")
+        cells = lines[1].split("\t")
+        cells[3] = ""
+        lines[1] = "\t".join(cells)
+        where = "row 1 (text_id 'gen00001'), column 'first_person_text'"
+    path.write_text("".join(lines), encoding="utf-8")
+    with pytest.raises(SourceFormatError) as info:
+        build(str(write_recipe(tmp_path / "r.yaml")), out_dir=tmp_path / "o", sources=sources)
+    assert "crowd-enVent_anger.tsv" in str(info.value) and where in str(info.value)
+    assert not (tmp_path / "o").exists()
 
 
 def test_identities_are_the_design_lists(subset):
@@ -139,29 +164,6 @@ def test_subset_has_all_21_configs_with_the_design_counts(subset):
     assert events["emotion"].value_counts().to_dict() == dict.fromkeys(EMOTIONS, 2)
 
 
-@pytest.mark.parametrize("category", ["race", "nationality", "religion"])
-def test_messages_are_the_design_texts(subset, category):
-    events = load_config(subset, "events").to_pandas().set_index("text_id")
-    people = {"race": RACE, "nationality": NATIONALITY, "religion": RELIGION}[category]
-    rng = random.Random(7)
-    for setting in SETTINGS:
-        df = load_config(subset, f"{category}_{setting}").to_pandas()
-        assert df["id"].is_unique
-        assert (df["task"] == "number").all() and (df["number_min"] == 0).all()
-        assert set(df["number_max"]) == {10 if setting[2:4] == "S1" else 100}
-        for i in rng.sample(range(len(df)), 15):
-            row = df.iloc[i]
-            p, e = people[row["perceiver_order"]], people[row["experiencer_order"]]
-            assert row["perceiver"] == p and row["experiencer"] == e
-            ev = events.loc[row["text_id"]]
-            narrative = ev["narrative_" + setting[4:6].lower()]
-            system = P[setting[0:2]].format(p=p) + "\n" + S[setting[2:4]]
-            user = T[setting[4:6]].format(e=e, m=ev["emotion"], n=narrative)
-            assert list(row["messages"]) == [{"role": "system", "content": system}, {"role": "user", "content": user}]
-            assert row["prompt"] == system + "\n" + user
-            assert row["emotion"] == ev["emotion"]
-
-
 def test_on_the_fly_expansion_equals_the_materialised_config(subset):
     events = load_config(subset, "events").to_list()
     identities = load_config(subset, "identities").to_list()
@@ -185,7 +187,9 @@ def test_the_zip_in_a_sources_folder_is_read(tmp_path):
         max_events=12,
     ).path
     manifest = json.loads((path / "build_manifest.json").read_text())
-    assert manifest["rows"]["events"] == 12 and not manifest["sources"][0]["pinned"]
+    corpus = next(s for s in manifest["sources"] if s["id"] == "crowd-envent")
+    assert manifest["rows"]["events"] == 12 and not corpus["pinned"]
+    assert manifest["build_report"]["corpus_matched"] == 12
 
 
 def _broken(tmp_path, rows=None, header=None):

@@ -1,0 +1,227 @@
+"""`probes import --format empathy-authors` (`probes.importer.empathy_authors`): the authors' generation files.
+
+A 2-event build of the intergroup-empathy dataset (from the release's files in ../shared/sources)
+gives the prompts; the authors' `batch_pred_emotion.py` output is written from them as their code
+writes it (`idx`, `system_prompt`, `user_input`, `response`; `to_csv(sep='\\t', index=False)`), in
+batches, with answers that exercise their parser. The oracle for each answer is their own
+`extract_numbers` and refusal prefixes (tests/reference, run unchanged), on the response as their
+`process_exp_results.py` reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+import empathy_reference as ref
+from probes.cli import app
+from probes.importer import ImportRequest, import_results
+from probes.importer.empathy_authors import FORMAT as EMPATHY_AUTHORS
+from promptgen.build import build
+from promptgen.core.errors import ProbeError
+from runners.prompts import PromptConfig, load_prompt_config
+from runners.results import key_folders, read_key_rows, read_manifest
+from runners.results.check import validate_results
+from runners.scoring.settings import resolve_scoring
+
+runner = CliRunner()
+MODEL = "meta-llama/Meta-Llama-3.1-8B-Instruct"
+FORMAT = "empathy-authors"
+#: the authors' file stem -> our config
+FILES = {"religion_origin": "religion_P0S0T0", "religion_10-scale": "religion_P0S1T0"}
+ANSWERS = [
+    "70",
+    "On a scale from 0 to 100, I would rate it 70.",
+    "I cannot rate the emotions of a person based on their religion.",
+    "",
+    "NA",
+    "150",
+    "50 (0 to 100)",
+    "I'm not rating that.",
+    "Emotion intensity: 1,000",
+    "None",
+    "0",
+    "8\n\nThe narrator felt sad.",
+]
+REFUSAL_PREFIXES = ("I cannot", "I can't", "I'm not rating")
+
+
+@pytest.fixture(scope="module")
+def prompts(shared_sources: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("empathy")
+    return build("intergroup-empathy", out_dir=out, sources=shared_sources, max_events=2).path
+
+
+def write_authors_files(prompts: Path, folder: Path, batches: int = 2) -> dict[str, pd.DataFrame]:
+    """Their generation output for FILES, as `vllm_inference` writes it: one TSV per batch of rows in idx order."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for stem, config in FILES.items():
+        rows = load_prompt_config(str(prompts), config).dataset.to_pandas().sort_values("authors_index")
+        frame = pd.DataFrame(
+            {
+                "idx": rows["authors_index"].to_numpy(),
+                "system_prompt": [m[0]["content"] for m in rows["messages"]],
+                "user_input": [m[1]["content"] for m in rows["messages"]],
+                "response": [ANSWERS[k % len(ANSWERS)] for k in range(len(rows))],
+            }
+        )
+        size = -(-len(frame) // batches)
+        for b in range(batches):
+            frame.iloc[b * size : (b + 1) * size].to_csv(folder / f"{stem}_batch-{b}.tsv", sep="\t", index=False)
+        written[config] = rows
+    return written
+
+
+def their_reading(folder: Path) -> dict[int, tuple[str, int]]:
+    """idx -> (the response as their process_exp_results.py reads it, their intensity; -1 is a refusal)."""
+    code = ref.process_exp_results()
+    out = {}
+    for path in sorted(folder.glob("*.tsv")):
+        frame = pd.read_csv(path, sep="\t")
+        for idx, response in zip(frame["idx"], frame["response"], strict=True):
+            text = str(response)
+            out[int(idx)] = (text, -1 if text.startswith(REFUSAL_PREFIXES) else code.extract_numbers(text))
+    return out
+
+
+@pytest.fixture(scope="module")
+def imported(prompts: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("empathy-import")
+    write_authors_files(prompts, root / "exp_llama-8b")
+    result = import_results(ImportRequest(root / "exp_llama-8b", FORMAT, prompts, MODEL, root / "results"))
+    assert sorted(c.config for c in result.configs) == sorted(FILES.values())
+    assert all(c.added == c.rows > 0 and len(c.files) == 2 for c in result.configs)
+    return {"root": root, "source": root / "exp_llama-8b", "results": root / "results"}
+
+
+def test_rows_are_the_answers_read_by_the_authors_rule(prompts, imported) -> None:
+    theirs = their_reading(imported["source"])
+    for config in FILES.values():
+        items = load_prompt_config(str(prompts), config).dataset.to_pandas().set_index("id")
+        (folder,) = key_folders(imported["results"], config)
+        rows = read_key_rows(folder).to_pandas().set_index("id")
+        assert sorted(rows.index) == sorted(items.index)
+        statuses = set()
+        for item_id, row in rows.iterrows():
+            text, intensity = theirs[int(items.loc[item_id, "authors_index"])]
+            assert row["generated_text"] == text
+            assert bool(row["refused"]) == (intensity == -1), (text, row["parse_status"])
+            if intensity != -1:
+                assert row["parsed_value"] == intensity, text
+            statuses.add(row["parse_status"])
+            assert pd.isna(row["context_tokens"]) and pd.isna(row["finish_reason"])
+        assert {"ok", "refusal", "no_number", "out_of_range"} <= statuses
+        assert "nan" in set(rows["generated_text"])  # an empty answer, as their str(response) reads it
+        scoring = json.loads(rows["scoring"].iloc[0])
+        assert scoring["backend"] == f"import:{FORMAT}" and scoring["chat"] is True and scoring["dtype"] is None
+        # the scoring of a `probes run` with the dataset's protocol (the authors' generation and parser)
+        protocol = resolve_scoring(load_prompt_config(str(prompts), config).protocol, None, None)
+        assert protocol.chat is True
+        ours = {k: v for k, v in scoring.items() if k not in ("backend", "dtype", "chat")}
+        assert ours == json.loads(protocol.settings.key())
+        assert ours["number_parser"] == "first-integer" and ours["temperature"] == 0 and ours["max_new_tokens"] == 128
+        assert rows["model_revision"].str.fullmatch("imported-[0-9a-f]{64}").all() and (rows["model"] == MODEL).all()
+
+
+def test_the_imported_folder_is_analysed_publishable_and_records_its_files(prompts, imported) -> None:
+    """`analyze` reads it (the 0-100 config: on the 10-point one the authors' rule keeps "70" as an answer,
+    which the analysis refuses as outside the item's range, as it would for a run with their parser)."""
+    from analysis.pipeline import AnalysisOptions, analyze
+
+    options = AnalysisOptions(n_permutations=10)
+    tables = analyze(prompts, [imported["results"]], configs=["religion_P0S0T0"], options=options, figures=False).tables
+    assert len(tables["empathy_paper_cells"]) > 0 and len(tables["empathy_cells"]) > 0
+    manifest = read_manifest(imported["results"])
+    assert validate_results(imported["results"], manifest).problems == []
+    for run in manifest["runs"].values():
+        names = [f["path"] for f in run["imported"]["files"]]
+        assert all(re.fullmatch(r"religion_(origin|10-scale)_batch-[01]\.tsv", n) for n in names), names
+        assert run["imported"]["format"] == FORMAT
+    assert str(imported["root"]) not in json.dumps(manifest)
+
+
+def test_a_second_import_adds_nothing_and_a_batch_alone_imports(prompts, imported, tmp_path) -> None:
+    again = import_results(ImportRequest(imported["source"], FORMAT, prompts, MODEL, imported["results"]))
+    assert all(c.added == 0 and c.already == c.rows for c in again.configs)
+    one = tmp_path / "one"
+    one.mkdir()
+    shutil.copy(imported["source"] / "religion_origin_batch-1.tsv", one)
+    partial = import_results(ImportRequest(one, FORMAT, prompts, MODEL, tmp_path / "results"))
+    ((config,),) = [[c.config for c in partial.configs]]
+    assert config == "religion_P0S0T0"
+    rows = len(pd.read_csv(one / "religion_origin_batch-1.tsv", sep="\t"))
+    assert partial.configs[0].added == rows
+    assert len(read_key_rows(key_folders(tmp_path / "results", config)[0])) == rows
+
+
+def _one_line_error(result, *names: str) -> str:
+    text = re.sub(r"\x1b\[[0-9;]*m", "", result.output)
+    assert result.exit_code == 1, text
+    assert "Traceback" not in text, text
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), text
+    for name in names:
+        assert name in lines[0], (name, lines[0])
+    return lines[0]
+
+
+@pytest.mark.parametrize("column", ["system_prompt", "user_input"])
+def test_a_prompt_that_differs_is_one_line_naming_file_and_idx_and_nothing_is_written(
+    prompts, imported, tmp_path, column
+) -> None:
+    source = tmp_path / "exp"
+    shutil.copytree(imported["source"], source)
+    target = source / "religion_origin_batch-1.tsv"
+    frame = pd.read_csv(target, sep="\t")
+    frame.loc[3, column] = frame.loc[3, column].replace("a ", "an ", 1)
+    frame.to_csv(target, sep="\t", index=False)
+    out = tmp_path / "results"
+    args = ["import", str(source), "--format", FORMAT, "--prompts", str(prompts), "--model-name", MODEL]
+    line = _one_line_error(
+        runner.invoke(app, [*args, "--out", str(out)], terminal_width=400),
+        "religion_origin_batch-1.tsv",
+        f"idx {int(frame.loc[3, 'idx'])}",
+        column,
+    )
+    assert "at character" in line
+    assert not out.exists()
+
+
+def test_bad_files_are_one_line(prompts, imported, tmp_path) -> None:
+    source = tmp_path / "exp"
+    shutil.copytree(imported["source"], source)
+    out = tmp_path / "results"
+    args = ["import", str(source), "--format", FORMAT, "--prompts", str(prompts), "--model-name", MODEL, "--out"]
+    target = source / "religion_10-scale_batch-0.tsv"
+    frame = pd.read_csv(target, sep="\t", dtype={"idx": str})
+    frame.loc[4, "idx"] = "x"
+    frame.to_csv(target, sep="\t", index=False)
+    _one_line_error(runner.invoke(app, [*args, str(out)]), target.name, "row 5", "'idx'", "not an integer")
+    frame.loc[4, "idx"] = "99999999"
+    frame.to_csv(target, sep="\t", index=False)
+    _one_line_error(runner.invoke(app, [*args, str(out)]), target.name, "row 5", "idx 99999999")
+    shutil.copy(source / "religion_origin_batch-0.tsv", target)  # religion_P0S0T0's rows under P0S1T0's name
+    _one_line_error(runner.invoke(app, [*args, str(out)]), target.name, "system_prompt")
+    shutil.copy(imported["source"] / target.name, target)
+    shutil.copy(source / "religion_origin_batch-0.tsv", source / "religion_origin_batch-7.tsv")
+    _one_line_error(runner.invoke(app, [*args, str(out)]), "religion_origin_batch-7.tsv", "answered in")
+    (source / "ethnicity_persona-9_batch-0.tsv").write_text("idx\n")
+    _one_line_error(runner.invoke(app, [*args, str(out)]), "ethnicity_persona-9_batch-0.tsv")
+    assert not out.exists()
+
+
+def test_a_prompt_config_without_authors_index_is_refused() -> None:
+    """Configs built before `authors_index` cannot be joined to the authors' idx: one line saying so."""
+    import datasets
+
+    dataset = datasets.Dataset.from_dict({"id": ["a"], "messages": [[]], "task": ["number"]})
+    prompts = PromptConfig(dataset, "datasets/intergroup-empathy", "race_P0S0T0", None, None, "other")
+    with pytest.raises(ProbeError, match=r"race_P0S0T0.*authors_index, number_min, number_max.*empathy-authors"):
+        EMPATHY_AUTHORS.prepare(prompts)

@@ -1,0 +1,279 @@
+"""`probes import --format talent-or-luck-csv` (`probes.importer.talent_or_luck`): the inverse of `probes export`.
+
+A model's `*_release` results, made by a run's session on the small synthetic release, are
+exported at full precision in the release's CSV layout, imported into a new results folder and
+compared with the originals row by row: every probability as written, bit for bit. The imported
+folder is one that `analyze` reads (the release tables equal the original run's) and `publish`
+accepts; a second import of the same files adds nothing; a bad cell is one line naming the
+file, the row and the column, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from analysis.attribution_release import METRIC_PERSONS, RELEASE_CONFIGS, option_matrices, person_probabilities
+from analysis.export_files import ExportRequest, export
+from analysis.pipeline import AnalysisOptions, analyze
+from probes.cli import app
+from probes.importer import ImportRequest, import_results
+from promptgen.build import build
+from release_fixture import write_recipe, write_release
+from runners.prompts import load_prompt_config
+from runners.results import DATA_DIR, MANIFEST_NAME, key_folders, part_files, read_key_rows, read_manifest
+from runners.results.check import validate_results
+from runners.scoring.settings import resolve_scoring
+from runners.session import Session, result_key
+
+runner = CliRunner()
+MODEL = "org/model-a"
+FORMAT = "talent-or-luck-csv"
+
+
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The synthetic release built, its three `*_release` configs scored (Dirichlet probabilities through a run's
+    session, as a fake backend would give them), and the results exported at full precision."""
+    root = tmp_path_factory.mktemp("import-tol")
+    sources = write_release(root / "sources")
+    prompts = build(str(write_recipe(root / "recipe.yaml", sources)), out_dir=root / "datasets", sources=sources).path
+    rng = np.random.default_rng(3)
+    for config in RELEASE_CONFIGS:
+        loaded = load_prompt_config(str(prompts), config)
+        settings = resolve_scoring(loaded.protocol, None, None).settings
+        key = result_key(MODEL, "a" * 40, settings, False, dtype="float32", backend="fake-third")
+        session = Session.open(loaded, root / "results", key, chat=False, batch_size=None)
+        rows = []
+        for item in loaded.dataset.select_columns(["id", "choices"]).to_list():
+            p = rng.dirichlet(np.ones(len(item["choices"])))
+            rows.append(
+                {
+                    "id": item["id"],
+                    "backend": "fake-third",
+                    "dtype": "float32",
+                    "device": "cpu",
+                    "choice_logprobs": np.log(p).tolist(),
+                    "choice_probs": p.tolist(),
+                    "choice_tokens": [3] * len(p),
+                    "chosen_index": int(p.argmax()),
+                    "valid_mass": float("nan"),
+                    "refused": False,
+                    "context_tokens": 40,
+                }
+            )
+        session.add(rows)
+        session.finish(backend="fake-third", dtype="float32", hardware={})
+    outputs = export(ExportRequest(root / "results", prompts, root / "outputs")).path
+    return {"root": root, "prompts": prompts, "results": root / "results", "outputs": outputs}
+
+
+@pytest.fixture(scope="module")
+def imported(scored: dict[str, Path]) -> Path:
+    out = scored["root"] / "imported"
+    result = import_results(ImportRequest(scored["outputs"], FORMAT, scored["prompts"], MODEL, out))
+    assert sorted(c.config for c in result.configs) == sorted(RELEASE_CONFIGS)
+    assert all(c.added == c.rows > 0 and c.already == 0 for c in result.configs)
+    return out
+
+
+def _rows(results: Path, config: str):
+    (folder,) = key_folders(results, config)
+    return read_key_rows(folder).to_pandas().set_index("id")
+
+
+def test_imported_rows_are_the_exported_rows(scored, imported) -> None:
+    """Each config: the same ids and prompt hashes, and each probability the release's file holds, bit for bit:
+    single actor cappr's as scored, actor-observer renormalised, actor-actor per person (half the mass each)."""
+    path = str(scored["prompts"])
+    prompts = {c: load_prompt_config(path, c).dataset.to_pandas().set_index("id") for c in RELEASE_CONFIGS}
+    for config in RELEASE_CONFIGS:
+        original, got = _rows(scored["results"], config), _rows(imported, config)
+        assert sorted(got.index) == sorted(original.index)
+        got = got.loc[original.index]
+        assert (got["prompt_sha256"] == original["prompt_sha256"]).all()
+        frame = prompts[config].loc[original.index].reset_index()
+        frame["choice_probs"] = list(original["choice_probs"])
+        keys, probs = option_matrices(frame)
+        written = np.full(probs.shape, np.nan)
+        for person, renormalise in METRIC_PERSONS[config].values():
+            mine = person_probabilities(keys, probs, person, renormalise=renormalise)
+            written = np.where(np.isnan(mine), written, mine)
+        persons = len(METRIC_PERSONS[config])
+        assert np.array_equal(np.stack(got["choice_probs"].to_numpy()), written / persons)
+        if persons == 1:
+            assert (got["chosen_index"] == original["chosen_index"]).all()
+        assert not got["refused"].any()
+        assert (got["model"] == MODEL).all() and (got["backend"] == f"import:{FORMAT}").all()
+        assert got["model_revision"].str.fullmatch("imported-[0-9a-f]{64}").all()
+        scoring = json.loads(got["scoring"].iloc[0])
+        assert scoring["backend"] == f"import:{FORMAT}" and scoring["chat"] is False
+        # the release's scorer: the dataset's protocol for these configs
+        ours = {k: v for k, v in scoring.items() if k not in ("backend", "dtype", "chat")}
+        assert ours == json.loads(_protocol_key(scored["prompts"], config))
+
+
+def _protocol_key(prompts: Path, config: str) -> str:
+    return resolve_scoring(load_prompt_config(str(prompts), config).protocol, None, None).settings.key()
+
+
+def test_the_imported_folder_is_analysed_and_published_like_a_run(scored, imported) -> None:
+    """`analyze` gives the imported run the original run's release tables; `publish`'s check finds nothing; the
+    manifest records each file by its relative name and sha256, and no local path."""
+    import hashlib
+
+    options = AnalysisOptions(n_permutations=10)
+    tables = {
+        name: analyze(scored["prompts"], [folder], options=options, figures=False).tables
+        for name, folder in (("original", scored["results"]), ("imported", imported))
+    }
+    compared = [name for name in tables["original"] if name.startswith("attribution_release")]
+    assert len(compared) >= 3
+    for name in compared:
+        a, b = tables["original"][name], tables["imported"][name]
+        assert len(a) == len(b) > 0, name
+        for column in ("mean", "n"):
+            if column in a.columns:
+                np.testing.assert_allclose(a[column].to_numpy(float), b[column].to_numpy(float), atol=1e-12)
+    manifest = read_manifest(imported)
+    assert validate_results(imported, manifest).problems == []
+    text = (imported / MANIFEST_NAME).read_text() + (imported / "README.md").read_text()
+    assert str(scored["root"]) not in text
+    for run in manifest["runs"].values():
+        record = run["imported"]
+        assert record["format"] == FORMAT
+        assert run["model_revision"] == f"imported-{record['digest']}"
+        for entry in record["files"]:
+            assert not Path(entry["path"]).is_absolute() and entry["path"].startswith("closed_ended/")
+            assert hashlib.sha256((scored["outputs"] / entry["path"]).read_bytes()).hexdigest() == entry["sha256"]
+
+
+def test_rounded_files_are_renormalised_per_person(scored, tmp_path) -> None:
+    """The release wrote 2 decimals: each person's written values, divided by their sum (the analysis reads
+    distributions), so the release's metrics keep their sign and order; the folder analyses."""
+    rounded = export(ExportRequest(scored["results"], scored["prompts"], tmp_path / "outputs", decimals=2)).path
+    out = tmp_path / "results"
+    import_results(ImportRequest(rounded, FORMAT, scored["prompts"], MODEL, out))
+    got = _rows(out, "actor_actor_release")
+    probs = np.stack(got["choice_probs"].to_numpy())
+    assert np.allclose(probs.sum(axis=1), 1.0, atol=1e-12)
+    original = _rows(scored["results"], "actor_actor_release").loc[got.index]
+    frame = load_prompt_config(str(scored["prompts"]), "actor_actor_release").dataset.to_pandas().set_index("id")
+    frame = frame.loc[got.index].reset_index()
+    frame["choice_probs"] = list(original["choice_probs"])
+    keys, p = option_matrices(frame)
+    for person in ("X", "Y"):
+        written = np.round(person_probabilities(keys, p, person, renormalise=True), 2)
+        mine = ~np.isnan(written)
+        expected = written / np.nansum(written, axis=1, keepdims=True) / 2
+        np.testing.assert_allclose(probs[mine], expected[mine], rtol=0, atol=1e-15)
+    assert analyze(scored["prompts"], [out], options=AnalysisOptions(n_permutations=10), figures=False).tables
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_a_second_import_of_the_same_files_adds_nothing(scored, imported) -> None:
+    before = _tree(imported)
+    parts = {c: [p.name for p in part_files(f)] for c in RELEASE_CONFIGS for f in key_folders(imported, c)}
+    result = runner.invoke(
+        app,
+        ["import", str(scored["outputs"]), "--format", FORMAT, "--prompts", str(scored["prompts"]),
+         "--model-name", MODEL, "--out", str(imported)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "0 rows imported (400 already there)" in result.output
+    assert {c: [p.name for p in part_files(f)] for c in RELEASE_CONFIGS for f in key_folders(imported, c)} == parts
+    after = _tree(imported)
+    runs = lambda tree: json.loads(tree[MANIFEST_NAME])["runs"]  # noqa: E731
+    assert runs(after) == runs(before)
+    after.pop(MANIFEST_NAME), before.pop(MANIFEST_NAME)
+    assert after == before  # the parts, key files and card, byte for byte
+
+
+def test_a_subset_of_configs_imports_alone(scored, tmp_path) -> None:
+    """A folder with the single-actor files only, and `--config` picking one config of a full folder."""
+    subset = tmp_path / "outputs"
+    shutil.copytree(scored["outputs"] / "closed_ended" / "single_actor", subset / "closed_ended" / "single_actor")
+    out = tmp_path / "results"
+    result = import_results(ImportRequest(subset, FORMAT, scored["prompts"], MODEL, out))
+    assert [c.config for c in result.configs] == ["single_actor_release"]
+    assert sorted(p.name for p in (out / DATA_DIR).iterdir()) == ["single_actor_release"]
+    request = ImportRequest(
+        scored["outputs"], FORMAT, scored["prompts"], MODEL, tmp_path / "r2", configs=["actor_observer_release"]
+    )
+    picked = import_results(request)
+    assert [c.config for c in picked.configs] == ["actor_observer_release"]
+    assert analyze(scored["prompts"], [out], options=AnalysisOptions(n_permutations=10), figures=False).tables
+
+
+def _one_line_error(result, *names: str) -> str:
+    text = re.sub(r"\x1b\[[0-9;]*m", "", result.output)
+    assert result.exit_code == 1, text
+    assert "Traceback" not in text, text
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), text
+    for name in names:
+        assert name in lines[0], (name, lines[0])
+    return lines[0]
+
+
+def _import_cli(source: Path, prompts: Path, out: Path, *extra: str):
+    args = ["import", str(source), "--format", FORMAT, "--prompts", str(prompts), "--model-name", MODEL]
+    return runner.invoke(app, [*args, "--out", str(out), *extra], env={"COLUMNS": "400"}, terminal_width=400)
+
+
+@pytest.mark.parametrize(
+    ("column", "cell", "problem"),
+    [
+        ("opt2_lowability", "0.3x", "is not a probability"),
+        ("opt2_lowability", "", "is not a probability"),
+        ("opt2_lowability", "1.5", "is not a probability"),
+        ("name", "Zed", "is not"),
+        ("shuffled_options", "{'A': 'opt1_loweffort'}", "is not"),
+    ],
+)
+def test_a_malformed_cell_is_one_line_naming_file_row_and_column_and_nothing_is_written(
+    scored, tmp_path, column, cell, problem
+) -> None:
+    """The bad cell sits in the last file checked: every earlier file is fine, yet nothing is written."""
+    import pandas as pd
+
+    outputs = tmp_path / "outputs"
+    shutil.copytree(scored["outputs"], outputs)
+    files = sorted(p for p in outputs.rglob("*.csv") if "single_actor" in p.parts and "failure" in p.name)
+    target = files[-1]
+    frame = pd.read_csv(target, dtype=str, keep_default_na=False)
+    frame.loc[6, column] = cell
+    frame.to_csv(target, index=False)
+    out = tmp_path / "imported"
+    rel = target.relative_to(outputs).as_posix()
+    _one_line_error(_import_cli(outputs, scored["prompts"], out), rel, "row 7", f"column {column!r}", problem)
+    assert not out.exists()
+
+
+def test_bad_folders_and_flags_are_one_line(scored, tmp_path) -> None:
+    out = tmp_path / "imported"
+    (tmp_path / "empty").mkdir()
+    _one_line_error(_import_cli(tmp_path / "empty", scored["prompts"], out), "no closed_ended/ folder")
+    _one_line_error(_import_cli(tmp_path / "missing", scored["prompts"], out), "not a folder")
+    stray = tmp_path / "stray" / "closed_ended" / "single_actor" / "race"
+    stray.mkdir(parents=True)
+    (stray / "x.csv").write_text("a\n1\n")
+    _one_line_error(_import_cli(tmp_path / "stray", scored["prompts"], out), "closed_ended/single_actor/race/x.csv")
+    _one_line_error(_import_cli(scored["outputs"], scored["prompts"], out, "--config", "single_actor"), "--config")
+    _one_line_error(_import_cli(scored["outputs"], scored["prompts"], out, "--source-model", "other"), "model-a")
+    bad_format = runner.invoke(
+        app, ["import", str(scored["outputs"]), "--format", "xml", "--prompts", str(scored["prompts"]),
+              "--model-name", MODEL, "--out", str(out)],
+    )  # fmt: skip
+    _one_line_error(bad_format, "--format")
+    _one_line_error(_import_cli(scored["outputs"], scored["prompts"], scored["outputs"]), "--out")
+    assert not out.exists()
