@@ -29,17 +29,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 import empathy_reference as ref  # noqa: E402 - the tests' loader of the authors' code
-
-VARIATIONS = {
-    "origin": "P0S0T0",
-    "persona-1": "P1S0T0",
-    "persona-2": "P2S0T0",
-    "persona-3": "P3S0T0",
-    "10-scale": "P0S1T0",
-    "1-person": "P0S0T1",
-    "3-person": "P0S0T2",
-}
-GROUPS = {"ethnicity": "race", "nationality": "nationality", "religion": "religion"}
+from promptgen.empathy.prompts import AUTHORS_GROUPS as GROUPS  # noqa: E402
+from promptgen.empathy.prompts import AUTHORS_VARIATIONS as VARIATIONS  # noqa: E402
 
 
 def authors_frame(code, data: dict, variation: str, group: str) -> pd.DataFrame:

@@ -33,6 +33,7 @@ import pandas as pd
 
 from promptgen.core.contract import arrow_table
 from promptgen.core.errors import ProbeError
+from promptgen.empathy.prompts import AUTHORS_GROUPS, AUTHORS_VARIATIONS
 from runners.backends.protocol import GenerateRequest, Generation
 from runners.prompts import PromptConfig
 from runners.rows import generated_row
@@ -41,18 +42,8 @@ from runners.scoring.settings import ScoringSettings, scoring_settings
 from .common import ParsedFile, SourceFile, first, first_difference, need_columns, row_error
 
 NAME = "empathy-authors"
-#: the authors' group (`--group_option`) -> our category
-GROUPS = {"ethnicity": "race", "nationality": "nationality", "religion": "religion"}
-#: the authors' variation (`--prompt_variation`) -> our setting
-VARIATIONS = {
-    "origin": "P0S0T0",
-    "persona-1": "P1S0T0",
-    "persona-2": "P2S0T0",
-    "persona-3": "P3S0T0",
-    "10-scale": "P0S1T0",
-    "1-person": "P0S0T1",
-    "3-person": "P0S0T2",
-}
+#: the authors' group (`--group_option`) -> our category; variation (`--prompt_variation`) -> our setting
+GROUPS, VARIATIONS = AUTHORS_GROUPS, AUTHORS_VARIATIONS
 LAYOUT = (
     "the authors' generation folder (batch_pred_emotion.py's <exp_id>/): <group>_<variation>_batch-<k>.tsv with "
     f"columns idx, system_prompt, user_input, response; group {', '.join(GROUPS)}; "

@@ -123,6 +123,18 @@ TASKS: dict[str, str] = {
 }
 #: the seven settings of the paper, default first
 SETTINGS: tuple[str, ...] = ("P0S0T0", "P1S0T0", "P2S0T0", "P3S0T0", "P0S1T0", "P0S0T1", "P0S0T2")
+#: the authors' names (`--prompt_variation` of their scripts) of the settings
+AUTHORS_VARIATIONS: dict[str, str] = {
+    "origin": "P0S0T0",
+    "persona-1": "P1S0T0",
+    "persona-2": "P2S0T0",
+    "persona-3": "P3S0T0",
+    "10-scale": "P0S1T0",
+    "1-person": "P0S0T1",
+    "3-person": "P0S0T2",
+}
+#: the authors' names (`--group_option`) of the categories
+AUTHORS_GROUPS: dict[str, str] = {"ethnicity": "race", "nationality": "nationality", "religion": "religion"}
 
 
 @dataclass(frozen=True)

@@ -22,23 +22,14 @@ import yaml
 
 import empathy_reference as ref
 from promptgen.build import build
+from promptgen.empathy.prompts import AUTHORS_GROUPS as GROUPS
+from promptgen.empathy.prompts import AUTHORS_VARIATIONS as VARIATIONS
 from promptgen.empathy.prompts import authors_identities
 from promptgen.empathy.release import RELEASE_T2_METHOD
 from release_fixture import REPO, load_config
 
 pytestmark = pytest.mark.skipif(not ref.RELEASE_DATA.is_dir(), reason="needs ../shared/sources (the release's files)")
 
-#: the authors' variation names -> ours (DESIGN section 4)
-VARIATIONS = {
-    "origin": "P0S0T0",
-    "persona-1": "P1S0T0",
-    "persona-2": "P2S0T0",
-    "persona-3": "P3S0T0",
-    "10-scale": "P0S1T0",
-    "1-person": "P0S0T1",
-    "3-person": "P0S0T2",
-}
-GROUPS = {"ethnicity": "race", "nationality": "nationality", "religion": "religion"}
 EVENTS = 24
 
 
