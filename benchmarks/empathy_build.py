@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from promptgen.empathy.release import RELEASE_EMOTIONS
-from promptgen.empathy.synthetic import narrative_row, write_release_rows
+from promptgen.empathy.synthetic import narrative_row, write_release_rows, write_synthetic_recipe
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -76,6 +76,7 @@ def write_corpus(root: Path, seed: int = 0) -> int:
             text = " ".join([opener, *rng.choices(WORDS, k=rng.randint(8, 30))]).strip() + "."
             rows[emotion].append(narrative_row(f"gen{n:05d}", emotion, text))
     write_release_rows(root, rows)
+    write_synthetic_recipe(root)
     return n
 
 
@@ -100,7 +101,7 @@ def main() -> None:
             "-m",
             "probes.cli",
             "build",
-            "intergroup-empathy",
+            str(sources / "recipe.yaml") if args.synthetic else "intergroup-empathy",
             "--sources",
             str(sources),
             "--out",

@@ -119,11 +119,12 @@ def invent_event(rng: random.Random, low: int = 20, high: int = 40) -> str:
 
 
 def write_event_corpus(root: Path, events_per_emotion: int, seed: int = 0) -> Path:
-    """`root/crowd-envent/corpus/crowd-enVent_generation.tsv`: `events_per_emotion` invented events per emotion."""
-    from promptgen.empathy.synthetic import CORPUS_FILE, write_synthetic_corpus
+    """A `--sources` folder `root` of the release's files with `events_per_emotion` invented events per emotion, and
+    the unpinned recipe they build with (`root/recipe.yaml`); returns that recipe."""
+    from promptgen.empathy.synthetic import write_synthetic_corpus, write_synthetic_recipe
 
     write_synthetic_corpus(root, events_per_emotion, invent=invent_event, seed=seed, id_format="gen{:05d}")
-    return root / CORPUS_FILE
+    return write_synthetic_recipe(root)
 
 
 # ----------------------------------------------------------------------------- prepare (CPU)

@@ -46,7 +46,8 @@ def build_prompts(work: Path, events: int) -> Path:
 
     sources = write_synthetic_corpus(work / "synthetic-sources")
     options = SourceOptions(sources, None, True)
-    return build("intergroup-empathy", out_dir=work / "datasets", sources=options, max_events=events).path
+    recipe = str(sources / "recipe.yaml")  # the stand-in files' recipe (their sources unpinned)
+    return build(recipe, out_dir=work / "datasets", sources=options, max_events=events).path
 
 
 def load_tokenizer(family: str) -> Any:

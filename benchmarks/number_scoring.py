@@ -89,8 +89,16 @@ def load_items(prompts: Path | None, config: str, n: int, work: Path, max_events
         sys.path.insert(0, str(HERE))
         from empathy_build import write_corpus
 
-        write_corpus(work / "src" / "crowd-envent" / "corpus" / "crowd-enVent_generation.tsv")
-        cmd = [sys.executable, "-m", "probes.cli", "build", "intergroup-empathy", "--sources", str(work / "src")]
+        write_corpus(work / "src")
+        cmd = [
+            sys.executable,
+            "-m",
+            "probes.cli",
+            "build",
+            str(work / "src" / "recipe.yaml"),
+            "--sources",
+            str(work / "src"),
+        ]
         cmd += ["--out", str(work / "prompts"), "--max-events", str(max_events), "-q"]
         subprocess.run(cmd, check=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
         prompts = work / "prompts"

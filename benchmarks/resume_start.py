@@ -59,8 +59,16 @@ def build_dataset(work: Path) -> Path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from empathy_build import write_corpus
 
-    write_corpus(work / "src" / "crowd-envent" / "corpus" / "crowd-enVent_generation.tsv")
-    cmd = [sys.executable, "-m", "probes.cli", "build", "intergroup-empathy", "--sources", str(work / "src")]
+    write_corpus(work / "src")
+    cmd = [
+        sys.executable,
+        "-m",
+        "probes.cli",
+        "build",
+        str(work / "src" / "recipe.yaml"),
+        "--sources",
+        str(work / "src"),
+    ]
     subprocess.run([*cmd, "--out", str(work / "out"), "-q"], check=True)
     return next(p for p in (work / "out").iterdir() if p.is_dir())
 

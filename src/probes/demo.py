@@ -28,6 +28,7 @@ from typing import Any
 from promptgen.core.errors import ProbeError
 from promptgen.core.outputs import Output, Reference, check_output, holds_only
 from promptgen.empathy.synthetic import (  # re-exported: scripts and tests write it from here
+    RECIPE_FILE,
     RELEASE_DIR,
     write_synthetic_corpus,
 )
@@ -201,7 +202,17 @@ def demo(
             if info.get("recipe", {}).get("sha256") == sha and same_events:
                 return folder
         folder = None if src is None else Path(src)
-        return build(name, out_dir=datasets_dir, sources=replace(options, folder=folder), **kw).path
+        recipe = (
+            folder / RECIPE_FILE
+            if folder is not None and result.synthetic_corpus and name == "intergroup-empathy"
+            else None
+        )
+        return build(
+            str(recipe) if recipe and recipe.is_file() else name,
+            out_dir=datasets_dir,
+            sources=replace(options, folder=folder),
+            **kw,
+        ).path
 
     tol = step("build talent-or-luck", lambda: built("talent-or-luck", sources))
     tg = step("build trust-game", lambda: built("trust-game", sources))

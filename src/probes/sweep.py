@@ -170,7 +170,9 @@ def _build_datasets(
             )
             options = replace(sources, folder=resolve_reference(spec.synthetic_sources)(into / ".synthetic-sources"))
             synthetic.append(name)
-        built[name] = build(name, out_dir=into, sources=options).path
+        # a synthetic folder may hold the recipe its stand-in files build with (their sources unpinned)
+        recipe = options.folder / "recipe.yaml" if name in synthetic and options.folder is not None else None
+        built[name] = build(str(recipe) if recipe and recipe.is_file() else name, out_dir=into, sources=options).path
     return built, synthetic
 
 

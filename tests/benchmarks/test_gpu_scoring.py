@@ -72,7 +72,8 @@ def test_number_items_prepare_then_measure_on_the_cpu(tmp_path: Path) -> None:
     from runners.scoring.token_accounting import hf_token_counts
 
     _run("corpus", "--out", str(tmp_path / "src"), "--events-per-emotion", "1")
-    dataset = build("intergroup-empathy", out_dir=tmp_path / "o", sources=tmp_path / "src", max_events=12).path
+    recipe = str(tmp_path / "src" / "recipe.yaml")  # the stand-in files' recipe (their sources unpinned)
+    dataset = build(recipe, out_dir=tmp_path / "o", sources=tmp_path / "src", max_events=12).path
     folder = load_folder()
     requests = tmp_path / "requests.json"
     _run(

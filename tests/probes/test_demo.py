@@ -21,7 +21,7 @@ TINY = DemoSizes(attribution_per_cell=2, games_per_cell=2, probing_items=3, empa
 def test_demo_builds_scores_analyses_and_resumes(shared_sources: Path, smollm2: Path, tmp_path: Path) -> None:
     lines: list[str] = []
     result = demo(tmp_path / "demo", sources=shared_sources, sizes=TINY, progress=lines.append)
-    assert result.synthetic_corpus  # the crowd-enVent corpus is not among the shared sources
+    assert not result.synthetic_corpus  # the authors' released narratives are among the shared sources
     index = result.report.read_text()
     for probe in ("talent-or-luck", "trust-game", "intergroup-empathy"):
         report = tmp_path / "demo" / "reports" / probe / "report.html"
@@ -33,7 +33,7 @@ def test_demo_builds_scores_analyses_and_resumes(shared_sources: Path, smollm2: 
     gap = pd.read_csv(tables / "intergroup-empathy" / "tables" / "empathy_gap.csv")
     assert set(gap["refused_items"]) == {"excluded", "included"}
     assert (tables / "trust-game" / "tables" / "trust_game_anova.csv").is_file()
-    assert "synthetic corpus" in index
+    assert "synthetic corpus" not in index
     scored = [line for line in lines if re.match(r"\[demo\] score .*: ", line)]
     assert len(scored) == 5 and all("0 already done" in line for line in scored)
     # the empathy items are read by their distribution, and the demo says so (output, index, report)

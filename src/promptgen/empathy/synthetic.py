@@ -14,10 +14,16 @@ import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
+import yaml
+
+from ..recipe import find_recipe
 from .release import COLUMNS, RELEASE_EMOTIONS
 
 #: where a `--sources` folder holds the release's files (the recipe's `path`s)
 RELEASE_DIR = Path("intergroup-empathy-release") / "data"
+#: the recipe a synthetic `--sources` folder builds with: the real one with the release's files unpinned
+#: (they are not the release), written into the folder beside them
+RECIPE_FILE = "recipe.yaml"
 #: the demo's events: short, so the demo stays quick to score
 DEMO_EVENTS = (
     "when my best friend forgot my birthday",
@@ -52,6 +58,19 @@ def write_release_rows(
     return root
 
 
+def write_synthetic_recipe(root: Path) -> Path:
+    """`root/recipe.yaml`: the intergroup-empathy recipe with the release's sources unpinned, so stand-in
+    files build (the manifest and card then show them unpinned) while the real recipe stays pinned."""
+    recipe = yaml.safe_load(find_recipe("intergroup-empathy").read_text(encoding="utf-8"))
+    for source in recipe["sources"]:
+        if source["path"].startswith(str(RELEASE_DIR)):
+            source["sha256"] = None
+    path = root / RECIPE_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(recipe, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    return path
+
+
 def narrative_row(text_id: str, emotion: str, text: str) -> list[str]:
     """One release row of an invented event: T0 as typed, T1 and T2 in the release's shapes."""
     clause = text[0].lower() + text[1:] if text[:2] != "I " else text
@@ -66,7 +85,8 @@ def write_synthetic_corpus(
     seed: int = 0,
     id_format: str = "demo{:04d}",
 ) -> Path:
-    """A `--sources` folder `root` (returned) whose release files hold `events_per_emotion` invented events each.
+    """A `--sources` folder `root` (returned) whose release files hold `events_per_emotion` invented events each,
+    with the unpinned recipe they build with (`write_synthetic_recipe`: `root/recipe.yaml`).
 
     Each event is `invent(rng)`, or by default one of `DEMO_EVENTS` drawn without replacement
     per emotion; `rng` is seeded with `seed`. Event n (from 1, in the release's emotion order) has
@@ -86,4 +106,5 @@ def write_synthetic_corpus(
         for text in texts(emotion):
             n += 1
             rows[emotion].append(narrative_row(id_format.format(n), emotion, text))
+    write_synthetic_recipe(root)
     return write_release_rows(root, rows)
