@@ -25,6 +25,7 @@ if "HF_DATASETS_CACHE" not in os.environ:
     os.environ["HF_DATASETS_CACHE"] = _datasets_cache
 
 import pytest
+from filelock import FileLock
 
 from release_fixture import REPO, write_recipe, write_release
 from runners_fixtures import smollm2, smollm2_model, smollm2_tokenizer  # noqa: F401  (session fixtures)
@@ -44,13 +45,35 @@ def shared_sources() -> Path:
     return path
 
 
+def built_once(tmp_path_factory: pytest.TempPathFactory, key: str, make) -> Path:
+    """`make(folder)`'s dataset, built once per test run even when pytest-xdist runs the tests in
+    several worker processes (the README's test command does): the first worker to ask builds it
+    under a lock in the run's shared base folder, the others wait and read the same folder. Without
+    xdist the base folder is the session's own, so this is a plain session cache."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # shared by the run's workers (pytest-xdist's documented pattern)
+    folder = root / f"shared-{key}"
+    done = folder / ".built"
+    with FileLock(str(root / f"shared-{key}.lock")):
+        if not done.is_file():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            done.write_text(str(make(folder)), encoding="utf-8")
+    return Path(done.read_text(encoding="utf-8"))
+
+
 @pytest.fixture(scope="session")
 def built_default(shared_sources: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The default talent-or-luck dataset built once from the real release."""
+    """The default talent-or-luck dataset built once from the real release (its release configs hold
+    3 M rows: minutes), shared by every worker of the run."""
     from promptgen.build import build
 
-    out = tmp_path_factory.mktemp("built")
-    return build("talent-or-luck", out_dir=out, sources=shared_sources).path
+    return built_once(
+        tmp_path_factory,
+        "talent-or-luck",
+        lambda out: build("talent-or-luck", out_dir=out, sources=shared_sources).path,
+    )
 
 
 @pytest.fixture()
@@ -75,4 +98,20 @@ def built_trust_game(shared_sources: Path, tmp_path_factory: pytest.TempPathFact
     """trust-game-names built once from the real sources (a few seconds): small enough to serve and copy."""
     from promptgen.build import build
 
-    return build("trust-game-names", out_dir=tmp_path_factory.mktemp("built-tg"), sources=shared_sources).path
+    return built_once(
+        tmp_path_factory,
+        "trust-game-names",
+        lambda out: build("trust-game-names", out_dir=out, sources=shared_sources).path,
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Groups for pytest-xdist's `--dist loadgroup` (the README's test command): a test file is one
+    group, so a module's engine or built dataset is made once, in one worker; the tests that read the
+    default talent-or-luck build (`built_default`, minutes to build) share one group, so one worker
+    builds it and runs them while the other goes on, instead of waiting on the build's lock.
+    Without xdist the marks do nothing."""
+    for item in items:
+        group = "built_default" if "built_default" in item.fixturenames else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from promptgen.core.errors import ProbeError
+from release_fixture import REPO
 from runners_fixtures import tiny_llama_folder
 
 LIMIT = 2
@@ -29,6 +30,26 @@ def datasets_dir(built_default: Path, shared_sources: Path, tmp_path_factory: py
     out = root / "datasets"
     out.mkdir()
     (out / "talent-or-luck").symlink_to(built_default)  # the session's build (2 minutes), not a second one
+    build("trust-game", out_dir=out, sources=shared_sources)
+    build("intergroup-empathy", out_dir=out, sources=shared_sources, max_events=12)
+    return out
+
+
+@pytest.fixture(scope="module")
+def small_datasets_dir(shared_sources: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The three datasets side by side, talent-or-luck without its release configs (15 s, not the
+    default build's minutes): enough for requests refused before anything is scored."""
+    import yaml
+
+    from promptgen.build import build
+
+    root = tmp_path_factory.mktemp("sweep-small")
+    recipe = yaml.safe_load((REPO / "builders" / "talent_or_luck.yaml").read_text(encoding="utf-8"))
+    recipe["parameters"]["release_configs"] = False
+    (root / "talent_or_luck.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False), encoding="utf-8")
+    out = root / "datasets"
+    out.mkdir()
+    build(str(root / "talent_or_luck.yaml"), out_dir=out, sources=shared_sources)
     build("trust-game", out_dir=out, sources=shared_sources)
     build("intergroup-empathy", out_dir=out, sources=shared_sources, max_events=12)
     return out
@@ -135,9 +156,10 @@ def test_sigkilled_three_times_then_rerun_equals_an_uninterrupted_sweep(datasets
     assert sum(c["scored"] for c in record["configs"]) < len(expected)  # the rerun reused what was done
 
 
-def test_bad_requests_are_one_line_before_anything_is_written(datasets_dir: Path, tmp_path: Path) -> None:
+def test_bad_requests_are_one_line_before_anything_is_written(small_datasets_dir: Path, tmp_path: Path) -> None:
     from probes import api
 
+    datasets_dir = small_datasets_dir
     model = str(tiny_llama_folder("float32"))
     out = tmp_path / "s"
     cases = [

@@ -1,4 +1,8 @@
-"""The default `talent-or-luck` dataset built from the real release in ../shared/sources."""
+"""The default `talent-or-luck` dataset built from the real release in ../shared/sources.
+
+Slow tier: the default build writes the release's 3 M actor-actor rows (minutes on 2 cores); the slow
+tier builds it once for every test that reads it (tests/conftest.py, built_default).
+"""
 
 import hashlib
 import itertools
@@ -17,6 +21,8 @@ DESIGN_RENDERING = (
     "{statement}\n\nOptions:\nA. {o1}\nB. {o2}\nC. {o3}\nD. {o4}\n### Response:\n"
 )
 CAUSES = ["effort", "ability", "difficulty", "luck"]
+
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +117,6 @@ def test_actor_settings(built_default):
     assert set(ao.groupby(["outcome", "gender", "identity"])["domain"].value_counts()) == {2 * 4 * 2}
 
 
-@pytest.mark.slow
 def test_second_build_is_byte_identical(built_default, shared_sources, tmp_path):
     again = build("talent-or-luck", out_dir=tmp_path, sources=shared_sources).path
     files = sorted(p.relative_to(built_default) for p in built_default.rglob("*") if p.is_file())

@@ -372,6 +372,7 @@ def scans(built: Path, references: dict[str, Reference]) -> dict[str, Scan]:
 # ----------------------------------------------------------------------------- tests
 
 
+@pytest.mark.slow  # the default build (its 3 M release rows take minutes)
 def test_row_counts_are_the_release_lists(built, references):
     manifest = json.loads((built / "build_manifest.json").read_text())
     for config in CONFIGS:
@@ -409,6 +410,7 @@ def test_row_counts_are_the_release_lists(built, references):
     assert f"`release_seed` = {RUN_SEED} + k" in card
 
 
+@pytest.mark.slow  # the default build
 @pytest.mark.parametrize("config", CONFIGS)
 def test_rows_are_byte_identical_to_the_release(config, references, scans):
     ref = references[config]
@@ -416,6 +418,7 @@ def test_rows_are_byte_identical_to_the_release(config, references, scans):
     assert_rows_equal(scans[config], ref, config)
 
 
+@pytest.mark.slow  # the default build (its 3 M release rows take minutes)
 def test_option_keys_name_the_presented_choices(built, shared_sources):
     for config in CONFIGS:
         columns = ["option_keys", "choice_types", "choice_labels"]
@@ -447,6 +450,7 @@ def test_option_keys_name_the_presented_choices(built, shared_sources):
             assert r["choices"] == [t[key] for key in r["option_keys"]], r
 
 
+@pytest.mark.slow  # the default build (its 3 M release rows take minutes)
 def test_release_quirks_are_kept(built, references, scans):
     single, observer = references["single_actor_release"], references["actor_observer_release"]
     # ",,": two single-actor templates (environment, scenario 4); the observer files have it in scenario 4
@@ -467,6 +471,7 @@ def test_release_quirks_are_kept(built, references, scans):
     assert pc.sum(russia).as_py() == references["actor_actor_release"].russia > 0
 
 
+@pytest.mark.slow  # the default build (its 3 M release rows take minutes)
 def test_designed_configs_are_unchanged(built, shared_sources, tmp_path):
     recipe = yaml.safe_load((REPO / "builders" / "talent_or_luck.yaml").read_text(encoding="utf-8"))
     recipe["parameters"]["release_configs"] = False
