@@ -76,6 +76,40 @@ def built_default(shared_sources: Path, tmp_path_factory: pytest.TempPathFactory
     )
 
 
+@pytest.fixture(scope="session")
+def built_designed(shared_sources: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """talent-or-luck built from the real release without its release configs (`release_configs:
+    false`: 15 s, not the default build's minutes): the designed configs, for tests that score or
+    refuse a few of their rows. Its designed configs equal the default build's byte for byte
+    (tests/promptgen/attribution/test_release_items.py)."""
+    import yaml
+
+    from promptgen.build import build
+
+    def make(out: Path) -> Path:
+        recipe = yaml.safe_load((REPO / "builders" / "talent_or_luck.yaml").read_text(encoding="utf-8"))
+        recipe["parameters"]["release_configs"] = False
+        path = out / "talent_or_luck.yaml"
+        path.write_text(yaml.safe_dump(recipe, sort_keys=False, allow_unicode=True), encoding="utf-8")
+        return build(str(path), out_dir=out / "datasets", sources=shared_sources).path
+
+    return built_once(tmp_path_factory, "talent-or-luck-designed", make)
+
+
+@pytest.fixture(scope="session")
+def built_small_release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """talent-or-luck built from the small synthetic release (tests/release_fixture.py), release
+    configs included: every config of the default build in seconds, for tests that run a few rows of
+    each rather than check the real release's rows."""
+    from promptgen.build import build
+
+    def make(out: Path) -> Path:
+        sources = write_release(out / "sources")
+        return build(str(write_recipe(out / "recipe.yaml", sources)), out_dir=out / "datasets", sources=sources).path
+
+    return built_once(tmp_path_factory, "talent-or-luck-small-release", make)
+
+
 @pytest.fixture()
 def fixture_release(tmp_path: Path) -> tuple[Path, Path]:
     """(sources folder, recipe path) of the small synthetic release."""
@@ -103,15 +137,3 @@ def built_trust_game(shared_sources: Path, tmp_path_factory: pytest.TempPathFact
         "trust-game-names",
         lambda out: build("trust-game-names", out_dir=out, sources=shared_sources).path,
     )
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Groups for pytest-xdist's `--dist loadgroup` (the README's test command): a test file is one
-    group, so a module's engine or built dataset is made once, in one worker; the tests that read the
-    default talent-or-luck build (`built_default`, minutes to build) share one group, so one worker
-    builds it and runs them while the other goes on, instead of waiting on the build's lock.
-    Without xdist the marks do nothing."""
-    for item in items:
-        group = "built_default" if "built_default" in item.fixturenames else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))

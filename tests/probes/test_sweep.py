@@ -15,7 +15,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from promptgen.core.errors import ProbeError
-from release_fixture import REPO
 from runners_fixtures import tiny_llama_folder
 
 LIMIT = 2
@@ -36,20 +35,15 @@ def datasets_dir(built_default: Path, shared_sources: Path, tmp_path_factory: py
 
 
 @pytest.fixture(scope="module")
-def small_datasets_dir(shared_sources: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The three datasets side by side, talent-or-luck without its release configs (15 s, not the
-    default build's minutes): enough for requests refused before anything is scored."""
-    import yaml
-
+def small_datasets_dir(built_designed: Path, shared_sources: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The three datasets side by side, talent-or-luck without its release configs (the session's
+    15-second build, not the default build's minutes): enough for requests refused before anything
+    is scored."""
     from promptgen.build import build
 
-    root = tmp_path_factory.mktemp("sweep-small")
-    recipe = yaml.safe_load((REPO / "builders" / "talent_or_luck.yaml").read_text(encoding="utf-8"))
-    recipe["parameters"]["release_configs"] = False
-    (root / "talent_or_luck.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False), encoding="utf-8")
-    out = root / "datasets"
+    out = tmp_path_factory.mktemp("sweep-small") / "datasets"
     out.mkdir()
-    build(str(root / "talent_or_luck.yaml"), out_dir=out, sources=shared_sources)
+    (out / "talent-or-luck").symlink_to(built_designed)
     build("trust-game", out_dir=out, sources=shared_sources)
     build("intergroup-empathy", out_dir=out, sources=shared_sources, max_events=12)
     return out

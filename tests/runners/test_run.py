@@ -27,19 +27,19 @@ def _prompt_rows(folder: Path, config: str) -> dict[str, dict]:
     }
 
 
-def test_talent_or_luck_default_is_the_release_scorer(built_default: Path, tmp_path: Path) -> None:
+def test_talent_or_luck_default_is_the_release_scorer(built_small_release: Path, tmp_path: Path) -> None:
     """Softmax of the MEAN option token log-probability after the plain prompt, as a full transformers pass gives."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model_dir = tiny_llama_folder("float32")
     config = "single_actor_release"  # the release scorer's own items, scored as its cappr call did
-    summary = run(built_default, config, str(model_dir), tmp_path / "r", limit=5, batch_size=2)
+    summary = run(built_small_release, config, str(model_dir), tmp_path / "r", limit=5, batch_size=2)
     assert summary.items == 5
     assert summary.protocol == "protocol: talent-or-luck release (cappr) (the paper's)"
     assert summary.protocol in summary.line()
     rows = _result_rows(tmp_path / "r", config)
     assert len(rows) == 5
-    prompts = _prompt_rows(built_default, config)
+    prompts = _prompt_rows(built_small_release, config)
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     for row in rows:
@@ -53,10 +53,10 @@ def test_talent_or_luck_default_is_the_release_scorer(built_default: Path, tmp_p
     assert json.loads(key["scoring"])["chat"] is False  # the plain prompt, though the tokenizer has a template
 
 
-def test_a_flag_replaces_its_part_and_the_summary_says_so(built_default: Path, tmp_path: Path) -> None:
+def test_a_flag_replaces_its_part_and_the_summary_says_so(built_small_release: Path, tmp_path: Path) -> None:
     model_dir = tiny_llama_folder("float32")
     summary = run(
-        built_default,
+        built_small_release,
         "single_actor",
         str(model_dir),
         tmp_path / "r",
@@ -66,17 +66,19 @@ def test_a_flag_replaces_its_part_and_the_summary_says_so(built_default: Path, t
     assert summary.protocol.startswith("protocol: custom (differs from the paper's talent-or-luck release")
     (row,) = {r["scoring"] for r in _result_rows(tmp_path / "r", "single_actor")}
     assert json.loads(row)["length_normalize"] is False
-    explicit = run(built_default, "single_actor", str(model_dir), tmp_path / "r", limit=2, settings=scoring_settings())
+    explicit = run(
+        built_small_release, "single_actor", str(model_dir), tmp_path / "r", limit=2, settings=scoring_settings()
+    )
     assert "length_normalize" in explicit.protocol  # a complete ScoringSettings is used as given
 
 
-def test_a_flag_that_does_not_apply_keeps_the_papers_key(built_default: Path, tmp_path: Path) -> None:
+def test_a_flag_that_does_not_apply_keeps_the_papers_key(built_small_release: Path, tmp_path: Path) -> None:
     """`--number-tolerance` and `--temperature` on a choice config score into the paper's key, said in the summary."""
     model_dir = tiny_llama_folder("float32")
     out = tmp_path / "r"
-    first = run(built_default, "single_actor_release", str(model_dir), out, limit=2)
+    first = run(built_small_release, "single_actor_release", str(model_dir), out, limit=2)
     for settings in ({"number_tolerance": 0.01}, {"temperature": 0.5}):
-        again = run(built_default, "single_actor_release", str(model_dir), out, limit=2, settings=settings)
+        again = run(built_small_release, "single_actor_release", str(model_dir), out, limit=2, settings=settings)
         assert again.key_dir == first.key_dir and again.items == 0 and again.skipped == 2
         assert again.protocol.startswith("protocol: talent-or-luck release (cappr) (the paper's); --")
         assert "ignored: not used by this config's items" in again.line()
@@ -117,23 +119,23 @@ def test_empathy_default_is_greedy_generation_on_the_chat_form(tmp_path: Path) -
     assert all(r["generated_text"] is not None and r["number_probs"] is None for r in rows)
 
 
-def test_several_configs_share_one_model_load(built_default: Path, tmp_path: Path, monkeypatch) -> None:
+def test_several_configs_share_one_model_load(built_small_release: Path, tmp_path: Path, monkeypatch) -> None:
     """`config` as names and globs: every match is scored, the model loads once, each config has its summary."""
     from runners.backends import load as models
     from runners.run import expand_configs
 
-    assert expand_configs(built_default, ["single_actor*", "actor_observer", "single_actor"]) == [
+    assert expand_configs(built_small_release, ["single_actor*", "actor_observer", "single_actor"]) == [
         "single_actor",
         "single_actor_release",
         "actor_observer",
     ]
     with pytest.raises(ProbeError, match=r"--config 'race_\*' matches no config of .* \(configs: actor_actor, "):
-        expand_configs(built_default, ["race_*"])
+        expand_configs(built_small_release, ["race_*"])
     loads = []
     real = models.load_backend
     monkeypatch.setattr(models, "load_backend", lambda *a, **k: loads.append(a) or real(*a, **k))
     summaries = run(
-        built_default, ["actor_observer", "single_*"], str(tiny_llama_folder("float32")), tmp_path / "r", limit=2
+        built_small_release, ["actor_observer", "single_*"], str(tiny_llama_folder("float32")), tmp_path / "r", limit=2
     )
     assert [s.config for s in summaries] == ["actor_observer", "single_actor", "single_actor_release"]
     assert len(loads) == 1 and all(s.items == 2 and "(the paper's)" in s.protocol for s in summaries)
@@ -141,5 +143,5 @@ def test_several_configs_share_one_model_load(built_default: Path, tmp_path: Pat
         assert len(_result_rows(tmp_path / "r", config)) == 2
     # a bad config among good ones fails before the model loads
     with pytest.raises(ProbeError):
-        run(built_default, ["single_actor", "nope"], str(tiny_llama_folder("float32")), tmp_path / "r2", limit=2)
+        run(built_small_release, ["single_actor", "nope"], str(tiny_llama_folder("float32")), tmp_path / "r2", limit=2)
     assert len(loads) == 1

@@ -62,14 +62,14 @@ def test_options_a_backend_does_not_take_are_refused_by_its_spec(fake_backend) -
 
 
 def test_a_third_backend_registered_alone_scores_a_config(
-    fake_backend, built_default: Path, smollm2, tmp_path: Path
+    fake_backend, built_designed: Path, smollm2, tmp_path: Path
 ) -> None:
     from runners.run import run
 
     fake = fake_backend
     fake.FakeBackend.requests.clear()
     summary = run(
-        built_default,
+        built_designed,
         "single_actor",
         str(smollm2),
         tmp_path / "results",
