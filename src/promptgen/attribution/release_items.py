@@ -37,7 +37,7 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from functools import cache
-from itertools import islice
+from itertools import islice, permutations
 from typing import Any
 
 from datasets import Features, List, Value
@@ -164,15 +164,45 @@ def _entry_rng(k: int) -> random.Random:
     return random.Random(scorer_seed() + k)
 
 
+#: the 24 orders of four options; an entry's shuffle is stored as its index here (one byte)
+_ORDERS = tuple(permutations(range(len(CAUSES))))
+_ORDER_INDEX = {order: i for i, order in enumerate(_ORDERS)}
+
+
+class _EntryOrders:
+    """The option orders of entry k, `shuffles` shuffles of four from `random.seed(s + k)`, made once per k.
+
+    `random.shuffle` moves positions by its random draws alone, whatever the list holds, so entry k's
+    orders are the same in every list of a config (4 outcome configurations x 3 dimensions for
+    actor-actor). Seeding Python's Mersenne Twister is most of an entry's cost; this makes each k's
+    orders once per build instead of once per list, stored a byte per order (lists are walked from
+    k = 0 up, so the cache grows in order).
+    """
+
+    def __init__(self, shuffles: int) -> None:
+        self.shuffles = shuffles
+        self._codes = bytearray()
+
+    def __call__(self, k: int) -> list[tuple[int, ...]]:
+        start = k * self.shuffles
+        while len(self._codes) <= start:
+            rng = _entry_rng(len(self._codes) // self.shuffles)
+            for _ in range(self.shuffles):
+                order = list(range(len(CAUSES)))
+                rng.shuffle(order)
+                self._codes.append(_ORDER_INDEX[tuple(order)])
+        return [_ORDERS[c] for c in self._codes[start : start + self.shuffles]]
+
+
 def _texts(options: list[tuple[str, str, str]]) -> list[str]:
     return [text for _, text, _ in options]
 
 
-def _shuffled(rng: random.Random, keys: list[str], texts: tuple[str, ...]) -> list[tuple[str, str, str]]:
-    """(key, text, cause) of the four options in the order `rng.shuffle` leaves the (key, text) pairs."""
-    items = list(zip(keys, texts, CAUSES, strict=True))
-    rng.shuffle(items)
-    return items
+def _shuffled(order: tuple[int, ...], keys: list[str], texts: tuple[str, ...]) -> list[tuple[str, str, str]]:
+    """(key, text, cause) of the four options in `order` (`_EntryOrders`): where `rng.shuffle` leaves the pairs."""
+    if not len(keys) == len(texts) == len(CAUSES):
+        raise ValueError(f"four options expected, got {len(keys)} keys and {len(texts)} texts")
+    return [(keys[i], texts[i], CAUSES[i]) for i in order]
 
 
 def _pair_statement(statement: str, name_x: str, name_y: str, gx: NameGroup, gy: NameGroup) -> str:
@@ -201,6 +231,7 @@ def _person(labels: _Labels, ident: tuple[str, str], name: str) -> dict[str, str
 def single_actor_release_items(release: Release, identities: dict[str, list[Identity]]) -> Iterator[dict[str, Any]]:
     """`singleactor_mcq.py`'s items: one list per (outcome, dimension), in that order."""
     labels = _Labels.of(identities)
+    orders = _EntryOrders(1)
     for outcome in OUTCOMES:
         keys = option_keys(outcome)
         for dimension in DIMENSIONS:
@@ -215,7 +246,7 @@ def single_actor_release_items(release: Release, identities: dict[str, list[Iden
             for k, (t, group, i, name) in enumerate(entries):
                 ident = (dimension, group.label)
                 statement = t.statement.replace("{X}", name).replace("{dimension}", group.label)
-                options = _shuffled(_entry_rng(k), keys, t.options)
+                options = _shuffled(orders(k)[0], keys, t.options)
                 item_id = (
                     f"sa-release.{outcome}.{dimension}.{t.gender}.{t.domain}.{t.scenario:02d}.{labels.key[ident]}.n{i}"
                 )
@@ -274,15 +305,16 @@ def _pair_key(t: PairTemplate, gx: NameGroup, gy: NameGroup) -> Hashable:
 def actor_actor_release_items(release: Release, identities: dict[str, list[Identity]]) -> Iterator[dict[str, Any]]:
     """`actoractor_mcq.py`'s items: one list per (outcome configuration, dimension), in that order."""
     labels = _Labels.of(identities)
+    orders = _EntryOrders(2)  # X's four, then Y's four, from the same seeded state
     for config, (out_x, out_y) in OUTCOME_CONFIGS.items():
         keys_x, keys_y = option_keys(out_x, "optX"), option_keys(out_y, "optY")
         templates = [p for p in release.pairs if p.outcome_config == config]
         for dimension in DIMENSIONS:
             entries = _two_person_entries(templates, release.groups[dimension], _pair_key, labels)
             for k, (t, nx, ny, statement, persons_id, persons) in enumerate(entries):
-                rng = _entry_rng(k)
-                xs = _shuffled(rng, keys_x, t.options_x)
-                ys = _shuffled(rng, keys_y, t.options_y)
+                order_x, order_y = orders(k)
+                xs = _shuffled(order_x, keys_x, t.options_x)
+                ys = _shuffled(order_y, keys_y, t.options_y)
                 options = xs + ys
                 item_id = f"aa-release.{config}.{dimension}.{t.domain}.{t.scenario:02d}.{t.gender_pair}.{persons_id}"
                 set_id = f"{config}_{t.gender_pair}_{t.domain}_{LENGTH}_set{t.scenario}"
@@ -319,13 +351,14 @@ def actor_observer_release_items(release: Release, identities: dict[str, list[Id
     observer causes y_opt1 ... y_opt4), which is the order the generator walks them.
     """
     labels = _Labels.of(identities)
+    orders = _EntryOrders(1)
     for outcome in OUTCOMES:
         keys = option_keys(outcome)
         templates = [t for t in release.observer if t.outcome == outcome]
         for dimension in DIMENSIONS:
             entries = _two_person_entries(templates, release.groups[dimension], _observer_key, labels)
             for k, (t, nx, ny, statement, persons_id, persons) in enumerate(entries):
-                options = _shuffled(_entry_rng(k), keys, t.options)
+                options = _shuffled(orders(k)[0], keys, t.options)
                 item_id = (
                     f"ao-release.{outcome}.{dimension}.{t.gender}.{t.domain}.{t.scenario:02d}.{t.observer_cause}."
                     f"{persons_id}"
