@@ -27,7 +27,7 @@ if "HF_DATASETS_CACHE" not in os.environ:
 import pytest
 from filelock import FileLock
 
-from release_fixture import REPO, write_recipe, write_release
+from release_fixture import REPO, write_designed_recipe, write_recipe, write_release
 from runners_fixtures import smollm2, smollm2_model, smollm2_tokenizer  # noqa: F401  (session fixtures)
 
 
@@ -82,16 +82,11 @@ def built_designed(shared_sources: Path, tmp_path_factory: pytest.TempPathFactor
     false`: 15 s, not the default build's minutes): the designed configs, for tests that score or
     refuse a few of their rows. Its designed configs equal the default build's byte for byte
     (tests/promptgen/attribution/test_release_items.py)."""
-    import yaml
-
     from promptgen.build import build
 
     def make(out: Path) -> Path:
-        recipe = yaml.safe_load((REPO / "builders" / "talent_or_luck.yaml").read_text(encoding="utf-8"))
-        recipe["parameters"]["release_configs"] = False
-        path = out / "talent_or_luck.yaml"
-        path.write_text(yaml.safe_dump(recipe, sort_keys=False, allow_unicode=True), encoding="utf-8")
-        return build(str(path), out_dir=out / "datasets", sources=shared_sources).path
+        recipe = write_designed_recipe(out / "talent_or_luck.yaml")
+        return build(str(recipe), out_dir=out / "datasets", sources=shared_sources).path
 
     return built_once(tmp_path_factory, "talent-or-luck-designed", make)
 
@@ -136,4 +131,16 @@ def built_trust_game(shared_sources: Path, tmp_path_factory: pytest.TempPathFact
         tmp_path_factory,
         "trust-game-names",
         lambda out: build("trust-game-names", out_dir=out, sources=shared_sources).path,
+    )
+
+
+@pytest.fixture(scope="session")
+def built_empathy_events12(shared_sources: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """intergroup-empathy built once from the release's narratives, 12 events (seconds): every config, few rows."""
+    from promptgen.build import build
+
+    return built_once(
+        tmp_path_factory,
+        "intergroup-empathy-events12",
+        lambda out: build("intergroup-empathy", out_dir=out, sources=shared_sources, max_events=12).path,
     )

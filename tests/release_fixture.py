@@ -153,3 +153,11 @@ def write_recipe(path: Path, sources_root: Path, **parameter_overrides: Any) -> 
     recipe["corrections"]["texts"] = []
     path.write_text(yaml.safe_dump(recipe, sort_keys=False, allow_unicode=True), encoding="utf-8")
     return path
+
+
+def write_designed_recipe(path: Path) -> Path:
+    """The real recipe (sources pinned as released) with `release_configs: false`: the designed configs only."""
+    recipe = yaml.safe_load((REPO / "builders" / "talent_or_luck.yaml").read_text(encoding="utf-8"))
+    recipe["parameters"]["release_configs"] = False
+    path.write_text(yaml.safe_dump(recipe, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    return path

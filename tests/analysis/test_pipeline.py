@@ -54,17 +54,14 @@ def _write(results: Path, config: str, rows: list[dict[str, Any]], model: str) -
 
 
 @pytest.fixture(scope="module")
-def datasets(shared_sources: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def datasets(built_default: Path, built_trust_game: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The session's default talent-or-luck and trust-game builds (read only), and a synthetic empathy build."""
     out = tmp_path_factory.mktemp("ds")
     root = tmp_path_factory.mktemp("envent")
     emp_path = build(
         str(write_recipe(root / "r.yaml")), out_dir=out, sources=write_sources(root / "src"), max_events=24
     )
-    return {
-        "talent-or-luck": build("talent-or-luck", out_dir=out, sources=shared_sources).path,
-        "trust-game": build("trust-game", out_dir=out, sources=shared_sources).path,
-        "intergroup-empathy": emp_path.path,
-    }
+    return {"talent-or-luck": built_default, "trust-game": built_trust_game, "intergroup-empathy": emp_path.path}
 
 
 def attribution_results(dataset: Path, results: Path, model: str, seed: int) -> list[str]:

@@ -267,11 +267,11 @@ def test_corrupt_result_part_in_rewrite_is_one_line(empathy_dataset, tmp_path):
     assert not out.exists() or not any(out.iterdir())
 
 
-def test_corrupt_result_part_in_curate_pairs_is_one_line(shared_sources, tmp_path):
+def test_corrupt_result_part_in_curate_pairs_is_one_line(built_trust_game, shared_sources, tmp_path):
     from probes.derive import RACE_PROBE
     from release_fixture import load_config
 
-    dataset = build("trust-game", out_dir=tmp_path / "ds", sources=shared_sources).path
+    dataset = built_trust_game
     ids = load_config(dataset, RACE_PROBE).to_pandas()["id"].head(20).tolist()
     results = tmp_path / "results"
     scoring = '{"choice_mode":"letter"}'

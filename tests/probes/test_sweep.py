@@ -20,33 +20,40 @@ from runners_fixtures import tiny_llama_folder
 LIMIT = 2
 
 
-@pytest.fixture(scope="module")
-def datasets_dir(built_default: Path, shared_sources: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The three datasets built side by side (empathy from the release's narratives, 12 events)."""
-    from promptgen.build import build
-
-    root = tmp_path_factory.mktemp("sweep-datasets")
+def _side_by_side(root: Path, talent_or_luck: Path, trust_game: Path, empathy: Path) -> Path:
+    """The three session builds linked side by side in one datasets folder, as `probes sweep` reads them."""
     out = root / "datasets"
     out.mkdir()
-    (out / "talent-or-luck").symlink_to(built_default)  # the session's build (2 minutes), not a second one
-    build("trust-game", out_dir=out, sources=shared_sources)
-    build("intergroup-empathy", out_dir=out, sources=shared_sources, max_events=12)
+    for build in (talent_or_luck, trust_game, empathy):
+        (out / build.name).symlink_to(build)
     return out
 
 
 @pytest.fixture(scope="module")
-def small_datasets_dir(built_designed: Path, shared_sources: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def datasets_dir(
+    built_small_release: Path,
+    built_trust_game: Path,
+    built_empathy_events12: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Path:
+    """The three datasets side by side, the session's builds: talent-or-luck of the small synthetic release (every
+    config of the default build, release configs included, in few rows), empathy from the release's narratives
+    (12 events)."""
+    return _side_by_side(
+        tmp_path_factory.mktemp("sweep-datasets"), built_small_release, built_trust_game, built_empathy_events12
+    )
+
+
+@pytest.fixture(scope="module")
+def small_datasets_dir(
+    built_designed: Path, built_trust_game: Path, built_empathy_events12: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
     """The three datasets side by side, talent-or-luck without its release configs (the session's
     15-second build, not the default build's minutes): enough for requests refused before anything
     is scored."""
-    from promptgen.build import build
-
-    out = tmp_path_factory.mktemp("sweep-small") / "datasets"
-    out.mkdir()
-    (out / "talent-or-luck").symlink_to(built_designed)
-    build("trust-game", out_dir=out, sources=shared_sources)
-    build("intergroup-empathy", out_dir=out, sources=shared_sources, max_events=12)
-    return out
+    return _side_by_side(
+        tmp_path_factory.mktemp("sweep-small"), built_designed, built_trust_game, built_empathy_events12
+    )
 
 
 def _declared(datasets: Path) -> dict[str, list[str]]:
@@ -81,8 +88,7 @@ def test_sweep_scores_every_declared_config_with_one_load(datasets_dir: Path, tm
     monkeypatch.setattr(models, "load_backend", lambda *a, **k: loads.append(a) or real(*a, **k))
     planned = []
     declared = _declared(datasets_dir)
-    # every declared config but the 2.97 M-row actor_actor_release, whose `datasets` cache takes 7.5 GiB of disk
-    wanted = tuple(c for cs in declared.values() for c in cs if c != "actor_actor_release")
+    wanted = tuple(c for cs in declared.values() for c in cs)
     request = api.SweepRequest(
         str(tiny_llama_folder("float32")), tmp_path / "s", datasets=datasets_dir, limit_per_config=LIMIT, configs=wanted
     )
@@ -90,7 +96,7 @@ def test_sweep_scores_every_declared_config_with_one_load(datasets_dir: Path, tm
     assert len(loads) == 1
     assert {(n, s.config) for n, s in result.summaries} == {
         (("intergroup-empathy" if n.startswith("intergroup") else n), c) for n, cs in declared.items() for c in cs
-    } - {("talent-or-luck", "actor_actor_release")}
+    }
     assert len(declared["talent-or-luck"]) == 6 and len(declared["trust-game-names"]) == 5
     assert all(s.selected == LIMIT and s.items == LIMIT for _, s in result.summaries)
     (plan,) = planned

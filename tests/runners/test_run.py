@@ -84,11 +84,9 @@ def test_a_flag_that_does_not_apply_keeps_the_papers_key(built_small_release: Pa
         assert "ignored: not used by this config's items" in again.line()
 
 
-def test_trust_game_default_scores_the_papers_plain_variants(shared_sources: Path, tmp_path: Path) -> None:
+def test_trust_game_default_scores_the_papers_plain_variants(built_trust_game: Path, tmp_path: Path) -> None:
     """The protocol's row selection (variant base, inst) and plain prompts; `--where` picks the chat rows."""
-    from promptgen.build import build
-
-    games = build("trust-game", out_dir=tmp_path / "ds", sources=shared_sources).path
+    games = built_trust_game
     model_dir = tiny_llama_folder("float32")
     summary = run(games, "probing", str(model_dir), tmp_path / "r", limit=6)
     assert summary.selected == 6 and "(the paper's)" in summary.protocol

@@ -7,14 +7,16 @@ tier builds it once for every test that reads it (tests/conftest.py, built_defau
 import hashlib
 import itertools
 import json
+import os
 import re
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
 import yaml
 
-from promptgen.build import build
-from release_fixture import REPO, load_config
+from release_fixture import REPO, load_config, write_designed_recipe, write_recipe, write_release
 
 DESIGN_RENDERING = (
     "Respond by choosing one of the provided options as the reason to the statement.\n\n### Statement:\n"
@@ -117,12 +119,41 @@ def test_actor_settings(built_default):
     assert set(ao.groupby(["outcome", "gender", "identity"])["domain"].value_counts()) == {2 * 4 * 2}
 
 
-def test_second_build_is_byte_identical(built_default, shared_sources, tmp_path):
-    again = build("talent-or-luck", out_dir=tmp_path, sources=shared_sources).path
-    files = sorted(p.relative_to(built_default) for p in built_default.rglob("*") if p.is_file())
-    assert files == sorted(p.relative_to(again) for p in again.rglob("*") if p.is_file())
-    for rel in files:
-        assert (built_default / rel).read_bytes() == (again / rel).read_bytes(), rel
+#: builds the recipes given as (recipe, out, sources) triples of arguments, in a fresh interpreter
+_BUILD_AGAIN = """
+import sys
+from promptgen.build import build
+args = sys.argv[1:]
+for recipe, out, sources in zip(args[::3], args[1::3], args[2::3]):
+    build(recipe, out_dir=out, sources=sources)
+"""
+
+
+def _files(folder):
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_second_build_elsewhere_in_a_new_process_is_byte_identical(
+    built_designed, built_small_release, shared_sources, tmp_path
+):
+    """Builds are deterministic: the same recipe and sources, built again in another folder by a fresh interpreter
+    with another string-hash seed, give the same bytes, for the real release's designed configs and every config
+    of the small synthetic release (release configs included). The default build's 3 M release rows come from
+    the same functions as the small release's; tests/promptgen/attribution/test_release_items.py checks them
+    against the release's scripts, and its designed configs against `built_designed`."""
+    (tmp_path / "designed").mkdir(), (tmp_path / "small").mkdir()
+    # the recipes' file names as the session's fixtures write them: the manifest records a recipe's file name
+    designed = write_designed_recipe(tmp_path / "designed" / "talent_or_luck.yaml")
+    small_sources = write_release(tmp_path / "small" / "sources")
+    small = write_recipe(tmp_path / "small" / "recipe.yaml", small_sources)
+    args = [str(designed), str(tmp_path / "designed" / "out"), str(shared_sources)]
+    args += [str(small), str(tmp_path / "small" / "out"), str(small_sources)]
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    done = subprocess.run([sys.executable, "-c", _BUILD_AGAIN, *args], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for first, again in ((built_designed, tmp_path / "designed"), (built_small_release, tmp_path / "small")):
+        again = again / "out" / first.name
+        assert _files(first) == _files(again), first.name
 
 
 def test_manifest_and_card(built_default, shared_sources):

@@ -11,7 +11,6 @@ from collections import Counter
 import pytest
 import yaml
 
-from promptgen.build import build
 from promptgen.core.errors import RecipeError, SourceFormatError
 from promptgen.trust_game.census import RACES
 from promptgen.trust_game.games import (
@@ -419,8 +418,9 @@ def test_recipe_parameters():
 
 
 @pytest.fixture(scope="module")
-def built(shared_sources, tmp_path_factory):
-    return build("trust-game", out_dir=tmp_path_factory.mktemp("tg-games"), sources=shared_sources).path
+def built(built_trust_game):
+    """The session's trust-game build (read only)."""
+    return built_trust_game
 
 
 def test_built_game_configs(built, paper_pairs):
