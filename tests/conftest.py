@@ -100,7 +100,9 @@ def built_small_release(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     def make(out: Path) -> Path:
         sources = write_release(out / "sources")
-        return build(str(write_recipe(out / "recipe.yaml", sources)), out_dir=out / "datasets", sources=sources).path
+        return build(
+            str(write_recipe(out / "talent_or_luck.yaml", sources)), out_dir=out / "datasets", sources=sources
+        ).path
 
     return built_once(tmp_path_factory, "talent-or-luck-small-release", make)
 

@@ -145,7 +145,7 @@ def test_a_second_build_elsewhere_in_a_new_process_is_byte_identical(
     # the recipes' file names as the session's fixtures write them: the manifest records a recipe's file name
     designed = write_designed_recipe(tmp_path / "designed" / "talent_or_luck.yaml")
     small_sources = write_release(tmp_path / "small" / "sources")
-    small = write_recipe(tmp_path / "small" / "recipe.yaml", small_sources)
+    small = write_recipe(tmp_path / "small" / "talent_or_luck.yaml", small_sources)
     args = [str(designed), str(tmp_path / "designed" / "out"), str(shared_sources)]
     args += [str(small), str(tmp_path / "small" / "out"), str(small_sources)]
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
