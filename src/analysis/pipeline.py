@@ -316,7 +316,7 @@ def all_refused_lines(refusals: pd.DataFrame) -> list[str]:
 
     return [
         f"{row.config} ({run_label(row.model, row.model_revision, row.scoring)}): "
-        + all_refused_advice([a for a in str(row.first_refused).split(" | ") if a])
+        + all_refused_advice([a for a in str(row.first_refused).split(" | ") if a], json.loads(row.scoring))
         for row in refusals[refusals["note"] == ALL_REFUSED].itertuples(index=False)
     ]
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from promptgen.core.contract import check_prompt_config, check_prompt_forms
+from promptgen.core.contract import EMPTY_CONFIG, check_prompt_config, check_prompt_forms
 from promptgen.core.errors import ProbeError, dataset_load_errors
 from promptgen.core.layout import BUILD_MANIFEST
 from promptgen.hub import remote
@@ -137,6 +137,9 @@ def _selected_table(folder: Path, config: str, rows: RowSpec, protocol: Protocol
         offset += len(table)
     if where and not chosen and offset:
         raise ProbeError(f"{what}: no row has {where_text(where)}")
+    if not chosen and rows.shard[1] > 1:
+        i, n = rows.shard
+        raise ProbeError(f"{what}: shard {i}/{n} selects none of its {offset} rows; use fewer shards (--shard i/n)")
     return read_config_positions(folder, config, chosen[: rows.limit] if rows.limit is not None else chosen)
 
 
@@ -173,9 +176,10 @@ def load_prompt_config(
 
     Checked before any model loads: the config name is one path segment (it names the result
     folder `data/<config>/`), a local folder's data files of the config are the ones its
-    build_manifest.json lists (`check_data_files`), and the rows keep the item contract with
-    the prompt form `chat` reads (`check_prompt_config`; None: either form). A Hub dataset is
-    read at one commit (`ref`, else `revision` resolved here): rows, build manifest and card.
+    build_manifest.json lists (`check_data_files`; a Hub dataset's too, once downloaded), and
+    the rows keep the item contract with the prompt form `chat` reads (`check_prompt_config`;
+    None: either form). A Hub dataset is read at one commit (`ref`, else `revision` resolved
+    here): rows, build manifest and card.
     `rows` with a shard or a limit: a local config holds only the rows the run selects (`RowSpec`).
     """
     check_path_segment(config, "config name (--config)")
@@ -191,16 +195,25 @@ def load_prompt_config(
     if not local:  # one commit for everything read; its manifest before the (costly) load
         ref = ref or remote.resolve(dataset, revision)
         built = remote.read_build_manifest(ref) or {}
+        if built:  # the downloaded files are the listed ones, as a local folder's are
+            fix = "publish the build again (`probes publish`), or pass --revision with a commit that matches"
+            check_data_files(ref.label, built, remote.config_data_files(ref, config, built), config=config, fix=fix)
     where = f"{dataset}/{BUILD_MANIFEST}" if ref is None else f"{ref.label}/{BUILD_MANIFEST}"
     protocol = manifest_protocol(built, config, where)
     total = None
-    if local and rows is not None and rows.narrows:
+    what = f"{dataset} config {config!r}"
+    if local:
         import pyarrow.parquet as pq
 
-        from promptgen.hub.read import config_files
+        from promptgen.hub.read import config_files, parquet_errors
 
-        what = f"{dataset} config {config!r}"
-        total = sum(pq.read_metadata(f).num_rows for f in config_files(folder, config, required=True))
+        total = 0
+        for path in config_files(folder, config, required=True):
+            with parquet_errors(path, "prompt config"):
+                total += pq.read_metadata(path).num_rows
+        if total == 0:  # before `datasets`, whose error for it names a batch size
+            raise ProbeError(f"{what}: {EMPTY_CONFIG}")
+    if local and rows is not None and rows.narrows:
         ds = _in_memory(_selected_table(folder, config, rows, protocol, what), _own_features(folder, config))
     else:
         ds = _load(dataset, config, folder if local else None, ref, revision)
@@ -208,7 +221,7 @@ def load_prompt_config(
     license = header.get("license", "other")
     check_prompt_config(ds, f"{dataset} config {config!r}", chat=chat)
     content = (
-        local_content(config, files, built, len(ds) if total is None else total)
+        local_content(config, files, built, total)
         if ref is None
         else hub_content(dataset, ref.commit, config, len(ds))
     )

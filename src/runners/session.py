@@ -91,7 +91,7 @@ class RunSummary:
 
     def refused_advice(self) -> str:
         """`all_refused_advice` with this run's first refused answers."""
-        return all_refused_advice(self.refused_examples)
+        return all_refused_advice(self.refused_examples, json.loads(self.key.scoring))
 
 
 #: refused answers a run summary keeps to show (`RunSummary.refused_examples`)
@@ -108,12 +108,22 @@ def refused_answer(row: Mapping[str, Any], width: int = 80) -> str:
     return f"(valid mass {mass:.3g})" if isinstance(mass, float) and not math.isnan(mass) else "(no answer)"
 
 
-def all_refused_advice(examples: Sequence[str]) -> str:
-    """The line that says every item was refused, with the first answers and what to do instead."""
+def all_refused_advice(examples: Sequence[str], scoring: Mapping[str, Any]) -> str:
+    """The line that says every item was refused, with the first answers and what to do instead.
+
+    `scoring` is the run's key (`ScoringSettings.key()`): `--scoring sentence` is advised only to
+    a run that asked for an answer form (generated text, or a letter) and so can gain from it.
+    """
     seen = "; ".join(repr(e) for e in examples) or "none kept"
-    return (
-        f"EVERY item was refused: no answer to analyse (first answers: {seen}). A model that does not answer in "
-        "the asked form can still be read by its distribution over the answers: rerun with --scoring sentence"
+    text = f"EVERY item was refused: no answer to analyse (first answers: {seen}). "
+    if scoring.get("mode") == "generate" or scoring.get("choice_mode") == "letter":
+        return text + (
+            "A model that does not answer in the asked form can still be read by its distribution over the "
+            "answers: rerun with --scoring sentence"
+        )
+    return text + (
+        "They were read from the distribution over the answers already, and the model put too little "
+        "probability on every asked answer for one to be read"
     )
 
 

@@ -102,3 +102,44 @@ def test_a_model_config_by_hub_id_is_priced_at_its_commit(hub_server: HubServer,
         tmp_path, "from runners.plan.pricing import load_model_config\nload_model_config('org/no-such-model')"
     )
     assert "ProbeError: cannot read the config of 'org/no-such-model'" in missing.stdout
+
+
+def test_a_hub_build_whose_data_files_are_not_its_manifests_is_refused_as_a_local_one_is(
+    hub_server: HubServer, served: tuple[str, str], tmp_path: Path, built_trust_game: Path
+) -> None:
+    """#51, finding 4: the downloaded files are checked against build_manifest.json's sha256 before anything runs."""
+    import pyarrow.parquet as pq
+
+    repo, _ = served
+    manifest = json.loads((built_trust_game / "build_manifest.json").read_text())
+    listed = [f["path"] for f in manifest["configs"]["race_probe"]["files"]]
+    table = pq.read_table(built_trust_game / listed[0])
+    other = tmp_path / "other.parquet"
+    pq.write_table(table.slice(1), other)  # another build's rows under the listed name
+    hub_server.write_files(repo, {listed[0]: other.read_bytes()}, message="other rows")
+    refused = run(hub_server, tmp_path, repo, tmp_path / "swapped")
+    assert refused.returncode != 0 and "Traceback" not in refused.stdout, refused.stdout
+    flat = " ".join(refused.stdout.split())
+    assert f"the data files do not match build_manifest.json (sha256 differs: {listed[0]})" in flat
+    assert "publish the build again" in flat and not (tmp_path / "swapped" / "data").exists()
+
+    zeroed = json.loads(json.dumps(manifest))  # a manifest that claims nothing: every sha256 zero
+    for entry in zeroed["configs"]["race_probe"]["files"]:
+        entry["sha256"] = "0" * 64
+    hub_server.write_files(
+        repo,
+        {listed[0]: (built_trust_game / listed[0]).read_bytes(), "build_manifest.json": json.dumps(zeroed).encode()},
+        message="zeroed manifest",
+    )
+    assert "sha256 differs" in run(hub_server, tmp_path, repo, tmp_path / "zeroed").stdout
+
+    extra = f"data/race_probe/{Path(listed[0]).stem}-extra.parquet"
+    hub_server.write_files(
+        repo,
+        {"build_manifest.json": json.dumps(manifest).encode(), extra: other.read_bytes()},
+        message="an extra shard",
+    )
+    flat = " ".join(run(hub_server, tmp_path, repo, tmp_path / "extra").stdout.split())
+    assert f"not listed in the manifest: {extra}" in flat
+    hub_server.write_files(repo, {extra: None}, message="as built")
+    assert run(hub_server, tmp_path, repo, tmp_path / "restored").returncode == 0  # the build itself runs

@@ -298,8 +298,8 @@ def test_length_normalize_flag_is_a_mean_softmax_under_its_own_key(prompts_dir: 
     ("extra", "message"),
     [
         (["--config", "bad"], "missing column(s) probe, messages"),
-        (["--config", "empty"], "(empty or corrupt parquet?)"),
-        (["--config", "nope"], "cannot load config 'nope'"),
+        (["--config", "empty"], "config 'empty': the config is empty (0 rows)"),
+        (["--config", "nope"], "no parquet files for config 'nope' (configs here: bad, empty, items)"),
         (["--config", "items", "--shard", "3/2"], "need 0 <= i < n"),
         (["--config", "items", "--shard", "1-2"], "must look like i/n"),
         (["--config", "items", "--model", "/no/such/model"], "model folder /no/such/model does not exist"),

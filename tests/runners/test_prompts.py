@@ -97,3 +97,41 @@ def test_a_narrowed_load_holds_exactly_the_rows_a_full_load_selects(
     assert narrow.dataset.to_list() == expected and len(expected) > 0
     assert narrow.content == full.content and narrow.protocol == full.protocol
     assert narrow.dataset.features == full.dataset.features
+
+
+@pytest.mark.parametrize(
+    ("items", "extra", "words"),
+    [
+        (0, ["--limit", "2"], "the config is empty (0 rows)"),
+        (0, [], "the config is empty (0 rows)"),
+        (3, ["--shard", "1/999999999999"], "shard 1/999999999999 selects none of its 3 rows"),
+    ],
+)
+def test_an_empty_config_or_an_empty_shard_says_which(tmp_path: Path, items: int, extra: list[str], words: str) -> None:
+    """#51: an empty config said "BatchSize must be greater than 0", an empty shard "the config has no rows"."""
+    dataset = write_prompt_folder(tmp_path / "ds", number_items(items or 3))
+    if not items:  # every row removed, the manifest kept true to the files (`probes build` refuses to write one)
+        _empty_config(dataset, "items")
+    out = tmp_path / "results"
+    args = ["run", str(dataset), "-c", "items", "-m", "tiny-model-not-loaded", "--out", str(out), *extra]
+    result = CliRunner().invoke(app, args)
+    text = " ".join(re.sub(r"\x1b\[[0-9;]*m", "", result.output).split())
+    assert result.exit_code == 1 and "Traceback" not in text, text
+    assert words in text and text.count("error:") == 1, text
+    assert not out.exists()
+
+
+def _empty_config(folder: Path, config: str) -> None:
+    """Rewrite `config`'s parquet files with no rows and its manifest entries with their new size and sha256."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from promptgen.core.files import sha256_file
+
+    manifest = json.loads((folder / "build_manifest.json").read_text())
+    for entry in manifest["configs"][config]["files"]:
+        path = folder / entry["path"]
+        pq.write_table(pq.read_table(path).slice(0, 0), path)
+        entry.update(sha256=sha256_file(path), bytes=path.stat().st_size)
+    (folder / "build_manifest.json").write_text(json.dumps(manifest))

@@ -269,13 +269,19 @@ def test_the_manifest_and_a_rerun_see_one_row_per_id(tmp_path: Path) -> None:
     )
 
 
-def test_a_run_that_refuses_every_item_says_so_with_an_example(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("scoring", "advised"),
+    [('{"mode":"generate"}', True), ('{"choice_mode":"letter","mode":"score"}', True), ('{"mode":"score"}', False)],
+)
+def test_a_run_that_refuses_every_item_says_so_with_an_example(tmp_path: Path, scoring: str, advised: bool) -> None:
     """The summary line of a run whose every item was refused says so, with the first answers, and advises the
-    distribution scoring; one answered item is enough to drop the advice."""
+    distribution scoring to a run that asked for an answer form (never to one scored that way already, #51);
+    one answered item is enough to drop the advice."""
     prompts = _prompts(tmp_path / "ds", _items()[:5])
     answers = ["The person felt anger.", "The person felt\n  boredom.", "I cannot rate that.", "No.", "x" * 200]
+    key = res.ResultKey(KEY.model, KEY.model_revision, scoring)
     for out, answered in ((tmp_path / "all", set()), (tmp_path / "some", {3})):
-        session = Session.open(prompts, out, KEY, chat=False)
+        session = Session.open(prompts, out, key, chat=False)
         rows = prompts.dataset.to_list()
         session.add(
             {
@@ -296,4 +302,5 @@ def test_a_run_that_refuses_every_item_says_so_with_an_example(tmp_path: Path) -
         # the first three answers, whitespace folded, in the order scored
         assert summary.refused_examples == ("The person felt anger.", "The person felt boredom.", "I cannot rate that.")
         assert line.splitlines()[1].startswith("items: EVERY item was refused")
-        assert "'The person felt anger.'" in line and "--scoring sentence" in line
+        assert "'The person felt anger.'" in line and ("--scoring sentence" in line) is advised
+        assert advised or "read from the distribution over the answers already" in line

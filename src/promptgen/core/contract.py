@@ -40,6 +40,9 @@ REQUIRED_COLUMNS = ("id", "probe", "task", "prompt", "messages")
 TASK_COLUMNS = {"choice": ("choices", "choice_labels"), "number": ("number_min", "number_max"), "text": ()}
 
 
+#: what a config without rows is called in every message
+EMPTY_CONFIG = "the config is empty (0 rows)"
+
 def item_features(extra: dict) -> Features:
     """The item contract followed by a probe's own metadata columns."""
     clash = set(extra) & set(ITEM_FEATURES)
@@ -174,7 +177,7 @@ def check_prompt_config(ds: Any, where: str, *, chat: bool | None = None) -> Non
     if missing:
         raise ProbeError(f"{where}: not a prompt-item config, missing column(s) {', '.join(missing)}")
     if len(ds) == 0:
-        raise ProbeError(f"{where}: the config has no rows")
+        raise ProbeError(f"{where}: {EMPTY_CONFIG}")
     table = arrow_table(ds)
     check_column_types(table.schema, where)
     ids = table["id"]

@@ -390,14 +390,20 @@ def config_data_files(folder: Path, config: str) -> dict[str, FileFacts]:
 
 
 def check_data_files(
-    folder: Path, manifest: Mapping[str, Any], found: Mapping[str, FileFacts], *, config: str | None = None
+    folder: Path | str,
+    manifest: Mapping[str, Any],
+    found: Mapping[str, FileFacts],
+    *,
+    config: str | None = None,
+    fix: str = "rebuild the folder with `probes build --overwrite`",
 ) -> None:
     """The data files must be exactly those `build_manifest.json` lists: none extra, none missing, same bytes.
 
     One check for every reader of a built folder: `probes publish` (all configs) and `probes run`
     (`config` only: the one it loads). An extra parquet beside a config's shards is read by
     `datasets` with them and would be scored, analysed or uploaded under a fingerprint that does
-    not describe it. Sizes are compared always, sha256 where `found` has one.
+    not describe it. Sizes are compared always, sha256 where `found` has one. `folder` is a
+    local folder, or a Hub dataset's label (`ORG/NAME@<commit>`, `fix` then says to republish).
     """
     path = Path(folder) / BUILD_MANIFEST
     expected = manifest_data_files(manifest, path)
@@ -413,7 +419,4 @@ def check_data_files(
             problems.append(f"sha256 differs: {p}")
     if problems:
         shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
-        raise ProbeError(
-            f"{folder}: the data files do not match {BUILD_MANIFEST} ({shown}); "
-            "rebuild the folder with `probes build --overwrite`"
-        )
+        raise ProbeError(f"{folder}: the data files do not match {BUILD_MANIFEST} ({shown}); {fix}")

@@ -168,6 +168,48 @@ def read_json_file(ref: HubRef, filename: str, what: str = "prompt dataset") -> 
     return value
 
 
+def config_data_files(
+    ref: HubRef, config: str, built: dict[str, Any], what: str = "prompt dataset"
+) -> dict[str, tuple[int, str]]:
+    """{path: (size, sha256)} of the files in `data/<config>/` at `ref.commit`, hidden ones left out.
+
+    Each file is fetched into the Hugging Face cache and hashed here: `datasets` reads a Hub
+    dataset's data files through that same cache (`hf_hub_download`), so the bytes checked
+    against build_manifest.json (`built`) are the bytes then loaded, for plain git blobs and LFS
+    files alike, at no second download. The folder is listed at the commit, so a file the
+    manifest does not name is seen; offline (`HF_HUB_OFFLINE`) nothing can be listed, and the
+    files the manifest names are checked from the cache.
+    """
+    from huggingface_hub import HfApi, constants
+    from huggingface_hub.errors import EntryNotFoundError
+    from huggingface_hub.hf_api import RepoFile
+
+    from ..core.files import sha256_file
+    from .folder import manifest_data_files
+
+    prefix = f"data/{config}/"
+    if constants.HF_HUB_OFFLINE:
+        listed = [p for p in manifest_data_files(built, Path(ref.label) / BUILD_MANIFEST) if p.startswith(prefix)]
+    else:
+        try:
+            tree = HfApi().list_repo_tree(
+                ref.repo_id, path_in_repo=prefix.rstrip("/"), recursive=True, revision=ref.commit, repo_type=REPO_TYPE
+            )
+            listed = [entry.path for entry in tree if isinstance(entry, RepoFile)]
+        except EntryNotFoundError:  # the commit has no such folder: the manifest check names the missing files
+            listed = []
+        except Exception as exc:  # auth, 5xx, network: never a silent "no files"
+            raise ProbeError(f"cannot list {prefix} of {what} {ref.label}: {_cause(exc)}") from None
+    found: dict[str, tuple[int, str]] = {}
+    for name in sorted(listed):
+        if any(part.startswith(".") for part in name[len(prefix) :].split("/")):
+            continue
+        path = download(ref, name, what)
+        if path is not None:
+            found[name] = (path.stat().st_size, sha256_file(path))
+    return found
+
+
 def read_build_manifest(ref: HubRef, what: str = "prompt dataset") -> dict[str, Any] | None:
     """build_manifest.json at the commit (None: the dataset has none, so it declares no protocol)."""
     return read_json_file(ref, BUILD_MANIFEST, what)
