@@ -43,6 +43,7 @@ TASK_COLUMNS = {"choice": ("choices", "choice_labels"), "number": ("number_min",
 #: what a config without rows is called in every message
 EMPTY_CONFIG = "the config is empty (0 rows)"
 
+
 def item_features(extra: dict) -> Features:
     """The item contract followed by a probe's own metadata columns."""
     clash = set(extra) & set(ITEM_FEATURES)
