@@ -6,33 +6,27 @@ commands holds their flags and bodies. The commands are registered here, in the 
 `probes --help` lists them.
 
 The plugins named in `PROBES_PLUGINS` are imported first, so their backends and probes are in
-every command's `--help`; one that cannot be imported is one line, exit code 2.
+every command's `--help`; one that fails in any way is one scrubbed line, exit code 2
+(`shared.load_plugins_or_exit`).
 """
 
 from __future__ import annotations
 
-import sys
+from .shared import load_plugins_or_exit
 
-from promptgen.core.errors import ProbeError
-from promptgen.core.plugins import load_plugins
+load_plugins_or_exit()  # before the commands exist: their `--help` lists the plugins' backends and probes
 
-try:
-    load_plugins()
-except ProbeError as _exc:
-    sys.stderr.write(f"error: {_exc}\n")
-    raise SystemExit(2) from None
-
-from .analyze import analyze_cmd
-from .build import build, lint, list_recipes_cmd
-from .demo import demo_cmd
-from .derive import curate_pairs_cmd, rewrite_cmd
-from .export import export_cmd
-from .importer import import_cmd
-from .plan import plan_cmd
-from .publish import publish_cmd
-from .run import run
-from .shared import _ENGINE_THREADS, _warn, app, entry, err, main, one_line_errors, out
-from .sweep import sweep_cmd
+from .analyze import analyze_cmd  # noqa: E402
+from .build import build, lint, list_recipes_cmd  # noqa: E402
+from .demo import demo_cmd  # noqa: E402
+from .derive import curate_pairs_cmd, rewrite_cmd  # noqa: E402
+from .export import export_cmd  # noqa: E402
+from .importer import import_cmd  # noqa: E402
+from .plan import plan_cmd  # noqa: E402
+from .publish import publish_cmd  # noqa: E402
+from .run import run  # noqa: E402
+from .shared import _ENGINE_THREADS, _warn, app, entry, err, main, one_line_errors, out  # noqa: E402
+from .sweep import sweep_cmd  # noqa: E402
 
 COMMANDS = (
     ("build", build),

@@ -58,6 +58,24 @@ def _fail(exc: Exception) -> NoReturn:
     raise typer.Exit(code=getattr(exc, "exit_code", 1))
 
 
+def load_plugins_or_exit() -> None:
+    """Import the `PROBES_PLUGINS` modules; one that fails is one scrubbed line on stderr, exit code 2.
+
+    Called when `probes.cli` is imported, before the commands are built (their `--help` lists the
+    plugins' backends and probes), so outside `entry`: this is that boundary for plugins. Any
+    exception a plugin raises is one line (`promptgen.core.plugins.load_plugins`); one of another
+    kind here is a bug of ours, still one scrubbed line, never a traceback holding the environment.
+    """
+    from promptgen.core.plugins import load_plugins
+
+    try:
+        load_plugins()
+    except Exception as exc:
+        text = str(exc) if isinstance(exc, ProbeError) else f"PROBES_PLUGINS: {type(exc).__name__}: {exc}"
+        err.print(f"error: {' '.join(text.split())}", highlight=False, markup=False, soft_wrap=True)
+        raise SystemExit(2) from None
+
+
 def one_line_errors(command: F) -> F:
     """Every command's error boundary: a `ProbeError` (bad input) is one line and exit 1 (`_fail`).
 

@@ -7,14 +7,18 @@ read: text files line by line, JSON files value by value (and key by key, named 
 and every string (also nested: lists, structs) of every parquet column, named by row id.
 
 What counts as a leak (`promptgen.core.secrets.PUBLISH_LEAK_PATTERNS` and the literals below):
-a Hugging Face token (user `hf_...` or organisation `api_org_...`), a home-folder path
-(`/home/<user>`, `/Users/<user>`, `/root`, `~/`, `C:\\Users\\`), an absolute path under a data
-folder (`/tmp`, `/mnt`, `/scratch`, `/workspace`, ...) or under any other top-level folder of
-this machine, the known token values (HF_TOKEN, the saved login), the current user's home
-folder and the absolute path of the folder being published. Prompt text is plain words, so the
-patterns are anchored on what only credentials and paths look like. Text is matched with
-zero-width characters removed (a token split by one reads the same to a person), and tokens
-are also looked for across line breaks (a token wrapped over two lines of a card).
+a Hugging Face token (user `hf_...` or organisation `api_org_...`), an OpenAI-style key (`sk-...`),
+whatever the publishing shell holds, a home-folder path (`/home*/<user>`, `/Users/<user>`,
+`/root`, `~/`, `C:\\Users\\`), an absolute path under a data folder (`/tmp`, `/mnt`, `/scratch`,
+`/workspace`, ...) or under any other top-level folder of this machine (also glued after a doubled
+slash: `models/private//tmp/x`), a `file:` URL, a network share (`//host/share`), the known secret
+values (HF_TOKEN, OPENAI_API_KEY, the saved login; each named by where it is held), the current
+user's home folder and the absolute path of the folder being published. Prompt text is plain
+words, so the patterns are anchored on what only credentials and paths look like. Text is matched
+with invisible characters removed (a token split by one reads the same to a person), and
+credentials are also looked for across line breaks (a token wrapped over two lines of a card).
+Names and metadata (every JSON file, the card, the parquet columns naming a model or run) may not
+hold a bidirectional control either: `org/\u202eevil` displays as `org/live`.
 
 Parquet columns are matched with Arrow compute (RE2, vectorised, batch by batch): a result or
 prompt folder can hold millions of rows. Python only looks at the rows that matched, to name
@@ -36,19 +40,31 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from promptgen.core.secrets import INVISIBLE_RE, PATH_REST, PATH_START, PUBLISH_LEAK_PATTERNS, known_secrets
+from promptgen.core.secrets import (
+    BIDI_CONTROLS_RE,
+    INVISIBLE_RE,
+    PATH_REST,
+    PATH_START,
+    PUBLISH_LEAK_PATTERNS,
+    SECRET_KINDS,
+    named_secrets,
+)
 
 #: rows read at a time from a parquet file (bounded memory on large result parts)
 BATCH_ROWS = 65_536
 #: a literal shorter than this (e.g. a home folder `/a`) is not searched: it would match ordinary text
 _MIN_LITERAL = 4
-#: the pattern also looked for with line breaks (and the indentation after them) removed
-_TOKEN = "a Hugging Face token"
+#: line breaks (and the indentation after them), removed to find a credential wrapped over lines
 _LINE_BREAK_RE = r"\r?\n[ \t]*"
 #: top-level folders every Unix machine has: a path under them names no person or project
 _SYSTEM_ROOTS = frozenset(
     ("bin", "boot", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "run", "sbin", "sys", "usr", "snap")
 )
+#: what is refused in names only (every JSON and text file, and the parquet columns of `NAME_COLUMNS`): prompt
+#: text in a right-to-left script may carry directional marks, a model's or a run's name may not
+NAME_PATTERNS = {"a bidirectional control character": BIDI_CONTROLS_RE}
+#: the parquet columns that name a model or a run (`runners.results.RESULT_SCHEMA`'s key and load fields)
+NAME_COLUMNS = frozenset(("model", "model_revision", "backend", "dtype", "device", "scoring"))
 
 
 def machine_roots() -> list[str]:
@@ -74,7 +90,7 @@ class Needles:
     @classmethod
     def for_folder(cls, root: Path) -> Needles:
         """The leak patterns plus this machine's secrets, home folder and the folder's own path."""
-        literals = {secret: "a known Hugging Face token" for secret in known_secrets()}
+        literals = dict(named_secrets())  # each named by where it is held: "a secret held in $OPENAI_API_KEY"
         literals[str(Path.home()).rstrip("/") + "/"] = "the current user's home folder"
         literals[str(Path(root).resolve())] = "the absolute path of the published folder"
         literals = {text: kind for text, kind in literals.items() if len(text) >= _MIN_LITERAL}
@@ -90,28 +106,38 @@ class Needles:
         found = [(kind, re.compile(_re2_escape(text))) for text, kind in self.literals.items()]
         return found + [(kind, re.compile(pattern)) for kind, pattern in self.patterns.items()]
 
-    def find(self, text: str) -> str | None:
+    @property
+    def _secrets(self) -> list[tuple[str, str]]:
+        """(kind, pattern) of the credentials among the patterns: also looked for across line breaks."""
+        return [(kind, self.patterns[kind]) for kind in SECRET_KINDS if kind in self.patterns]
+
+    def find(self, text: str, *, name: bool = False) -> str | None:
         """The kind of the first leak in `text` (None when clean); used on the few matched values.
 
-        Zero-width characters are removed first; a token is also looked for across line breaks.
+        Invisible characters are removed first; a credential is also looked for across line breaks.
+        `name`: `text` is a name or metadata, where a bidirectional control is refused too.
         """
-        text = re.sub(INVISIBLE_RE, "", text)
+        raw, text = text, re.sub(INVISIBLE_RE, "", text)
         for kind, regex in self._compiled:
             if regex.search(text):
                 return kind
-        if _TOKEN in self.patterns and re.search(self.patterns[_TOKEN], re.sub(_LINE_BREAK_RE, "", text)):
-            return f"{_TOKEN} split across lines"
+        joined = re.sub(_LINE_BREAK_RE, "", text)
+        for kind, pattern in self._secrets:
+            if re.search(pattern, joined):
+                return f"{kind} split across lines"
+        for kind, pattern in NAME_PATTERNS.items() if name else ():
+            if re.search(pattern, raw):
+                return kind
         return None
 
     def split_token(self, lines: list[str]) -> str | None:
-        """A token that starts on `lines[0]` and runs on into the lines after it (their indentation dropped)."""
-        if _TOKEN not in self.patterns:
-            return None
+        """A credential that starts on `lines[0]` and runs on into the lines after it (their indentation dropped)."""
         first = re.sub(INVISIBLE_RE, "", lines[0])
         rest = "".join(re.sub(INVISIBLE_RE, "", line).lstrip(" \t") for line in lines[1:])
-        found = re.search(self.patterns[_TOKEN], first + rest)
-        if found and found.start() < len(first) < found.end():
-            return f"{_TOKEN} split across lines"
+        for kind, pattern in self._secrets:
+            found = re.search(pattern, first + rest)
+            if found and found.start() < len(first) < found.end():
+                return f"{kind} split across lines"
         return None
 
     @cached_property
@@ -120,13 +146,15 @@ class Needles:
         parts = [f"(?:{pattern})" for pattern in self.patterns.values()]
         return "|".join(parts + [_re2_escape(text) for text in self.literals])
 
-    def mask(self, values: pa.Array) -> pa.Array:
+    def mask(self, values: pa.Array, *, name: bool = False) -> pa.Array:
         """Boolean array: which strings of `values` hold a leak as `find` sees them (vectorised, no Python per row)."""
         visible = pc.replace_substring_regex(values, INVISIBLE_RE, "")
         hit = pc.match_substring_regex(visible, self.combined)
-        if _TOKEN in self.patterns:
+        if self._secrets:
             joined = pc.replace_substring_regex(visible, _LINE_BREAK_RE, "")
-            hit = pc.or_(hit, pc.match_substring_regex(joined, self.patterns[_TOKEN]))
+            hit = pc.or_(hit, pc.match_substring_regex(joined, "|".join(f"(?:{p})" for _, p in self._secrets)))
+        if name:
+            hit = pc.or_(hit, pc.match_substring_regex(values, "|".join(NAME_PATTERNS.values())))
         return pc.fill_null(hit, False)
 
 
@@ -158,7 +186,7 @@ def scan_text(path: Path, rel: str, needles: Needles) -> list[str]:
     lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     problems = []
     for number, line in enumerate(lines, start=1):
-        kind = needles.find(line) or needles.split_token(lines[number - 1 : number + 3])
+        kind = needles.find(line, name=True) or needles.split_token(lines[number - 1 : number + 3])
         if kind:
             problems.append(f"{rel} line {number}: {kind}")
     return problems
@@ -172,7 +200,7 @@ def scan_json(path: Path, rel: str, needles: Needles) -> list[str]:
         return scan_text(path, rel, needles)  # not JSON after all: still not published unread
     problems = []
     for where, text in _json_strings(data, "$"):
-        kind = needles.find(text)
+        kind = needles.find(text, name=True)
         if kind:
             problems.append(f"{rel} {where}: {kind}")
     return problems
@@ -208,8 +236,9 @@ def scan_parquet(path: Path, rel: str, needles: Needles, *, id_column: str = "id
     for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=read):
         ids = batch.column(id_column) if id_column in batch.schema.names else None
         for name in columns:
+            names = name in NAME_COLUMNS
             for field, values, rows in _string_leaves(batch.column(name), name):
-                hit = pc.indices_nonzero(needles.mask(values)).to_numpy()
+                hit = pc.indices_nonzero(needles.mask(values, name=names)).to_numpy()
                 if not len(hit):
                     continue
                 row_numbers = np.unique(hit if rows is None else rows[hit])
@@ -219,7 +248,7 @@ def scan_parquet(path: Path, rel: str, needles: Needles, *, id_column: str = "id
                     value = values[int(hit[0])].as_py()
                     first[field] = (
                         ids[row].as_py() if ids is not None else f"#{row}",
-                        needles.find(value) or "a token or a home-folder path",
+                        needles.find(value, name=names) or "a token or a home-folder path",
                     )
     return [
         f"{rel} row id {row_id!r} column {field!r}: {kind}"

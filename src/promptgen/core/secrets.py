@@ -19,6 +19,9 @@ What is masked, and why:
 - the value of an `Authorization` header and the credential after `Bearer` (any shape);
 - `token=`/`token:` followed by a credential-looking value.
 
+Invisible characters (zero-width ones, directional controls) are dropped from printed text first: one
+inside a token would leave its tail unmasked while a person reads the token whole.
+
 The saved tokens are read from huggingface_hub's files, not with `huggingface_hub.get_token()`:
 that call may exchange an OIDC token or refresh an OAuth token over the network, and a
 scrubber runs inside error handling and log filters, where it must never make a request.
@@ -50,8 +53,9 @@ HF_TOKEN_RE = re.compile(r"\bhf_[A-Za-z0-9]{8,}")
 #: what must never be published, by kind: written so that Python's `re` and Arrow's RE2
 #: (`pyarrow.compute.match_substring_regex`, no look-around) read them alike. A home path names
 #: a person and a machine; `~/` and the Windows form are the same leak spelled otherwise.
-#: not inside a URL or a longer path: `https://x.org/home/...` is fine
-PATH_START = r"""(?:^|[^A-Za-z0-9_.:/~-])"""
+#: not inside a URL or a longer path: `https://x.org/home/...` is fine; but a path glued after a doubled slash
+#: (`models/private//tmp/x`, a server's `parent`) starts there all the same
+PATH_START = r"""(?:^|[^A-Za-z0-9_.:/~-]|[^:/]/)"""
 #: after a top-level folder's name: one more path segment
 PATH_REST = r""")/[^/\s"']+"""
 #: top-level folders where machines keep data outside home folders (shared clusters, containers,
@@ -90,14 +94,32 @@ PUBLISH_LEAK_PATTERNS: dict[str, str] = {
     # a whole token only: the 8+ form that scrubbing masks would refuse a card naming `hf_transfer`;
     # user tokens (`hf_`) and organisation API tokens (`api_org_`), the shapes huggingface_hub knows
     "a Hugging Face token": r"\b(?:hf_|api_org_)[A-Za-z0-9]{30,}",
+    # a model server's key (`sk-`, `sk-proj-`, ...), whoever's it is: 20+ so that `sk-learn` is a word
+    "an OpenAI-style API key": r"\bsk-[A-Za-z0-9_-]{20,}",
+    # `/home2/`, `/homes/`: clusters spread home folders over several roots
     "a home-folder path": (
-        PATH_START + r"""(?:/home/[^/\s"']+|/Users/[^/\s"']+|/root(?:$|[/\s"'])|~/|[A-Za-z]:[\\/]Users[\\/])"""
+        PATH_START
+        + r"""(?:/home[A-Za-z0-9_-]*/[^/\s"']+|/Users/[^/\s"']+|/root(?:$|[/\s"'])|~/|[A-Za-z]:[\\/]Users[\\/])"""
     ),
     "an absolute local path": PATH_START + "/(?:" + "|".join(DATA_ROOTS) + PATH_REST,
+    # a path in URL form (a served model's `root`): `file:///srv/x`, `file://host/share/x`
+    "a file:// URL": r"(?i)\bfile:/",
+    # a Windows share, `//host/share` or `\\host\share` (a host without dots: `//cdn.example.org/x` is a link)
+    "a network share path": PATH_START + r"""(?://[A-Za-z0-9_$-]+/[^/\s"']|\\\\[A-Za-z0-9_$-]+\\[^\\\s"'])""",
 }
-#: characters that hide a token from a plain search but not from a reader: zero-width spaces and
-#: joiners, the word joiner, the byte order mark and the soft hyphen (removed before matching)
-INVISIBLE_RE = "[\u00ad\u200b\u200c\u200d\u2060\ufeff]"
+#: the kinds of `PUBLISH_LEAK_PATTERNS` that are credentials (also looked for across line breaks)
+SECRET_KINDS: tuple[str, ...] = ("a Hugging Face token", "an OpenAI-style API key")
+#: characters that hide a token from a plain search but not from a reader (removed before matching): the
+#: soft hyphen, the combining grapheme joiner, zero-width spaces, joiners and marks, the word joiner and
+#: invisible operators, the bidirectional controls, Mongolian and Khmer invisibles, Hangul fillers,
+#: variation selectors and the byte order mark
+INVISIBLE_RE = (
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u2064\u2066-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0]"
+)
+#: bidirectional controls (embeddings, overrides, isolates, the directional marks): in a name they make it
+#: display as another (`org/\u202eevil` reads `org/live`, Trojan Source); refused in names and metadata
+BIDI_CONTROLS_RE = "[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
 
 #: the value of an Authorization header, as a raw header line, a dict repr or JSON (`'authorization': '...'`)
 _AUTH_HEADER_RE = re.compile(
@@ -118,9 +140,21 @@ def known_secrets() -> tuple[str, ...]:
     Read on every call (cheaply: the saved files are re-read only when they change), so a token
     set or saved after start-up is masked too.
     """
-    found = [os.environ.get(name, "").strip() for name in (*TOKEN_ENV_VARS, *_WATCHED_ENV_VARS)]
-    found += _saved_tokens(*_saved_token_stamp())
-    return tuple(dict.fromkeys(s for s in found if len(s) >= _MIN_SECRET_LEN))
+    return tuple(named_secrets())
+
+
+def named_secrets() -> dict[str, str]:
+    """Each known secret (`known_secrets`, in that order) -> what it is, for a line that names it unshown."""
+    named: dict[str, str] = {}
+    for name in (*TOKEN_ENV_VARS, *_WATCHED_ENV_VARS):
+        value = os.environ.get(name, "").strip()
+        kind = f"a Hugging Face token held in ${name}" if name in TOKEN_ENV_VARS else f"a secret held in ${name}"
+        if len(value) >= _MIN_SECRET_LEN:
+            named.setdefault(value, kind)
+    for value in _saved_tokens(*_saved_token_stamp()):
+        if len(value) >= _MIN_SECRET_LEN:
+            named.setdefault(value, "a Hugging Face token saved at login")
+    return named
 
 
 def watch_secret_env(name: str) -> None:
@@ -175,8 +209,13 @@ def _saved_tokens(*stamp: tuple[str, int]) -> tuple[str, ...]:
 
 
 def scrub(text: str, secrets: Iterable[str | None] | None = None) -> str:
-    """`text` with every secret masked: the given ones (default: `known_secrets()`) and token-shaped text."""
+    """`text` with every secret masked: the given ones (default: `known_secrets()`) and token-shaped text.
+
+    Invisible characters (`INVISIBLE_RE`: zero-width ones, directional controls) are dropped first: one
+    inside a token would hide its tail from the masks while a person reads the token whole.
+    """
     values = known_secrets() if secrets is None else secrets
+    text = re.sub(INVISIBLE_RE, "", text)
     for secret in sorted({s for s in values if s and len(s) >= _MIN_SECRET_LEN}, key=len, reverse=True):
         text = text.replace(secret, MASK)
     text = HF_TOKEN_RE.sub(f"hf_{MASK}", text)

@@ -43,6 +43,7 @@ from pathlib import Path
 
 from promptgen.core.errors import ProbeError
 from promptgen.core.files import atomic_write_text, sha256_file
+from promptgen.core.secrets import BIDI_CONTROLS_RE
 from promptgen.hub.read import is_path_like
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
@@ -261,9 +262,21 @@ def default_model_name(model: str, *, local: bool) -> str:
 
 
 def check_model_name(name: str) -> str:
-    """`--model-name`: printable, one line, not a path of this machine."""
+    """`--model-name`: printable, one line, not a path of this machine, displayed as it is (`refuse_spoofed_name`)."""
     if not name or not name.strip() or any(c in name for c in "\n\r\t\0"):
         raise ProbeError(f"--model-name must be one non-empty line, got {name!r}")
+    refuse_spoofed_name(name, "--model-name")
     if Path(name).is_absolute() or name.startswith("~"):
         raise ProbeError(f"--model-name {name!r} is a local path; give a portable name such as ORG/MODEL")
     return name.strip()
+
+
+def refuse_spoofed_name(name: str, flag: str) -> None:
+    """One line when `name` holds a bidirectional control: `org/\u202eevil` displays as `org/live` (Trojan Source),
+    and a model's name is in every row, manifest and card, where it would pass for another model's results."""
+    found = re.search(BIDI_CONTROLS_RE, name)
+    if found:
+        raise ProbeError(
+            f"{flag} {name!r} holds a bidirectional control character (U+{ord(found.group()):04X}), which makes it "
+            "display as another name; give the name without it"
+        )

@@ -156,3 +156,11 @@ def test_a_model_servers_key_is_masked_like_a_hub_token(monkeypatch):
     secrets.watch_secret_env("LAB_SERVER_KEY")
     assert secrets.scrub(text) == "401 for ***; ***; other sk-***"
     assert secrets.scrub("risk-free sk-short") == "risk-free sk-short"  # words and short ids stay
+
+
+def test_a_secret_split_by_invisible_characters_is_masked_whole():
+    """A zero-width space or a directional mark inside a token hid its tail from the scrubber: printed, it read as
+    the whole token to a person (and the terminal showed no gap)."""
+    token, key = "hf_" + "Xy7" * 11, "sk-proj-" + "Qq4_" * 8
+    text = f"echo {token[:8]}\u200b{token[8:]} and {key[:12]}\u200e{key[12:]}; plain \u2066words\u2069"
+    assert secrets.scrub(text, []) == "echo hf_*** and sk-***; plain words"

@@ -216,3 +216,24 @@ def test_a_gguf_file_is_keyed_by_its_own_bytes_and_checked_after_loading(tmp_pat
     (elsewhere / "x.gguf").write_bytes(b"gguf")
     with pytest.raises(ProbeError, match=r"--gguf-file \.\./g1/x\.gguf is a path: .*--model .*g1 --gguf-file x\.gguf"):
         model_identity.locate(str(tmp_path / "hub"), gguf_file="../g1/x.gguf", cache=cache)
+
+
+@pytest.mark.parametrize(
+    ("model", "model_name", "flag"),
+    [
+        ("org/\u202eevil", None, "--model"),
+        ("org/m", "org/\u2066evil\u2069", "--model-name"),
+        ("org/\u200fm", None, "--model"),
+    ],
+)
+def test_a_model_name_with_bidirectional_controls_is_refused(model: str, model_name: str | None, flag: str) -> None:
+    """`org/\u202eevil` displays as `org/live`: stored in every row, it would spoof another model's results."""
+    from promptgen.core.errors import ProbeError
+    from runners.session import model_name_for
+
+    with pytest.raises(ProbeError) as caught:
+        model_name_for(model, model_name)
+    line = str(caught.value)
+    assert line.startswith(f"{flag} ") and "bidirectional control character" in line and "\n" not in line
+    assert not any(c in line for c in "\u202e\u2066\u2069\u200f")  # named by code point, not printed
+    assert model_name_for("org/m", None) == "org/m" and model_name_for("x", "org/m") == "org/m"

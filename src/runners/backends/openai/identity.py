@@ -17,13 +17,18 @@ digest of everything that names it and does not change between two reads of an u
 request itself (`ModelCard.created` defaults to `time.time()`), so keying on it would make every
 run a new model and no run could resume. Hosted APIs report a fixed creation date there; it is
 in the manifest either way. Whatever the server reports, it can swap the model behind a name
-without notice: the result card says so (`cards/results.md.j2`), and a digest cannot catch it.
+without notice, and a digest cannot catch it. What can be checked is: during a run, every answer's
+fingerprint (one appearing or disappearing included) and the model it names (`backend._same_server`);
+when a run resumes, one done item scored again must give the probabilities stored for it
+(`runners.served_recheck`). Weights changed where neither looks (between two finished runs into
+different folders, or to the same numbers) stay unseen: the result card says so (`cards/results.md.j2`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,9 +38,13 @@ CARD_FIELDS = ("id", "root", "parent", "owned_by", "max_model_len")
 
 def portable_root(root: Any) -> Any:
     """A name as it may be published: a server-side path (a root, or a model served by its path) is cut to its
-    last folder (it names a machine)."""
-    if isinstance(root, str) and (root.startswith(("/", "~")) or (len(root) > 2 and root[1:3] in (":\\", ":/"))):
-        return f"{root.replace(chr(92), '/').rstrip('/').rsplit('/', 1)[-1]} (a folder on the server)"
+    last folder (it names a machine). A path also hides in a `file:` URL, a share (`//host/x`, `\\\\host\\x`)
+    and after a prefix glued to it with a doubled slash (`models/private//tmp/x`)."""
+    if not isinstance(root, str):
+        return root
+    path = re.sub(r"(?i)^file:", "/", root).replace(chr(92), "/")
+    if path.startswith(("/", "~")) or re.match(r"[A-Za-z]:/", path) or re.search(r"[^:/]//", path):
+        return f"{path.rstrip('/').rsplit('/', 1)[-1]} (a folder on the server)"
     return root
 
 
