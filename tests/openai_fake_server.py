@@ -5,7 +5,16 @@ It speaks vLLM's JSON (`/v1/models`, `/v1/completions` with token-id prompts, `p
 known function of the prompt (`fake_logprob`), so a test can compute every expected number
 itself. Before answering a POST it plays the next step of its script: `"429"` and `"500"`
 answer that status (the 500 echoes the request's Authorization header back, as a leaky proxy
-would), `"drop"` closes the connection without an answer, `"hang"` never answers.
+would), `"drop"` closes the connection without an answer, `"hang"` never answers. `"nan"`, `"inf"`
+and `"positive"` answer every log-probability of the answer as NaN, +inf or +3.0 (`BROKEN_LOGPROBS`);
+`"list-entry"`, `"null-logprob"`, `"string-choices"` and `"array-body"` answer a malformed shape
+(`malformed`). `models_answer`, when set, is the JSON `/v1/models` answers instead of its list.
+
+What it serves can be changed between requests, as a redeployment would: `fingerprint` (the
+answers' `system_fingerprint`; None: none), `answer_model` (the `model` its answers name; None:
+the one asked), `logprob_scale` (every log-probability multiplied by it: other weights behind the
+same name and fingerprint). `also_serves` lists more names for the same checkpoint (vLLM's
+`--served-model-name a b`, which answers every request with the first name).
 """
 
 from __future__ import annotations
@@ -20,6 +29,9 @@ from typing import Any
 
 MODEL = "fake-model"
 
+#: `FakeServer.fingerprint` left alone: the answers carry `completion`'s own
+AS_SCRIPTED = object()
+
 
 def fake_logprob(prefix: Sequence[int], token: int) -> float:
     """log P(token | prefix) of the fake model: any fixed function will do; this one depends on both."""
@@ -29,10 +41,22 @@ def fake_logprob(prefix: Sequence[int], token: int) -> float:
 class FakeServer:
     """Serves one model on 127.0.0.1 (a free port) until `close`; records every POST it received."""
 
-    def __init__(self, script: Sequence[str | None] = (), *, owned_by: str = "vllm", model: str = MODEL) -> None:
+    def __init__(
+        self,
+        script: Sequence[str | None] = (),
+        *,
+        owned_by: str = "vllm",
+        model: str = MODEL,
+        also_serves: Sequence[str] = (),
+    ) -> None:
         self.script = list(script)
         self.model = model
         self.owned_by = owned_by
+        self.also_serves = list(also_serves)
+        self.fingerprint: Any = AS_SCRIPTED
+        self.answer_model: str | None = None
+        self.logprob_scale = 1.0
+        self.models_answer: Any = None
         self.posts: list[dict[str, Any]] = []
         self.auth: list[str] = []
         self.lock = threading.Lock()
@@ -56,7 +80,9 @@ class FakeServer:
                 self.wfile.write(data)
 
             def do_GET(self) -> None:
-                if self.path.rstrip("/").endswith("/models"):
+                if server.models_answer is not None:
+                    self._send(200, server.models_answer)
+                elif self.path.rstrip("/").endswith("/models"):
                     card = {
                         "id": server.model,
                         "object": "model",
@@ -64,7 +90,8 @@ class FakeServer:
                         "owned_by": server.owned_by,
                     }
                     card.update(root="/srv/models/fake-model", max_model_len=2048)
-                    self._send(200, {"object": "list", "data": [card]})
+                    cards = [card, *({**card, "id": name} for name in server.also_serves)]
+                    self._send(200, {"object": "list", "data": cards})
                 else:
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
 
@@ -85,17 +112,36 @@ class FakeServer:
                 elif step == "hang":
                     server._stop.wait(60)
                     self.close_connection = True
+                elif step in BROKEN_LOGPROBS or step in MALFORMED:
+                    self._send(200, malformed(server.as_served(completion(body, server.owned_by)), step))
                 elif self.path.endswith("/chat/completions"):
                     message = {"role": "assistant", "content": "I pass 7 dollars."}
-                    self._send(200, {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]})
+                    choices = [{"index": 0, "message": message, "finish_reason": "stop"}]
+                    self._send(200, server.as_served({"model": body.get("model"), "choices": choices}))
                 else:
-                    self._send(200, completion(body, server.owned_by))
+                    self._send(200, server.as_served(completion(body, server.owned_by)))
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
+
+    def as_served(self, answer: dict[str, Any]) -> dict[str, Any]:
+        """`answer` as the deployment serves it now (`fingerprint`, `answer_model`, `logprob_scale`)."""
+        if self.fingerprint is not AS_SCRIPTED:
+            answer["system_fingerprint"] = self.fingerprint
+        if self.answer_model is not None:
+            answer["model"] = self.answer_model
+        if self.logprob_scale != 1.0:
+            for choice in answer.get("choices") or ():
+                for entry in choice.get("prompt_logprobs") or ():
+                    for value in (entry or {}).values():
+                        value["logprob"] *= self.logprob_scale
+                for top in (choice.get("logprobs") or {}).get("top_logprobs") or ():
+                    for key in top:
+                        top[key] *= self.logprob_scale
+        return answer
 
     def close(self) -> None:
         self._stop.set()
@@ -137,3 +183,33 @@ def completion(body: dict[str, Any], owned_by: str) -> dict[str, Any]:
         "choices": choices,
         "system_fingerprint": f"{owned_by}-fake",
     }
+
+
+#: script steps that answer every log-probability of a completion as this number
+BROKEN_LOGPROBS = {"nan": float("nan"), "inf": float("inf"), "positive": 3.0}
+#: script steps that answer a completion of a malformed shape
+MALFORMED = ("list-entry", "null-logprob", "string-choices", "array-body")
+
+
+def malformed(answer: dict[str, Any], step: str) -> Any:
+    """`answer` broken as the script step `step` says (`BROKEN_LOGPROBS`, `MALFORMED`)."""
+    if step == "array-body":
+        return [answer]
+    if step == "string-choices":
+        return {**answer, "choices": [str(c.get("text")) for c in answer["choices"]]}
+    for choice in answer["choices"]:
+        entries = choice.get("prompt_logprobs") or []
+        for pos, entry in enumerate(entries):
+            if entry is None:
+                continue
+            if step == "list-entry":
+                entries[pos] = list(entry.values())
+            for value in entry.values():
+                if step == "null-logprob":
+                    value["logprob"] = None
+                elif step in BROKEN_LOGPROBS:
+                    value["logprob"] = BROKEN_LOGPROBS[step]
+        for top in (choice.get("logprobs") or {}).get("top_logprobs") or ():
+            for key in top:
+                top[key] = None if step == "null-logprob" else BROKEN_LOGPROBS.get(step, top[key])
+    return answer

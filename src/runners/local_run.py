@@ -3,7 +3,8 @@
 1. The prompt config is loaded with `datasets` (a local Hub-ready folder or a Hub repo id)
    and checked against the item contract before anything is written.
 2. `runners.session` selects the shard's items and those still to score under the
-   `ResultKey` (same id and same prompt hash are done).
+   `ResultKey` (same id and same prompt hash are done). A served model resumed scores one
+   done item again first (`runners.served_recheck`): other weights behind its name are refused.
 3. The rest is scored `batch_size` items at a time by `runners.rows.run_items`; the session
    flushes rows as an atomically written part every `flush_every` rows and at the end. A
    killed run loses at most the rows since its last flush; rerunning the same command resumes.
@@ -25,6 +26,7 @@ from runners.prompts import PromptConfig, check_chat_form, check_chat_template, 
 from runners.request import RunRequest
 from runners.rows import scored_batches
 from runners.scoring.settings import ScoringSettings
+from runners.served_recheck import check_served_unchanged
 from runners.session import RunSummary, Session, model_name_for, result_key
 
 __all__ = ["RunRequest", "RunSummary", "run_config"]
@@ -85,6 +87,10 @@ def run_config(
         started=started,
         name_given=request.model_name is not None,
         rescore_changed=request.rescore_changed,
+    )
+    # a served model's rows are keyed by what the server says: one done item scored again shows other weights
+    check_served_unchanged(
+        prompts.dataset, session.selected, session.todo, session.folder, backend, tokenizer, chat, settings
     )
     if on_start is not None:
         on_start(len(session.selected), len(session.selected) - len(session.todo))

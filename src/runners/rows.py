@@ -33,6 +33,7 @@ from runners.backends.protocol import (
     ScoreRequest,
     ScoreResult,
 )
+from runners.results.rules import check_rows
 from runners.scoring.distributions import (
     NumberTrie,
     build_number_trie,
@@ -334,7 +335,9 @@ def scored_batches(
                 got = f"{len(results)} results for {len(prepared)} requests"
                 raise RuntimeError(f"backend {backend.name} returned {got}")
             pairs = zip(prepared, results, strict=True)
-            yield batch, [_scored_row(p, result, settings, provenance) for p, result in pairs]
+            rows = [_scored_row(p, result, settings, provenance) for p, result in pairs]
+            check_rows(rows)  # a row breaking the rule (`runners.results.rules`) is never written
+            yield batch, rows
 
 
 def _scored_row(

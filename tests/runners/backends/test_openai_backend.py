@@ -332,3 +332,115 @@ def test_a_model_served_by_its_path_writes_no_path(tmp_path: Path) -> None:
         assert b"/srv/models" not in path.read_bytes(), path
     rows = [r for p in out.rglob("part-*.parquet") for r in pq.read_table(p).to_pylist()]
     assert {r["model"] for r in rows} == {"llm-7b"}
+
+
+@pytest.mark.parametrize(("at_load", "later"), [("fp-A", None), (None, "fp-B")])
+def test_a_fingerprint_that_appears_or_disappears_mid_run_is_refused(at_load, later) -> None:
+    """A server that stops (or starts) naming its fingerprint is no longer known to be the one the key names."""
+    with FakeServer() as server:
+        server.fingerprint = at_load
+        backend = _backend(server)
+        assert backend.fingerprint == at_load
+        backend.score([ScoreRequest((1, 2), ((3,),))])  # unchanged: scored
+        server.fingerprint = later
+        with pytest.raises(ProbeError) as caught:
+            backend.score([ScoreRequest((1, 2), ((3,),))])
+        with pytest.raises(ProbeError, match="system_fingerprint changed during the run"):
+            backend.generate([GenerateRequest((1, 2), max_tokens=5)])
+        backend.close()
+    message = str(caught.value)
+    assert "\n" not in message
+    assert f"system_fingerprint changed during the run ({at_load} -> {later})" in message
+
+
+def test_an_answer_for_another_model_is_refused() -> None:
+    """The `model` of every answer is the served name (or another name of its checkpoint on /v1/models)."""
+    with FakeServer(also_serves=("fake-alias",)) as server:
+        backend = _backend(server)
+        server.answer_model = "other-model"
+        with pytest.raises(ProbeError) as caught:
+            backend.score([ScoreRequest((1, 2), ((3,),))])
+        with pytest.raises(ProbeError, match="answered for another model"):
+            backend.generate([GenerateRequest((1, 2), max_tokens=5)])
+        backend.close()
+        # vLLM serving one checkpoint under two names answers every request with the first: the same model
+        server.answer_model = MODEL
+        alias = openai_backend.load("fake-alias", LoadOptions(backend="openai", base_url=server.url), _resolved())
+        (result,) = alias.score([ScoreRequest((1, 2), ((3,),))])
+        alias.close()
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "the server answered for another model ('other-model', not 'fake-model')" in message
+    np.testing.assert_array_equal(result.continuations[0].token_logprobs, _brute((1, 2), (3,)))
+    with FakeServer() as server:
+        backend = _backend(server, server_api="chat")
+        messages = ({"role": "user", "content": "How much?"},)
+        chat = GenerateRequest((1, 2), max_tokens=5, messages=messages)
+        server.answer_model = "other-model"
+        with pytest.raises(ProbeError, match="answered for another model"):
+            backend.generate([chat])
+        # a hosted alias answers as its dated snapshot, the same in every answer of the run
+        server.answer_model = f"{MODEL}-2024-08-06"
+        backend.generate([chat, chat])
+        server.answer_model = f"{MODEL}-2024-11-20"
+        with pytest.raises(ProbeError, match=r"\('fake-model-2024-11-20', not 'fake-model-2024-08-06' as before\)"):
+            backend.generate([chat])
+        backend.close()
+        backend = _backend(server, server_api="chat")
+        server.answer_model = f"{MODEL}-large"  # a longer name is another model, not a snapshot
+        with pytest.raises(ProbeError, match="answered for another model"):
+            backend.generate([chat])
+        backend.close()
+
+
+def _served_run(server: FakeServer, prompts: Path, out: Path, limit: int):
+    from runners.run import run
+
+    load = LoadOptions(backend="openai", base_url=server.url, tokenizer=str(load_folder()))
+    return run(RunRequest(str(prompts), "items", MODEL, str(out), load=load, chat=False, limit=limit))
+
+
+def _prompts_sent(server: FakeServer, since: int) -> list[tuple[int, ...]]:
+    """The token-id prompts the server was sent from its POST `since` on, the load's one-token probe left out."""
+    return sorted(tuple(p) for body in server.posts[since + 1 :] for p in body["prompt"])
+
+
+def _stored(out: Path) -> dict[str, list[float]]:
+    rows = [r for p in out.rglob("part-*.parquet") for r in pq.read_table(p).to_pylist()]
+    return {r["id"]: r["number_probs"] for r in rows}
+
+
+def test_a_resumed_run_refuses_a_served_model_whose_answers_changed(tmp_path: Path) -> None:
+    """Other weights behind the same name, root and fingerprint: one done item scored again tells."""
+    prompts = write_prompt_folder(tmp_path / "prompts", number_items(4))
+    out = tmp_path / "results"
+    with FakeServer() as server:
+        _served_run(server, prompts, out, limit=2)
+        before = _stored(out)
+        server.logprob_scale = 1.5  # redeployed: the same name, card and fingerprint, other numbers
+        with pytest.raises(ProbeError) as caught:
+            _served_run(server, prompts, out, limit=4)
+    message = str(caught.value)
+    assert "\n" not in message and "answers changed since" in message and "redeployed" in message
+    assert "--out" in message and "'n0'" in message
+    assert _stored(out) == before  # nothing added to the rows of the old weights
+
+
+def test_a_resumed_run_of_an_unchanged_server_rescores_one_done_item_only(tmp_path: Path) -> None:
+    prompts = write_prompt_folder(tmp_path / "prompts", number_items(4))
+    sent = {}
+    with FakeServer() as server:
+        for name, limit in (("first", 1), ("half", 2), ("all", 4)):
+            start = len(server.posts)
+            _served_run(server, prompts, tmp_path / name, limit=limit)
+            sent[name] = _prompts_sent(server, start)
+        start = len(server.posts)
+        summary = _served_run(server, prompts, tmp_path / "half", limit=4)  # resumes: n0, n1 done
+        resumed = _prompts_sent(server, start)
+    assert (summary.skipped, summary.items) == (2, 2)
+    # what a fresh run of four items sends, less the two done, plus the first done item's prompts once more
+    want = list(sent["all"])
+    for prompt in sent["half"]:
+        want.remove(prompt)
+    assert resumed == sorted(want + sent["first"])
+    assert _stored(tmp_path / "half") == _stored(tmp_path / "all")

@@ -24,10 +24,15 @@ What each protocol needs from the server (docs/DESIGN.md section 6, the same rul
 - Numbers the server returns are log-probabilities as float JSON; vLLM writes -inf as -9999.
 - At load, one one-token completion reads the server's `system_fingerprint` (vLLM: its version and
   engine-config hash) for the result key (`identity`); the chat API is not asked (it would bill a turn).
+  Every later answer must be from what the key names (`_same_server`): the same fingerprint (one that
+  appears or disappears is a change too; on the completions API, where it was read), and a `model` that
+  is the served name or another name of its checkpoint. Weights redeployed behind the same name, card and
+  fingerprint are caught when a run resumes (`runners.served_recheck`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from itertools import groupby
 from typing import Any
@@ -45,9 +50,19 @@ from runners.backends.protocol import GenerateRequest, Generation, ScoreRequest,
 from runners.backends.vllm.backend import candidate_groups
 from runners.backends.vllm.bounded import score_bounded
 from runners.backends.vllm.logprobs import Query, assemble, candidate_logprobs, continuation_logprobs, plan_queries
+from runners.results.rules import BadLogprob
 
 #: prompts per scoring request: enough to amortise a round trip, few enough that retrying one is cheap
 PROMPTS_PER_REQUEST = 32
+#: the date a hosted API appends to a model's name in its answers (`gpt-4o-2024-08-06`, `gpt-4-0613`)
+_SNAPSHOT_DATE = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8}|\d{4})")
+
+
+def _answers_as(named: str, served: str) -> bool:
+    """Whether an answer naming `named` is from `served`: the same name, or a dated snapshot of it."""
+    return named == served or (named.startswith(served) and bool(_SNAPSHOT_DATE.fullmatch(named[len(served) :])))
+
+
 #: what a server that cannot score can still run
 GENERATION_ONLY = "--scoring generate (greedy or sampled answers, parsed as in process)"
 
@@ -58,26 +73,44 @@ def prompt_logprob_entries(choice: Mapping[str, Any]) -> list[dict[int, float] |
     if not isinstance(raw, list):
         raise ValueError("the answer has no prompt_logprobs")
     out: list[dict[int, float] | None] = []
-    for entry in raw:
+    for pos, entry in enumerate(raw):
         if entry is None:
             out.append(None)
             continue
-        out.append({int(t): float(v["logprob"] if isinstance(v, Mapping) else v) for t, v in entry.items()})
+        if not isinstance(entry, Mapping):
+            raise ValueError(f"prompt_logprobs at position {pos} is a JSON {_kind(entry)}, not {{token id: logprob}}")
+        where = f"prompt_logprobs at position {pos}"
+        values = {t: v.get("logprob") if isinstance(v, Mapping) else v for t, v in entry.items()}
+        out.append({int(t): _number(v, where) for t, v in values.items()})
     return out
+
+
+def _kind(value: Any) -> str:
+    """The JSON type of `value`, for a message."""
+    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(value), "number"
+    )
+
+
+def _number(value: Any, where: str) -> Any:
+    """`value` if it is a JSON number (checked as a log-probability where read); else ValueError naming `where`."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{where} holds a JSON {_kind(value)} where a log-probability belongs")
+    return value
 
 
 def next_token_entries(choice: Mapping[str, Any]) -> dict[int, float]:
     """{token id: log-probability} after the prompt: the first generated position's `top_logprobs`, keyed
     `token_id:N` (`return_tokens_as_token_ids`)."""
     logprobs = choice.get("logprobs") or {}
-    tops = logprobs.get("top_logprobs") or [None]
-    if not isinstance(tops[0], Mapping):
+    tops = (logprobs.get("top_logprobs") if isinstance(logprobs, Mapping) else None) or [None]
+    if not isinstance(tops, list) or not isinstance(tops[0], Mapping):
         raise ValueError("the answer has no top_logprobs after the prompt")
     out = {}
     for key, value in tops[0].items():
         if not key.startswith("token_id:"):
             raise ValueError(f"top_logprobs are keyed by text ({key!r}), not by token id")
-        out[int(key.removeprefix("token_id:"))] = float(value)
+        out[int(key.removeprefix("token_id:"))] = _number(value, f"top_logprobs after the prompt at {key!r}")
     return out
 
 
@@ -98,9 +131,14 @@ class OpenAIBackend:
         card: Mapping[str, Any],
         tokenizer_revision: str | None = None,
         fingerprint: str | None = None,
+        aliases: Sequence[str] = (),
     ) -> None:
         self.client = client
         self.model_id = model_id
+        #: the names an answer may give its model: the served name and the other names of its checkpoint
+        self.names = frozenset((model_id, *aliases))
+        #: the model the first answer named (every later one must name it too)
+        self.answered_as: str | None = None
         self.card = dict(card)
         self.model_revision, self.identity = served_identity(
             client.url, model_id, card, tokenizer_revision, fingerprint
@@ -125,7 +163,8 @@ class OpenAIBackend:
             "requests": self.client.requests,
             "attempts": self.client.attempts,
             "prompts": self.prompts,
-            "note": "a served model can change behind its name without notice",
+            "note": "a served model can change behind its name without notice; checked: the fingerprint and model "
+            "name of every answer, and one done item scored again at resume",
         }
 
     # scoring
@@ -176,6 +215,11 @@ class OpenAIBackend:
                         q.token_logprobs = continuation_logprobs(entries, q.ids, len(q.ids) - q.start)
                     if group:
                         parts.setdefault(id(q), []).append((k, candidate_logprobs(next_token_entries(choice), group)))
+                except BadLogprob as exc:
+                    raise ProbeError(
+                        f"{self.client.url}: model {self.model_id!r} answered {exc}: the server's numbers are "
+                        "broken (its weights, dtype or a proxy); nothing of this batch was written"
+                    ) from None
                 except ValueError as exc:
                     raise ProbeError(self._cannot_score(str(exc))) from None
         for q in queries:
@@ -206,17 +250,42 @@ class OpenAIBackend:
         if not isinstance(choices, list) or len(choices) != n:
             got = len(choices) if isinstance(choices, list) else "no"
             raise ProbeError(self._cannot_score(f"it answered {got} choices for {n} prompts"))
+        if not all(isinstance(c, Mapping) for c in choices):
+            kind = next(_kind(c) for c in choices if not isinstance(c, Mapping))
+            raise ProbeError(self._cannot_score(f"it answered a choice that is a JSON {kind}, not an object"))
         return sorted(choices, key=lambda c: c.get("index", 0))
 
     def _same_server(self, answer: Mapping[str, Any]) -> None:
-        """Refuse an answer from a server whose fingerprint is not the one the key holds (it changed mid-run)."""
+        """Refuse an answer that is not from what the key names: another fingerprint, or another model.
+
+        The fingerprint is compared on the completions API, where it was read at load: one that appears
+        or disappears is a change like another value (a server restarted with other settings). The chat
+        API's is not keyed, so not compared (hosted APIs vary it between requests). An answer's `model`,
+        when it names one, must be the served name, another name /v1/models lists for the same checkpoint
+        (vLLM answers every request with the first name it serves), or a dated snapshot of it (hosted APIs
+        answer `gpt-4o-2024-08-06` for `gpt-4o`), and the same in every answer of the run.
+        """
         now = answer.get("system_fingerprint")
-        if self.fingerprint is not None and now is not None and now != self.fingerprint:
+        if self.client.settings.api == "completions" and now != self.fingerprint:
             raise ProbeError(
                 f"{self.client.url}: the server's system_fingerprint changed during the run ({self.fingerprint} -> "
                 f"{now}): {self.model_id!r} is no longer what this run's key names. The rows written so far keep "
                 "the old key; rerun to score the rest under the new one"
             )
+        named = answer.get("model")
+        if named is None:
+            return
+        ours = isinstance(named, str) and any(_answers_as(named, n) for n in self.names)
+        if ours and self.answered_as in (None, named):
+            self.answered_as = named
+            return
+        before = " as before" if self.answered_as is not None and ours else ""
+        expected = self.answered_as if before else self.model_id
+        raise ProbeError(
+            f"{self.client.url}: the server answered for another model ({named!r}, not {expected!r}{before}): "
+            f"{self.model_id!r} is no longer what this run's key names (a redeployment or a router?). The rows "
+            "written so far keep their key; check what the server serves at /v1/models and rerun"
+        )
 
     def _cannot_score(self, why: str) -> str:
         return (
@@ -266,8 +335,8 @@ class OpenAIBackend:
 
     def _generation(self, request: GenerateRequest, answer: Mapping[str, Any], chat: bool) -> Generation:
         choices = answer.get("choices") or []
-        if not choices:
-            raise ProbeError(f"{self.client.url}: the server answered no choice for a generation")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+            raise ProbeError(f"{self.client.url}: the server answered no choice object for a generation")
         self._same_server(answer)
         choice = choices[0]
         text = ((choice.get("message") or {}).get("content") if chat else choice.get("text")) or ""
@@ -288,13 +357,27 @@ def load(model: str, options: Any, resolved: Resolved) -> OpenAIBackend:
         if card is None:
             names = ", ".join(str(c.get("id")) for c in listed if isinstance(c, Mapping)) or "none"
             raise ProbeError(f"{client.url} serves no model named {model!r} (it serves: {names}): pass one as --model")
-        fingerprint = None
+        fingerprint, answer = None, None
         if client.settings.api == "completions":  # one token in, one out: what the server says it runs
             token = getattr(resolved.tokenizer, "eos_token_id", None) or 0
             probe = {"model": model, "prompt": [int(token)], "max_tokens": 1, "temperature": 0.0, "n": 1}
-            fingerprint = client.post("/completions", probe).get("system_fingerprint")
+            answer = client.post("/completions", probe)
+            fingerprint = answer.get("system_fingerprint")
+        # the other names of the same checkpoint (vLLM `--served-model-name a b`: one root, answered as `a`)
+        root = card.get("root")
+        aliases = [c.get("id") for c in listed if isinstance(c, Mapping) and root is not None and c.get("root") == root]
     except BaseException:
         client.close()
         raise
     revision = resolved.extra.get("tokenizer_revision")
-    return OpenAIBackend(client, model_id=model, card=card, tokenizer_revision=revision, fingerprint=fingerprint)
+    backend = OpenAIBackend(
+        client,
+        model_id=model,
+        card=card,
+        tokenizer_revision=revision,
+        fingerprint=fingerprint,
+        aliases=[a for a in aliases if isinstance(a, str)],
+    )
+    if answer is not None:
+        backend._same_server(answer)  # the model it answered for, from the first answer on
+    return backend

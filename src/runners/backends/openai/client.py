@@ -19,6 +19,7 @@ extensions of the OpenAI schema, which the client's typed models do not know.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -59,8 +60,8 @@ def check_server_settings(settings: ServerSettings) -> None:
         raise ProbeError("--base-url must not carry credentials: put the key in the variable --api-key-env names")
     if settings.max_concurrency < 1:
         raise ProbeError(f"--max-concurrency must be positive, got {settings.max_concurrency}")
-    if not settings.request_timeout > 0:
-        raise ProbeError(f"--request-timeout must be positive, got {settings.request_timeout}")
+    if not 0 < settings.request_timeout < math.inf:  # inf would overflow the socket's timeout mid-request
+        raise ProbeError(f"--request-timeout must be a positive number of seconds, got {settings.request_timeout}")
     if settings.max_retries < 0:
         raise ProbeError(f"--max-retries must be 0 or more, got {settings.max_retries}")
     if settings.api not in APIS:
@@ -170,6 +171,8 @@ class ServerClient:
             data = response.json()
         except ValueError:
             raise ProbeError(f"{self.url}: {what} answered with something that is not JSON") from None
+        if not isinstance(data, dict):  # every answer of the OpenAI API is an object
+            raise ProbeError(f"{self.url}: {what} answered a JSON {type(data).__name__}, not an object") from None
         with self._lock:
             self.requests += 1
         return data

@@ -31,11 +31,13 @@ from typing import Any
 import numpy as np
 
 from runners.backends.protocol import ContinuationScore, ScoreRequest, ScoreResult
+from runners.results.rules import checked_logprob
 
 
-def _value(entry: Any) -> float:
-    """A vLLM `Logprob` (has `.logprob`) or a plain float."""
-    return float(getattr(entry, "logprob", entry))
+def _value(entry: Any, where: str) -> float:
+    """A vLLM `Logprob` (has `.logprob`) or a plain float, checked to be a log-probability
+    (`runners.results.rules.checked_logprob`: NaN, +inf or a positive number is `BadLogprob` naming `where`)."""
+    return checked_logprob(getattr(entry, "logprob", entry), where)
 
 
 def continuation_logprobs(
@@ -58,7 +60,7 @@ def continuation_logprobs(
         token = prompt_ids[pos]
         if entry is None or token not in entry:
             raise ValueError(f"prompt_logprobs at position {pos} lacks the prompt token {token}")
-        out[k] = _value(entry[token])
+        out[k] = _value(entry[token], f"prompt_logprobs at position {pos} (token {token})")
     return out
 
 
@@ -69,7 +71,8 @@ def candidate_logprobs(sample_logprobs: Mapping[int, Any] | None, candidates: Se
     missing = [c for c in candidates if c not in sample_logprobs]
     if missing:
         raise ValueError(f"sample logprobs lack candidate token ids {missing[:10]}")
-    return np.array([_value(sample_logprobs[c]) for c in candidates], dtype=np.float64)
+    where = "the next-token log-probability after the prompt of token id {}"
+    return np.array([_value(sample_logprobs[c], where.format(c)) for c in candidates], dtype=np.float64)
 
 
 @dataclass
