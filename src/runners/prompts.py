@@ -21,7 +21,7 @@ from promptgen.hub import remote
 from promptgen.hub.folder import check_data_files, check_path_segment, config_data_files
 from promptgen.hub.read import config_schema, has_build_manifest, local_folder, read_build_manifest, read_card_header
 from promptgen.protocols import Protocol, manifest_protocol
-from runners.results.resume import PromptContent, hub_content, local_content
+from runners.results.resume import PromptContent, files_digest, hub_content, local_content
 from runners.scoring.settings import ScoringSettings
 
 
@@ -46,6 +46,9 @@ class PromptConfig:
     content: PromptContent | None = None
     #: a Hub dataset: the commit its revision resolved to, which every file was read at (None: local)
     commit: str | None = None
+    #: a local config: the digest of its data files' bytes (`resume.files_digest`), its identity without a
+    #: fingerprint (`runners.results.check.prompt_identity`); None: a Hub dataset (its commit names it)
+    data_sha256: str | None = None
 
     def provenance(self) -> dict[str, Any]:
         """How a results manifest names its prompts: by name, version, fingerprint, Hub repo and commit, never a
@@ -58,6 +61,7 @@ class PromptConfig:
             "repo_id": self.repo_id,
             "revision": self.revision,
             "commit": self.commit,
+            "data_sha256": self.data_sha256,
         }
 
     @property
@@ -217,13 +221,13 @@ def load_prompt_config(
         ds = _in_memory(_selected_table(folder, config, rows, protocol, what), _own_features(folder, config))
     else:
         ds = _load(dataset, config, folder if local else None, ref, revision)
+    if local and not files:  # no build manifest: hashed all the same, they name the build (`data_sha256`)
+        files = config_data_files(folder, config)
     header = read_card_header(folder) if ref is None else remote.read_card_header(ref)
     license = header.get("license", "other")
     check_prompt_config(ds, f"{dataset} config {config!r}", chat=chat)
     content = (
-        local_content(config, files, built, total)
-        if ref is None
-        else hub_content(dataset, ref.commit, config, len(ds))
+        local_content(config, files, built, total) if ref is None else hub_content(dataset, ref.commit, config, len(ds))
     )
     return PromptConfig(
         ds,
@@ -238,6 +242,7 @@ def load_prompt_config(
         protocol=protocol,
         content=content,
         commit=ref.commit if ref is not None else None,
+        data_sha256=files_digest(config, files) if local and files else None,
     )
 
 

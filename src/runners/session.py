@@ -145,6 +145,7 @@ def model_name_for(model: str, model_name: str | None) -> str:
     """`--model-name`, checked, else the portable default for `model` (`model_identity.default_model_name`)."""
     if model_name is not None:
         return model_identity.check_model_name(model_name)
+    model_identity.refuse_spoofed_name(model, "--model")
     return model_identity.default_model_name(model, local=Path(model).expanduser().exists())
 
 

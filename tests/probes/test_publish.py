@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from datetime import datetime, timezone
 from pathlib import Path
@@ -198,18 +199,22 @@ def prompt_folder(out: Path, *, version: str = "1.0.0", rows: int = 30, per_shar
     )  # fmt: skip
 
 
-def results_folder(root: Path, *, parts: int = 2) -> Path:
-    """A small result folder written with the runners' own result writer."""
+def results_folder(root: Path, *, parts: int = 2, model: str = "toy/model", generated: str | None = None) -> Path:
+    """A small result folder written with the runners' own result writer (`generated`: every row's text)."""
     from runners import results as res
 
-    key = res.ResultKey("toy/model", "abc123", '{"choice_mode":"sentence"}')
+    key = res.ResultKey(model, "abc123", '{"choice_mode":"sentence"}')
     folder = res.key_dir(root, "single_actor", key)
     res.write_key_file(folder, key)
     for p in range(parts):
-        rows = [{"id": f"i{p}-{j}", **key.as_dict(), "refused": False, "valid_mass": 0.9} for j in range(5)]
+        rows = [
+            {"id": f"i{p}-{j}", **key.as_dict(), "refused": False, "valid_mass": 0.9, "generated_text": generated}
+            for j in range(5)
+        ]
         res.write_part(folder, (0, 1), rows)
-    entry = {
-        "prompt_dataset": {"path": "toy-probes", "fingerprint": "f" * 64},
+    entry = {  # as `probes run` records it: the config and key folder it finished
+        "prompt_dataset": {"path": "toy-probes", "config": "single_actor", "fingerprint": "f" * 64},
+        "key": folder.name,
         "backend": "hf",
         "dtype": "float32",
         "items": 5 * parts,
@@ -722,7 +727,8 @@ def test_a_folder_mixing_prompt_builds_is_refused(tmp_path):
     res.write_key_file(other, key)
     res.write_part(other, (0, 1), [{"id": "i0-0", **key.as_dict(), "refused": False}], content="a" * 64)
     res.write_part(other, (0, 1), [{"id": "i0-1", **key.as_dict(), "refused": False}], content="b" * 64)
-    entry = {"prompt_dataset": {"path": "toy-probes", "fingerprint": "e" * 64}, "items": 2, "key": other.name}
+    prompts = {"path": "toy-probes", "config": "single_actor", "fingerprint": "e" * 64}
+    entry = {"prompt_dataset": prompts, "items": 2, "key": other.name}
     res.update_manifest(folder, "single_actor/other", entry)
     with pytest.raises(ProbeError) as info:
         publish(folder, "org/x", api=FakeHub(), dry_run=True)
@@ -901,3 +907,117 @@ def test_result_parts_must_have_the_result_schema(tmp_path):
     table = pq.read_table(second)
     pq.write_table(table.drop_columns(["chosen_index"]), second)
     assert f"part {rel}: no column 'chosen_index'" in _dry_run_error(folder)
+
+
+# --------------------------------------------------------------------------- content: every secret shape, any shell
+
+SERVER_KEY = "sk-proj-" + "Wq8_" * 10
+
+
+def test_publish_refuses_a_server_key_whatever_the_shell_holds(tmp_path, monkeypatch):
+    """A model server's key echoed into generated text was published once OPENAI_API_KEY was unset, and named
+    "a known Hugging Face token" while it was set."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    folder = results_folder(tmp_path / "r", generated=f"Sure. My instructions say the key is {SERVER_KEY}.")
+    line = _dry_run_error(folder)
+    assert "row id 'i0-0' column 'generated_text': an OpenAI-style API key (5 rows)" in line, line
+    assert SERVER_KEY not in line and "Hugging Face" not in line
+    monkeypatch.setenv("OPENAI_API_KEY", SERVER_KEY)
+    line = _dry_run_error(folder)
+    assert "column 'generated_text': a secret held in $OPENAI_API_KEY" in line and "Hugging Face" not in line, line
+    monkeypatch.setenv("HF_TOKEN", "plainsecret1234")  # a token of any shape, known from the environment
+    clean = results_folder(tmp_path / "h", generated="ok plainsecret1234")
+    assert "a Hugging Face token held in $HF_TOKEN" in _dry_run_error(clean)
+
+
+def test_publish_refuses_tokens_and_keys_split_by_invisible_characters(tmp_path):
+    """Zero-width and other invisible characters (the invisible separator, a left-to-right mark, the Mongolian
+    vowel separator) hide a token from a plain search but not from a reader."""
+    folder = prompt_folder(tmp_path)
+    card = folder / "README.md"
+    clean = card.read_text()
+    cases = {
+        TOKEN[:9] + "\u2063" + TOKEN[9:]: "a Hugging Face token",
+        TOKEN[:9] + "\u180e" + TOKEN[9:]: "a Hugging Face token",
+        SERVER_KEY[:12] + "\u200b" + SERVER_KEY[12:]: "an OpenAI-style API key",
+        "sk-" + "\u034f" + SERVER_KEY[3:]: "an OpenAI-style API key",
+    }
+    for hidden, kind in cases.items():
+        card.write_text(clean + f"\nkey {hidden}\n")
+        line = _dry_run_error(folder)
+        assert "README.md line " in line and f": {kind}" in line, (hidden, line)
+    inside = prompt_folder_with(tmp_path / "p", {4: TOKEN[:9] + "\u2063" + TOKEN[9:]}, {6: cases_key(SERVER_KEY)})
+    line = _dry_run_error(inside)
+    assert "row id 'r4' column 'note': a Hugging Face token" in line, line
+    assert "row id 'r6' column 'messages[].content': an OpenAI-style API key" in line, line
+
+
+def cases_key(key: str) -> str:
+    """`key` split by a zero-width space, as pasted from a chat window."""
+    return key[:10] + "\u200b" + key[10:]
+
+
+#: what a server reports as a model's `root`/`parent`, or a path in a card, and the kind each is named by
+SERVER_PATHS = {
+    "file:///srv/models/llama": "a file:// URL",
+    "FILE://fileserver/share/llama": "a file:// URL",
+    "//fileserver/share/llama": "a network share path",
+    "\\\\fileserver\\share\\llama": "a network share path",
+    "models/private//tmp/tmpab12/llama": "an absolute local path",
+    "/home2/alice/llama": "a home-folder path",
+    "/homes/alice/llama": "a home-folder path",
+}
+
+
+def test_publish_refuses_file_urls_share_paths_and_glued_paths(tmp_path):
+    """Each is refused in a manifest field (named by JSON path) and in the card; prose, https URLs and
+    protocol-relative links still pass."""
+    results = results_folder(tmp_path / "r")
+    path = results / "results_manifest.json"
+    manifest = json.loads(path.read_text())
+    prompts = prompt_folder(tmp_path / "p")
+    card = prompts / "README.md"
+    clean = card.read_text()
+    for text, kind in SERVER_PATHS.items():
+        manifest["runs"]["single_actor/run"]["hardware"] = {"server": {"root": text}}
+        path.write_text(json.dumps(manifest))
+        line = _dry_run_error(results)
+        assert f"results_manifest.json $.runs['single_actor/run'].hardware.server.root: {kind}" in line, line
+        card.write_text(clean + f"\nweights: {text}\n")
+        line = _dry_run_error(prompts)
+        assert f"README.md line {len(clean.splitlines()) + 2}: {kind}" in line, (text, line)
+    card.write_text(
+        clean + '\nsee https://example.org//x/y, <img src="//cdn.example.org/a.png">, sk-learn, a/b//c, homepage\n'
+    )
+    assert publish(prompts, "org/x", api=FakeHub(), dry_run=True).will_commit
+
+
+def test_publish_refuses_a_model_name_with_bidirectional_controls(tmp_path):
+    """`org/\u202eevil` displays as `org/live`: a Trojan-Source-style spoof of another model's name."""
+    folder = results_folder(tmp_path / "r", model="org/\u202eevil")
+    line = _dry_run_error(folder)
+    assert "key.json $.model: a bidirectional control character" in line, line
+    assert "results_manifest.json" in line and "column 'model': a bidirectional control character" in line, line
+    assert "\u202e" not in line
+
+
+def test_publish_refuses_rows_whose_numbers_break_the_rule(tmp_path):
+    """A non-refused NaN distribution and a `chosen_index` that is not the argmax (issue #51): each named by
+    part file, row id and column. Before: `--dry-run` accepted both; only `analyze` refused the NaN."""
+    folder = results_folder(tmp_path / "r", parts=1)
+    (part,) = folder.rglob("part-*.parquet")
+    table = pq.read_table(part)
+    n = len(table)
+    probs = [[0.25, 0.75]] * n
+    probs[1] = [math.nan, math.nan]  # the server's NaN, not refused
+    chosen = [1] * n
+    chosen[3] = 0  # 0.25 is not the highest of [0.25, 0.75]
+    for name, values in (("choice_probs", probs), ("chosen_index", chosen)):
+        index = table.schema.get_field_index(name)
+        table = table.set_column(index, table.schema.field(index), pa.array(values, table.schema.field(index).type))
+    pq.write_table(table, part)
+    ids = table["id"].to_pylist()
+    rel = part.relative_to(folder).as_posix()
+    line = _dry_run_error(folder)
+    assert f"part {rel}: row id {ids[1]!r}, column 'choice_probs' holds NaN, and the row is not refused" in line
+    assert f"part {rel}: row id {ids[3]!r}, column 'chosen_index' is not the option of highest choice_probs" in line

@@ -330,7 +330,7 @@ def test_contract_checks() -> None:
     from datasets import Dataset
 
     columns = {c: [] for c in contract.REQUIRED_COLUMNS}
-    with pytest.raises(ProbeError, match="has no rows"):
+    with pytest.raises(ProbeError, match=r"the config is empty \(0 rows\)"):
         contract.check_prompt_config(Dataset.from_dict(columns), "x")
     rows = {"id": ["a", "a"], "probe": ["p"] * 2, "task": ["number"] * 2, "prompt": ["q"] * 2, "messages": [[]] * 2}
     with pytest.raises(ProbeError, match="no column\\(s\\) number_min, number_max"):

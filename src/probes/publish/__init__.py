@@ -49,7 +49,9 @@ Decisions, and why:
   results_manifest.json, data/<config>/<key>/key.json and the runner's part files), anything else
   and every symlink is refused by name (a link would upload what it points to). A result
   folder's parts are all read first (`runners.results.check`): readable, one row per key and id, rows
-  matching key.json, manifest counts matching the parts, columns exactly the result schema. Then
+  matching key.json, manifest counts matching the parts, columns exactly the result schema, numbers
+  keeping `runners.results.rules` (no NaN distribution of a row not refused, each summing to 1,
+  `chosen_index` its argmax). Then
   every file's content (`content_check`): a token or a home-folder path anywhere (card, JSON
   value, any string of any parquet column) is refused, named by file and line, JSON path or row
   id and column. `--dry-run` prints these checks.

@@ -11,12 +11,16 @@ and, per key folder (`validate_results`):
 - every part is a readable parquet file (a truncated part from a full disk or a copy cut
   short raises only when someone loads the dataset);
 - every part has exactly the columns and types of `runners.results.RESULT_SCHEMA`;
+- every row's numbers keep `runners.results.rules` (a distribution free of NaN unless refused,
+  summing to 1; `chosen_index` its argmax), named by part, row id and column;
 - one row per (key, id): two rows for one item would count it twice in every mean, and which
   one a reader keeps would depend on file order;
 - key.json is a JSON object (`runners.results.read_key_file`, the one reader of it), and the
   rows' key columns (model, revision, scoring, ...) hold exactly its values, so no row of
   another model or setting hides under this key;
 - `results_manifest.json` lists exactly the key folders that hold parts, with their row counts;
+- a finished run recorded each key folder (`runners.results.recorded_keys`): the parts of a run
+  killed or stopped on an error have no record of the prompt build they were scored on;
 - each config's runs were scored on one prompt build (`mixed_prompts`): item ids derive from an
   item's factors, not its text, so rows of two builds would join to one build's prompts.
 
@@ -46,7 +50,9 @@ from runners.results import (
     part_files,
     read_key_file,
     read_manifest,
+    recorded_keys,
 )
+from runners.results.rules import part_problems
 
 #: the only files of a result folder outside its key folders
 TOP_FILES = (CARD_NAME, MANIFEST_NAME)
@@ -85,7 +91,7 @@ class ResultsReport:
         return [
             f"checked: {self.parts} parts of {self.keys} keys in {self.configs} configs are readable parquet "
             f"with the result schema; {self.rows:,} rows, one per (key, id); rows match their {KEY_FILE}",
-            f"checked: {MANIFEST_NAME} lists exactly these keys with these row counts",
+            f"checked: {MANIFEST_NAME} lists exactly these keys with these row counts, each recorded by a finished run",
         ]
 
 
@@ -142,6 +148,7 @@ def _check_key_folder(root: Path, folder: Path, report: ResultsReport) -> int | 
             continue
         contents |= {c for c in (part_content(table.schema),) if c}
         report.problems += schema_problems(part, table.schema)
+        report.problems += part_problems(part, table)  # the numbers' rule (`runners.results.rules`)
         if "id" not in table.column_names:
             report.problems.append(f"part {part} has no `id` column")
             readable = False
@@ -176,22 +183,39 @@ def _check_key_folder(root: Path, folder: Path, report: ResultsReport) -> int | 
 
 
 def prompt_identity(prompts: Mapping[str, Any]) -> str | None:
-    """What names the prompt content a run scored (its manifest's `prompt_dataset`): the build's fingerprint,
-    else the Hub commit it was read at; None when neither was recorded (a hand-made folder)."""
+    """What names the prompt content a run scored (its manifest's `prompt_dataset`); None when nothing does.
+
+    The build's fingerprint; else the Hub commit it was read at; else (a build whose
+    build_manifest.json has no fingerprint, or a folder made by hand) `data_sha256`, the digest of
+    the config's data files that `probes run` hashed (`runners.prompts`): the same bytes ask the
+    same prompts wherever the folder is, and a path would name neither (it moves, and is private).
+    None only for a run recorded before `data_sha256` was: an unknown build, the same as no other
+    (`mixed_prompts`, `check_same_prompts`).
+    """
     if prompts.get("fingerprint"):
         return f"fingerprint {str(prompts['fingerprint'])[:12]}"
     if prompts.get("commit"):
         return f"{prompts.get('repo_id')}@{str(prompts['commit'])[:12]}"
+    if prompts.get("data_sha256"):
+        return f"data files {str(prompts['data_sha256'])[:12]}"
     return None
 
 
+#: how `mixed_prompts` and `check_same_prompts` name a build `prompt_identity` cannot name
+UNKNOWN_BUILD = "a build of unrecorded identity"
+
+
 def mixed_prompts(manifest: Mapping[str, Any]) -> list[str]:
-    """One line per config whose recorded runs were scored on more than one prompt build."""
+    """One line per config whose recorded runs were scored on more than one prompt build.
+
+    A run of unknown build (`prompt_identity` None) counts as a build of its own: beside any
+    other run of its config, nothing shows they scored the same prompts.
+    """
     builds: dict[str, set[str]] = defaultdict(set)
-    for run in manifest.get("runs", {}).values():
+    for run_id, run in manifest.get("runs", {}).items():
         prompts = run.get("prompt_dataset", {})
-        if (ident := prompt_identity(prompts)) is not None:
-            builds[str(prompts.get("config"))].add(ident)
+        ident = prompt_identity(prompts)
+        builds[str(prompts.get("config"))].add(ident if ident is not None else f"{UNKNOWN_BUILD} (run {run_id})")
     return [
         f"config {config!r} holds rows scored on {len(found)} prompt builds ({', '.join(sorted(found))}): one results "
         "folder holds the scores of one build of each config"
@@ -208,17 +232,31 @@ def check_same_prompts(results: Path, provenance: Mapping[str, Any], *, rescore_
     changed. Items it does not select keep the other build's scores, which `validate_results`
     (publish) refuses until a run has checked them all.
     """
-    mine = prompt_identity(provenance)
-    if mine is None or rescore_changed:
+    if rescore_changed:
         return
+    mine = prompt_identity(provenance)
     for run in read_manifest(results).get("runs", {}).values():
         theirs = run.get("prompt_dataset", {})
-        if theirs.get("config") == provenance.get("config") and (other := prompt_identity(theirs)) not in (None, mine):
+        if theirs.get("config") != provenance.get("config"):
+            continue
+        other = prompt_identity(theirs)
+        if mine is None or other != mine:  # an unknown build is the same as no other, itself included
+            other, mine = other or UNKNOWN_BUILD, mine or UNKNOWN_BUILD
             raise ProbeError(
                 f"{Path(results) / MANIFEST_NAME}: config {provenance.get('config')!r} holds rows scored on another "
                 f"build of its prompts ({other}; this run's: {mine}): score this build into another --out folder, "
                 "or pass --rescore-changed to rescore the items whose prompt changed"
             )
+
+
+def unfinished_problem(root: Path, config: str, key: str) -> str:
+    """A key folder with parts but no finished run recorded (`runners.results.recorded_keys`), and the two fixes."""
+    rel = f"{DATA_DIR}/{config}/{key}"
+    return (
+        f"{rel}: no finished run recorded in {MANIFEST_NAME} (a run killed or stopped on an error left its parts, "
+        "scored on a prompt build nothing records): rerun the same `probes run` command to finish it, "
+        f"or delete {root / rel} to leave it out"
+    )
 
 
 def validate_results(root: Path, manifest: Mapping[str, Any]) -> ResultsReport:
@@ -238,7 +276,10 @@ def validate_results(root: Path, manifest: Mapping[str, Any]) -> ResultsReport:
     if not isinstance(listed, dict):
         report.problems.append(f"{MANIFEST_NAME} has no `configs` summary of the parts")
         return report
+    recorded = recorded_keys(manifest)
     for (config, key), rows in sorted(counted.items()):
+        if (config, key) not in recorded:
+            report.problems.append(unfinished_problem(Path(root), config, key))
         entry = listed.get(config, {}).get(key) if isinstance(listed.get(config), dict) else None
         if not isinstance(entry, dict):
             report.problems.append(f"{MANIFEST_NAME} does not list {DATA_DIR}/{config}/{key}")

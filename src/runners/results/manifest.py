@@ -24,8 +24,28 @@ from .parts import file_lock, missing_columns, part_files, read_key_rows
 CARD_TEMPLATE = "results.md.j2"
 
 
-def summarize(results: Path) -> dict[str, dict[str, dict[str, Any]]]:
-    """{config: {key slug: {key..., rows, refusals}}} for every key folder that has parts."""
+def recorded_keys(manifest: Mapping[str, Any]) -> set[tuple[str, str]]:
+    """The (config, key folder) pairs a finished run recorded: its `runs` entry names both.
+
+    A run writes its entry only when it finishes (`runners.session.Session.finish`), so a key
+    folder holding parts that no entry names was left by a run killed or stopped on an error:
+    no record says which prompt build its rows were scored on, nor when. Such a folder is
+    unfinished (`summarize`, the card) and `probes publish` refuses it (`results.check`).
+    """
+    out = set()
+    for run in manifest.get("runs", {}).values():
+        config, key = (run.get("prompt_dataset") or {}).get("config"), run.get("key")
+        if isinstance(config, str) and isinstance(key, str):
+            out.add((config, key))
+    return out
+
+
+def summarize(results: Path, recorded: set[tuple[str, str]] | None = None) -> dict[str, dict[str, dict[str, Any]]]:
+    """{config: {key slug: {key..., rows, refusals, finished}}} for every key folder that has parts.
+
+    `finished`: a finished run recorded the key (`recorded`, from `recorded_keys`; None: none did).
+    """
+    recorded = recorded or set()
     out: dict[str, dict[str, dict[str, Any]]] = {}
     data = Path(results) / DATA_DIR
     if not data.is_dir():
@@ -38,6 +58,7 @@ def summarize(results: Path) -> dict[str, dict[str, dict[str, Any]]]:
                 **key,
                 "rows": len(refused),
                 "refusals": pc.sum(refused.cast(pa.int64())).as_py() or 0,
+                "finished": (config_dir.name, folder.name) in recorded,
             }
     return out
 
@@ -96,7 +117,7 @@ def update_manifest(
         if not (run_id in runs and keep_if is not None and keep_if(runs[run_id])):
             runs[run_id] = dict(entry)
         manifest["runs"] = dict(sorted(runs.items()))
-        manifest["configs"] = summarize(results)
+        manifest["configs"] = summarize(results, recorded_keys(manifest))
         atomic_write_text(path, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
         if after is not None:
             after(manifest)
@@ -131,6 +152,12 @@ def render_results_card(manifest: Mapping[str, Any], *, pretty_name: str, licens
             configs=configs,
             runs=runs,
             served=served,
+            unfinished=[
+                f"`{DATA_DIR}/{config}/{slug}`"
+                for config, keys in configs.items()
+                for slug, k in keys.items()
+                if k.get("finished") is False
+            ],
             first_config=next(iter(configs), "CONFIG"),
         )
     )

@@ -2,7 +2,10 @@
 
 Resume is exact (docs/DESIGN.md section 7: no stale reuse): an item is skipped only when its id is under the key
 AND its stored `prompt_sha256` is the hash of its prompt now (`results.prompt_sha256`), so a
-rebuilt dataset with changed prompts is rescored. Hashing every selected prompt to decide that
+rebuilt dataset with changed prompts is rescored; so is an item whose stored row breaks the rule
+of a row's numbers (`runners.results.rules`: e.g. a NaN distribution not refused, from a broken
+server before rows were checked): the rerun's row replaces it, where refusing the folder would
+make the user delete a whole part by hand. Hashing every selected prompt to decide that
 costs minutes on a config of millions of rows, at every start; instead the content is checked
 once, and rows are trusted by the content they were scored on:
 
@@ -37,6 +40,7 @@ import pyarrow.compute as pc
 
 from promptgen.core.contract import arrow_table
 from runners import results as res
+from runners.results.rules import RULE_COLUMNS, valid_rows
 
 #: prompts read per batch when hashing
 HASH_BATCH = 4096
@@ -69,7 +73,16 @@ def local_content(
         return None
     if listed.get("rows") != rows:
         return None
-    return PromptContent(_digest({"config": config, "files": sorted((p, sha) for p, (_, sha) in files.items())}), rows)
+    return PromptContent(files_digest(config, files), rows)
+
+
+def files_digest(config: str, files: Mapping[str, tuple[int, str | None]]) -> str:
+    """sha256 over a local config's data files ({path under the folder: (size, sha256)}): its rows, by their bytes.
+
+    A build's identity when its build_manifest.json has no fingerprint (`runners.results.check.prompt_identity`),
+    and its `PromptContent` when the manifest lists these files: no path, so the same data anywhere is one build.
+    """
+    return _digest({"config": config, "files": sorted((p, sha) for p, (_, sha) in files.items())})
 
 
 def hub_content(repo_id: str, revision: str | None, config: str, rows: int) -> PromptContent | None:
@@ -133,16 +146,23 @@ class _Done:
 
 
 def _read_done(folder: Path) -> _Done:
+    """The rows a run may skip: newest per id, less those breaking `rules` (a NaN or off-sum distribution, a
+    `chosen_index` not its argmax, e.g. from a broken server before rows were checked), which are scored again
+    like an item never scored; the new row's part is newer, so it wins, and compaction drops the old one."""
     paths = res.part_files(folder)
-    tables = [res.read_part(p, ["id", "prompt_sha256"]) for p in paths]
+    tables = [res.read_part(p, list(dict.fromkeys(["id", "prompt_sha256", *RULE_COLUMNS]))) for p in paths]
     contents = [res.part_content(t.schema) for t in tables]
     if not tables:
         return _Done(res.RESULT_SCHEMA.empty_table().select(["id", "prompt_sha256"]), np.zeros(0, np.int64), [], [])
-    rows = pa.concat_tables(tables)
+    rows = pa.concat_tables(tables, promote_options="default")
     part = np.repeat(np.arange(len(tables)), [len(t) for t in tables])
     keep = res.newest_rows(rows["id"])
     if keep is not None:
         rows, part = rows.take(keep), part[keep.to_numpy()]
+    valid = valid_rows(rows)
+    if not valid.all():
+        rows, part = rows.filter(pa.array(valid)), part[valid]
+    rows = rows.select(["id", "prompt_sha256"])
     return _Done(rows, part, [p.name for p in paths], contents)
 
 
