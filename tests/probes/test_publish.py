@@ -12,7 +12,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
+import subprocess
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -928,6 +931,25 @@ def test_publish_refuses_a_server_key_whatever_the_shell_holds(tmp_path, monkeyp
     monkeypatch.setenv("HF_TOKEN", "plainsecret1234")  # a token of any shape, known from the environment
     clean = results_folder(tmp_path / "h", generated="ok plainsecret1234")
     assert "a Hugging Face token held in $HF_TOKEN" in _dry_run_error(clean)
+
+
+def test_publish_refuses_what_the_variable_a_served_run_read_its_key_from_holds(tmp_path, monkeypatch):
+    """`--api-key-env MY_SERVER_KEY`: the manifest records the variable's name (never its value), and a later
+    publishing shell that holds it has its value refused, whatever its shape, in a fresh process."""
+    from runners import results as res
+
+    secret = "plain-key-of-no-known-shape-7f3a"
+    folder = results_folder(tmp_path / "r", generated=f"echo {secret}")
+    manifest = res.read_manifest(folder)
+    run_id, entry = next(iter(manifest["runs"].items()))
+    res.update_manifest(folder, run_id, entry | {"hardware": {"api_key_env": "MY_SERVER_KEY"}})
+    assert secret not in (folder / "results_manifest.json").read_text()
+    monkeypatch.delenv("MY_SERVER_KEY", raising=False)
+    cmd = [sys.executable, "-m", "probes.cli", "publish", str(folder), "--repo-id", "org/x", "--dry-run"]
+    assert subprocess.run(cmd, capture_output=True, text=True).returncode == 0  # nothing known to look for
+    refused = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "MY_SERVER_KEY": secret})
+    assert refused.returncode == 1 and "a secret held in $MY_SERVER_KEY" in refused.stderr, refused.stderr
+    assert secret not in refused.stderr + refused.stdout
 
 
 def test_publish_refuses_tokens_and_keys_split_by_invisible_characters(tmp_path):

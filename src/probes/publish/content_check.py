@@ -48,6 +48,7 @@ from promptgen.core.secrets import (
     PUBLISH_LEAK_PATTERNS,
     SECRET_KINDS,
     named_secrets,
+    watch_secret_env,
 )
 
 #: rows read at a time from a parquet file (bounded memory on large result parts)
@@ -65,6 +66,21 @@ _SYSTEM_ROOTS = frozenset(
 NAME_PATTERNS = {"a bidirectional control character": BIDI_CONTROLS_RE}
 #: the parquet columns that name a model or a run (`runners.results.RESULT_SCHEMA`'s key and load fields)
 NAME_COLUMNS = frozenset(("model", "model_revision", "backend", "dtype", "device", "scoring"))
+
+
+def recorded_key_variables(root: Path) -> list[str]:
+    """The variables a results folder's served runs read their server key from (`hardware.api_key_env`).
+
+    A run with `--api-key-env MY_KEY` may have echoed that key into generated text; the variable's
+    name is in the manifest (its value never is), so publish looks for what it holds in this shell
+    as it does for `OPENAI_API_KEY`. Not a results folder, or a manifest it cannot read: none.
+    """
+    try:
+        runs = json.loads((Path(root) / "results_manifest.json").read_text(encoding="utf-8")).get("runs")
+    except (OSError, ValueError, AttributeError):
+        return []
+    names = [(run.get("hardware") or {}).get("api_key_env") for run in (runs or {}).values() if isinstance(run, dict)]
+    return sorted({n for n in names if isinstance(n, str) and n.replace("_", "").isalnum()})
 
 
 def machine_roots() -> list[str]:
@@ -90,6 +106,8 @@ class Needles:
     @classmethod
     def for_folder(cls, root: Path) -> Needles:
         """The leak patterns plus this machine's secrets, home folder and the folder's own path."""
+        for variable in recorded_key_variables(root):  # `--api-key-env` of the folder's served runs
+            watch_secret_env(variable)
         literals = dict(named_secrets())  # each named by where it is held: "a secret held in $OPENAI_API_KEY"
         literals[str(Path.home()).rstrip("/") + "/"] = "the current user's home folder"
         literals[str(Path(root).resolve())] = "the absolute path of the published folder"

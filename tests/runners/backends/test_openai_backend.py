@@ -8,6 +8,7 @@ client resumed) is tests/probes/test_run_e2e.py's slow tier.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -266,6 +267,8 @@ def test_probes_run_keeps_the_key_out_of_every_output_and_file(tmp_path: Path) -
     assert any(p.name == "results_manifest.json" for p in written)
     for path in written:
         assert KEY.encode() not in path.read_bytes(), path
+    (run,) = json.loads((out / "results_manifest.json").read_text())["runs"].values()
+    assert run["hardware"]["api_key_env"] == "OPENAI_API_KEY"  # its name, for publish to look for what it holds
     card = (out / "README.md").read_text(encoding="utf-8")
     assert "A served model can change behind its name" in card and f"`{server.url}`" in card
     assert "/srv/models" not in card and "fake-model (a folder on the server)" in card

@@ -156,6 +156,8 @@ class OpenAIBackend:
         return {
             "server": self.identity,
             "server_api": settings.api,
+            # the variable's name, never its value: publish masks what it holds in the publishing shell too
+            "api_key_env": settings.api_key_env,
             "system_fingerprint": self.fingerprint,
             "max_concurrency": settings.max_concurrency,
             "request_timeout": settings.request_timeout,
