@@ -107,6 +107,20 @@ def built_small_release(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built_once(tmp_path_factory, "talent-or-luck-small-release", make)
 
 
+@pytest.fixture(scope="module")
+def two_builds(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The small synthetic release built twice, options permuted and then in canonical order: same ids,
+    other prompts (results scored on one must not pass as scored on the other)."""
+    from promptgen.build import build
+
+    root = tmp_path_factory.mktemp("fp")
+    sources = write_release(root / "sources")
+    first = build(str(write_recipe(root / "a.yaml", sources)), out_dir=root / "a", sources=sources).path
+    recipe = write_recipe(root / "b.yaml", sources, option_order="canonical")
+    second = build(str(recipe), out_dir=root / "b", sources=sources).path
+    return first, second
+
+
 @pytest.fixture()
 def fixture_release(tmp_path: Path) -> tuple[Path, Path]:
     """(sources folder, recipe path) of the small synthetic release."""

@@ -194,6 +194,44 @@ def tiny_llama_folder(dtype: str = "bfloat16") -> Path:
     return _tiny_llama(dtype)
 
 
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
+
+
+def write_tiny_llama(folder: Path, *, seed: int, dtype: str = "float32") -> Path:
+    """A 2-layer random Llama with SmolLM2's tokenizer files, saved in `dtype` into `folder`.
+
+    Weights from `seed`: two seeds give two checkpoints of one config and one size (what the
+    result-key tests swap in place); seconds to write and to hash, unlike `tiny_llama_folder` not cached.
+    """
+    require_extra("hf")
+    import json
+    import shutil
+
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    source = load_folder()
+    vocab = json.loads((source / "config.json").read_text())["vocab_size"]
+    config = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config).to(getattr(torch, dtype))
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    for name in TOKENIZER_FILES:
+        if (source / name).is_file():
+            shutil.copy2(source / name, folder / name)
+    return folder
+
+
 def number_items(n: int) -> list[dict[str, Any]]:
     """`n` base-model number items (0..10), in the item contract."""
     from promptgen.core.contract import user_messages

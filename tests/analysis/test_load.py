@@ -21,9 +21,8 @@ import runners.results as res
 from analysis.load import load_results
 from analysis.pipeline import AnalysisOptions, analyze
 from probes.cli import app
-from promptgen.build import build
 from promptgen.core.errors import ProbeError
-from release_fixture import load_config, write_recipe, write_release
+from release_fixture import load_config
 
 runner = CliRunner()
 SCORING = '{"choice_mode":"sentence"}'
@@ -77,17 +76,7 @@ def test_what_the_runners_write_is_accepted(tmp_path):
 
 
 # ----------------------------------------------------------------------------- prompt fingerprints
-
-
-@pytest.fixture(scope="module")
-def two_builds(tmp_path_factory) -> tuple[Path, Path]:
-    """The same release built twice, options permuted and then in canonical order: same ids, other prompts."""
-    root = tmp_path_factory.mktemp("fp")
-    sources = write_release(root / "sources")
-    first = build(str(write_recipe(root / "a.yaml", sources)), out_dir=root / "a", sources=sources).path
-    recipe = write_recipe(root / "b.yaml", sources, option_order="canonical")
-    second = build(str(recipe), out_dir=root / "b", sources=sources).path
-    return first, second
+# (`two_builds`, the small release built with two option orders, is conftest.py's)
 
 
 def _fingerprint(dataset: Path) -> str:

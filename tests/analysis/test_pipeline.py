@@ -204,7 +204,8 @@ def test_bad_input_gives_clear_messages(datasets, tmp_path) -> None:
     assert result.tables["refusals"]["first_refused"].iat[0] == " | ".join([answer] * 3)
     html = (write_report(result, tmp_path / "rep") / "report.html").read_text()
     top = html[: html.index("<h2")]
-    assert "Every item refused" in top and "--scoring sentence" in top
+    assert "Every item refused" in top and "read from the distribution over the answers already" in top
+    assert "--scoring sentence" not in top  # these rows were scored that way (SCORING): the flag cannot help (#51)
     assert "&lt;b&gt;I would pass&lt;/b&gt; nothing" in top and answer not in html
 
 

@@ -20,6 +20,7 @@ import yaml
 from typer.testing import CliRunner
 
 import runners.results as res
+from cli_fixture import LIBRARY_PROGRESS, one_line_error
 from envent_fixture import corpus_rows, write_recipe, write_sources
 from probes.cli import app
 from promptgen.build import build
@@ -28,22 +29,6 @@ from release_fixture import REPO
 
 runner = CliRunner()
 TSV = "crowd-enVent_generation.tsv"
-
-
-#: progress lines of libraries that load data or models (they go to stderr too)
-_PROGRESS = re.compile(r"^(WARNING |Generating test split|Loading weights)")
-
-
-def _one_line_error(result, *names: str) -> str:
-    """The command failed cleanly: exit 1, exactly one `error:` line that names every `names`."""
-    text = re.sub(r"\x1b\[[0-9;]*m", "", result.output)
-    assert result.exit_code == 1, text
-    assert "Traceback" not in text, text
-    lines = [line for line in text.splitlines() if line.strip() and not _PROGRESS.match(line.strip())]
-    assert len(lines) == 1 and lines[0].startswith("error: "), text
-    for name in names:
-        assert name in lines[0], (name, lines[0])
-    return lines[0]
 
 
 def _build_empathy(tmp_path: Path, rows=None, *, as_zip: bool = False, cache: Path | None = None):
@@ -71,7 +56,7 @@ def test_corrupt_crowd_envent_zip_is_one_line(tmp_path):
     recipe = write_recipe(tmp_path / "r.yaml")
     out, cache = tmp_path / "out", tmp_path / "cache"
     args = ["build", str(recipe), "--sources", str(sources), "--out", str(out), "--cache-dir", str(cache), "-q"]
-    line = _one_line_error(runner.invoke(app, args), "crowd-enVent2023.zip")
+    line = one_line_error(runner.invoke(app, args), "crowd-enVent2023.zip", ignore=LIBRARY_PROGRESS)
     assert "corrupt" in line
     assert not out.exists()
     assert not [p for p in cache.rglob("*") if p.is_file()], "a partial extraction was left in the cache"
@@ -83,7 +68,9 @@ def test_truncated_crowd_envent_zip_is_one_line(tmp_path):
     archive.write_bytes(archive.read_bytes()[: archive.stat().st_size // 2])
     recipe = write_recipe(tmp_path / "r.yaml")
     args = ["build", str(recipe), "--sources", str(tmp_path / "src"), "--out", str(tmp_path / "out"), "-q"]
-    _one_line_error(runner.invoke(app, [*args, "--cache-dir", str(tmp_path / "c")]), "crowd-enVent2023.zip")
+    one_line_error(
+        runner.invoke(app, [*args, "--cache-dir", str(tmp_path / "c")]), "crowd-enVent2023.zip", ignore=LIBRARY_PROGRESS
+    )
 
 
 @pytest.mark.parametrize("value", ["inf", "-inf", "1e400", "nan"])
@@ -91,7 +78,9 @@ def test_non_finite_intensity_is_one_line(tmp_path, value):
     """`inf` raised OverflowError from int(float(...)); `nan` was reported as not a number."""
     rows = corpus_rows()
     rows[3][4] = value
-    line = _one_line_error(_build_empathy(tmp_path, rows), TSV, "line 5 (text_id 'gen00004')", "'intensity'")
+    line = one_line_error(
+        _build_empathy(tmp_path, rows), TSV, "line 5 (text_id 'gen00004')", "'intensity'", ignore=LIBRARY_PROGRESS
+    )
     assert f"{value!r} is not a finite number" in line
 
 
@@ -99,7 +88,7 @@ def test_short_tsv_row_names_the_missing_field(tmp_path):
     """A 3-field row was reported as "'nan' is not a number" (pandas fills absent cells with NaN)."""
     rows = corpus_rows()
     rows[3] = rows[3][:3]
-    line = _one_line_error(_build_empathy(tmp_path, rows), TSV, "line 5", "'hidden_emo_text'")
+    line = one_line_error(_build_empathy(tmp_path, rows), TSV, "line 5", "'hidden_emo_text'", ignore=LIBRARY_PROGRESS)
     assert "field missing" in line and "3 of the header's 8 fields" in line and "nan" not in line
 
 
@@ -135,7 +124,7 @@ def test_corrupt_census_file_is_one_line(tmp_path, name, content):
     (sources / "census-surnames" / name).write_bytes(content)
     out = tmp_path / "out"
     args = ["build", str(recipe), "--sources", str(sources), "--out", str(out), "-q"]
-    line = _one_line_error(runner.invoke(app, args), f"census-surnames/{name}")
+    line = one_line_error(runner.invoke(app, args), f"census-surnames/{name}", ignore=LIBRARY_PROGRESS)
     assert "not a readable" in line
     assert not out.exists()
 
@@ -150,7 +139,7 @@ def test_census_zip_with_a_damaged_member_is_one_line(tmp_path):
         data[i] ^= 0x55
     archive.write_bytes(bytes(data))
     args = ["build", str(recipe), "--sources", str(sources), "--out", str(tmp_path / "out"), "-q"]
-    _one_line_error(runner.invoke(app, args), "census-surnames/names.zip")
+    one_line_error(runner.invoke(app, args), "census-surnames/names.zip", ignore=LIBRARY_PROGRESS)
 
 
 # ----------------------------------------------------------------------------- outputs
@@ -179,7 +168,7 @@ def unwritable(tmp_path: Path) -> Path:
 def test_read_only_out_for_build_is_one_line(fixture_release, unwritable):
     sources, recipe = fixture_release
     args = ["build", str(recipe), "--sources", str(sources), "--out", str(unwritable), "-q"]
-    line = _one_line_error(runner.invoke(app, args), str(unwritable))
+    line = one_line_error(runner.invoke(app, args), str(unwritable), ignore=LIBRARY_PROGRESS)
     assert "cannot write" in line
 
 
@@ -189,7 +178,9 @@ def test_read_only_out_for_analyze_is_one_line(empathy_dataset, unwritable, tmp_
     results = tmp_path / "results"
     _rewrite_results(empathy_dataset, results)
     args = ["analyze", "--prompts", str(empathy_dataset), "--results", str(results), "--config", REWRITE_CONFIG]
-    line = _one_line_error(runner.invoke(app, [*args, "--out", str(unwritable / "report"), "--no-figures"]))
+    line = one_line_error(
+        runner.invoke(app, [*args, "--out", str(unwritable / "report"), "--no-figures"]), ignore=LIBRARY_PROGRESS
+    )
     assert "cannot write the report into" in line and str(unwritable) in line
 
 
@@ -202,10 +193,10 @@ def test_config_names_must_be_one_path_segment(tmp_path):
             check_path_segment(bad, "config name")
     for good in ("single_actor", "P0S0T0", "games_paper_phi_2", "race_probe", "a.b-c"):
         check_path_segment(good, "config name")
-    from tests.promptgen.hub.test_folder import _config, _write
+    from hub_folder_fixture import toy_config, write_toy_folder
 
     with pytest.raises(OutputError, match=re.escape("'..'")):
-        _write(tmp_path / "out", [_config("..", 3, 3)])
+        write_toy_folder(tmp_path / "out", [toy_config("..", 3, 3)])
     assert not any(p.suffix == ".parquet" for p in tmp_path.rglob("*"))
 
 
@@ -262,7 +253,7 @@ def test_corrupt_result_part_in_rewrite_is_one_line(empathy_dataset, tmp_path):
     out = tmp_path / "out"
     args = ["rewrite", str(empathy_dataset), "--results", str(results), "--out", str(out)]
     args += ["--recipe", str(empathy_dataset.parent.parent / "r.yaml"), "--sources", str(tmp_path / "unused")]
-    line = _one_line_error(runner.invoke(app, args), str(part))
+    line = one_line_error(runner.invoke(app, args), str(part), ignore=LIBRARY_PROGRESS)
     assert "cannot read result part" in line
     assert not out.exists() or not any(out.iterdir())
 
@@ -294,7 +285,7 @@ def test_corrupt_result_part_in_curate_pairs_is_one_line(built_trust_game, share
         "--sources",
         str(shared_sources),
     ]
-    line = _one_line_error(runner.invoke(app, args), str(part))
+    line = one_line_error(runner.invoke(app, args), str(part), ignore=LIBRARY_PROGRESS)
     assert "cannot read result part" in line and not out.exists()
 
 
@@ -305,7 +296,9 @@ def test_corrupt_result_part_in_analyze_is_one_line(empathy_dataset, tmp_path):
     _rewrite_results(empathy_dataset, results)
     part = _corrupt_first_part(results)
     args = ["analyze", "--prompts", str(empathy_dataset), "--results", str(results), "--out", str(tmp_path / "rep")]
-    line = _one_line_error(runner.invoke(app, [*args, "--config", REWRITE_CONFIG, "--no-figures"]), str(part))
+    line = one_line_error(
+        runner.invoke(app, [*args, "--config", REWRITE_CONFIG, "--no-figures"]), str(part), ignore=LIBRARY_PROGRESS
+    )
     assert "cannot read result part" in line
     assert not (tmp_path / "rep").exists()
 
@@ -350,13 +343,17 @@ def test_corrupt_result_part_on_run_resume_is_one_line(fixture_release, smollm2,
     first = runner.invoke(app, [*args, "--limit", "2"])
     assert first.exit_code == 0, first.output
     part = _corrupt_first_part(results)
-    _one_line_error(runner.invoke(app, [*args, "--limit", "3"]), str(part), "cannot read result part")
+    one_line_error(
+        runner.invoke(app, [*args, "--limit", "3"]), str(part), "cannot read result part", ignore=LIBRARY_PROGRESS
+    )
 
     part.unlink()
     junk = results / "data" / "actor_actor" / "other-0123456789abcdef" / "part-00000of00001-000000.parquet"
     junk.parent.mkdir(parents=True)
     junk.write_bytes(b"PAR1 junk")
-    _one_line_error(runner.invoke(app, [*args, "--limit", "2"]), str(junk), "cannot read result part")
+    one_line_error(
+        runner.invoke(app, [*args, "--limit", "2"]), str(junk), "cannot read result part", ignore=LIBRARY_PROGRESS
+    )
 
 
 def test_log_scrubber_handles_any_record():

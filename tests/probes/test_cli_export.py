@@ -6,7 +6,6 @@ line and nothing written (no folder, no staging folder left beside it).
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +15,7 @@ from typer.testing import CliRunner
 
 from analysis import attribution_release as rel
 from analysis.load import join, load_prompts, load_results
+from cli_fixture import one_line_error
 from probes.cli import app
 from release_configs_fixture import result_rows, single_actor_rows, write_prompts, write_results
 
@@ -38,17 +38,6 @@ def _export(scored: dict[str, Path], out: Path, *extra: str):
     )
 
 
-def _one_line_error(result, *names: str) -> str:
-    text = re.sub(r"\x1b\[[0-9;]*m", "", result.output)
-    assert result.exit_code == 1, text
-    assert "Traceback" not in text, text
-    lines = [line for line in text.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), text
-    for name in names:
-        assert name in lines[0], (name, lines[0])
-    return lines[0]
-
-
 def _nothing_written(out: Path) -> None:
     assert not out.exists()
     assert not [p for p in out.parent.iterdir() if p.name.startswith(f".{out.name}")], "a staging folder was left"
@@ -68,7 +57,7 @@ def test_export_writes_the_release_files_and_lists_them(scored) -> None:
     frame = pd.read_csv(out / files[0])
     assert frame["opt1_loweffort"].map(lambda v: round(v, 2) == v).all()
     # an earlier export is replaced only with --overwrite
-    _one_line_error(_export(scored, out), "already exists", "--overwrite")
+    one_line_error(_export(scored, out), "already exists", "--overwrite")
     assert _export(scored, out, "--overwrite", "--format", "jsonl").exit_code == 0
     assert sorted(p.name for p in out.iterdir()) == ["export_manifest.json", "single_actor_release.jsonl"]
 
@@ -92,12 +81,12 @@ def test_export_overwrite_keeps_a_git_folder_and_files_in_its_subfolders(scored)
     (inner,) = {p.parent for p in out.rglob("*.csv") if "religion" in p.parts}
     (inner / "my_analysis.csv").write_text("mine\n")
     before = tree(out)
-    line = _one_line_error(_export(scored, out, "--overwrite"), ".git/", "nothing was replaced or deleted")
+    line = one_line_error(_export(scored, out, "--overwrite"), ".git/", "nothing was replaced or deleted")
     assert tree(out) == before, line
     shutil.rmtree(out / ".git")
-    _one_line_error(_export(scored, out, "--overwrite"), ".notes")
+    one_line_error(_export(scored, out, "--overwrite"), ".notes")
     (out / ".notes").unlink()
-    _one_line_error(_export(scored, out, "--overwrite"), "my_analysis.csv")
+    one_line_error(_export(scored, out, "--overwrite"), "my_analysis.csv")
     assert (inner / "my_analysis.csv").read_text() == "mine\n"
     (inner / "my_analysis.csv").unlink()
     assert _export(scored, out, "--overwrite").exit_code == 0
@@ -155,7 +144,7 @@ def _is_number(text: str) -> bool:
 )
 def test_bad_options_are_one_line_and_write_nothing(scored, args: list[str], words: list[str]) -> None:
     out = scored["root"] / "outputs"
-    _one_line_error(_export(scored, out, *args), *words)
+    one_line_error(_export(scored, out, *args), *words)
     _nothing_written(out)
 
 
@@ -165,7 +154,7 @@ def test_prompts_the_results_were_not_scored_on_are_one_line(scored, tmp_path: P
     other = tmp_path / "other"
     write_results(other, "single_actor_release", result_rows(rows, rng), fingerprint="e" * 64)
     out = tmp_path / "outputs"
-    line = _one_line_error(_export({**scored, "results": other}, out), "results_manifest.json", "fingerprint")
+    line = one_line_error(_export({**scored, "results": other}, out), "results_manifest.json", "fingerprint")
     assert "eeeeeeeeeeee" in line and "ffffffffffff" in line
     # it advised --allow-fingerprint-mismatch, which export does not have: only what export can do
     assert "--allow-fingerprint-mismatch" not in line and "rerun the model on these prompts" in line
@@ -179,7 +168,7 @@ def test_results_of_another_probe_are_one_line(tmp_path: Path) -> None:
     write_results(tmp_path / "results", "religion_P0S0T0", result_rows(rows, rng))
     out = tmp_path / "outputs"
     scored = {"prompts": tmp_path / "prompts", "results": tmp_path / "results"}
-    _one_line_error(_export(scored, out), "religion_P0S0T0", "empathy", "not Talent-or-Luck")
+    one_line_error(_export(scored, out), "religion_P0S0T0", "empathy", "not Talent-or-Luck")
     _nothing_written(out)
     assert _export(scored, out, "--format", "jsonl").exit_code == 0  # any probe's rows go to JSONL
 
@@ -191,9 +180,9 @@ def test_results_without_release_configs_are_one_line(tmp_path: Path) -> None:
     write_results(tmp_path / "results", "single_actor", result_rows(rows, rng))
     out = tmp_path / "outputs"
     scored = {"prompts": tmp_path / "prompts", "results": tmp_path / "results"}
-    _one_line_error(_export(scored, out), "no *_release config", "single_actor", "single_actor_release")
+    one_line_error(_export(scored, out), "no *_release config", "single_actor", "single_actor_release")
     _nothing_written(out)
-    _one_line_error(_export(scored, out, "--config", "single_actor"), "--config single_actor", "release")
+    one_line_error(_export(scored, out, "--config", "single_actor"), "--config single_actor", "release")
     _nothing_written(out)
 
 

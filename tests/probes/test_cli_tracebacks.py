@@ -12,6 +12,7 @@ into or replaces one of its inputs, another command's output or a foreign folder
 
 from __future__ import annotations
 
+import copy
 import errno
 import hashlib
 import json
@@ -24,13 +25,14 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from tests.promptgen.core.test_contract import _integer_ids, _null_prompt_no_chat
-from tests.runners.results.test_results import _unwritable
+from datasets import Features, Value
 from typer.testing import CliRunner
 
 import runners.results as res
+from cli_fixture import unwritable_out
 from envent_fixture import write_recipe as write_envent_recipe
 from envent_fixture import write_sources as write_envent_sources
+from loop_items import FEATURES, ITEMS, write_loop_prompts
 from probes.cli import app
 from promptgen.build import build
 from release_fixture import write_recipe, write_release
@@ -186,7 +188,7 @@ def _plan_json_folder(inputs, tmp, monkeypatch):
 
 
 def _plan_json_read_only(inputs, tmp, monkeypatch):
-    target = _unwritable(tmp).parent / "plan.json"  # a folder nothing can be created in
+    target = unwritable_out(tmp).parent / "plan.json"  # a folder nothing can be created in
     return _plan(inputs, "--json", str(target)), _absent(target)
 
 
@@ -239,6 +241,17 @@ def _plan_corrupt_parquet(inputs, tmp, monkeypatch):
 def _analyze_empty_out(inputs, tmp, monkeypatch):
     monkeypatch.chdir(tmp)
     return _analyze(inputs, ""), _unchanged(tmp)
+
+
+def _integer_ids(tmp_path: Path) -> tuple[Path, list[str]]:
+    items = [{**item, "id": k} for k, item in enumerate(copy.deepcopy(ITEMS))]
+    return write_loop_prompts(tmp_path / "p", items, Features({**FEATURES, "id": Value("int64")})), []
+
+
+def _null_prompt_no_chat(tmp_path: Path) -> tuple[Path, list[str]]:
+    items = copy.deepcopy(ITEMS)
+    items[0]["prompt"] = None
+    return write_loop_prompts(tmp_path / "p", items), ["--no-chat"]
 
 
 def _contract(make: Callable[[Path], tuple[Path, list[str]]]) -> Builder:

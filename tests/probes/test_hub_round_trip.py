@@ -1,8 +1,8 @@
 """The whole Hub round trip, offline: build -> publish -> run by Hub id -> publish results -> analyze/export by Hub id.
 
-Publishing goes to the publish tests' in-memory fake (olah takes no uploads); each commit the
-fake holds is then applied, file for file, to a git repository that olah serves, so every read
-after it goes through a real Hub server with the real `huggingface_hub` and `datasets` clients.
+Publishing goes to the publish tests' in-memory fake, tests/fake_hub.py (olah takes no uploads); each
+commit the fake holds is then applied, file for file, to a git repository that olah serves, so every
+read after it goes through a real Hub server with the real `huggingface_hub` and `datasets` clients.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.probes.test_publish import FakeHub
 
+from fake_hub import FakeHub
 from hub_server import HubServer, git
 from probes.publish import publish
 from runners_fixtures import tiny_llama_folder

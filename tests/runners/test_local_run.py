@@ -12,12 +12,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from datasets import Features, Value
+from datasets import Features
 from typer.testing import CliRunner
 
+from loop_items import FEATURES, IDS, ITEMS
 from probes.cli import app
 from promptgen.core import contract
-from promptgen.core.contract import ITEM_FEATURES, user_messages
 from promptgen.core.errors import ProbeError
 from promptgen.core.files import sha256_file
 from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
@@ -28,52 +28,6 @@ from runners.request import RunRequest
 from runners.results import parse_shard, read_key_rows, shard_of
 from runners.scoring.settings import ScoringSettings
 from runners_fixtures import load_folder, load_model, load_tokenizer, require_extra
-
-OPTIONS = ["She worked hard.", "She is gifted.", "The exam was easy.", "She was lucky."]
-NAMES = ["Maria", "John", "Aisha", "Wei"]
-FEATURES = Features({**ITEM_FEATURES, "name": Value("string")})
-
-
-def _choice(name: str) -> dict[str, Any]:
-    prompt = (
-        f"Choose the reason.\n\n### Statement:\n{name} passed the exam.\n\nOptions:\n"
-        + "".join(f"{label}. {text}\n" for label, text in zip("ABCD", OPTIONS, strict=True))
-        + "### Response:\n"
-    )
-    return {
-        "id": f"choice-{name.lower()}",
-        "probe": "attribution",
-        "task": "choice",
-        "prompt": prompt,
-        "messages": user_messages(prompt),
-        "choices": OPTIONS,
-        "choice_labels": list("ABCD"),
-        "choice_types": ["effort", "ability", "difficulty", "luck"],
-        "number_min": None,
-        "number_max": None,
-        "name": name,
-    }
-
-
-def _number(name: str) -> dict[str, Any]:
-    prompt = f"Question: How many dollars out of 10 will {name} pass?\nAnswer: {name} will pass $"
-    return {
-        "id": f"number-{name.lower()}",
-        "probe": "trust_game",
-        "task": "number",
-        "prompt": prompt,
-        "messages": user_messages(prompt),
-        "choices": None,
-        "choice_labels": None,
-        "choice_types": None,
-        "number_min": 0,
-        "number_max": 10,
-        "name": name,
-    }
-
-
-ITEMS = [_choice(n) for n in NAMES] + [_number(n) for n in NAMES[:3]]
-IDS = sorted(item["id"] for item in ITEMS)
 
 
 def _config(name: str, rows: list[dict], features: Features = FEATURES) -> ConfigData:

@@ -14,9 +14,9 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from tests.runners.test_local_run import FEATURES, IDS, ITEMS  # the loop tests' items: 4 choice, 3 number
 from typer.testing import CliRunner
 
+from loop_items import FEATURES, IDS, ITEMS  # the loop tests' items: 4 choice, 3 number
 from probes.cli import app
 from promptgen.core.errors import ProbeError
 from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder

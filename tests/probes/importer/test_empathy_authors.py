@@ -20,6 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 import empathy_reference as ref
+from cli_fixture import one_line_error
 from probes.cli import app
 from probes.importer import ImportRequest, import_results
 from probes.importer.empathy_authors import FORMAT as EMPATHY_AUTHORS
@@ -161,17 +162,6 @@ def test_a_second_import_adds_nothing_and_a_batch_alone_imports(prompts, importe
     assert len(read_key_rows(key_folders(tmp_path / "results", config)[0])) == rows
 
 
-def _one_line_error(result, *names: str) -> str:
-    text = re.sub(r"\x1b\[[0-9;]*m", "", result.output)
-    assert result.exit_code == 1, text
-    assert "Traceback" not in text, text
-    lines = [line for line in text.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), text
-    for name in names:
-        assert name in lines[0], (name, lines[0])
-    return lines[0]
-
-
 @pytest.mark.parametrize("column", ["system_prompt", "user_input"])
 def test_a_prompt_that_differs_is_one_line_naming_file_and_idx_and_nothing_is_written(
     prompts, imported, tmp_path, column
@@ -184,7 +174,7 @@ def test_a_prompt_that_differs_is_one_line_naming_file_and_idx_and_nothing_is_wr
     frame.to_csv(target, sep="\t", index=False)
     out = tmp_path / "results"
     args = ["import", str(source), "--format", FORMAT, "--prompts", str(prompts), "--model-name", MODEL]
-    line = _one_line_error(
+    line = one_line_error(
         runner.invoke(app, [*args, "--out", str(out)], terminal_width=400),
         "religion_origin_batch-1.tsv",
         f"idx {int(frame.loc[3, 'idx'])}",
@@ -203,17 +193,17 @@ def test_bad_files_are_one_line(prompts, imported, tmp_path) -> None:
     frame = pd.read_csv(target, sep="\t", dtype={"idx": str})
     frame.loc[4, "idx"] = "x"
     frame.to_csv(target, sep="\t", index=False)
-    _one_line_error(runner.invoke(app, [*args, str(out)]), target.name, "row 5", "'idx'", "not an integer")
+    one_line_error(runner.invoke(app, [*args, str(out)]), target.name, "row 5", "'idx'", "not an integer")
     frame.loc[4, "idx"] = "99999999"
     frame.to_csv(target, sep="\t", index=False)
-    _one_line_error(runner.invoke(app, [*args, str(out)]), target.name, "row 5", "idx 99999999")
+    one_line_error(runner.invoke(app, [*args, str(out)]), target.name, "row 5", "idx 99999999")
     shutil.copy(source / "religion_origin_batch-0.tsv", target)  # religion_P0S0T0's rows under P0S1T0's name
-    _one_line_error(runner.invoke(app, [*args, str(out)]), target.name, "system_prompt")
+    one_line_error(runner.invoke(app, [*args, str(out)]), target.name, "system_prompt")
     shutil.copy(imported["source"] / target.name, target)
     shutil.copy(source / "religion_origin_batch-0.tsv", source / "religion_origin_batch-7.tsv")
-    _one_line_error(runner.invoke(app, [*args, str(out)]), "religion_origin_batch-7.tsv", "answered in")
+    one_line_error(runner.invoke(app, [*args, str(out)]), "religion_origin_batch-7.tsv", "answered in")
     (source / "ethnicity_persona-9_batch-0.tsv").write_text("idx\n")
-    _one_line_error(runner.invoke(app, [*args, str(out)]), "ethnicity_persona-9_batch-0.tsv")
+    one_line_error(runner.invoke(app, [*args, str(out)]), "ethnicity_persona-9_batch-0.tsv")
     assert not out.exists()
 
 

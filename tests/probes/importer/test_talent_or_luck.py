@@ -11,7 +11,6 @@ file, the row and the column, and nothing is written.
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from typer.testing import CliRunner
 from analysis.attribution_release import METRIC_PERSONS, RELEASE_CONFIGS, option_matrices, person_probabilities
 from analysis.export_files import ExportRequest, export
 from analysis.pipeline import AnalysisOptions, analyze
+from cli_fixture import one_line_error
 from probes.cli import app
 from probes.importer import ImportRequest, import_results
 from promptgen.build import build
@@ -214,17 +214,6 @@ def test_a_subset_of_configs_imports_alone(scored, tmp_path) -> None:
     assert analyze(scored["prompts"], [out], options=AnalysisOptions(n_permutations=10), figures=False).tables
 
 
-def _one_line_error(result, *names: str) -> str:
-    text = re.sub(r"\x1b\[[0-9;]*m", "", result.output)
-    assert result.exit_code == 1, text
-    assert "Traceback" not in text, text
-    lines = [line for line in text.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), text
-    for name in names:
-        assert name in lines[0], (name, lines[0])
-    return lines[0]
-
-
 def _import_cli(source: Path, prompts: Path, out: Path, *extra: str):
     args = ["import", str(source), "--format", FORMAT, "--prompts", str(prompts), "--model-name", MODEL]
     return runner.invoke(app, [*args, "--out", str(out), *extra], env={"COLUMNS": "400"}, terminal_width=400)
@@ -255,25 +244,25 @@ def test_a_malformed_cell_is_one_line_naming_file_row_and_column_and_nothing_is_
     frame.to_csv(target, index=False)
     out = tmp_path / "imported"
     rel = target.relative_to(outputs).as_posix()
-    _one_line_error(_import_cli(outputs, scored["prompts"], out), rel, "row 7", f"column {column!r}", problem)
+    one_line_error(_import_cli(outputs, scored["prompts"], out), rel, "row 7", f"column {column!r}", problem)
     assert not out.exists()
 
 
 def test_bad_folders_and_flags_are_one_line(scored, tmp_path) -> None:
     out = tmp_path / "imported"
     (tmp_path / "empty").mkdir()
-    _one_line_error(_import_cli(tmp_path / "empty", scored["prompts"], out), "no closed_ended/ folder")
-    _one_line_error(_import_cli(tmp_path / "missing", scored["prompts"], out), "not a folder")
+    one_line_error(_import_cli(tmp_path / "empty", scored["prompts"], out), "no closed_ended/ folder")
+    one_line_error(_import_cli(tmp_path / "missing", scored["prompts"], out), "not a folder")
     stray = tmp_path / "stray" / "closed_ended" / "single_actor" / "race"
     stray.mkdir(parents=True)
     (stray / "x.csv").write_text("a\n1\n")
-    _one_line_error(_import_cli(tmp_path / "stray", scored["prompts"], out), "closed_ended/single_actor/race/x.csv")
-    _one_line_error(_import_cli(scored["outputs"], scored["prompts"], out, "--config", "single_actor"), "--config")
-    _one_line_error(_import_cli(scored["outputs"], scored["prompts"], out, "--source-model", "other"), "model-a")
+    one_line_error(_import_cli(tmp_path / "stray", scored["prompts"], out), "closed_ended/single_actor/race/x.csv")
+    one_line_error(_import_cli(scored["outputs"], scored["prompts"], out, "--config", "single_actor"), "--config")
+    one_line_error(_import_cli(scored["outputs"], scored["prompts"], out, "--source-model", "other"), "model-a")
     bad_format = runner.invoke(
         app, ["import", str(scored["outputs"]), "--format", "xml", "--prompts", str(scored["prompts"]),
               "--model-name", MODEL, "--out", str(out)],
     )  # fmt: skip
-    _one_line_error(bad_format, "--format")
-    _one_line_error(_import_cli(scored["outputs"], scored["prompts"], scored["outputs"]), "--out")
+    one_line_error(bad_format, "--format")
+    one_line_error(_import_cli(scored["outputs"], scored["prompts"], scored["outputs"]), "--out")
     assert not out.exists()

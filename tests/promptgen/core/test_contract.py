@@ -20,32 +20,18 @@ from typing import Any
 
 import pytest
 from datasets import Features, Value
-from tests.analysis.test_load import two_builds  # noqa: F401  (module fixture: one release built two ways)
-from tests.probes.test_cli_errors import _one_line_error
-from tests.runners.test_local_run import FEATURES, ITEMS
 from typer.testing import CliRunner
 
 import runners.results as res
 from analysis.load import join, load_prompts, load_results
+from cli_fixture import LIBRARY_PROGRESS, one_line_error
+from loop_items import FEATURES, ITEMS, write_loop_prompts
 from probes.cli import app
 from promptgen.core.errors import ProbeError
-from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
 from release_fixture import load_config
 
 runner = CliRunner()
 SCORING = '{"choice_mode":"sentence"}'
-
-
-def _folder(root: Path, items: list[dict[str, Any]], features: Features = FEATURES) -> Path:
-    """A built prompt folder (manifest, card, one shard) with config `items`."""
-    configs = [ConfigData("items", features, lambda: iter([{k: [r[k] for r in items] for k in features}]))]
-
-    def card(manifest: dict, written: list) -> str:
-        front = card_front_matter(pretty_name="t", license="cc0-1.0", tags=[], configs=written, default_config=None)
-        return f"---\n{front}---\n# t\n"
-
-    manifest = {"recipe": {"sha256": "0" * 64}, "parameters": {}, "sources": []}
-    return write_hub_folder(root, "tiny", configs, manifest=manifest, render_card=card, rows_per_shard=100)
 
 
 def _items(**change: Any) -> list[dict[str, Any]]:
@@ -65,40 +51,31 @@ def _run(dataset: Path, tmp_path: Path, *extra: str, config: str = "items"):
     return result
 
 
-# ----------------------------------------------------------------------------- tracebacks
-# (two kinds of the issue's twelve; `test_cli_tracebacks.CASES` runs them with the others)
-
-
-def _integer_ids(tmp_path: Path) -> tuple[Path, list[str]]:
-    items = [{**item, "id": k} for k, item in enumerate(copy.deepcopy(ITEMS))]
-    return _folder(tmp_path / "p", items, Features({**FEATURES, "id": Value("int64")})), []
-
-
-def _null_prompt_no_chat(tmp_path: Path) -> tuple[Path, list[str]]:
-    return _folder(tmp_path / "p", _items(i0__prompt=None)), ["--no-chat"]
-
-
 # ----------------------------------------------------------------------------- bad items
 
 
 def _string_choices(tmp_path: Path) -> Path:
     items = [{**item, "choices": " / ".join(item["choices"] or [])} for item in copy.deepcopy(ITEMS)]
-    return _folder(tmp_path / "p", items, Features({**FEATURES, "choices": Value("string")}))
+    return write_loop_prompts(tmp_path / "p", items, Features({**FEATURES, "choices": Value("string")}))
 
 
 BAD_ITEMS: list[tuple[str, Callable[[Path], Path], tuple[str, ...]]] = [
     ("choices typed string", _string_choices, ("column 'choices' has type string", "list of strings")),
-    ("null id", lambda t: _folder(t / "p", _items(i1__id=None)), ("row 1", "field 'id' is null")),
-    ("null choices", lambda t: _folder(t / "p", _items(i2__choices=None)), ("choice-aisha", "field 'choices'")),
+    ("null id", lambda t: write_loop_prompts(t / "p", _items(i1__id=None)), ("row 1", "field 'id' is null")),
+    (
+        "null choices",
+        lambda t: write_loop_prompts(t / "p", _items(i2__choices=None)),
+        ("choice-aisha", "field 'choices'"),
+    ),
     (
         "range of 2e9 values",
-        lambda t: _folder(t / "p", _items(i4__number_max=2_000_000_000)),
+        lambda t: write_loop_prompts(t / "p", _items(i4__number_max=2_000_000_000)),
         ("id 'number-maria'", "field 'number_max'", "more than 10,000 above"),
     ),
     (
         # int64 extremes: their difference wraps around in int64 arithmetic
         "range of int64 extremes",
-        lambda t: _folder(
+        lambda t: write_loop_prompts(
             t / "p",
             _items(i4__number_min=-(2**62), i4__number_max=2**62),
             Features({**FEATURES, "number_min": Value("int64"), "number_max": Value("int64")}),
@@ -107,7 +84,7 @@ BAD_ITEMS: list[tuple[str, Callable[[Path], Path], tuple[str, ...]]] = [
     ),
     (
         "number_min above number_max",
-        lambda t: _folder(t / "p", _items(i5__number_min=11)),
+        lambda t: write_loop_prompts(t / "p", _items(i5__number_min=11)),
         ("id 'number-john'", "field 'number_max' is below `number_min`"),
     ),
 ]
@@ -116,27 +93,34 @@ BAD_ITEMS: list[tuple[str, Callable[[Path], Path], tuple[str, ...]]] = [
 @pytest.mark.parametrize(("name", "make", "says"), BAD_ITEMS, ids=[c[0] for c in BAD_ITEMS])
 def test_bad_items_are_one_line_before_the_model_loads(tmp_path: Path, name: str, make, says) -> None:
     dataset = make(tmp_path)
-    _one_line_error(_run(dataset, tmp_path), str(dataset), *says)
+    one_line_error(_run(dataset, tmp_path), str(dataset), *says, ignore=LIBRARY_PROGRESS)
 
 
 @pytest.mark.parametrize("config", ["", "..", "../items", ".hidden"])
 def test_a_config_name_that_is_not_one_path_segment_is_refused(tmp_path: Path, config: str) -> None:
-    dataset = _folder(tmp_path / "p", ITEMS)
-    _one_line_error(_run(dataset, tmp_path, config=config), f"invalid config name (--config) {config!r}")
+    dataset = write_loop_prompts(tmp_path / "p", ITEMS)
+    one_line_error(
+        _run(dataset, tmp_path, config=config), f"invalid config name (--config) {config!r}", ignore=LIBRARY_PROGRESS
+    )
     with pytest.raises(ProbeError, match="one path segment"):
         res.key_dir(tmp_path / "r", config, res.ResultKey("m", "rev", SCORING))
 
 
 def test_an_unlisted_or_changed_data_file_is_refused(tmp_path: Path) -> None:
-    dataset = _folder(tmp_path / "p", ITEMS)
+    dataset = write_loop_prompts(tmp_path / "p", ITEMS)
     shard = dataset / "data" / "items" / "test-00000-of-00001.parquet"
-    other = _folder(tmp_path / "q", _items(i0__choices=list(reversed(ITEMS[0]["choices"]))))
+    other = write_loop_prompts(tmp_path / "q", _items(i0__choices=list(reversed(ITEMS[0]["choices"]))))
     extra = shard.with_name("test-00001-of-00001.parquet")
     shutil.copy(other / "data" / "items" / shard.name, extra)
-    _one_line_error(_run(dataset, tmp_path), str(dataset), f"not listed in the manifest: data/items/{extra.name}")
+    one_line_error(
+        _run(dataset, tmp_path),
+        str(dataset),
+        f"not listed in the manifest: data/items/{extra.name}",
+        ignore=LIBRARY_PROGRESS,
+    )
     extra.unlink()
     shutil.copy(other / "data" / "items" / shard.name, shard)
-    _one_line_error(_run(dataset, tmp_path), f"sha256 differs: data/items/{shard.name}")
+    one_line_error(_run(dataset, tmp_path), f"sha256 differs: data/items/{shard.name}", ignore=LIBRARY_PROGRESS)
 
 
 # ----------------------------------------------------------------------------- result rows
@@ -172,20 +156,22 @@ BAD_ROWS = [
 
 @pytest.mark.parametrize(("name", "row", "change", "says"), BAD_ROWS, ids=[c[0] for c in BAD_ROWS])
 def test_bad_result_rows_are_refused_by_analyze(tmp_path: Path, name: str, row: int, change, says: str) -> None:
-    dataset = _folder(tmp_path / "p", ITEMS)
+    dataset = write_loop_prompts(tmp_path / "p", ITEMS)
     rows = _answers()
     _results(tmp_path / "ok", rows)
     assert len(join(load_prompts(dataset, "items"), load_results(tmp_path / "ok", "items"))) == len(rows)
     rows[row].update(change)
     part = _results(tmp_path / "r", rows)
     args = ["analyze", "--prompts", str(dataset), "--results", str(tmp_path / "r"), "--out", str(tmp_path / "rep")]
-    _one_line_error(runner.invoke(app, [*args, "--no-figures"], terminal_width=400), str(part), says)
+    one_line_error(
+        runner.invoke(app, [*args, "--no-figures"], terminal_width=400), str(part), says, ignore=LIBRARY_PROGRESS
+    )
     assert not (tmp_path / "rep").exists()
 
 
 def test_generated_answers_out_of_range_are_refusals_not_bad_rows(tmp_path: Path) -> None:
     """`runners.scoring.parse` keeps what the model said (150 on 0-100) with status out_of_range and refuses the row."""
-    dataset = _folder(tmp_path / "p", ITEMS)
+    dataset = write_loop_prompts(tmp_path / "p", ITEMS)
     rows = [
         {"id": item["id"], "parsed_value": 50 if item["task"] == "number" else 9, "parse_status": "out_of_range"}
         for item in ITEMS
@@ -201,7 +187,7 @@ def test_generated_answers_out_of_range_are_refusals_not_bad_rows(tmp_path: Path
         join(load_prompts(dataset, "items"), load_results(tmp_path / "r", "items"))
 
 
-def test_results_without_a_manifest_are_checked_against_the_prompts(two_builds, tmp_path: Path) -> None:  # noqa: F811
+def test_results_without_a_manifest_are_checked_against_the_prompts(two_builds, tmp_path: Path) -> None:
     """Each row's prompt_sha256 (the runners' own hash) is compared, manifest or not (Hub results have none)."""
     first, second = two_builds
     items = load_config(first, "single_actor").to_list()[:40]  # read as the runners read them
@@ -217,16 +203,25 @@ def test_results_without_a_manifest_are_checked_against_the_prompts(two_builds, 
     changed = runner.invoke(app, [*args, "--prompts", str(second), "--out", str(tmp_path / "b")], terminal_width=400)
     now = {i["id"]: res.prompt_sha256(i) for i in load_config(second, "single_actor").to_list()}
     first_changed = next(r["id"] for r in rows if now[r["id"]] != r["prompt_sha256"])
-    _one_line_error(changed, str(part), f"row id {first_changed!r}", "column 'prompt_sha256'", "another prompt")
+    one_line_error(
+        changed,
+        str(part),
+        f"row id {first_changed!r}",
+        "column 'prompt_sha256'",
+        "another prompt",
+        ignore=LIBRARY_PROGRESS,
+    )
 
 
 def test_plan_refuses_a_range_above_the_bound(tmp_path: Path) -> None:
     """`probes plan` prices an item by building its number trie: a range of 2e9 values must be refused first."""
     from runners_fixtures import tiny_llama_folder
 
-    dataset = _folder(tmp_path / "p", _items(i4__number_max=2_000_000_000))
+    dataset = write_loop_prompts(tmp_path / "p", _items(i4__number_max=2_000_000_000))
     result = runner.invoke(app, ["plan", str(dataset), "-m", str(tiny_llama_folder("float32")), "-q"])
-    _one_line_error(result, "test-00000-of-00001.parquet", "id 'number-maria'", "more than 10,000 above")
+    one_line_error(
+        result, "test-00000-of-00001.parquet", "id 'number-maria'", "more than 10,000 above", ignore=LIBRARY_PROGRESS
+    )
 
 
 @pytest.mark.parametrize(
@@ -239,7 +234,7 @@ def test_plan_refuses_a_range_above_the_bound(tmp_path: Path) -> None:
     ],
 )
 def test_a_build_manifest_of_the_wrong_shape_is_one_line(tmp_path: Path, manifest: str | bytes, says: str) -> None:
-    dataset = _folder(tmp_path / "p", ITEMS)
+    dataset = write_loop_prompts(tmp_path / "p", ITEMS)
     target = dataset / "build_manifest.json"
     target.write_bytes(manifest if isinstance(manifest, bytes) else manifest.encode())
-    _one_line_error(_run(dataset, tmp_path), "build_manifest.json", says)
+    one_line_error(_run(dataset, tmp_path), "build_manifest.json", says, ignore=LIBRARY_PROGRESS)

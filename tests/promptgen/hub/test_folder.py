@@ -2,42 +2,15 @@ import json
 
 import pytest
 import yaml
-from datasets import Features, List, Value
 
+from hub_folder_fixture import FEATURES, toy_config, write_toy_folder
 from promptgen.core.errors import OutputError, ProbeError
-from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
+from promptgen.hub.folder import ConfigData
 from release_fixture import load_config
-
-FEATURES = Features({"id": Value("string"), "x": Value("int32"), "tags": List(Value("string"))})
-
-
-def _rows(n):
-    return [{"id": f"r{i}", "x": i, "tags": [str(i % 3)]} for i in range(n)]
-
-
-def _config(name, n, batch):
-    def batches():
-        rows = _rows(n)
-        for start in range(0, n, batch):
-            chunk = rows[start : start + batch]
-            yield {k: [r[k] for r in chunk] for k in FEATURES}
-
-    return ConfigData(name, FEATURES, batches)
-
-
-def _card(manifest, written):
-    front = card_front_matter(pretty_name="t", license="cc0-1.0", tags=[], configs=written, default_config=None)
-    return f"---\n{front}---\n# t\n"
-
-
-def _write(out, configs, **kw):
-    manifest = {"recipe": {"sha256": "0" * 64}, "parameters": {"p": 1}, "sources": []}
-    kw.setdefault("rows_per_shard", 1000)
-    return write_hub_folder(out, "ds", configs, manifest=manifest, render_card=_card, **kw)
 
 
 def test_folder_loads_with_datasets_and_manifest_counts(tmp_path):
-    path = _write(tmp_path, [_config("a", 2500, 300), _config("b", 10, 3)])
+    path = write_toy_folder(tmp_path, [toy_config("a", 2500, 300), toy_config("b", 10, 3)])
     ds = load_config(path, "a")
     assert len(ds) == 2500 and ds.features == FEATURES
     assert ds[7] == {"id": "r7", "x": 7, "tags": ["1"]}
@@ -51,8 +24,8 @@ def test_folder_loads_with_datasets_and_manifest_counts(tmp_path):
 
 
 def test_bytes_do_not_depend_on_batching(tmp_path):
-    a = _write(tmp_path / "one", [_config("a", 25_000, 7)], rows_per_shard=12_000)
-    b = _write(tmp_path / "two", [_config("a", 25_000, 4096)], rows_per_shard=12_000)
+    a = write_toy_folder(tmp_path / "one", [toy_config("a", 25_000, 7)], rows_per_shard=12_000)
+    b = write_toy_folder(tmp_path / "two", [toy_config("a", 25_000, 4096)], rows_per_shard=12_000)
     files_a = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
     assert files_a == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
     for rel in files_a:
@@ -63,8 +36,8 @@ def test_bytes_do_not_depend_on_batching(tmp_path):
 
 
 def test_fingerprint_changes_with_content_and_parameters(tmp_path):
-    a = json.loads((_write(tmp_path / "1", [_config("a", 10, 5)]) / "build_manifest.json").read_text())
-    b = json.loads((_write(tmp_path / "2", [_config("a", 11, 5)]) / "build_manifest.json").read_text())
+    a = json.loads((write_toy_folder(tmp_path / "1", [toy_config("a", 10, 5)]) / "build_manifest.json").read_text())
+    b = json.loads((write_toy_folder(tmp_path / "2", [toy_config("a", 11, 5)]) / "build_manifest.json").read_text())
     assert a["fingerprint"] != b["fingerprint"]
 
 
@@ -74,29 +47,29 @@ def test_failure_midway_leaves_nothing(tmp_path):
         raise RuntimeError("generator died")
 
     with pytest.raises(RuntimeError):
-        _write(tmp_path, [_config("ok", 5, 2), ConfigData("bad", FEATURES, broken)])
+        write_toy_folder(tmp_path, [toy_config("ok", 5, 2), ConfigData("bad", FEATURES, broken)])
     assert list(tmp_path.iterdir()) == []
 
 
 def test_rows_not_matching_features_are_an_error(tmp_path):
     bad = ConfigData("bad", FEATURES, lambda: iter([{"id": ["a"], "x": ["not a number"], "tags": [[]]}]))
     with pytest.raises(ProbeError, match="bad"):
-        _write(tmp_path, [bad])
+        write_toy_folder(tmp_path, [bad])
     assert list(tmp_path.iterdir()) == []
 
 
 def test_empty_config_is_an_error_and_leaves_nothing(tmp_path):
     with pytest.raises(ProbeError, match="no rows"):
-        _write(tmp_path, [ConfigData("empty", FEATURES, lambda: iter([]))])
+        write_toy_folder(tmp_path, [ConfigData("empty", FEATURES, lambda: iter([]))])
     assert list(tmp_path.iterdir()) == []
 
 
 def test_existing_target_needs_overwrite(tmp_path):
-    path = _write(tmp_path, [_config("a", 3, 3)])
+    path = write_toy_folder(tmp_path, [toy_config("a", 3, 3)])
     with pytest.raises(OutputError, match="--overwrite"):
-        _write(tmp_path, [_config("a", 4, 3)])
+        write_toy_folder(tmp_path, [toy_config("a", 4, 3)])
     assert len(load_config(path, "a")) == 3
-    _write(tmp_path, [_config("a", 4, 3)], overwrite=True)
+    write_toy_folder(tmp_path, [toy_config("a", 4, 3)], overwrite=True)
     assert len(load_config(path, "a")) == 4
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]
 
@@ -138,7 +111,7 @@ def test_next_build_removes_staging_folders_of_dead_builds_only(tmp_path):
     three_days_ago = time.time() - 3 * 24 * 3600
     for folder in (foreign_old, legacy_old, legacy_other):
         os.utime(folder, (three_days_ago, three_days_ago))
-    path = _write(out, [_config("a", 10, 5)])
+    path = write_toy_folder(out, [toy_config("a", 10, 5)])
     assert path.is_dir()
     assert not dead.exists() and not dead_other_dataset.exists()
     assert not foreign_old.exists() and not legacy_old.exists()
@@ -159,5 +132,5 @@ def test_staging_folder_names_its_process(tmp_path, monkeypatch):
     seen = []
     real = hubfolder.make_staging_dir
     monkeypatch.setattr(hubfolder, "make_staging_dir", lambda parent, name: seen.append(real(parent, name)) or seen[-1])
-    _write(tmp_path / "out", [_config("a", 3, 3)])
+    write_toy_folder(tmp_path / "out", [toy_config("a", 3, 3)])
     assert files._STAGING_RE.match(seen[0].name)["pid"] == str(os.getpid())

@@ -15,9 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.runners.results.test_results import _prompts
-from tests.runners.test_local_run import ITEMS
 
+from loop_items import ITEMS, write_loop_prompts
 from promptgen.core.contract import user_messages
 from promptgen.core.errors import ProbeError
 from runners import results as res
@@ -92,7 +91,7 @@ def test_vllm_with_default_options_runs_a_2048_position_model_and_exits_0(tmp_pa
     require_extra("vllm")
     model = tiny_llama_folder("float32")
     assert json.loads((model / "config.json").read_text())["max_position_embeddings"] == 2048
-    prompts = _prompts(tmp_path / "prompts", ITEMS)
+    prompts = write_loop_prompts(tmp_path / "prompts", ITEMS)
     out = tmp_path / "results"
     cmd = [sys.executable, "-m", "probes.cli", "run", str(prompts), "-c", "items", "-m", str(model)]
     cmd += ["--backend", "vllm", "--no-chat", "--out", str(out), "-q"]

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from tests.runners.results.test_results import _prompts, _tiny_llama
-from tests.runners.test_local_run import ITEMS
 from typer.testing import CliRunner
 
+from loop_items import ITEMS, write_loop_prompts
 from probes.cli import app
 from runners import results as res
 from runners.model import identity as model_identity
+from runners_fixtures import write_tiny_llama
 
 SHA_A = "a" * 40
 SHA_B = "b" * 40
@@ -33,7 +33,7 @@ SHA_A2 = "c" * 40
 
 @pytest.fixture()
 def prompts(tmp_path: Path) -> Path:
-    return _prompts(tmp_path / "prompts", ITEMS)
+    return write_loop_prompts(tmp_path / "prompts", ITEMS)
 
 
 @pytest.fixture()
@@ -51,7 +51,7 @@ def hub_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def _place(cache: Path, repo: str, commit: str, *, seed: int, main: bool = True) -> Path:
     """A tiny model as the snapshot `commit` of `repo` in the HF cache; `refs/main` points at it if `main`."""
     root = cache / f"models--{repo.replace('/', '--')}"
-    snapshot = _tiny_llama(root / "snapshots" / commit, seed=seed)
+    snapshot = write_tiny_llama(root / "snapshots" / commit, seed=seed)
     if main:
         (root / "refs").mkdir(parents=True, exist_ok=True)
         (root / "refs" / "main").write_text(commit)
@@ -123,8 +123,8 @@ def test_a_hub_revision_that_cannot_be_resolved_is_an_error_unless_a_commit_is_n
 
 def test_two_checkpoints_under_one_snapshot_get_two_keys(tmp_path: Path, prompts: Path, hub_cache: Path) -> None:
     snapshot = hub_cache / "models--org--run" / "snapshots" / SHA_A
-    first = _tiny_llama(snapshot / "ckpt-100", seed=1)
-    second = _tiny_llama(snapshot / "ckpt-200", seed=2)
+    first = write_tiny_llama(snapshot / "ckpt-100", seed=1)
+    second = write_tiny_llama(snapshot / "ckpt-200", seed=2)
     assert model_identity.folder_revision(first) != model_identity.folder_revision(second)
     assert model_identity.folder_revision(first) != SHA_A
     out = tmp_path / "results"
@@ -133,12 +133,12 @@ def test_two_checkpoints_under_one_snapshot_get_two_keys(tmp_path: Path, prompts
     assert f"{len(ITEMS)} items scored (0 already done" in again, again
     assert len(_keys(out)) == 2
     # the snapshot folder itself is still keyed by its commit (it names the content)
-    _tiny_llama(snapshot, seed=1)
+    write_tiny_llama(snapshot, seed=1)
     assert model_identity.folder_revision(snapshot) == SHA_A
 
 
 def test_a_chat_template_in_a_subfolder_changes_the_key(tmp_path: Path, prompts: Path) -> None:
-    model = _tiny_llama(tmp_path / "m", seed=1)
+    model = write_tiny_llama(tmp_path / "m", seed=1)
     before = model_identity.folder_revision(model)
     out = tmp_path / "results"
     _ok(prompts, str(model), out)
@@ -155,8 +155,8 @@ def test_weights_swapped_while_the_model_loads_are_detected(
 ) -> None:
     from runners.backends.hf.backend import HFBackend
 
-    model = _tiny_llama(tmp_path / "m", seed=1)
-    other = _tiny_llama(tmp_path / "other", seed=2)
+    model = write_tiny_llama(tmp_path / "m", seed=1)
+    other = write_tiny_llama(tmp_path / "other", seed=2)
     load = HFBackend.from_pretrained.__func__
 
     def swap_during_load(cls, *args, **kwargs):
@@ -173,7 +173,7 @@ def test_weights_swapped_while_the_model_loads_are_detected(
 
 
 def test_a_second_model_name_for_one_key_is_refused(tmp_path: Path, prompts: Path) -> None:
-    model = _tiny_llama(tmp_path / "m", seed=1)
+    model = write_tiny_llama(tmp_path / "m", seed=1)
     out = tmp_path / "results"
     _ok(prompts, str(model), out, "--model-name", "org/first", "--limit", "2")
     code, output = _run(prompts, str(model), out, "--model-name", "org/second")

@@ -6,7 +6,7 @@ changes one thing and checks that the affected items are scored again, into anot
 the model or settings changed, and that no key folder ever mixes two models' rows.
 
 The model is a tiny random-weight Llama with SmolLM2's real tokenizer (seconds to load and
-to hash), saved as a safetensors folder like any checkpoint.
+to hash), saved as a safetensors folder like any checkpoint (`runners_fixtures.write_tiny_llama`).
 """
 
 from __future__ import annotations
@@ -18,60 +18,18 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from tests.runners.test_local_run import FEATURES, ITEMS
 from typer.testing import CliRunner
 
+from cli_fixture import unwritable_out
+from loop_items import ITEMS, write_loop_prompts
 from probes.cli import app
-from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
 from runners import results as res
 from runners.model import identity as model_identity
-from runners_fixtures import load_folder, require_extra
-
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
-
-
-def _tiny_llama(folder: Path, *, seed: int, dtype: str = "float32") -> Path:
-    """A 2-layer random Llama with SmolLM2's tokenizer files, saved in `dtype`."""
-    require_extra("hf")
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    source = load_folder()
-    vocab = json.loads((source / "config.json").read_text())["vocab_size"]
-    config = LlamaConfig(
-        vocab_size=vocab,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=512,
-        tie_word_embeddings=True,
-    )
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(config).to(getattr(torch, dtype))
-    folder.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(folder)
-    for name in TOKENIZER_FILES:
-        if (source / name).is_file():
-            shutil.copy2(source / name, folder / name)
-    return folder
-
-
-def _prompts(root: Path, items: list[dict[str, Any]], name: str = "tiny") -> Path:
-    configs = [ConfigData("items", FEATURES, lambda: iter([{k: [r[k] for r in items] for k in FEATURES}]))]
-
-    def card(manifest: dict, written: list) -> str:
-        front = card_front_matter(pretty_name="t", license="cc0-1.0", tags=[], configs=written, default_config=None)
-        return f"---\n{front}---\n# t\n"
-
-    manifest = {"recipe": {"sha256": "0" * 64}, "parameters": {}, "sources": []}
-    return write_hub_folder(root, name, configs, manifest=manifest, render_card=card, rows_per_shard=100)
+from runners_fixtures import require_extra, write_tiny_llama
 
 
 def _run(prompts: Path, model: Path | str, out: Path, *extra: str) -> str:
@@ -96,15 +54,15 @@ def _one_model_per_key(out: Path) -> None:
 
 @pytest.fixture()
 def prompts(tmp_path: Path) -> Path:
-    return _prompts(tmp_path / "prompts", ITEMS)
+    return write_loop_prompts(tmp_path / "prompts", ITEMS)
 
 
 def test_checkpoint_replaced_in_place_is_rescored(tmp_path: Path, prompts: Path) -> None:
-    model = _tiny_llama(tmp_path / "ckpt", seed=1)
+    model = write_tiny_llama(tmp_path / "ckpt", seed=1)
     out = tmp_path / "results"
     assert "4 items scored (0 already done)" in _run(prompts, model, out, "--limit", "4", "--no-chat")
     before = (model / "model.safetensors").stat().st_size
-    _tiny_llama(tmp_path / "ckpt", seed=2)  # same config, same sizes, other weights, same path
+    write_tiny_llama(tmp_path / "ckpt", seed=2)  # same config, same sizes, other weights, same path
     assert (model / "model.safetensors").stat().st_size == before
     assert "4 items scored (0 already done)" in _run(prompts, model, out, "--limit", "4", "--no-chat")
     keys = _keys(out)
@@ -122,17 +80,17 @@ def test_a_snapshots_folder_outside_an_hf_cache_is_rescored_after_its_weights_ch
 ) -> None:
     """A folder named `snapshots/<40 hex>` that is not in an HF cache (no `models--ORG--NAME` above it) was keyed
     by its name, so new weights there reused the old rows: it is hashed like any folder now."""
-    model = _tiny_llama(tmp_path / "exports" / "snapshots" / ("cd" * 20), seed=1)
+    model = write_tiny_llama(tmp_path / "exports" / "snapshots" / ("cd" * 20), seed=1)
     out = tmp_path / "results"
     assert "3 items scored (0 already done)" in _run(prompts, model, out, "--limit", "3", "--no-chat")
-    _tiny_llama(model, seed=2)  # other weights, same path
+    write_tiny_llama(model, seed=2)  # other weights, same path
     assert "3 items scored (0 already done)" in _run(prompts, model, out, "--limit", "3", "--no-chat")
     revisions = {rows.column("model_revision")[0].as_py() for rows in _keys(out).values()}
     assert len(revisions) == 2 and all(r.startswith("sha256-") for r in revisions)
 
 
 def test_chat_template_changed_is_rescored(tmp_path: Path, prompts: Path) -> None:
-    model = _tiny_llama(tmp_path / "m", seed=1)
+    model = write_tiny_llama(tmp_path / "m", seed=1)
     out = tmp_path / "results"
     _run(prompts, model, out, "--limit", "3", "--chat")
     template = model / "chat_template.jinja"
@@ -143,7 +101,7 @@ def test_chat_template_changed_is_rescored(tmp_path: Path, prompts: Path) -> Non
 
 
 def test_dtype_changed_is_another_key(tmp_path: Path, prompts: Path) -> None:
-    model = _tiny_llama(tmp_path / "m", seed=1)
+    model = write_tiny_llama(tmp_path / "m", seed=1)
     out = tmp_path / "results"
     _run(prompts, model, out, "--limit", "3", "--no-chat", "--dtype", "float32")
     assert "3 items scored (0 already done)" in _run(
@@ -158,13 +116,13 @@ def test_dtype_changed_is_another_key(tmp_path: Path, prompts: Path) -> None:
 
 
 def test_changed_prompts_are_rescored_and_merge_to_one_row_per_id(tmp_path: Path) -> None:
-    model = _tiny_llama(tmp_path / "m", seed=1)
+    model = write_tiny_llama(tmp_path / "m", seed=1)
     out = tmp_path / "results"
-    first = _prompts(tmp_path / "v1", ITEMS)
+    first = write_loop_prompts(tmp_path / "v1", ITEMS)
     _run(first, model, out, "--no-chat")
     changed = [dict(item) for item in ITEMS]
     changed[0]["prompt"] = changed[0]["prompt"].replace("passed the exam", "failed the exam")
-    second = _prompts(tmp_path / "v2", changed)  # same ids, one prompt changed
+    second = write_loop_prompts(tmp_path / "v2", changed)  # same ids, one prompt changed
     args = ["run", str(second), "-c", "items", "-m", str(model), "--out", str(out), "-q", "--no-chat"]
     refused = CliRunner().invoke(app, args)  # another build into this folder: only when asked for
     assert refused.exit_code != 0 and "holds rows scored on another build of its prompts" in refused.output
@@ -183,7 +141,7 @@ def test_changed_prompts_are_rescored_and_merge_to_one_row_per_id(tmp_path: Path
 def test_one_model_reached_by_a_copy_a_relative_path_or_a_slash_is_one_key(
     tmp_path: Path, prompts: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    model = _tiny_llama(tmp_path / "m", seed=1)
+    model = write_tiny_llama(tmp_path / "m", seed=1)
     out = tmp_path / "results"
     _run(prompts, model, out, "--limit", "3", "--no-chat")
     monkeypatch.chdir(tmp_path)
@@ -194,7 +152,7 @@ def test_one_model_reached_by_a_copy_a_relative_path_or_a_slash_is_one_key(
 
 
 def test_model_name_is_portable_and_not_the_identity(tmp_path: Path, prompts: Path) -> None:
-    model = _tiny_llama(tmp_path / "m", seed=1)
+    model = write_tiny_llama(tmp_path / "m", seed=1)
     out = tmp_path / "results"
     _run(prompts, model, out, "--limit", "2", "--no-chat", "--model-name", "org/tiny-llama")
     (rows,) = _keys(out).values()
@@ -209,14 +167,24 @@ def test_model_name_is_portable_and_not_the_identity(tmp_path: Path, prompts: Pa
 def test_out_refuses_a_prompt_dataset_folder(prompts: Path, tmp_path: Path) -> None:
     card = (prompts / "README.md").read_text()
     result = CliRunner().invoke(
-        app, ["run", str(prompts), "-c", "items", "-m", str(_tiny_llama(tmp_path / "m", seed=1)), "--out", str(prompts)]
+        app,
+        [
+            "run",
+            str(prompts),
+            "-c",
+            "items",
+            "-m",
+            str(write_tiny_llama(tmp_path / "m", seed=1)),
+            "--out",
+            str(prompts),
+        ],
     )
     assert result.exit_code == 1 and "is a prompt dataset folder" in result.output
     assert (prompts / "README.md").read_text() == card
 
 
 def test_no_absolute_local_path_in_what_run_writes(tmp_path: Path, prompts: Path) -> None:
-    model = _tiny_llama(tmp_path / "m", seed=1)
+    model = write_tiny_llama(tmp_path / "m", seed=1)
     out = tmp_path / "results"
     _run(prompts, model, out, "--no-chat")
     roots = {str(tmp_path), str(tmp_path.resolve()), str(Path.home())}
@@ -264,7 +232,7 @@ def test_concurrent_manifest_updates_lose_nothing(tmp_path: Path) -> None:
 
 
 def test_two_concurrent_runs_on_one_key_give_every_id_once(tmp_path: Path, prompts: Path) -> None:
-    model = _tiny_llama(tmp_path / "m", seed=1)
+    model = write_tiny_llama(tmp_path / "m", seed=1)
     out = tmp_path / "results"
     cmd = [sys.executable, "-c", "from probes.cli import app; app()", "run", str(prompts), "-c", "items"]
     cmd += ["-m", str(model), "--out", str(out), "--no-chat", "--batch-size", "1", "--flush-every", "1", "-q"]
@@ -286,23 +254,9 @@ def test_two_concurrent_runs_on_one_key_give_every_id_once(tmp_path: Path, promp
     assert sorted(r.rsplit("/", 1)[1] for r in runs) == ["shard-0of1", "shard-0of2", "shard-1of2"]
 
 
-def _unwritable(tmp_path: Path) -> Path:
-    """A folder no write can go into: read-only bits, or (as root, whom bits do not stop) one under /sys."""
-    folder = tmp_path / "read-only"
-    folder.mkdir()
-    folder.chmod(0o555)
-    try:
-        (folder / "probe").mkdir()
-    except PermissionError:
-        return folder / "out"
-    if not Path("/sys/kernel").is_dir():
-        pytest.skip("running as root without /sys: no folder refuses writes")
-    return Path("/sys/kernel/probes-test-out")
-
-
 def test_unwritable_out_for_run_is_one_line_before_the_model_loads(tmp_path: Path, prompts: Path) -> None:
     require_extra("hf")  # without it, the missing extra is what `probes run` reports first
-    out = _unwritable(tmp_path)
+    out = unwritable_out(tmp_path)
     args = ["run", str(prompts), "-c", "items", "-m", str(tmp_path / "no-model-needed"), "--out", str(out)]
     result = CliRunner().invoke(app, args)
     lines = [line for line in result.output.splitlines() if line.strip()]
