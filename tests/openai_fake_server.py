@@ -213,3 +213,18 @@ def malformed(answer: dict[str, Any], step: str) -> Any:
             for key in top:
                 top[key] = None if step == "null-logprob" else BROKEN_LOGPROBS.get(step, top[key])
     return answer
+
+
+def load_served(server: FakeServer, **options: Any) -> Any:
+    """The `openai` backend loaded against `server` (its `/v1/models` and fingerprint read: one POST), as a run does.
+
+    `options` are `LoadOptions` fields (`server_api="chat"`, `request_timeout=...`). Imported here, not at the
+    top: the server itself runs without the project.
+    """
+    from runners.backends import Resolved
+    from runners.backends.load import LoadOptions
+    from runners.backends.openai import backend as openai_backend
+
+    load = LoadOptions(backend="openai", base_url=server.url, **options)
+    resolved = Resolved(None, None, "auto", "server", None, None, {"tokenizer_revision": "sha256-tok"})
+    return openai_backend.load(MODEL, load, resolved)

@@ -15,11 +15,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from openai_fake_server import MODEL, FakeServer
+from openai_fake_server import MODEL, FakeServer, load_served
 from promptgen.core.errors import ProbeError
-from runners.backends import Resolved
 from runners.backends.load import LoadOptions
-from runners.backends.openai import backend as openai_backend
 from runners.backends.protocol import ScoreRequest
 from runners.run import run
 from runners_fixtures import load_folder, number_items, require_extra, write_prompt_folder
@@ -30,15 +28,9 @@ def _needs_openai() -> None:
     require_extra("openai")
 
 
-def _backend(server: FakeServer, **options):
-    load = LoadOptions(backend="openai", base_url=server.url, **options)
-    resolved = Resolved(None, None, "auto", "server", None, None, {"tokenizer_revision": "sha256-tok"})
-    return openai_backend.load(MODEL, load, resolved)
-
-
 def _refusal(server: FakeServer, step: str, request: ScoreRequest) -> str:
     """The one-line refusal of scoring `request` when the server's next answer is `step`."""
-    backend = _backend(server)  # reads /models and the fingerprint (one POST)
+    backend = load_served(server)  # reads /models and the fingerprint (one POST)
     server.script = [step] * 8
     try:
         with pytest.raises(ProbeError) as caught:
@@ -90,7 +82,7 @@ def test_a_models_list_that_is_a_json_array_is_one_line() -> None:
     with FakeServer() as server:
         server.models_answer = [{"id": MODEL}]
         with pytest.raises(ProbeError, match=r"GET /models answered a JSON list, not an object"):
-            _backend(server)
+            load_served(server)
 
 
 @pytest.mark.parametrize("timeout", [math.inf, math.nan])

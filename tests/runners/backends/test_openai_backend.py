@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from openai_fake_server import MODEL, FakeServer, fake_logprob
+from openai_fake_server import MODEL, FakeServer, fake_logprob, load_served
 from promptgen.core.errors import ProbeError
 from runners.backends import BACKENDS, Resolved, backend_spec
 from runners.backends.load import LoadOptions
@@ -36,12 +36,6 @@ def _needs_openai() -> None:
     require_extra("openai")
 
 
-def _backend(server: FakeServer, **options):
-    load = LoadOptions(backend="openai", base_url=server.url, **options)
-    resolved = Resolved(None, None, "auto", "server", None, None, {"tokenizer_revision": "sha256-tok"})
-    return openai_backend.load(MODEL, load, resolved)
-
-
 def _brute(ids: tuple[int, ...], cont: tuple[int, ...]) -> list[float]:
     return [fake_logprob(ids + cont[:k], cont[k]) for k in range(len(cont))]
 
@@ -49,7 +43,7 @@ def _brute(ids: tuple[int, ...], cont: tuple[int, ...]) -> list[float]:
 def test_choice_and_candidate_log_probabilities_are_read_position_by_position() -> None:
     context, conts, candidates = (5, 9, 2), ((4, 11), (6,), (8, 1, 3)), (10, 12, 14)
     with FakeServer() as server:
-        backend = _backend(server)
+        backend = load_served(server)
         (result,) = backend.score([ScoreRequest(context, conts, candidates)])
         plain, letter = backend.score([ScoreRequest(context, conts), ScoreRequest(context, candidates=candidates)])
         backend.close()
@@ -71,7 +65,7 @@ def test_choice_and_candidate_log_probabilities_are_read_position_by_position() 
 def test_more_than_128_candidates_go_in_groups_and_read_the_same_numbers() -> None:
     context, candidates = (3, 1, 4), tuple(range(1000, 1300))
     with FakeServer() as server:
-        backend = _backend(server)
+        backend = load_served(server)
         (result,) = backend.score([ScoreRequest(context, ((7, 7),), candidates)])
         backend.close()
     assert max(len(b.get("logprob_token_ids") or ()) for b in server.posts) == 128
@@ -83,7 +77,7 @@ def test_a_bounded_number_request_reads_the_numbers_an_exact_one_reads() -> None
     context, leaves, digits = (2, 7), ((15,), (16,), (16, 15), (17, 18)), (15, 16, 17, 18)
     bound = NumberBound(0.5, leaves)
     with FakeServer() as server:
-        backend = _backend(server)
+        backend = load_served(server)
         exact, bounded = backend.score(
             [ScoreRequest(context, leaves, digits), ScoreRequest(context, leaves, digits, bound)]
         )
@@ -98,7 +92,7 @@ def test_a_bounded_number_request_reads_the_numbers_an_exact_one_reads() -> None
 @pytest.mark.parametrize("first", ["429", "500", "drop"])
 def test_a_429_a_500_or_a_dropped_connection_is_retried(first: str) -> None:
     with FakeServer() as server:
-        backend = _backend(server)  # reads /models and the fingerprint (one POST)
+        backend = load_served(server)  # reads /models and the fingerprint (one POST)
         server.script = [first, None]
         (result,) = backend.score([ScoreRequest((1, 2), ((3,),))])
         hardware = backend.hardware()
@@ -110,7 +104,7 @@ def test_a_429_a_500_or_a_dropped_connection_is_retried(first: str) -> None:
 
 def test_a_server_that_never_answers_is_one_line_after_the_retries() -> None:
     with FakeServer() as server:
-        backend = _backend(server, request_timeout=0.3, max_retries=1)
+        backend = load_served(server, request_timeout=0.3, max_retries=1)
         server.script = ["hang"] * 5
         started = time.monotonic()
         with pytest.raises(ProbeError) as caught:
@@ -123,7 +117,7 @@ def test_a_server_that_never_answers_is_one_line_after_the_retries() -> None:
 
 def test_errors_name_the_server_without_credentials_and_the_flag() -> None:
     with FakeServer() as server:
-        backend = _backend(server, max_retries=1)
+        backend = load_served(server, max_retries=1)
         server.script = ["500"] * 3
         with pytest.raises(ProbeError, match=r"answered 500"):
             backend.score([ScoreRequest((1, 2), ((3,),))])
@@ -150,14 +144,14 @@ def test_a_server_without_prompt_log_probabilities_says_what_it_can_run(monkeypa
         "openai_fake_server.completion", lambda body, owned_by: {"choices": [{"index": 0, "text": "x"}]}
     )
     with FakeServer(owned_by="someone") as server:
-        backend = _backend(server)
+        backend = load_served(server)
         with pytest.raises(
             ProbeError, match=r"cannot be scored here: the answer has no prompt_logprobs.*--scoring generate"
         ):
             backend.score([ScoreRequest((1, 2), ((3,),))])
         backend.close()
     with FakeServer() as server:
-        backend = _backend(server, server_api="chat")
+        backend = load_served(server, server_api="chat")
         with pytest.raises(ProbeError, match="--server-api chat returns no prompt log-probabilities"):
             backend.score([ScoreRequest((1, 2), ((3,),))])
         backend.close()
@@ -167,7 +161,7 @@ def test_a_server_without_prompt_log_probabilities_says_what_it_can_run(monkeypa
 def test_generation_passes_the_sampling_fields_and_cuts_at_the_first_stop(owned_by: str) -> None:
     request = GenerateRequest((1, 2, 3), max_tokens=9, temperature=0.7, top_p=0.9, seed=11, stop=(".",))
     with FakeServer(owned_by=owned_by) as server:
-        backend = _backend(server)
+        backend = load_served(server)
         (gen,) = backend.generate([request])
         backend.close()
     body = server.posts[-1]
@@ -182,7 +176,7 @@ def test_generation_passes_the_sampling_fields_and_cuts_at_the_first_stop(owned_
 def test_the_chat_api_sends_the_messages() -> None:
     messages = ({"role": "user", "content": "How much?"},)
     with FakeServer() as server:
-        backend = _backend(server, server_api="chat")
+        backend = load_served(server, server_api="chat")
         (gen,) = backend.generate([GenerateRequest((1, 2), max_tokens=5, messages=messages)])
         with pytest.raises(ProbeError, match="plain prompts"):
             backend.generate([GenerateRequest((1, 2), max_tokens=5)])
@@ -194,9 +188,9 @@ def test_the_chat_api_sends_the_messages() -> None:
 def test_the_key_is_sent_and_the_identity_is_what_the_server_reports(monkeypatch) -> None:
     monkeypatch.setenv("MY_SERVER_KEY", KEY)
     with FakeServer() as server:
-        backend = _backend(server, api_key_env="MY_SERVER_KEY")
+        backend = load_served(server, api_key_env="MY_SERVER_KEY")
         backend.score([ScoreRequest((1, 2), ((3,),))])
-        again = _backend(server, api_key_env="MY_SERVER_KEY")
+        again = load_served(server, api_key_env="MY_SERVER_KEY")
         hardware = backend.hardware()
         backend.close()
         again.close()
@@ -297,7 +291,7 @@ def test_plans_count_the_prompts_the_server_receives() -> None:
         ScoreRequest((2, 7), ((15,), (16,), (16, 15)), tuple(range(15, 300))),  # a number trie, candidates in 3 groups
     ]
     with FakeServer() as server:
-        backend = _backend(server)
+        backend = load_served(server)
         backend.score(requests)
         backend.close()
     prompts = [tuple(p) for body in server.posts[1:] for p in body["prompt"]]  # after the fingerprint's
@@ -311,14 +305,14 @@ def test_a_server_whose_fingerprint_changes_mid_run_is_refused(monkeypatch) -> N
     import openai_fake_server
 
     with FakeServer() as server:
-        backend = _backend(server)
+        backend = load_served(server)
         before = backend.model_revision
         real = openai_fake_server.completion
         monkeypatch.setattr(openai_fake_server, "completion", lambda b, o: {**real(b, o), "system_fingerprint": "v2"})
         with pytest.raises(ProbeError, match=r"system_fingerprint changed during the run \(vllm-fake -> v2\)"):
             backend.score([ScoreRequest((1, 2), ((3,),))])
         backend.close()
-        assert _backend(server).model_revision != before  # the next run is another key
+        assert load_served(server).model_revision != before  # the next run is another key
 
 
 def test_a_model_served_by_its_path_writes_no_path(tmp_path: Path) -> None:
@@ -342,7 +336,7 @@ def test_a_fingerprint_that_appears_or_disappears_mid_run_is_refused(at_load, la
     """A server that stops (or starts) naming its fingerprint is no longer known to be the one the key names."""
     with FakeServer() as server:
         server.fingerprint = at_load
-        backend = _backend(server)
+        backend = load_served(server)
         assert backend.fingerprint == at_load
         backend.score([ScoreRequest((1, 2), ((3,),))])  # unchanged: scored
         server.fingerprint = later
@@ -359,7 +353,7 @@ def test_a_fingerprint_that_appears_or_disappears_mid_run_is_refused(at_load, la
 def test_an_answer_for_another_model_is_refused() -> None:
     """The `model` of every answer is the served name (or another name of its checkpoint on /v1/models)."""
     with FakeServer(also_serves=("fake-alias",)) as server:
-        backend = _backend(server)
+        backend = load_served(server)
         server.answer_model = "other-model"
         with pytest.raises(ProbeError) as caught:
             backend.score([ScoreRequest((1, 2), ((3,),))])
@@ -376,7 +370,7 @@ def test_an_answer_for_another_model_is_refused() -> None:
     assert "the server answered for another model ('other-model', not 'fake-model')" in message
     np.testing.assert_array_equal(result.continuations[0].token_logprobs, _brute((1, 2), (3,)))
     with FakeServer() as server:
-        backend = _backend(server, server_api="chat")
+        backend = load_served(server, server_api="chat")
         messages = ({"role": "user", "content": "How much?"},)
         chat = GenerateRequest((1, 2), max_tokens=5, messages=messages)
         server.answer_model = "other-model"
@@ -389,7 +383,7 @@ def test_an_answer_for_another_model_is_refused() -> None:
         with pytest.raises(ProbeError, match=r"\('fake-model-2024-11-20', not 'fake-model-2024-08-06' as before\)"):
             backend.generate([chat])
         backend.close()
-        backend = _backend(server, server_api="chat")
+        backend = load_served(server, server_api="chat")
         server.answer_model = f"{MODEL}-large"  # a longer name is another model, not a snapshot
         with pytest.raises(ProbeError, match="answered for another model"):
             backend.generate([chat])
