@@ -37,7 +37,7 @@ from promptgen.core.errors import ProbeError
 from promptgen.hub import remote
 from promptgen.hub.remote import HubRef
 from runners.results import result_configs as stored_configs
-from runners.session import REFUSED_EXAMPLES, all_refused_advice, refused_answer
+from runners.summary import REFUSED_EXAMPLES, all_refused_advice, refused_answer
 
 from . import attribution as attr
 from . import attribution_release as attr_release
@@ -283,7 +283,7 @@ def fingerprint_mismatches(provenance: dict[str, Any], wanted: dict[str, list[st
 
 def refusal_table(collected: Collected) -> pd.DataFrame:
     """Per config and run: items, refused items and their share (every probe, one table), and the
-    first refused answers (`runners.session.refused_answer`: the generated text, else the valid mass)."""
+    first refused answers (`runners.summary.refused_answer`: the generated text, else the valid mass)."""
     rows = []
     for probe, by_config in collected.joined.items():
         for config, frame in by_config.items():

@@ -49,7 +49,7 @@ from runners.plan import PlanRequest, make_plan, plan_rows, write_json
 from runners.request import LoadOptions, RunRequest
 from runners.run import run
 from runners.scoring.settings import ScoringSettings, scoring_settings
-from runners.session import RunSummary
+from runners.summary import RunSummary
 
 from .demo import demo
 from .derive import CurateResult, RewriteRun, curate_pairs, rewrite

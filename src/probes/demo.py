@@ -160,8 +160,7 @@ def demo(
     from promptgen.recipe import load_recipe
     from promptgen.sources import SourceOptions
     from runners import local_run
-    from runners.backends import load as models
-    from runners.backends import require_for_scoring
+    from runners.backends import load, require_for_scoring
     from runners.request import LoadOptions, RunRequest
     from runners.run import resolve_protocol
     from runners.testmodel import MODEL_NAME, ensure_smollm2
@@ -221,10 +220,9 @@ def demo(
         lambda: built("intergroup-empathy", empathy_sources, max_events=sizes.empathy_events),
     )
 
-    load = (
-        LoadOptions()
-    )  # the default backend (transformers), loaded once for every config: each run is a request to the local driver
-    backend, tokenizer, revision = step("load model", lambda: models.load_backend(model_path, load))
+    # the default backend (transformers), loaded once for every config: each run is a request to the local driver
+    load_options = LoadOptions()
+    backend, tokenizer, revision = step("load model", lambda: load.load_backend(model_path, load_options))
     every_row = lambda p, _: list(range(len(p.dataset)))  # noqa: E731
     paper_rows = lambda p, _: list(range(min(EMPATHY_PAPER_ITEMS, len(p.dataset))))  # noqa: E731
     runs = (
@@ -241,7 +239,13 @@ def demo(
             # each dataset's declared protocol (the papers' method on a small model), but for the empathy
             # items, read by their number distribution (EMPATHY_SETTINGS)
             request = RunRequest(
-                folder, config, model_path, results[folder_name], model_name=model_name, load=load, settings=settings
+                folder,
+                config,
+                model_path,
+                results[folder_name],
+                model_name=model_name,
+                load=load_options,
+                settings=settings,
             )
             prompts, request, _ = resolve_protocol(request)
             subset = _subset(prompts, rows(prompts, sizes))

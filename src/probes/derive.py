@@ -92,7 +92,7 @@ from runners.request import LoadOptions, RunRequest
 from runners.results import DATA_DIR, KEY_FILE, KeyRows, load_key_rows
 from runners.run import run_loaded
 from runners.scoring.settings import ScoringSettings
-from runners.session import RunSummary
+from runners.summary import RunSummary
 
 RACE_PROBE = "race_probe"
 PROMPT_COLUMNS = ("id", *KEY_COLUMNS, "race", "variant", "choice_types")

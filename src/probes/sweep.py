@@ -38,7 +38,7 @@ from runners.backends.load import LoadOptions
 from runners.plan.quote import Quote
 from runners.request import RunRequest
 from runners.scoring.settings import ScoringSettings
-from runners.session import RunSummary
+from runners.summary import RunSummary
 
 SWEEP_JSON = "sweep.json"
 
@@ -231,7 +231,7 @@ def sweep(
     """Run a sweep (module docstring); None when `confirm` declines the plan (nothing written)."""
     from analysis.pipeline import analyze
     from analysis.report import write_report
-    from runners.backends import load as models
+    from runners.backends import load
     from runners.run import resolve_protocol, run_on, warnings_to
 
     started = time.perf_counter()
@@ -289,7 +289,7 @@ def sweep(
                 resolved.append((name, prompts, run_request, label))
         progress(f"loading {request.model}")
         with warnings_to(on_warning):
-            backend, tokenizer, revision = models.load_backend(request.model, request.load)
+            backend, tokenizer, revision = load.load_backend(request.model, request.load)
         try:
             plan = make_plan([(n, p, r) for n, p, r, _ in resolved], backend, tokenizer, request.model, request.mfu)
             if request.max_hours is not None and (plan.hours is None or plan.hours > request.max_hours):

@@ -27,7 +27,8 @@ from runners.request import RunRequest
 from runners.rows import scored_batches
 from runners.scoring.settings import ScoringSettings
 from runners.served_recheck import check_served_unchanged
-from runners.session import RunSummary, Session, model_name_for, result_key
+from runners.session import Session, model_name_for, result_key
+from runners.summary import RunSummary
 
 __all__ = ["RunRequest", "RunSummary", "run_config"]
 

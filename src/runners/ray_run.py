@@ -11,7 +11,7 @@ that decides what a run writes is the local driver's:
    items, in row order: an actor scores exactly the batches `local_run.run_config` would score, so
    (on the same hardware) the rows are the local driver's bit for bit, whatever the number of workers.
 3. `map_batches` runs `_Replica`, a callable class: each actor loads the model once
-   (`models.load_backend`; a GPU actor asks for one GPU with hf, the tensor-parallel size with vLLM
+   (`load.load_backend`; a GPU actor asks for one GPU with hf, the tensor-parallel size with vLLM
    (`_worker_resources`), a CPU actor for one CPU) and turns
    batches of items into result rows with `run_items`, in `RESULT_SCHEMA` (declared, so blocks
    whose optional columns are all null still have one schema).
@@ -49,16 +49,17 @@ import pyarrow as pa
 
 from promptgen.core.errors import ProbeError
 from runners import results as res
-from runners.backends import DEFAULT_BACKEND, backend_spec, require_for_scoring
-from runners.backends import load as models
+from runners.backends import DEFAULT_BACKEND, backend_spec, load, require_for_scoring
 from runners.backends.load import LoadOptions
 from runners.model import identity as model_identity
 from runners.model.device import AUTO, ITEMS_PER_CALL, device_type, resolve_dtype
+from runners.positions_needed import needs_of
 from runners.prompts import PromptConfig, check_chat_form, check_chat_template, check_number_mode
 from runners.request import RunRequest
 from runners.rows import run_items
 from runners.scoring.settings import ScoringSettings
-from runners.session import RunSummary, Session, model_name_for, needs_of, result_key
+from runners.session import Session, model_name_for, result_key
+from runners.summary import RunSummary
 
 #: what an actor returns per item: the result row, which replica scored it, an input error, and
 #: the token positions its backend computed for it (summed by the session, not stored)
@@ -84,7 +85,7 @@ class _Replica:
         settings: ScoringSettings,
         chat: bool,
         batch_size: int,
-        load: LoadOptions,
+        load_options: LoadOptions,
         needed_tokens: int | None = None,
         cpu_threads: int | None = None,
     ) -> None:
@@ -96,7 +97,7 @@ class _Replica:
 
             torch.set_num_threads(cpu_threads)
         try:
-            self.backend, self.tokenizer, revision = models.load_backend(model, load, needed_tokens=needed_tokens)
+            self.backend, self.tokenizer, revision = load.load_backend(model, load_options, needed_tokens=needed_tokens)
         except ProbeError as exc:
             self.error = str(exc)
             return
@@ -130,16 +131,16 @@ class _Replica:
         return pa.Table.from_pylist([{name: row.get(name) for name in ROW_SCHEMA.names} for row in rows], ROW_SCHEMA)
 
 
-def resolve_model(model: str, load: LoadOptions) -> tuple[Any, model_identity.ModelRef, str]:
+def resolve_model(model: str, load_options: LoadOptions) -> tuple[Any, model_identity.ModelRef, str]:
     """(tokenizer, located model, dtype the weights will load in) of a model, without its weights.
 
-    The dtype is `runners.model.device.resolve_dtype` of the model's config, as `models.load_backend`
+    The dtype is `runners.model.device.resolve_dtype` of the model's config, as `load.load_backend`
     resolves it, so the driver can key the run before any actor loads the model. The model is
     located and keyed by `model_identity.locate`, as `probes run` does, and every actor loads
     the `load_revision` it names (a Hub id's resolved commit), so all replicas load one commit.
     """
-    gguf_file = load.gguf_file
-    ref = model_identity.locate(model, revision=load.revision, gguf_file=gguf_file)
+    gguf_file = load_options.gguf_file
+    ref = model_identity.locate(model, revision=load_options.revision, gguf_file=gguf_file)
     from transformers import AutoConfig, AutoTokenizer
 
     extra = {"gguf_file": gguf_file} if gguf_file else {}
@@ -148,7 +149,7 @@ def resolve_model(model: str, load: LoadOptions) -> tuple[Any, model_identity.Mo
         config = AutoConfig.from_pretrained(model, revision=ref.load_revision, **extra)
     except (OSError, ValueError) as exc:
         raise ProbeError(f"cannot load model {model!r}: {exc}") from exc
-    return tokenizer, ref, resolve_dtype(load.dtype, None if gguf_file else config)
+    return tokenizer, ref, resolve_dtype(load_options.dtype, None if gguf_file else config)
 
 
 def _uses_gpu(device: str, backend: str, cluster: Mapping[str, float]) -> bool:
@@ -197,29 +198,29 @@ def run_config_ray(
     """Score the not-yet-done items of one shard of `prompts` on `request.ray_workers` Ray replicas (module docstring).
 
     `request.load.revision` is the Hub revision to load (`--model-revision`); the key's revision
-    is resolved as `probes run` does. The rest of `request.load` goes to `models.load_backend` on
+    is resolved as `probes run` does. The rest of `request.load` goes to `load.load_backend` on
     every actor (e.g. vLLM's `gpu_memory_utilization`). Connects to the Ray cluster
     (`RAY_ADDRESS`), or starts a local one, unless Ray is initialised already. Ray Data's own
     progress bars are off during the run: `on_start(total, done)` and `on_advance(n)` report progress.
     """
-    load, model, settings = request.load, request.model, request.settings
+    load_options, model, settings = request.load, request.model, request.settings
     # `run.resolve_protocol` lays a dataset's protocol under a request; called directly, the driver
     # scores a request's own settings, None being the project's defaults (as `local_run.run_config`)
     settings = ScoringSettings() if settings is None else settings
-    backend, device, num_workers = load.backend, load.device, request.ray_workers
+    backend, device, num_workers = load_options.backend, load_options.device, request.ray_workers
     shard, limit, batch_size = request.shard_range, request.limit, request.batch_size
     require_for_scoring(backend=backend, ray=True, what="run_config_ray")
     started = time.perf_counter()
     if num_workers < 1:
         raise ProbeError("--ray-workers must be positive")
-    tokenizer, ref, weights = resolve_model(model, load)
+    tokenizer, ref, weights = resolve_model(model, load_options)
     chat = request.chat
     if chat is None:
         chat = bool(getattr(tokenizer, "chat_template", None))
     check_chat_form(prompts, chat)
     check_chat_template(prompts.config, tokenizer, chat)
     check_number_mode(prompts, settings, tokenizer, chat)
-    needed = None  # the actors' engines fit the items (models.needs_of): vLLM's context length
+    needed = None  # the actors' engines fit the items (`runners.positions_needed.needs_of`): vLLM's context length
     if backend_spec(backend).sizes_context:
         needed = needs_of(prompts, settings, chat, shard=shard, limit=limit)(tokenizer)
     name = model_name_for(model, request.model_name)
@@ -250,7 +251,7 @@ def run_config_ray(
         if not ray.is_initialized():
             ray.init()
         resources = _worker_resources(
-            device, num_workers, backend=backend, tensor_parallel_size=load.tensor_parallel_size
+            device, num_workers, backend=backend, tensor_parallel_size=load_options.tensor_parallel_size
         )
         if batch_size is None:
             batch_size = ITEMS_PER_CALL["cuda" if "num_gpus" in resources else "cpu"]
@@ -274,7 +275,7 @@ def run_config_ray(
                     "batch_size": batch_size,
                     "cpu_threads": int(resources["num_cpus"]) if "num_cpus" in resources else None,
                     # every replica loads the commit and dtype the run is keyed by
-                    "load": replace(load, revision=ref.load_revision, dtype=weights),
+                    "load_options": replace(load_options, revision=ref.load_revision, dtype=weights),
                     "needed_tokens": needed,
                 },
                 **resources,

@@ -1,4 +1,4 @@
-"""What one `probes run` asks for: `RunRequest` (its model loaded as `models.LoadOptions` says).
+"""What one `probes run` asks for: `RunRequest` (its model loaded as `backends.load.LoadOptions` says).
 
 Built once (by the command line, or by a notebook through `probes.api.run`) and handed down
 unchanged: `runners.run.run` checks it and picks a driver, and both drivers
@@ -34,7 +34,7 @@ class RunRequest:
     `settings`, `chat` and `where` left as None are the dataset's declared protocol (the paper's
     scoring, `promptgen.protocols`): `settings` may instead be a complete `ScoringSettings`, or a
     mapping of `scoring_settings` keywords (the flags given) laid over the protocol. `run`
-    resolves them (`scoring_settings.resolve_scoring`) and passes on a request with a
+    resolves them (`runners.scoring.settings.resolve_scoring`) and passes on a request with a
     `ScoringSettings`, the prompt form and the row selection decided.
     """
 

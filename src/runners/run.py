@@ -28,9 +28,10 @@ from promptgen.core.outputs import Reference
 from promptgen.hub import remote
 from promptgen.hub.remote import HubRef
 from runners import local_run
-from runners.backends import backend_spec, require_for_scoring
-from runners.backends import load as models
+from runners.backends import backend_spec, load, require_for_scoring
 from runners.model.device import RunnerWarning
+from runners.out_folder import check_out_folder
+from runners.positions_needed import needs_of
 from runners.prompts import (
     PromptConfig,
     RowSpec,
@@ -42,7 +43,7 @@ from runners.prompts import (
 )
 from runners.request import LoadOptions, RunRequest
 from runners.scoring.settings import resolve_scoring
-from runners.session import RunSummary, check_out_folder, needs_of
+from runners.summary import RunSummary
 
 __all__ = ["LoadOptions", "RunRequest", "RunSummary", "expand_configs", "run", "run_loaded", "run_many", "warnings_to"]
 
@@ -98,7 +99,7 @@ def run_loaded(
         on_config = lambda _request: (on_start, on_advance)  # noqa: E731 - one pair of hooks for every config
 
     with warnings_to(on_warning):
-        backend, tokenizer, key_revision = models.load_backend(first.model, first.load, needed_tokens=needed)
+        backend, tokenizer, key_revision = load.load_backend(first.model, first.load, needed_tokens=needed)
     try:
         summaries = run_on(backend, tokenizer, key_revision, configs, requests, on_config=on_config)
     finally:
@@ -115,7 +116,7 @@ def run_on(
     *,
     on_config: Callable[[RunRequest], tuple[Callable | None, Callable | None]] | None = None,
 ) -> list[RunSummary]:
-    """Each config with its request on a model already loaded (`models.load_backend`), in turn; a summary each.
+    """Each config with its request on a model already loaded (`load.load_backend`), in turn; a summary each.
 
     `on_config(request)` gives the config's (on_start, on_advance) progress hooks. The caller owns the backend
     (and closes it).

@@ -15,16 +15,17 @@
    and the run's manifest entry (provenance, throughput, hardware) and the card are written
    under the manifest's lock.
 
-Drivers only load models and move items to scorers and rows back.
+Drivers only load models and move items to scorers and rows back. What a run returns is
+`runners.summary.RunSummary`; the `--out` guard the session checks first is `runners.out_folder`;
+the positions the selected items need, for an engine sized to them, are `runners.positions_needed`.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import platform
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -32,99 +33,14 @@ from typing import Any
 import pyarrow as pa
 
 from promptgen.core.errors import ProbeError
-from promptgen.core.outputs import Input, Output, check_output, visible_entries
 from promptgen.core.version import __version__
 from runners import results as res
-from runners.model import context_length
 from runners.model import identity as model_identity
-from runners.prompts import PromptConfig
+from runners.out_folder import check_out_folder
 from runners.results import resume
 from runners.results.check import check_same_prompts
-from runners.rows import prepare_request, render_context
 from runners.scoring.settings import ScoringSettings
-from runners.scoring.tokenize import digit_start_ids, encode_context
-
-
-@dataclass
-class RunSummary:
-    config: str
-    key: res.ResultKey
-    key_dir: Path
-    selected: int  # items of this shard (after --limit)
-    skipped: int  # already done under the key, with the same prompt
-    items: int  # scored by this run
-    refusals: int  # among the items scored by this run
-    parts: int  # parts written by this run
-    wall_s: float
-    items_per_s: float
-    #: token positions computed for the scored items: what the backend reports it ran (the hf
-    #: backend: shared context prefixes once, plus continuation and digit-trie positions;
-    #: `runners.scoring.token_accounting`), else their prompt tokens (see `tokens_counted`)
-    tokens: int = 0
-    tokens_per_s: float = 0.0
-    #: prompt and answer tokens of the scored items (contexts plus options; for number and
-    #: generation items, contexts only), whatever was computed
-    prompt_tokens: int = 0
-    #: "computed" when every scored row came with the backend's computed count, else "prompt"
-    tokens_counted: str = "computed"
-    #: items rescored because their prompt changed since they were scored
-    rescored: int = 0
-    #: which scoring protocol ran: the paper's, or how the run differs from it (`resolve_scoring`)
-    protocol: str = ""
-    #: the first refused answers of this run, as `refused_answer` shows them (at most `REFUSED_EXAMPLES`)
-    refused_examples: tuple[str, ...] = ()
-
-    @property
-    def all_refused(self) -> bool:
-        """This run scored items and refused every one: its config has no answer to analyse."""
-        return self.items > 0 and self.refusals == self.items
-
-    def line(self) -> str:
-        again = f", {self.rescored} rescored after a prompt change" if self.rescored else ""
-        text = (
-            f"{self.config}: {self.items} items scored ({self.skipped} already done{again}), "
-            f"{self.refusals} refusals, {self.items_per_s:.2f} items/s, "
-            f"{self.tokens_per_s:.0f} {self.tokens_counted} tokens/s, "
-            f"{self.wall_s:.1f} s" + (f"; {self.protocol}" if self.protocol else "")
-        )
-        return text + (f"\n{self.config}: {self.refused_advice()}" if self.all_refused else "")
-
-    def refused_advice(self) -> str:
-        """`all_refused_advice` with this run's first refused answers."""
-        return all_refused_advice(self.refused_examples, json.loads(self.key.scoring))
-
-
-#: refused answers a run summary keeps to show (`RunSummary.refused_examples`)
-REFUSED_EXAMPLES = 3
-
-
-def refused_answer(row: Mapping[str, Any], width: int = 80) -> str:
-    """How a refused row is shown: its generated answer (shortened), else the valid mass its distribution had."""
-    text = row.get("generated_text")
-    if isinstance(text, str):
-        flat = " ".join(str(text).split())
-        return flat if len(flat) <= width else flat[: width - 1] + "…"
-    mass = row.get("valid_mass")
-    return f"(valid mass {mass:.3g})" if isinstance(mass, float) and not math.isnan(mass) else "(no answer)"
-
-
-def all_refused_advice(examples: Sequence[str], scoring: Mapping[str, Any]) -> str:
-    """The line that says every item was refused, with the first answers and what to do instead.
-
-    `scoring` is the run's key (`ScoringSettings.key()`): `--scoring sentence` is advised only to
-    a run that asked for an answer form (generated text, or a letter) and so can gain from it.
-    """
-    seen = "; ".join(repr(e) for e in examples) or "none kept"
-    text = f"EVERY item was refused: no answer to analyse (first answers: {seen}). "
-    if scoring.get("mode") == "generate" or scoring.get("choice_mode") == "letter":
-        return text + (
-            "A model that does not answer in the asked form can still be read by its distribution over the "
-            "answers: rerun with --scoring sentence"
-        )
-    return text + (
-        "They were read from the distribution over the answers already, and the model put too little "
-        "probability on every asked answer for one to be read"
-    )
+from runners.summary import REFUSED_EXAMPLES, RunSummary, refused_answer
 
 
 def result_key(
@@ -221,7 +137,7 @@ class Session:
         `name_given`: the key's model name is the user's `--model-name`, not a default
         (`keep_one_name`). `rescore_changed`: the results folder may hold another build of the
         config's prompts; its stored items this run selects are checked and the changed ones
-        rescored (`results_check.check_same_prompts`); else such a run is refused.
+        rescored (`runners.results.check.check_same_prompts`); else such a run is refused.
         """
         if (batch_size is not None and batch_size < 1) or flush_every < 1:
             raise ProbeError("--batch-size and --flush-every must be positive")
@@ -370,29 +286,6 @@ def select_rows(ids: Sequence[str] | pa.ChunkedArray, shard: tuple[int, int], li
     return selected if limit is None else selected[:limit]
 
 
-#: a results folder: `probes run` writes into it only when it holds nothing but what runs write
-#: (`results.TOP_ENTRIES`: README.md, results_manifest.json, data/), so a prompt dataset, a report or any
-#: other folder is refused
-def is_results_folder(folder: Path) -> bool:
-    """Whether `folder` holds only what runs write, and a card only beside its manifest (never a project's README)."""
-    entries = visible_entries(folder)
-    return entries <= set(res.TOP_ENTRIES) and (res.CARD_NAME not in entries or res.MANIFEST_NAME in entries)
-
-
-RESULTS_OUTPUT = Output("results folder", owns=is_results_folder, replaces=False)
-
-
-def check_out_folder(results: str | Path, *, inputs: Iterable[Input] = ()) -> Path:
-    """`--out` is a results folder or new, and writable: never empty, a file, a prompt dataset or an input.
-
-    Checked before a model loads (`promptgen.core.outputs.check_output`), so an unwritable folder
-    or a damaged manifest is one line, not a traceback after minutes of loading and scoring.
-    """
-    target = check_output(results, RESULTS_OUTPUT, inputs=inputs)
-    res.read_manifest(target)  # a manifest of the wrong shape: refused now, not after the scoring
-    return target
-
-
 #: a part's hidden temporary file older than this was left by a killed writer (a part takes seconds)
 STALE_TEMP_SECONDS = 3600
 
@@ -410,42 +303,3 @@ def remove_stale_temp_files(folder: Path, *, now: float | None = None) -> list[P
             except FileNotFoundError:  # another run cleaned it
                 pass
     return removed
-
-
-# ----------------------------------------------------------------------------- the positions a run's items need
-
-
-def tokens_needed(dataset: Any, rows: list[int], tokenizer: Any, chat: bool, settings: Any) -> int:
-    """The most positions one of `rows` needs: context + longest continuation, or + the generation budget."""
-    columns = [c for c in ("prompt", "messages") if c in dataset.column_names]
-    texts = dataset.select(rows).select_columns(columns).to_list()
-    longest = sorted(range(len(rows)), key=lambda k: -context_length.text_chars(texts[k]))[: context_length.SAMPLE]
-    items = dataset.select([rows[k] for k in longest]).to_list()
-    digits = digit_start_ids(tokenizer)
-    need = 1
-    for item in items:
-        if settings.mode == "generate" or item.get("task") == "text":
-            context = encode_context(tokenizer, render_context(tokenizer, item, chat))
-            need = max(need, len(context) + settings.max_new_tokens)
-        else:
-            request = prepare_request(item, tokenizer, chat, settings, digits)
-            need = max(need, len(request.context) + max((len(c) for c in request.continuations), default=0) + 1)
-    return need
-
-
-def needs_of(
-    prompts: PromptConfig,
-    settings: ScoringSettings,
-    chat: bool | None,
-    *,
-    shard: tuple[int, int] = (0, 1),
-    limit: int | None = None,
-) -> Callable[[Any], int]:
-    """`needed_tokens` for `load_backend`: the positions the run's longest items need, once the tokenizer is known."""
-
-    def needed(tokenizer: Any) -> int:
-        use_chat = bool(getattr(tokenizer, "chat_template", None)) if chat is None else chat
-        rows = select_rows(resume.id_column(prompts.dataset), shard, limit)
-        return tokens_needed(prompts.dataset, rows, tokenizer, use_chat, settings)
-
-    return needed

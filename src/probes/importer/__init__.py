@@ -37,9 +37,10 @@ import numpy as np
 
 from promptgen.core.errors import ProbeError
 from runners.model import identity as model_identity
+from runners.out_folder import check_out_folder
 from runners.prompts import PromptConfig, load_prompt_config
 from runners.results import ResultKey
-from runners.session import Session, check_out_folder, result_key
+from runners.session import Session, result_key
 
 from .common import ImportFormat, SourceFile
 from .empathy_authors import FORMAT as EMPATHY_AUTHORS_FORMAT

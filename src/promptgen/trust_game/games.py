@@ -1,6 +1,6 @@
 """Trust Game games and probing questions (docs/DESIGN.md section 5): pairs -> `number` items.
 
-Pure functions: the pairs come from `trust_game.parse_paper_pairs` (or any later per-model
+Pure functions: the pairs come from `paper_pairs.parse_paper_pairs` (or any later per-model
 selection with the same fields), the writer wiring is in `dataset`.
 
 Games. An investor group (the paper's White male and Asian female) plays against each of

@@ -48,7 +48,7 @@ class ResultKey:
 
     #: portable display name (`--model-name`); names the folder, not part of the identity
     model: str
-    #: the model's content revision (`runners.model_identity`)
+    #: the model's content revision (`runners.model.identity`)
     model_revision: str
     #: canonical JSON of everything else that changes the scores: scoring settings, chat, dtype, backend
     scoring: str

@@ -43,7 +43,7 @@ RESULT_SCHEMA = pa.schema(
         ("parsed_value", pa.int64()),
         ("parse_status", pa.string()),
         ("finish_reason", pa.string()),
-        ("number_bound", pa.float64()),  # number items: certified L1 bound (`runners.number_bound`); trie positions
+        ("number_bound", pa.float64()),  # number items: certified L1 bound (`scoring.number_bound`); trie positions
         ("trie_positions", pa.int64()),
         ("prompt_sha256", pa.string()),
     ]
@@ -179,7 +179,7 @@ def compact_key(
     """Rewrite a key folder as one part per prompt content with one row per id (True when it did; else as it was).
 
     The rows of the parts `checked` (those whose id is in `ids`, when given) were found current
-    under `content` by a run (`runners.resume`): they join its part. Under the folder's lock;
+    under `content` by a run (`runners.results.resume`): they join its part. Under the folder's lock;
     only the parts read are removed, after the merged ones are in place, so a part another
     process adds meanwhile is kept, and a crash at any point leaves rows that merge the same.
     """

@@ -30,7 +30,7 @@ def vllm_token_counts(
 ) -> TokenCounts:
     """An estimate of the positions vLLM computes for `requests` under `runners.backends.vllm.backend`'s plan.
 
-    It follows the backend: per call, `vllm_logprobs.plan_queries`' distinct prompts (one per
+    It follows the backend: per call, `runners.backends.vllm.logprobs.plan_queries`' distinct prompts (one per
     continuation, one per trie level prefix with candidates), the distinct contexts first
     when prefix caching is on, then the rest. A prompt reuses the whole blocks of
     `block_size` tokens that an earlier wave already computed (blocks are assumed to stay

@@ -3,7 +3,7 @@
 Each bounded request's `TrieExpansion` names the nodes the next level computes; each node is
 one engine prompt, the context and the node's token path, whose next-token log-probabilities
 are read at the node's children and the candidates (`logprob_token_ids`, in groups of at most
-128: `vllm_logprobs.Query`). The context's own prompt comes first and reads the root's
+128: `runners.backends.vllm.logprobs.Query`). The context's own prompt comes first and reads the root's
 children; with prefix caching on, every later prompt reuses its whole cached blocks, so a node
 costs the context's last partial block and its path. Identical prompts (requests that share a
 context) are asked once. Nothing here imports vllm: the engine call is the backend's `run`.
