@@ -70,7 +70,7 @@ def test_the_readme_python_block_runs_and_matches_the_cli(shared_sources, tmp_pa
     from probes.cli import app
     from runners.testmodel import ensure_smollm2
 
-    args = ["run", str(out / "datasets" / "talent-or-luck"), "--config", "single_actor", "--model"]
+    args = ["run", str(out / "datasets" / "talent-or-luck-single_actor"), "--config", "single_actor", "--model"]
     args += [str(ensure_smollm2()[1]), "--model-name", "HuggingFaceTB/SmolLM2-135M-Instruct", "--limit", "8"]
     args += ["--dtype", "float32", "--out", str(tmp_path / "cli-results"), "-q"]
     result = CliRunner().invoke(app, args)

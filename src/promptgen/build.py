@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,18 +32,53 @@ class BuildOptions:
     `curated_pairs`: per-model pairs selected from race-probe results (trust game), each
     added as `pairs_<slug>` + `games_<slug>` configs of a new dataset version; `rewrites`:
     a model's third-person rewrites replacing the rule-based T2 narratives (empathy), also
-    a new dataset version.
+    a new dataset version; `configs`: only these configs of the recipe (sorted, once each), so
+    a run that scores one config does not wait for the others (the default talent-or-luck
+    build spends minutes on 3 M release rows that a `single_actor` run never reads).
     """
 
     full: bool = False
     max_events: int | None = None
     curated_pairs: tuple[CuratedPairs, ...] = ()
     rewrites: ModelRewrites | None = None
+    configs: tuple[str, ...] = ()
 
     def dataset_name(self, recipe_name: str) -> str:
-        """`talent-or-luck`, `talent-or-luck-full`, `intergroup-empathy-events24`, ..."""
+        """`talent-or-luck`, `talent-or-luck-full`, `intergroup-empathy-events24`, `talent-or-luck-single_actor`, ...
+
+        A build of some configs is named by them, so it is never taken for the whole dataset.
+        """
         name = recipe_name + ("-full" if self.full else "")
-        return name + (f"-events{self.max_events}" if self.max_events is not None else "")
+        name += f"-events{self.max_events}" if self.max_events is not None else ""
+        return name + "".join(f"-{config}" for config in self.configs)
+
+
+def chosen_configs(configs: Sequence[str] | None) -> tuple[str, ...]:
+    """`--config` values as `BuildOptions.configs`: sorted, each once (the dataset's name is made of them)."""
+    chosen = tuple(configs or ())
+    repeated = sorted({c for c in chosen if chosen.count(c) > 1})
+    if repeated:
+        raise RecipeError(f"--config names {repeated[0]!r} twice")
+    return tuple(sorted(chosen))
+
+
+def select_configs(draft: DatasetDraft, recipe: Recipe, options: BuildOptions) -> DatasetDraft:
+    """The draft with only the chosen configs (rows are drawn lazily: the others are never made)."""
+    if not options.configs:
+        return draft
+    names = [config.name for config in draft.configs]
+    unknown = [c for c in options.configs if c not in names]
+    if unknown:
+        raise RecipeError(f"recipe {recipe.name!r} has no config {unknown[0]!r}; it builds: {', '.join(names)}")
+    kept = [config for config in draft.configs if config.name in options.configs]
+    default = draft.default_config if draft.default_config in options.configs else None
+    return replace(
+        draft,
+        name=options.dataset_name(recipe.name),
+        configs=kept,
+        parameters={**draft.parameters, "configs": [config.name for config in kept]},
+        default_config=default,
+    )
 
 
 def _no_max_events(recipe: Recipe, options: BuildOptions) -> None:
@@ -156,6 +191,7 @@ def build(
     max_events: int | None = None,
     curated_pairs: Sequence[CuratedPairs] = (),
     rewrites: ModelRewrites | None = None,
+    configs: Sequence[str] | None = None,
     overwrite: bool = False,
     on_rows: Callable[[str, int], None] | None = None,
     on_draft: Callable[[DatasetDraft], None] | None = None,
@@ -167,11 +203,17 @@ def build(
 
     `curated_pairs` (trust game only) adds per-model pairs and their games; see `probes.derive.curate_pairs`.
     `rewrites` (intergroup-empathy only) replaces rule-based T2 narratives with a model's; see
-    `probes.derive.apply_rewrites`.
+    `probes.derive.apply_rewrites`. `configs`: build only these (written to `out_dir/<name>-<config>...`).
     """
     recipe = load_recipe(name_or_path)
     sources = SourceOptions.of(sources)
-    options = BuildOptions(full=full, max_events=max_events, curated_pairs=tuple(curated_pairs), rewrites=rewrites)
+    options = BuildOptions(
+        full=full,
+        max_events=max_events,
+        curated_pairs=tuple(curated_pairs),
+        rewrites=rewrites,
+        configs=chosen_configs(configs),
+    )
     if max_events is not None and max_events < 1:
         raise RecipeError(f"--max-events must be a positive number, got {max_events}")
     # fail before any work if the target may not be written (exists, foreign, an input, read-only)
@@ -179,6 +221,7 @@ def build(
     out_dir = output_path(out_dir, "--out")
     check_dataset_target(out_dir / options.dataset_name(recipe.name), overwrite=overwrite, inputs=inputs)
     draft, resolved = draft_build(recipe, sources, options)
+    draft = select_configs(draft, recipe, options)
     if on_draft is not None:
         on_draft(draft)
     manifest = build_manifest(recipe, draft, resolved)

@@ -38,6 +38,15 @@ def build(
             "emotions (seeded), same structure; written to OUT/<name>-eventsN.",
         ),
     ] = None,
+    configs: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--config",
+            "-c",
+            help="Build only this config (repeatable; default: every config of the recipe); written to "
+            "OUT/<name>-<config>... so it is never taken for the whole dataset.",
+        ),
+    ] = None,
     overwrite: opt.OverwriteDataset = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")] = False,
 ) -> None:
@@ -76,6 +85,7 @@ def build(
             sources=sources,
             full=full,
             max_events=max_events,
+            configs=configs,
             overwrite=overwrite,
             on_rows=on_rows,
             on_draft=on_draft,

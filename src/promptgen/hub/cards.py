@@ -47,4 +47,19 @@ def render_card(recipe: Recipe, draft: DatasetDraft, manifest: dict[str, Any], w
         written={w.name: w for w in written},
         **draft.card_context,
     )
-    return f"---\n{front}---\n\n{body.lstrip()}"
+    return f"---\n{front}---\n\n{_with_selection_note(body.lstrip(), manifest)}"
+
+
+def _with_selection_note(body: str, manifest: dict[str, Any]) -> str:
+    """A build of some configs (`probes build --config`) says so under the title: the text describes the recipe."""
+    chosen = manifest.get("parameters", {}).get("configs")
+    if not chosen:
+        return body
+    names = ", ".join(f"`{name}`" for name in chosen)
+    plural = "s" if len(chosen) > 1 else ""
+    note = (
+        f"> This folder holds only the config{plural} {names} of the recipe (built with `probes build --config`); "
+        "the text below describes every config the recipe builds.\n"
+    )
+    title, sep, rest = body.partition("\n")
+    return f"{title}\n\n{note}{rest}" if sep and title.startswith("#") else f"{note}\n{body}"
