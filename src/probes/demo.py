@@ -25,14 +25,27 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from analysis.pipeline import analyze
+from analysis.report import write_report
+from promptgen.build import build
 from promptgen.core.errors import ProbeError
+from promptgen.core.files import atomic_write_text
 from promptgen.core.outputs import Output, Reference, check_output, holds_only
 from promptgen.empathy.synthetic import (  # re-exported: scripts and tests write it from here
     RECIPE_FILE,
     RELEASE_DIR,
     write_synthetic_corpus,
 )
+from promptgen.hub.read import built_folders, read_build_manifest
+from promptgen.recipe import load_recipe
+from promptgen.sources import SourceOptions
+from runners import local_run
+from runners.backends import load, require_for_scoring
+from runners.request import LoadOptions, RunRequest
+from runners.results import read_key_rows
+from runners.run import resolve_protocol
 from runners.scoring.settings import scoring_settings
+from runners.testmodel import MODEL_NAME, ensure_smollm2
 
 SEED = 0
 #: the Trust Game games of one prompt variant (the paper's base-model prompt), so every cell has games
@@ -112,7 +125,6 @@ def _stratified(frame: Any, by: list[str], n: int) -> list[int]:
 
 def _subset(prompts: Any, positions: list[int]) -> Any:
     """The same prompt config restricted to some rows: results record the full dataset and config."""
-    from dataclasses import replace
 
     return replace(prompts, dataset=prompts.dataset.select(positions))
 
@@ -152,19 +164,6 @@ def demo(
     progress: Callable[[str], None] = print,
 ) -> DemoResult:
     """Build, subset, score and analyse; returns where report.html is and how long each step took."""
-    from analysis.pipeline import analyze
-    from analysis.report import write_report
-    from promptgen.build import build
-    from promptgen.core.files import atomic_write_text
-    from promptgen.hub.read import built_folders, read_build_manifest
-    from promptgen.recipe import load_recipe
-    from promptgen.sources import SourceOptions
-    from runners import local_run
-    from runners.backends import load, require_for_scoring
-    from runners.request import LoadOptions, RunRequest
-    from runners.run import resolve_protocol
-    from runners.testmodel import MODEL_NAME, ensure_smollm2
-
     require_for_scoring(what="probes demo")  # before any building: scoring with SmolLM2 needs torch + transformers
     options = SourceOptions(None if sources is None else Path(sources), cache_dir, offline)
     inputs = [*options.references(), Reference("--model", model)]
@@ -281,8 +280,6 @@ def demo(
 def _refused(key_dir: Path) -> int:
     """Refused rows stored under one result key (a rerun of the demo scores nothing and still counts them)."""
     import pyarrow.compute as pc
-
-    from runners.results import read_key_rows
 
     refused = read_key_rows(key_dir, ["refused"]).column("refused")
     return int(pc.sum(refused.cast("int64")).as_py() or 0)

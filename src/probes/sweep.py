@@ -27,16 +27,24 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
+from analysis.pipeline import analyze
 from analysis.probes import PROBES, probe_names
+from analysis.report import write_report
+from promptgen.build import build
 from promptgen.core.errors import ProbeError
 from promptgen.core.files import atomic_write_text
 from promptgen.core.outputs import Output, Reference, check_output, holds_only
 from promptgen.core.plugins import resolve_reference
+from promptgen.hub.read import built_folders, read_build_manifest
+from promptgen.recipe import load_recipe
 from promptgen.sources import SourceOptions
-from runners.backends import backend_spec
+from runners.backends import backend_spec, load
 from runners.backends.load import LoadOptions
-from runners.plan.quote import Quote
+from runners.local_run import default_batch_size
+from runners.plan.pricing import GPUS, count_params, load_model_config
+from runners.plan.quote import Quote, cpu_tokens_per_s, quote_config
 from runners.request import RunRequest
+from runners.run import resolve_protocol, run_on, warnings_to
 from runners.scoring.settings import ScoringSettings
 from runners.summary import RunSummary
 
@@ -111,9 +119,6 @@ class SweepResult:
 
 def find_datasets(folder: Path, names: Sequence[str]) -> dict[str, Path]:
     """The built folder of each recipe in `names` under `folder` (`probes build --out folder`)."""
-    from promptgen.hub.read import built_folders, read_build_manifest
-    from promptgen.recipe import load_recipe
-
     if not folder.is_dir():
         raise ProbeError(f"--datasets {folder} is not a folder of built datasets")
     found: dict[str, list[Path]] = {}
@@ -137,8 +142,6 @@ def find_datasets(folder: Path, names: Sequence[str]) -> dict[str, Path]:
 
 def sweep_configs(dataset: Path, patterns: Sequence[str]) -> list[str]:
     """The configs of `dataset` its build manifest declares a protocol for, narrowed by `patterns` (globs)."""
-    from promptgen.hub.read import read_build_manifest
-
     declared = sorted(read_build_manifest(dataset).get("protocols") or {})
     return [c for c in declared if not patterns or any(fnmatchcase(c, p) for p in patterns)]
 
@@ -152,8 +155,6 @@ def _build_datasets(
     redistributed with the other sources; as in `probes demo`, its stand-in tests the pipeline
     only, and the sweep says so (a warning, and `synthetic_sources` in sweep.json).
     """
-    from promptgen.build import build
-
     built, synthetic = {}, []
     for name in names:
         options, spec = sources, PROBES[name]
@@ -178,8 +179,6 @@ def _build_datasets(
 
 def _device(backend: Any) -> tuple[str | None, str]:
     """(a `pricing.GPUS` name or None, the device in words) of a loaded backend."""
-    from runners.plan.pricing import GPUS
-
     if str(getattr(backend, "device", "cpu")).startswith("cuda"):
         import torch
 
@@ -193,10 +192,6 @@ def make_plan(
     resolved: Sequence[tuple[str, Any, RunRequest]], backend: Any, tokenizer: Any, model: str, mfu: float
 ) -> SweepPlan:
     """Price each resolved config on the device the model loaded on (see the module docstring)."""
-    from runners.local_run import default_batch_size
-    from runners.plan.pricing import count_params, load_model_config
-    from runners.plan.quote import cpu_tokens_per_s, quote_config
-
     per_call = default_batch_size(backend) if getattr(backend, "device", None) else None
     quotes = [
         (name, quote_config(prompts, request, tokenizer, items_per_call=per_call))
@@ -229,11 +224,6 @@ def sweep(
     progress: Callable[[str], None] = lambda _line: None,
 ) -> SweepResult | None:
     """Run a sweep (module docstring); None when `confirm` declines the plan (nothing written)."""
-    from analysis.pipeline import analyze
-    from analysis.report import write_report
-    from runners.backends import load
-    from runners.run import resolve_protocol, run_on, warnings_to
-
     started = time.perf_counter()
     names = probe_names(request.probes)
     if request.limit_per_config is not None and request.limit_per_config < 1:

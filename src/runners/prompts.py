@@ -14,14 +14,26 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from promptgen.core.contract import EMPTY_CONFIG, check_prompt_config, check_prompt_forms
+from promptgen.core.contract import EMPTY_CONFIG, arrow_table, check_prompt_config, check_prompt_forms
 from promptgen.core.errors import ProbeError, dataset_load_errors
 from promptgen.core.layout import BUILD_MANIFEST
 from promptgen.hub import remote
 from promptgen.hub.folder import check_data_files, check_path_segment, config_data_files
-from promptgen.hub.read import config_schema, has_build_manifest, local_folder, read_build_manifest, read_card_header
+from promptgen.hub.read import (
+    config_files,
+    config_schema,
+    has_build_manifest,
+    local_folder,
+    parquet_errors,
+    read_build_manifest,
+    read_card_header,
+    read_config_positions,
+    read_parquet,
+)
 from promptgen.protocols import Protocol, manifest_protocol
+from runners.results import shard_of
 from runners.results.resume import PromptContent, files_digest, hub_content, local_content
+from runners.rows import prepare_request
 from runners.scoring.settings import ScoringSettings
 
 
@@ -113,9 +125,6 @@ def _selected_table(folder: Path, config: str, rows: RowSpec, protocol: Protocol
     Without `where` or a shard, the first `limit` rows are chosen without reading any column.
     """
     import pyarrow.compute as pc
-
-    from promptgen.hub.read import config_files, read_config_positions, read_parquet
-    from runners.results import shard_of
 
     where = rows.where(protocol)
     files = config_files(folder, config, required=True)
@@ -209,8 +218,6 @@ def load_prompt_config(
     if local:
         import pyarrow.parquet as pq
 
-        from promptgen.hub.read import config_files, parquet_errors
-
         total = 0
         for path in config_files(folder, config, required=True):
             with parquet_errors(path, "prompt config"):
@@ -280,8 +287,6 @@ def select_rows(prompts: PromptConfig, where: Mapping[str, Sequence[str]] | None
     """
     if not where:
         return prompts
-    from promptgen.core.contract import arrow_table
-
     rows = where_rows(arrow_table(prompts.dataset), where, f"{prompts.path} config {prompts.config!r}")
     return replace(prompts, dataset=prompts.dataset.select(rows))
 
@@ -415,8 +420,6 @@ def check_number_mode(prompts: PromptConfig, settings: ScoringSettings, tokenize
         for k, task in enumerate(tasks[start : start + 4096]["task"])
         if task == "number"
     )
-    from runners.rows import prepare_request
-
     item = ds[first]
     try:
         prepare_request(item, tokenizer, chat, settings, ())

@@ -17,6 +17,8 @@ import pyarrow.compute as pc
 
 from promptgen.core.errors import ProbeError
 from promptgen.core.files import atomic_write_text, read_json
+from promptgen.hub.cards import card_environment
+from promptgen.hub.folder import yaml_dump
 
 from .layout import CARD_NAME, DATA_DIR, KEY_FILE, MANIFEST_NAME, key_folders, read_key_file
 from .parts import file_lock, missing_columns, part_files, read_key_rows
@@ -126,9 +128,6 @@ def update_manifest(
 
 def render_results_card(manifest: Mapping[str, Any], *, pretty_name: str, license: str) -> str:
     """README.md of a result folder: YAML front matter from data, prose from cards/results.md.j2."""
-    from promptgen.hub.cards import card_environment
-    from promptgen.hub.folder import yaml_dump
-
     configs = manifest.get("configs", {})
     header = {
         "pretty_name": pretty_name,
