@@ -13,8 +13,16 @@ from typing import Any
 
 from promptgen.core.contract import check_column_types, check_number_ranges
 from promptgen.core.errors import ProbeError
-from promptgen.hub.read import config_files, config_names, config_schema, data_folder, parquet_errors
-from promptgen.protocols import Protocol
+from promptgen.hub.read import (
+    config_files,
+    config_names,
+    config_schema,
+    data_folder,
+    parquet_errors,
+    read_build_manifest,
+)
+from promptgen.protocols import Protocol, manifest_protocol
+from runners.prompts import where_rows
 
 
 def item_configs(dataset: Path) -> list[str]:
@@ -42,8 +50,6 @@ def item_configs(dataset: Path) -> list[str]:
 
 def config_protocols(dataset: Path, configs: Sequence[str]) -> dict[str, Protocol]:
     """The protocol the dataset's build manifest declares for each config that has one (`probes run`'s default)."""
-    from promptgen.hub.read import read_build_manifest
-    from promptgen.protocols import manifest_protocol
 
     manifest = read_build_manifest(dataset)
     found = {c: manifest_protocol(manifest, c, f"{dataset}/build_manifest.json") for c in configs}
@@ -90,8 +96,6 @@ class ConfigRows:
 
     def _where(self, where: Mapping[str, Sequence[str]]) -> list[int]:
         import pyarrow as pa
-
-        from runners.prompts import where_rows
 
         names = self.files[0].schema_arrow.names if self.files else []
         columns = [c for c in where if c in names]

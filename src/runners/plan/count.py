@@ -27,8 +27,11 @@ from promptgen.core.errors import ProbeError
 from runners.backends import backend_spec, priced_backends
 from runners.backends.protocol import ScoreRequest
 from runners.plan.configs import ConfigRows
+from runners.rows import cached_digit_start_ids, prepare_request, render_context
 from runners.scoring.distributions import NUMBER_MODES
+from runners.scoring.settings import ScoringSettings
 from runners.scoring.token_accounting import SampledCall
+from runners.scoring.tokenize import encode_context
 
 #: sampled calls per config when a config has more calls than this (else every call is counted)
 DEFAULT_SAMPLE_CALLS = 4
@@ -94,8 +97,6 @@ def run_requests(
 
     A ValueError (e.g. first-token mode on a number without a one-token form) is the run's own error.
     """
-    from runners.rows import prepare_request
-    from runners.scoring.settings import ScoringSettings
 
     settings = ScoringSettings(number_mode=mode)
     return [prepare_request(item, tokenizer, chat, settings, digits) for item in items]
@@ -123,8 +124,6 @@ def context_request(item: Mapping[str, Any], tokenizer: Any, chat: bool, candida
     (`runners.scoring.tokenize.number_paths` shares it with every form), so a backend's context
     accounting for it needs no trie; only its continuation positions do.
     """
-    from runners.rows import render_context
-    from runners.scoring.tokenize import encode_context
 
     return ScoreRequest(encode_context(tokenizer, render_context(tokenizer, item, chat)), (), candidates)
 
@@ -192,7 +191,6 @@ def count_config(
     on_call: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Token counts of one config for every (backend, number mode): exact, or estimated from sampled calls."""
-    from runners.rows import cached_digit_start_ids
 
     calls = -(-rows.rows // settings.items_per_call) if rows.rows else 0
     exact = calls <= settings.sample_calls

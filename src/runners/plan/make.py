@@ -19,6 +19,7 @@ from promptgen.core.errors import ProbeError
 from promptgen.core.outputs import Reference, check_output
 from promptgen.hub.read import config_files, is_path_like
 from runners.backends import backend_spec, priced_backends
+from runners.model.device import ITEMS_PER_CALL, MAX_LOGIT_ROWS, cuda_token_budget
 from runners.plan.configs import ConfigRows, config_protocols, item_configs
 from runners.plan.count import BOUNDED, DEFAULT_SAMPLE_CALLS, DEFAULT_TRIE_ITEMS, PlanSettings, count_config
 from runners.plan.output import PLAN_OUTPUT
@@ -27,6 +28,7 @@ from runners.plan.profile import TrieProfile, read_profile
 from runners.prompts import check_chat_template
 from runners.scoring.distributions import NUMBER_MODES
 from runners.scoring.settings import check_number_tolerance
+from runners.scoring.token_accounting import DEFAULT_MAX_BATCH_TOKENS
 
 
 @dataclass(frozen=True)
@@ -118,15 +120,12 @@ def default_batching(req: PlanRequest, config: Mapping[str, Any], shape: ModelSh
     The free memory is the GPU's, less the bf16 weights; the budget is the hf backend's own
     (`runners.model.device.cuda_token_budget`). vLLM's block size is its GPU default (16).
     """
-    from runners.model.device import ITEMS_PER_CALL, MAX_LOGIT_ROWS
 
     items = req.items_per_call or ITEMS_PER_CALL["cuda"]
     budget = req.max_batch_tokens
     if budget is None:
         try:
             from transformers import AutoConfig
-
-            from runners.model.device import cuda_token_budget
 
             hf_config = AutoConfig.for_model(**dict(config)) if "model_type" in config else None
         except (ImportError, ValueError, KeyError):
@@ -135,8 +134,6 @@ def default_batching(req: PlanRequest, config: Mapping[str, Any], shape: ModelSh
         if hf_config is not None and free > 0:
             budget = cuda_token_budget(hf_config, "bfloat16", free, MAX_LOGIT_ROWS["cuda"])
         else:
-            from runners.scoring.token_accounting import DEFAULT_MAX_BATCH_TOKENS
-
             budget = DEFAULT_MAX_BATCH_TOKENS
     return PlanSettings(
         items_per_call=items,

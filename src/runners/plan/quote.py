@@ -19,9 +19,13 @@ from typing import Any
 
 from runners.backends import backend_spec
 from runners.plan.pricing import GPUS, ModelShape, fixed_hours, flops
-from runners.prompts import PromptConfig
+from runners.prompts import PromptConfig, check_chat_template
 from runners.request import RunRequest
+from runners.results.resume import id_column
+from runners.rows import cached_digit_start_ids, prepare_request, render_context
 from runners.scoring.settings import ScoringSettings
+from runners.scoring.tokenize import encode_context
+from runners.session import select_rows
 
 #: rows per config whose requests are built to estimate its tokens
 QUOTE_SAMPLE = 64
@@ -65,11 +69,6 @@ def quote_config(
 
     `items_per_call`: the run's batch size (`request.batch_size`, else the loaded backend's default), for its calls.
     """
-    from runners.prompts import check_chat_template
-    from runners.results.resume import id_column
-    from runners.rows import cached_digit_start_ids, prepare_request, render_context
-    from runners.scoring.tokenize import encode_context
-    from runners.session import select_rows
 
     settings = request.settings if isinstance(request.settings, ScoringSettings) else ScoringSettings()
     chat = bool(getattr(tokenizer, "chat_template", None)) if request.chat is None else request.chat
