@@ -22,7 +22,14 @@ from typing import Any
 from promptgen.core.errors import ProbeError
 from runners.backends.protocol import Backend
 from runners.model.device import ITEMS_PER_CALL, device_type
-from runners.prompts import PromptConfig, check_chat_form, check_chat_template, check_number_mode, check_scoring_mode
+from runners.prompts import (
+    PromptConfig,
+    chat_for,
+    check_chat_form,
+    check_chat_template,
+    check_number_mode,
+    check_scoring_mode,
+)
 from runners.request import RunRequest
 from runners.rows import scored_batches
 from runners.scoring.settings import ScoringSettings
@@ -67,8 +74,7 @@ def run_config(
     if not isinstance(settings, ScoringSettings):  # a bug, not input
         raise TypeError("run_config needs complete ScoringSettings; resolve flags with runners.run.resolve_protocol")
     batch_size = default_batch_size(backend) if request.batch_size is None else request.batch_size
-    if chat is None:
-        chat = bool(getattr(tokenizer, "chat_template", None))
+    chat = chat_for(tokenizer, chat)
     check_scoring_mode(prompts, settings)
     check_chat_form(prompts, chat)
     check_chat_template(prompts.config, tokenizer, chat)

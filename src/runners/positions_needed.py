@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from runners.model import context_length
-from runners.prompts import PromptConfig
+from runners.prompts import PromptConfig, chat_for
 from runners.results import resume
 from runners.rows import prepare_request, render_context
 from runners.scoring.settings import ScoringSettings
@@ -48,7 +48,7 @@ def needs_of(
     """`needed_tokens` for `load_backend`: the positions the run's longest items need, once the tokenizer is known."""
 
     def needed(tokenizer: Any) -> int:
-        use_chat = bool(getattr(tokenizer, "chat_template", None)) if chat is None else chat
+        use_chat = chat_for(tokenizer, chat)
         rows = select_rows(resume.id_column(prompts.dataset), shard, limit)
         return tokens_needed(prompts.dataset, rows, tokenizer, use_chat, settings)
 

@@ -386,6 +386,12 @@ def check_chat_form(prompts: PromptConfig, chat: bool) -> None:
     check_prompt_forms(prompts.dataset, f"{prompts.path} config {prompts.config!r}", chat)
 
 
+def chat_for(tokenizer: Any, chat: bool | None) -> bool:
+    """The chat default, defined once: `chat=None` (neither the dataset's protocol nor --chat/--no-chat
+    decided) scores the chat form exactly when the model's tokenizer has a chat template."""
+    return bool(getattr(tokenizer, "chat_template", None)) if chat is None else chat
+
+
 def check_chat_template(config: str, tokenizer: Any, chat: bool) -> None:
     """The chat form needs a chat template: a base model (none) asked for it is one line, before anything runs.
 

@@ -54,7 +54,7 @@ from runners.backends.load import LoadOptions
 from runners.model import identity as model_identity
 from runners.model.device import AUTO, ITEMS_PER_CALL, device_type, resolve_dtype
 from runners.positions_needed import needs_of
-from runners.prompts import PromptConfig, check_chat_form, check_chat_template, check_number_mode
+from runners.prompts import PromptConfig, chat_for, check_chat_form, check_chat_template, check_number_mode
 from runners.request import RunRequest
 from runners.rows import run_items
 from runners.scoring.settings import ScoringSettings
@@ -214,9 +214,7 @@ def run_config_ray(
     if num_workers < 1:
         raise ProbeError("--ray-workers must be positive")
     tokenizer, ref, weights = resolve_model(model, load_options)
-    chat = request.chat
-    if chat is None:
-        chat = bool(getattr(tokenizer, "chat_template", None))
+    chat = chat_for(tokenizer, request.chat)
     check_chat_form(prompts, chat)
     check_chat_template(prompts.config, tokenizer, chat)
     check_number_mode(prompts, settings, tokenizer, chat)

@@ -25,7 +25,7 @@ from runners.plan.count import BOUNDED, DEFAULT_SAMPLE_CALLS, DEFAULT_TRIE_ITEMS
 from runners.plan.output import PLAN_OUTPUT
 from runners.plan.pricing import DEFAULT_MFU, GPUS, ModelShape, count_params, hours, load_model_config
 from runners.plan.profile import TrieProfile, read_profile
-from runners.prompts import check_chat_template
+from runners.prompts import chat_for, check_chat_template
 from runners.scoring.distributions import NUMBER_MODES
 from runners.scoring.settings import check_number_tolerance
 from runners.scoring.token_accounting import DEFAULT_MAX_BATCH_TOKENS
@@ -157,7 +157,7 @@ def make_plan(req: PlanRequest, *, progress: Callable[[str], None] | None = None
         tokenizer = AutoTokenizer.from_pretrained(req.model)
     except (OSError, ValueError) as exc:
         raise ProbeError(f"cannot load the tokenizer of {req.model!r}: {exc}") from None
-    chat = bool(getattr(tokenizer, "chat_template", None)) if req.chat is None else req.chat
+    chat = chat_for(tokenizer, req.chat)
     configs = list(req.configs) or item_configs(req.dataset)
     protocols = config_protocols(req.dataset, configs)
     if not configs:

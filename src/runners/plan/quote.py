@@ -19,7 +19,7 @@ from typing import Any
 
 from runners.backends import backend_spec
 from runners.plan.pricing import GPUS, ModelShape, fixed_hours, flops
-from runners.prompts import PromptConfig, check_chat_template
+from runners.prompts import PromptConfig, chat_for, check_chat_template
 from runners.request import RunRequest
 from runners.results.resume import id_column
 from runners.rows import cached_digit_start_ids, prepare_request, render_context
@@ -71,7 +71,7 @@ def quote_config(
     """
 
     settings = request.settings if isinstance(request.settings, ScoringSettings) else ScoringSettings()
-    chat = bool(getattr(tokenizer, "chat_template", None)) if request.chat is None else request.chat
+    chat = chat_for(tokenizer, request.chat)
     check_chat_template(prompts.config, tokenizer, chat)
     rows = select_rows(id_column(prompts.dataset), request.shard_range, request.limit)
     if not rows:
