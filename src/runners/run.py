@@ -173,14 +173,14 @@ def run(
     on_warning: Callable[[str], None] | None = None,
     on_config: Callable[[RunRequest], tuple[Callable | None, Callable | None]] | None = None,
     **options: Any,
-) -> Any:
+) -> RunSummary | list[RunSummary]:
     """Score configs of a prompt dataset with a model into a resumable result folder (`probes run`).
 
     Takes a `RunRequest`, or its fields: `run(dataset, config, model, results, settings=...,
     limit=...)` is `run(RunRequest(dataset, config, model, results, settings=..., limit=...))`
     and returns its `RunSummary`. `config` may also be a list of names or glob patterns
-    (`["race_*", "religion_P0S0T0"]`): every config they name is scored with the model loaded
-    once, and a list of summaries comes back (`run_many`).
+    (`["race_*", "religion_P0S0T0"]`, or one pattern): every config they name is scored with the
+    model loaded once, and a list of summaries comes back (`run_many`).
     Everything that can be checked without a model is checked first (extras, options, the
     output folder, the prompt configs and the scoring mode), so a mistake costs no model load.
     `ray=True` scores on `ray_workers` replicas (`runners.ray_run`); this process loads none.
