@@ -43,7 +43,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 
@@ -51,8 +50,7 @@ from promptgen.core.errors import ProbeError
 from runners import results as res
 from runners.backends import DEFAULT_BACKEND, backend_spec, load, require_for_scoring
 from runners.backends.load import LoadOptions
-from runners.model import identity as model_identity
-from runners.model.device import AUTO, ITEMS_PER_CALL, device_type, resolve_dtype
+from runners.model.device import AUTO, ITEMS_PER_CALL, device_type
 from runners.positions_needed import needs_of
 from runners.prompts import PromptConfig, chat_for, check_chat_form, check_chat_template, check_number_mode
 from runners.request import RunRequest
@@ -131,27 +129,6 @@ class _Replica:
         return pa.Table.from_pylist([{name: row.get(name) for name in ROW_SCHEMA.names} for row in rows], ROW_SCHEMA)
 
 
-def resolve_model(model: str, load_options: LoadOptions) -> tuple[Any, model_identity.ModelRef, str]:
-    """(tokenizer, located model, dtype the weights will load in) of a model, without its weights.
-
-    The dtype is `runners.model.device.resolve_dtype` of the model's config, as `load.load_backend`
-    resolves it, so the driver can key the run before any actor loads the model. The model is
-    located and keyed by `model_identity.locate`, as `probes run` does, and every actor loads
-    the `load_revision` it names (a Hub id's resolved commit), so all replicas load one commit.
-    """
-    gguf_file = load_options.gguf_file
-    ref = model_identity.locate(model, revision=load_options.revision, gguf_file=gguf_file)
-    from transformers import AutoConfig, AutoTokenizer
-
-    extra = {"gguf_file": gguf_file} if gguf_file else {}
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(model, revision=ref.load_revision, **extra)
-        config = AutoConfig.from_pretrained(model, revision=ref.load_revision, **extra)
-    except (OSError, ValueError) as exc:
-        raise ProbeError(f"cannot load model {model!r}: {exc}") from exc
-    return tokenizer, ref, resolve_dtype(load_options.dtype, None if gguf_file else config)
-
-
 def _uses_gpu(device: str, backend: str, cluster: Mapping[str, float]) -> bool:
     """Whether a replica runs on a GPU: `--device cuda`, or `auto` in a cluster with GPUs.
 
@@ -213,7 +190,8 @@ def run_config_ray(
     started = time.perf_counter()
     if num_workers < 1:
         raise ProbeError("--ray-workers must be positive")
-    tokenizer, ref, weights = resolve_model(model, load_options)
+    located = load.locate_model(model, load_options)
+    tokenizer, ref, weights = located.tokenizer, located.ref, located.dtype
     chat = chat_for(tokenizer, request.chat)
     check_chat_form(prompts, chat)
     check_chat_template(prompts.config, tokenizer, chat)

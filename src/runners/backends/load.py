@@ -184,6 +184,39 @@ def load_served(model: str, load: LoadOptions) -> tuple[Any, Any, str]:
     return scorer, tokenizer, scorer.model_revision
 
 
+@dataclass(frozen=True)
+class LocatedModel:
+    """A model before its weights: where it is (`ref`), its tokenizer and config, the dtype its weights load in.
+
+    Both drivers start here: `load_backend` goes on to load the weights; the Ray driver keys the run
+    with it and lets each actor load the commit `ref.load_revision` names.
+    """
+
+    ref: model_identity.ModelRef
+    tokenizer: Any
+    config: Any
+    dtype: str
+    extra: dict[str, str]
+
+
+def locate_model(model: str, load: LoadOptions) -> LocatedModel:
+    """The one model resolution: located and keyed (`model_identity.locate`: a Hub id to its commit), then the
+    tokenizer and config at that commit, and the dtype (`resolve_dtype`) the weights will load in."""
+    gguf_file = load.gguf_file
+    ref = model_identity.locate(model, revision=load.revision, gguf_file=gguf_file)
+    from transformers import AutoConfig, AutoTokenizer
+
+    extra = {"gguf_file": gguf_file} if gguf_file else {}
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model, revision=ref.load_revision, **extra)
+        config = AutoConfig.from_pretrained(model, revision=ref.load_revision, **extra)
+        # a GGUF file is de-quantised to float32 by transformers: its config's dtype is not what loads
+        dtype = resolve_dtype(load.dtype, None if gguf_file else config)
+    except (OSError, ValueError) as exc:
+        raise ProbeError(f"cannot load model {model!r}: {exc}") from exc
+    return LocatedModel(ref, tokenizer, config, dtype, extra)
+
+
 def load_backend(
     model: str, load: LoadOptions | None = None, *, needed_tokens: int | Callable[[Any], int] | None = None
 ):
@@ -202,23 +235,17 @@ def load_backend(
     commit its revision resolves to, and a local folder is checked again after loading.
     """
     load = load or LoadOptions()
-    backend, revision, dtype, device, gguf_file = load.backend, load.revision, load.dtype, load.device, load.gguf_file
+    backend, device = load.backend, load.device
     max_model_len, gpu_memory_utilization = load.max_model_len, load.gpu_memory_utilization
     spec = backend_spec(backend)
     require_for_scoring(backend=backend)
     if spec.served:
         return load_served(model, load)
     # checked, resolved (a Hub id to its commit) and keyed before any weights load
-    ref = model_identity.locate(model, revision=revision, gguf_file=gguf_file)
-    revision = ref.load_revision
-    from transformers import AutoConfig, AutoTokenizer
-
-    extra = {"gguf_file": gguf_file} if gguf_file else {}
+    located = locate_model(model, load)
+    tokenizer, config, weights_dtype, extra = located.tokenizer, located.config, located.dtype, located.extra
+    revision = located.ref.load_revision
     try:
-        tokenizer = AutoTokenizer.from_pretrained(model, revision=revision, **extra)
-        config = AutoConfig.from_pretrained(model, revision=revision, **extra)
-        # a GGUF file is de-quantised to float32 by transformers: its config's dtype is not what loads
-        weights_dtype = resolve_dtype(dtype, None if gguf_file else config)
         on = resolve_device(device)
         check_quantized_load(weights_dtype, on)
         if device == AUTO and device_type(on) == "cpu" and (message := cpu_warning(config, model)):
@@ -246,8 +273,8 @@ def load_backend(
             "--device-map auto (hf) or --tensor-parallel-size N (vllm), or pick a smaller --dtype"
         ) from None
     try:
-        ref.check_unchanged()  # weights swapped while they loaded must not be filed under the old key
+        located.ref.check_unchanged()  # weights swapped while they loaded must not be filed under the old key
     except ProbeError:
         scorer.close()
         raise
-    return scorer, tokenizer, ref.revision
+    return scorer, tokenizer, located.ref.revision
