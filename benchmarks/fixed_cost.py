@@ -41,7 +41,7 @@ class NullBackend:
     model_id, model_revision = "null", None
 
     def score(self, requests: list[Any]) -> list[Any]:
-        from runners.backends.protocol import ContinuationScore, ScoreResult
+        from runners.exchange import ContinuationScore, ScoreResult
 
         def zeros(rows: int) -> Any:
             return np.zeros(rows)

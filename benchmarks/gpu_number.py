@@ -189,7 +189,7 @@ def prepare_number(prompts: Path, config: str, n_items: int, tokenizer_path: Pat
 
 def number_requests(payload: dict[str, Any]) -> list[Any]:
     """The `ScoreRequest`s of a number payload: context, the trie's leaves, the digit tokens as candidates."""
-    from runners.backends.protocol import ScoreRequest
+    from runners.exchange import ScoreRequest
 
     candidates = tuple(payload["candidates"])
     return [

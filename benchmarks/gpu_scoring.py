@@ -232,7 +232,7 @@ def measure(args: argparse.Namespace) -> None:
     from choice_scoring import ceiling
 
     from runners.backends.hf.backend import HFBackend
-    from runners.backends.protocol import ScoreRequest
+    from runners.exchange import ScoreRequest
 
     device = args.device
     on_gpu = device.startswith("cuda")

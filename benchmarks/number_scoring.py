@@ -343,7 +343,7 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     from runners.backends.hf.backend import HFBackend
-    from runners.backends.protocol import GenerateRequest
+    from runners.exchange import GenerateRequest
     from runners.rows import cached_digit_start_ids, prepare_request, render_context, run_items
     from runners.scoring.parse import parse_number
     from runners.scoring.settings import ScoringSettings

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from runners.backends import BackendSpec, register
-from runners.backends.protocol import ContinuationScore, ScoreRequest, ScoreResult
+from runners.exchange import ContinuationScore, ScoreRequest, ScoreResult
 
 NAME = "fake-third"
 

@@ -87,13 +87,24 @@ def test_one_probe_importing_another_breaks_their_independence(tmp_path):
 
 
 def test_a_room_of_runners_importing_a_higher_one_breaks_the_runners_layers(tmp_path):
-    """Inside `runners`: scoring sits below the backends (their protocol types aside) and the run."""
+    """Inside `runners`: scoring sits below the backends and the run (above only `exchange`, the types they trade)."""
     src = _copy_src(tmp_path)
     module = src / "runners" / "scoring" / "parse.py"
     module.write_text(module.read_text() + "\n\ndef _upward():\n    from runners.backends import load  # noqa: F401\n")
     done = _lint_imports(src)
     assert done.returncode != 0
     assert "runners.scoring.parse -> runners.backends.load" in done.stdout
+
+
+def test_one_backend_importing_another_breaks_their_independence(tmp_path):
+    """What two backends share has a room of its own (`runners.backends.prompt_logprobs`), never another backend."""
+    src = _copy_src(tmp_path)
+    module = src / "runners" / "backends" / "openai" / "accounting.py"
+    sideways = "\n\ndef _sideways():\n    from runners.backends.vllm import backend  # noqa: F401\n"
+    module.write_text(module.read_text() + sideways)
+    done = _lint_imports(src)
+    assert done.returncode != 0
+    assert "runners.backends.openai is not allowed to import runners.backends.vllm" in done.stdout
 
 
 def test_a_metric_importing_the_report_breaks_the_analysis_layers(tmp_path):

@@ -5,8 +5,10 @@ May import `promptgen` (the item contract, errors, files); never `analysis` or `
 - `scoring/`: text -> token ids (`tokenize`), log-probabilities -> distributions
   (`distributions`, `number_bound`), generated text -> answers (`parse`), the run's `settings`,
   and what a request costs (`token_accounting`);
+- `exchange`: the requests and results every backend trades (below `scoring`);
 - `backends/`: token ids -> log-probabilities or text; `protocol` is what every backend
-  implements, `hf/` (transformers) and `vllm/` implement it;
+  implements, `hf/` (transformers), `vllm/` and `openai/` (a server) implement it, and
+  `prompt_logprobs/` is what the last two share;
 - `model/`: a model checked, keyed and loaded (`load`, `identity`, `device`, `context_length`);
 - `results/`: the result folder, written and read (`layout`, `parts`, `manifest`), validated
   (`check`) and resumed (`resume`);

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from promptgen.core.errors import ProbeError
@@ -24,17 +23,13 @@ from runners.backends.protocol import Backend
 from runners.model.device import ITEMS_PER_CALL, device_type
 from runners.prompts import (
     PromptConfig,
-    chat_for,
-    check_chat_form,
-    check_chat_template,
-    check_number_mode,
     check_scoring_mode,
 )
 from runners.request import RunRequest
 from runners.rows import scored_batches
 from runners.scoring.settings import ScoringSettings
 from runners.served_recheck import check_served_unchanged
-from runners.session import Session, model_name_for, result_key
+from runners.session import Session
 from runners.summary import RunSummary
 
 __all__ = ["RunRequest", "RunSummary", "run_config"]
@@ -67,34 +62,28 @@ def run_config(
     `on_start(total, done)` and `on_advance(n)` report progress.
     """
     started = time.perf_counter()
-    settings, chat = request.settings, request.chat
+    settings = request.settings
     # `run.resolve_protocol` lays a dataset's protocol under a request; called directly, the driver
     # scores a request's own settings, None being the project's defaults
     settings = ScoringSettings() if settings is None else settings
     if not isinstance(settings, ScoringSettings):  # a bug, not input
         raise TypeError("run_config needs complete ScoringSettings; resolve flags with runners.run.resolve_protocol")
     batch_size = default_batch_size(backend) if request.batch_size is None else request.batch_size
-    chat = chat_for(tokenizer, chat)
     check_scoring_mode(prompts, settings)
-    check_chat_form(prompts, chat)
-    check_chat_template(prompts.config, tokenizer, chat)
-    check_number_mode(prompts, settings, tokenizer, chat)
     dtype = backend.dtype or request.load.dtype  # what the backend loaded; what was asked when it does not say
-    name = model_name_for(backend.model_id, request.model_name)
-    key = result_key(name, model_revision, settings, chat, dtype=dtype, backend=backend.name)
-    session = Session.open(
+    session = Session.start(
         prompts,
-        Path(request.results),
-        key,
-        chat=chat,
-        shard=request.shard_range,
-        limit=request.limit,
+        request,
+        tokenizer,
+        settings=settings,
+        model_id=backend.model_id,
+        revision=model_revision,
+        dtype=dtype,
+        backend=backend.name,
         batch_size=batch_size,
-        flush_every=request.flush_every,
         started=started,
-        name_given=request.model_name is not None,
-        rescore_changed=request.rescore_changed,
     )
+    chat = session.chat
     # a served model's rows are keyed by what the server says: one done item scored again shows other weights
     check_served_unchanged(
         prompts.dataset, session.selected, session.todo, session.folder, backend, tokenizer, chat, settings

@@ -42,7 +42,6 @@ import platform
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from pathlib import Path
 
 import pyarrow as pa
 
@@ -52,11 +51,11 @@ from runners.backends import DEFAULT_BACKEND, backend_spec, load, require_for_sc
 from runners.backends.load import LoadOptions
 from runners.model.device import AUTO, ITEMS_PER_CALL, device_type
 from runners.positions_needed import needs_of
-from runners.prompts import PromptConfig, chat_for, check_chat_form, check_chat_template, check_number_mode
+from runners.prompts import PromptConfig
 from runners.request import RunRequest
 from runners.rows import run_items
 from runners.scoring.settings import ScoringSettings
-from runners.session import Session, model_name_for, result_key
+from runners.session import Session
 from runners.summary import RunSummary
 
 #: what an actor returns per item: the result row, which replica scored it, an input error, and
@@ -192,28 +191,22 @@ def run_config_ray(
         raise ProbeError("--ray-workers must be positive")
     located = load.locate_model(model, load_options)
     tokenizer, ref, weights = located.tokenizer, located.ref, located.dtype
-    chat = chat_for(tokenizer, request.chat)
-    check_chat_form(prompts, chat)
-    check_chat_template(prompts.config, tokenizer, chat)
-    check_number_mode(prompts, settings, tokenizer, chat)
+    session = Session.start(
+        prompts,
+        request,
+        tokenizer,
+        settings=settings,
+        model_id=model,
+        revision=ref.revision,
+        dtype=weights,
+        backend=backend,
+        batch_size=batch_size,
+        started=started,
+    )
+    chat = session.chat
     needed = None  # the actors' engines fit the items (`runners.positions_needed.needs_of`): vLLM's context length
     if backend_spec(backend).sizes_context:
         needed = needs_of(prompts, settings, chat, shard=shard, limit=limit)(tokenizer)
-    name = model_name_for(model, request.model_name)
-    key = result_key(name, ref.revision, settings, chat, dtype=weights, backend=backend)
-    session = Session.open(
-        prompts,
-        Path(request.results),
-        key,
-        chat=chat,
-        shard=shard,
-        limit=limit,
-        batch_size=batch_size,
-        flush_every=request.flush_every,
-        started=started,
-        name_given=request.model_name is not None,
-        rescore_changed=request.rescore_changed,
-    )
     key = session.key  # under the name the folder already records, when a default name gave way
     todo = session.todo
     if on_start is not None:

@@ -24,15 +24,8 @@ from typing import Any
 import numpy as np
 
 from promptgen.seeding import hash_int
-from runners.backends.protocol import (
-    Backend,
-    GenerateRequest,
-    GeneratingBackend,
-    Generation,
-    NumberBound,
-    ScoreRequest,
-    ScoreResult,
-)
+from runners.backends.protocol import Backend, GeneratingBackend
+from runners.exchange import GenerateRequest, Generation, NumberBound, ScoreRequest, ScoreResult
 from runners.results.rules import check_rows
 from runners.scoring.distributions import (
     NumberTrie,

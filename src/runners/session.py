@@ -37,6 +37,8 @@ from promptgen.core.version import __version__
 from runners import results as res
 from runners.model import identity as model_identity
 from runners.out_folder import check_out_folder
+from runners.prompts import chat_for, check_chat_form, check_chat_template, check_number_mode
+from runners.request import RunRequest
 from runners.results import resume
 from runners.results.check import check_same_prompts
 from runners.scoring.settings import ScoringSettings
@@ -115,6 +117,48 @@ class Session:
     #: scored rows whose backend did not report computed tokens (their prompt tokens are counted)
     uncounted: int = 0
     scored: int = 0
+
+    @classmethod
+    def start(
+        cls,
+        prompts: Any,
+        request: RunRequest,
+        tokenizer: Any,
+        *,
+        settings: ScoringSettings,
+        model_id: str,
+        revision: str,
+        dtype: str | None,
+        backend: str,
+        batch_size: int | None,
+        started: float,
+    ) -> Session:
+        """The one way a driver starts a config: the chat default, the checks that need the tokenizer, the
+        model's name and the result key, then `open`.
+
+        `model_id` is what names the model when `request.model_name` does not (`model_name_for`),
+        `revision` and `dtype` what the key records; the checks that need no model ran before the load
+        (`runners.run.resolve_protocol`).
+        """
+        chat = chat_for(tokenizer, request.chat)
+        check_chat_form(prompts, chat)
+        check_chat_template(prompts.config, tokenizer, chat)
+        check_number_mode(prompts, settings, tokenizer, chat)
+        name = model_name_for(model_id, request.model_name)
+        key = result_key(name, revision, settings, chat, dtype=dtype, backend=backend)
+        return cls.open(
+            prompts,
+            Path(request.results),
+            key,
+            chat=chat,
+            shard=request.shard_range,
+            limit=request.limit,
+            batch_size=batch_size,
+            flush_every=request.flush_every,
+            started=started,
+            name_given=request.model_name is not None,
+            rescore_changed=request.rescore_changed,
+        )
 
     @classmethod
     def open(

@@ -68,7 +68,7 @@ def test_number_items_prepare_then_measure_on_the_cpu(tmp_path: Path) -> None:
     from transformers import AutoTokenizer
 
     from promptgen.build import build
-    from runners.backends.protocol import ScoreRequest
+    from runners.exchange import ScoreRequest
     from runners.scoring.token_accounting import hf_token_counts
 
     _run("corpus", "--out", str(tmp_path / "src"), "--events-per-emotion", "1")

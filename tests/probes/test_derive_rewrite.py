@@ -25,7 +25,7 @@ from promptgen.core.errors import ProbeError
 from promptgen.empathy.model_rewrites import ModelRewrites
 from promptgen.empathy.release import RELEASE_T2_METHOD
 from release_fixture import load_config
-from runners.backends.protocol import GenerateRequest, Generation
+from runners.exchange import GenerateRequest, Generation
 from runners.results import KeyRows
 
 # DESIGN section 4's rewrite prompt, typed out again so the test does not reuse the module's text

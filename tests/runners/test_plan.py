@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -169,7 +170,7 @@ def test_plan_counts_equal_the_hf_backends_reported_counts(tmp_path: Path) -> No
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from runners.backends.hf.backend import HFBackend
-    from runners.backends.protocol import ScoreResult
+    from runners.exchange import ScoreResult
     from runners.rows import cached_digit_start_ids, prepare_request
     from runners.scoring.settings import ScoringSettings
     from runners_fixtures import tiny_llama_folder
@@ -342,7 +343,8 @@ def test_a_chat_config_priced_or_run_with_a_base_model_is_one_line(tmp_path: Pat
     with pytest.raises(ProbeError, match=r"config 'items' is scored on the chat form.*no chat template.*--no-chat"):
         quote_config(prompts, request, tokenizer)
     with pytest.raises(ProbeError, match=r"no chat template.*--no-chat"):
-        run_config(prompts, object(), tokenizer, dataclasses.replace(request, batch_size=1), model_revision="r")
+        loaded = SimpleNamespace(dtype="float32", model_id="m", name="hf")  # what the session reads of a backend
+        run_config(prompts, loaded, tokenizer, dataclasses.replace(request, batch_size=1), model_revision="r")
     assert not (tmp_path / "out").exists()
     assert quote_config(prompts, dataclasses.replace(request, chat=False), tokenizer).items == 3
 

@@ -130,7 +130,7 @@ def test_generation_mode_greedy_text_is_parsed_and_reproducible(smollm2_model: A
     import torch
 
     from runners.backends.hf.backend import HFBackend
-    from runners.backends.protocol import GenerateRequest
+    from runners.exchange import GenerateRequest
 
     gen_backend = HFBackend(smollm2_model, model_id="smollm2-135m-test", tokenizer=smollm2_tokenizer)
     settings = ScoringSettings(mode="generate", max_new_tokens=8)

@@ -17,7 +17,7 @@ import pytest
 from runners import local_run
 from runners.backends import load as models
 from runners.backends.load import LoadOptions
-from runners.backends.protocol import GenerateRequest
+from runners.exchange import GenerateRequest
 from runners.prompts import load_prompt_config
 from runners.request import RunRequest
 from runners.scoring.tokenize import encode_context

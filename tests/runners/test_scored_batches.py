@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from runners import rows as rows_module
-from runners.backends.protocol import ContinuationScore, ScoreRequest, ScoreResult
+from runners.exchange import ContinuationScore, ScoreRequest, ScoreResult
 from runners.rows import scored_batches
 from runners_fixtures import load_tokenizer, number_items
 

@@ -34,7 +34,7 @@ import pandas as pd
 from promptgen.core.contract import arrow_table
 from promptgen.core.errors import ProbeError
 from promptgen.empathy.prompts import AUTHORS_GROUPS, AUTHORS_VARIATIONS
-from runners.backends.protocol import GenerateRequest, Generation
+from runners.exchange import GenerateRequest, Generation
 from runners.prompts import PromptConfig
 from runners.rows import generated_row
 from runners.scoring.settings import ScoringSettings, scoring_settings

@@ -25,7 +25,7 @@ from typing import Any
 
 from promptgen.core.errors import ProbeError
 from runners.backends import backend_spec, priced_backends
-from runners.backends.protocol import ScoreRequest
+from runners.exchange import ScoreRequest
 from runners.plan.configs import ConfigRows
 from runners.rows import cached_digit_start_ids, prepare_request, render_context
 from runners.scoring.distributions import NUMBER_MODES

@@ -1,6 +1,6 @@
 """From raw log-probabilities to choice and number distributions (docs/DESIGN.md section 6). Pure numpy.
 
-Backends only return log-probabilities of token ids (`runners.backends.protocol`); every
+Backends only return log-probabilities of token ids (`runners.exchange`); every
 normalisation is done here, once, for all backends.
 
 Choice, sentence mode: log P(option | prompt) is the sum of the option's token
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from runners.backends.protocol import ScoreRequest, ScoreResult
+from runners.exchange import ScoreRequest, ScoreResult
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:

@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from runners.backends.protocol import ContinuationScore, ScoreRequest, ScoreResult
+from runners.exchange import ContinuationScore, ScoreRequest, ScoreResult
 from runners.scoring.distributions import NumberDistribution, NumberTrie
 from runners.scoring.token_accounting import continuation_nodes
 

@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from runners.backends.protocol import ScoreRequest
+from runners.exchange import ScoreRequest
 from runners.model.device import ITEMS_PER_CALL
 
 __all__ = [

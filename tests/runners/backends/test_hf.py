@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from runners.backends.protocol import Backend, ScoreRequest
+from runners.backends.protocol import Backend
+from runners.exchange import ScoreRequest
 from runners.scoring.tokenize import encode_context, encode_continuations, render_chat
 from runners_fixtures import full_forward_logprobs, require_extra
 

@@ -13,7 +13,7 @@ import warnings
 
 import pytest
 
-from runners.backends.protocol import GenerateRequest, ScoreRequest
+from runners.exchange import GenerateRequest, ScoreRequest
 from runners_fixtures import tiny_llama_folder
 
 

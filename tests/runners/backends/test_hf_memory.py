@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from runners.backends.protocol import ScoreRequest
+from runners.exchange import ScoreRequest
 from runners.scoring.tokenize import encode_continuations
 
 pytestmark = pytest.mark.slow  # every test runs SmolLM2: the slow tier (pytest -m slow)

@@ -18,7 +18,7 @@ import pytest
 from openai_fake_server import MODEL, FakeServer, load_served
 from promptgen.core.errors import ProbeError
 from runners.backends.load import LoadOptions
-from runners.backends.protocol import ScoreRequest
+from runners.exchange import ScoreRequest
 from runners.run import run
 from runners_fixtures import load_folder, number_items, require_extra, write_prompt_folder
 
@@ -56,7 +56,7 @@ def test_a_number_that_is_no_log_probability_is_one_line_naming_the_position(ste
 
 def test_minus_infinity_is_a_probability_of_zero() -> None:
     """vLLM's -inf (JSON -9999 or -Infinity) is a log-probability: probability 0, read as it is."""
-    from runners.backends.vllm.logprobs import candidate_logprobs
+    from runners.backends.prompt_logprobs.read import candidate_logprobs
 
     got = candidate_logprobs({10: -math.inf, 12: -9999.0, 14: 1e-9}, (10, 12, 14))
     assert got.tolist() == [-math.inf, -9999.0, 1e-9]

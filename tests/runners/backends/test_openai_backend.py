@@ -24,7 +24,7 @@ from promptgen.core.errors import ProbeError
 from runners.backends import BACKENDS, Resolved, backend_spec
 from runners.backends.load import LoadOptions
 from runners.backends.openai import backend as openai_backend
-from runners.backends.protocol import GenerateRequest, NumberBound, ScoreRequest
+from runners.exchange import GenerateRequest, NumberBound, ScoreRequest
 from runners.request import RunRequest
 from runners_fixtures import load_folder, number_items, require_extra, write_prompt_folder
 

@@ -131,13 +131,6 @@ def test_memory_fraction_follows_the_device(
     assert "its reason is in vLLM's log above" in result.output and "--gpu-memory-utilization" in result.output
 
 
-def test_candidate_groups() -> None:
-    groups = vllm_backend.candidate_groups(tuple(range(300)))
-    assert [len(g) for g in groups] == [128, 128, 44] and sum(groups, ()) == tuple(range(300))
-    assert vllm_backend.candidate_groups(()) == [()]
-    assert vllm_backend.candidate_groups((5, 6)) == [(5, 6)]
-
-
 def _require_vllm() -> None:
     require_extra("vllm")
 
@@ -195,7 +188,7 @@ def test_the_installed_vllm_has_every_field_the_backend_uses(monkeypatch: pytest
     to the code is checked too. The pyproject lower bound (`vllm>=`) rests on the same fields.
     """
     _require_vllm()
-    from runners.backends.protocol import GenerateRequest, ScoreRequest
+    from runners.exchange import GenerateRequest, ScoreRequest
 
     with monkeypatch.context() as patch:
         seen = _stub_vllm(patch, None)

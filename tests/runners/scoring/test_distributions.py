@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from runners.backends.protocol import Backend, ContinuationScore, GeneratingBackend, ScoreRequest, ScoreResult
+from runners.backends.protocol import Backend, GeneratingBackend
+from runners.exchange import ContinuationScore, ScoreRequest, ScoreResult
 from runners.scoring.distributions import (
     build_number_trie,
     letter_choice_probs,

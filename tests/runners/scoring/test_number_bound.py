@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from promptgen.core.errors import ProbeError
-from runners.backends.protocol import NumberBound, ScoreRequest
+from runners.exchange import NumberBound, ScoreRequest
 from runners.scoring.distributions import refused_by_mass
 from runners.scoring.number_bound import FLOAT_FLOOR, TrieExpansion, TrieShape, certified_bound, oracle_positions
 from runners.scoring.settings import ScoringSettings, scoring_settings

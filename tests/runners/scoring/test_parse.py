@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from runners.backends.protocol import GenerateRequest, Generation, cut_at_stop
+from runners.exchange import GenerateRequest, Generation, cut_at_stop
 from runners.rows import generated_row
 from runners.scoring.parse import parse_choice, parse_number, parse_text
 from runners.scoring.settings import ScoringSettings

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from runners.backends.protocol import ScoreRequest
 from runners.backends.vllm import accounting as vllm_accounting
+from runners.exchange import ScoreRequest
 from runners.scoring import token_accounting as ta
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from runners.backends.protocol import GenerateRequest, Generation, cut_at_stop
+from runners.exchange import GenerateRequest, Generation, cut_at_stop
 from runners.scoring.token_accounting import budget_chunks
 
 

@@ -2,7 +2,7 @@
 
 A served model is priced by tokens and requests, not by FLOPs on a GPU of ours: the server's
 hardware and batching are its own. The prompts are the backend's (`backend.OpenAIBackend._run`):
-one per distinct query of `vllm.logprobs.plan_queries` and group of at most 128 candidate ids.
+one per distinct query of `prompt_logprobs.queries.plan_queries` and group of at most 128 candidate ids.
 Every prompt is counted whole: vLLM computes every position of a prompt whose log-probabilities
 are asked (it skips its prefix cache for them), and the others (a number trie's inner nodes)
 may reuse cached blocks, so for those the count is an upper bound.
@@ -13,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from runners.backends.protocol import ScoreRequest
-from runners.backends.vllm.backend import candidate_groups
-from runners.backends.vllm.logprobs import plan_queries
+from runners.backends.prompt_logprobs.queries import candidate_groups, plan_queries
+from runners.exchange import ScoreRequest
 from runners.scoring.token_accounting import DEFAULT_ITEMS_PER_CALL, SampledCall, TokenCounts, token_counts_of
 
 

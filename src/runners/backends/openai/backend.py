@@ -8,9 +8,9 @@ What each protocol needs from the server (docs/DESIGN.md section 6, the same rul
   `prompt_logprobs: 0` (each prompt token's log-probability) and `logprob_token_ids` (chosen
   ids' next-token log-probabilities after the prompt, at most 128 per prompt, with
   `return_tokens_as_token_ids` so they come back keyed by id). The queries are the in-process
-  vLLM backend's (`runners.backends.vllm.logprobs.plan_queries`: one prompt per option, per
-  number trie node; `vllm.bounded.score_bounded` for bounded tries), and the answers are vLLM's
-  shapes, read by the same checking parsers; prompts that share their fields go in one request.
+  vLLM backend's (`runners.backends.prompt_logprobs`, which both share: `queries.plan_queries`, one prompt
+  per option, per number trie node; `bounded.score_bounded` for bounded tries), and the answers are vLLM's
+  shapes, read by the same checking parsers (`prompt_logprobs.read`); prompts that share their fields go in one request.
   The server computes every position of a prompt whose log-probabilities are asked (vLLM skips
   its prefix cache for them), so no read position can be missing.
 - A server that does not return these (OpenAI's hosted models, most others) cannot score: the
@@ -44,12 +44,12 @@ from runners.backends import Resolved
 from runners.backends.openai.client import ServerClient, settings_of
 from runners.backends.openai.identity import served_identity
 from runners.backends.openai.spec import OPENAI
-from runners.backends.protocol import GenerateRequest, Generation, ScoreRequest, ScoreResult, cut_at_stop
 
 # the server speaks vLLM: its candidate groups (at most 128 ids per prompt), query planner and readers
-from runners.backends.vllm.backend import candidate_groups
-from runners.backends.vllm.bounded import score_bounded
-from runners.backends.vllm.logprobs import Query, assemble, candidate_logprobs, continuation_logprobs, plan_queries
+from runners.backends.prompt_logprobs.bounded import score_bounded
+from runners.backends.prompt_logprobs.queries import Query, assemble, candidate_groups, plan_queries
+from runners.backends.prompt_logprobs.read import candidate_logprobs, continuation_logprobs
+from runners.exchange import GenerateRequest, Generation, ScoreRequest, ScoreResult, cut_at_stop
 from runners.results.rules import BadLogprob
 
 #: prompts per scoring request: enough to amortise a round trip, few enough that retrying one is cheap

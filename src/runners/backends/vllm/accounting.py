@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from runners.backends.protocol import ScoreRequest
+from runners.exchange import ScoreRequest
 from runners.scoring.token_accounting import (
     DEFAULT_ITEMS_PER_CALL,
     DEFAULT_VLLM_BLOCK_SIZE,
@@ -30,8 +30,8 @@ def vllm_token_counts(
 ) -> TokenCounts:
     """An estimate of the positions vLLM computes for `requests` under `runners.backends.vllm.backend`'s plan.
 
-    It follows the backend: per call, `runners.backends.vllm.logprobs.plan_queries`' distinct prompts (one per
-    continuation, one per trie level prefix with candidates), the distinct contexts first
+    It follows the backend: per call, `runners.backends.prompt_logprobs.queries.plan_queries`' distinct
+    prompts (one per continuation, one per trie level prefix with candidates), the distinct contexts first
     when prefix caching is on, then the rest. A prompt reuses the whole blocks of
     `block_size` tokens that an earlier wave already computed (blocks are assumed to stay
     cached: an estimate when the cache is smaller than the run), and always computes at
@@ -40,7 +40,7 @@ def vllm_token_counts(
     Context positions are those of the first wave; everything else counts as continuation
     positions.
     """
-    from runners.backends.vllm.logprobs import plan_queries
+    from runners.backends.prompt_logprobs.queries import plan_queries
 
     step = items_per_call if items_per_call else len(requests)
     seen: set[tuple[int, ...]] = set()
@@ -94,7 +94,7 @@ def vllm_bounded_trie_positions(
 ) -> float:
     """The positions vLLM computes for a bounded number item's expanded nodes, its context's blocks cached.
 
-    The vLLM backend expands a bounded trie (`runners.backends.vllm.bounded`) with one prompt per
+    The vLLM backend expands a bounded trie (`runners.backends.prompt_logprobs.bounded`) with one prompt per
     expanded node: the context and the node's path, whose next-token candidates (the digits)
     are read in groups of `max_candidates`. Each prompt recomputes the context's last partial
     block and the path (whole blocks come from the cache); `positions` such prompts, at the

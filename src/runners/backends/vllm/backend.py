@@ -10,14 +10,14 @@ The rules of docs/DESIGN.md section 6, and how they are kept:
 - `SamplingParams` spelled out in full every time (`_score_params`, `_generate_params`): a
   field left at `None` inherits the model's generation config, which differs across models.
 - Log-probabilities are the raw model log-softmax (`logprobs_mode="raw_logprobs"`, stated at
-  engine creation) and are read by the pure parsers of `runners.backends.vllm.logprobs`.
+  engine creation) and are read by the pure parsers of `runners.backends.prompt_logprobs.read`.
 - Prefix caching is a switch (`prefix_caching`). vLLM skips reading the cache for requests
   that ask for prompt log-probabilities unless told otherwise; with the switch on, the
   backend tells it to read the cache (`skip_reading_prefix_cache=False`), which is what
   makes shared contexts cheap, and the parity tests check the numbers with it on and off and
   with requests in shuffled order.
-- Queries are de-duplicated and sorted by token ids (`plan_queries`), so prompts that share a
-  prefix are adjacent in the batch. With prefix caching on, the batch's distinct contexts
+- Queries are de-duplicated and sorted by token ids (`prompt_logprobs.queries.plan_queries`), so
+  prompts that share a prefix are adjacent in the batch. With prefix caching on, the batch's distinct contexts
   are run first, on their own: requests scheduled in the same engine step cannot reuse each
   other's blocks, so without this first wave every continuation of a context (four options,
   or the ~25 nodes of a number trie) would compute the whole context again. The cache works
@@ -47,26 +47,15 @@ import numpy as np
 
 from promptgen.core.errors import ProbeError
 from runners.backends import Resolved
-from runners.backends.protocol import GenerateRequest, Generation, ScoreRequest, ScoreResult
-from runners.backends.vllm.bounded import score_bounded
-from runners.backends.vllm.logprobs import assemble, candidate_logprobs, continuation_logprobs, plan_queries
+from runners.backends.prompt_logprobs.bounded import score_bounded
+from runners.backends.prompt_logprobs.queries import MAX_LOGPROB_TOKEN_IDS, assemble, candidate_groups, plan_queries
+from runners.backends.prompt_logprobs.read import candidate_logprobs, continuation_logprobs
 from runners.backends.vllm.spec import VLLM
+from runners.exchange import GenerateRequest, Generation, ScoreRequest, ScoreResult
 from runners.model.device import RunnerWarning
 
-#: candidate ids per engine request: vLLM's V1 sampler returns at most this many
-#: `logprob_token_ids`. A larger candidate set (Llama-3 has over a thousand digit-starting
-#: tokens) is asked in groups of this size, one request per group (`candidate_groups`)
-MAX_LOGPROB_TOKEN_IDS = 128
-
-
-def candidate_groups(candidates: Sequence[int], size: int = MAX_LOGPROB_TOKEN_IDS) -> list[tuple[int, ...]]:
-    """`candidates` cut into consecutive groups of at most `size`; one empty group when there are none."""
-    groups = [tuple(candidates[i : i + size]) for i in range(0, len(candidates), size)]
-    return groups or [()]
-
-
-#: how vLLM number items are scored (`hardware()["number_path"]`): one prompt per trie node with
-#: candidates in groups (`runners.backends.vllm.logprobs`), or one prompt per leaf scored per row (not built on main)
+#: how vLLM number items are scored (`hardware()["number_path"]`): one prompt per trie node with candidates
+#: in groups (`runners.backends.prompt_logprobs.queries`), or one prompt per leaf scored per row (not built on main)
 NUMBER_PATHS = ("candidate-groups", "row-scores")
 
 
@@ -356,7 +345,7 @@ class VLLMBackend:
         if not requests:
             return []
         bounded = [i for i, r in enumerate(requests) if r.bound is not None]
-        if bounded:  # number items with a tolerance: level by level (`runners.backends.vllm.bounded`)
+        if bounded:  # number items with a tolerance: level by level (`runners.backends.prompt_logprobs.bounded`)
             rest = [i for i, r in enumerate(requests) if r.bound is None]
             results = dict.fromkeys(range(len(requests)))
             done = score_bounded(lambda qs: self._run(qs, []), [requests[i] for i in bounded])

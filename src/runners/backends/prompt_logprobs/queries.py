@@ -1,78 +1,36 @@
-"""Reading vLLM's log-probability outputs, and planning the engine queries of a score batch. Pure.
-
-vLLM has no "score these continuations" call: it generates. Scoring is read off two of its
-outputs (docs/DESIGN.md section 6):
-
-- `RequestOutput.prompt_logprobs`: one entry per prompt position, `None` for the first,
-  otherwise a dict `{token_id: Logprob}` that always holds the prompt's own token there
-  (plus the top-k others when asked). A continuation's token log-probabilities are the
-  entries of its last `n` positions.
-- `CompletionOutput.logprobs[0]`: the next-token log-probabilities after the whole prompt,
-  for the token ids named in `SamplingParams.logprob_token_ids` (or the whole vocabulary
-  with `logprobs=-1`), plus the sampled token.
-
-Both are parsed here, and checked: a missing position or token id is an error naming it,
-never a silent zero or -inf. Nothing here imports vllm, so it is tested without it.
+"""Planning the engine prompts of a score batch, and assembling its results from their answers. Pure.
 
 `plan_queries` turns `ScoreRequest`s into the engine prompts that answer them: each
 context+continuation once with prompt log-probabilities, and, when candidates are asked
 for, every prefix whose next-token candidates are needed (the context, and the context
 plus each leading part of each continuation; a number trie's inner nodes). Identical
 prompts are asked once, and the queries are sorted by token ids so prompts that share a
-prefix are adjacent (what prefix caching can reuse).
+prefix are adjacent (what prefix caching can reuse). A prompt's candidates are asked in
+groups of at most `MAX_LOGPROB_TOKEN_IDS` (`candidate_groups`), one engine request per group.
+The backend fills each `Query` from its engine's answers (`runners.backends.prompt_logprobs.read`),
+and `assemble` makes the `ScoreResult`s of the requests from them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from runners.backends.protocol import ContinuationScore, ScoreRequest, ScoreResult
-from runners.results.rules import checked_logprob
+from runners.exchange import ContinuationScore, ScoreRequest, ScoreResult
+
+#: candidate ids per engine request: vLLM's V1 sampler returns at most this many
+#: `logprob_token_ids`. A larger candidate set (Llama-3 has over a thousand digit-starting
+#: tokens) is asked in groups of this size, one request per group (`candidate_groups`)
+MAX_LOGPROB_TOKEN_IDS = 128
 
 
-def _value(entry: Any, where: str) -> float:
-    """A vLLM `Logprob` (has `.logprob`) or a plain float, checked to be a log-probability
-    (`runners.results.rules.checked_logprob`: NaN, +inf or a positive number is `BadLogprob` naming `where`)."""
-    return checked_logprob(getattr(entry, "logprob", entry), where)
-
-
-def continuation_logprobs(
-    prompt_logprobs: Sequence[Mapping[int, Any] | None] | None, prompt_ids: Sequence[int], n: int
-) -> np.ndarray:
-    """Log-probabilities of the last `n` tokens of `prompt_ids`, read from `prompt_logprobs`.
-
-    `prompt_logprobs[i]` scores `prompt_ids[i]` given `prompt_ids[:i]`. Raises ValueError when
-    the output does not cover the prompt or lacks a prompt token at a scored position.
-    """
-    if n < 1 or n >= len(prompt_ids):
-        raise ValueError(f"cannot score the last {n} of {len(prompt_ids)} prompt tokens (the first has no context)")
-    if prompt_logprobs is None:
-        raise ValueError("the output has no prompt_logprobs (were they requested?)")
-    if len(prompt_logprobs) != len(prompt_ids):
-        raise ValueError(f"prompt_logprobs has {len(prompt_logprobs)} positions, the prompt {len(prompt_ids)} tokens")
-    out = np.empty(n, dtype=np.float64)
-    for k, pos in enumerate(range(len(prompt_ids) - n, len(prompt_ids))):
-        entry = prompt_logprobs[pos]
-        token = prompt_ids[pos]
-        if entry is None or token not in entry:
-            raise ValueError(f"prompt_logprobs at position {pos} lacks the prompt token {token}")
-        out[k] = _value(entry[token], f"prompt_logprobs at position {pos} (token {token})")
-    return out
-
-
-def candidate_logprobs(sample_logprobs: Mapping[int, Any] | None, candidates: Sequence[int]) -> np.ndarray:
-    """Next-token log-probabilities of `candidates`, read from one position of the sample logprobs."""
-    if sample_logprobs is None:
-        raise ValueError("the output has no sample logprobs (were logprob_token_ids requested?)")
-    missing = [c for c in candidates if c not in sample_logprobs]
-    if missing:
-        raise ValueError(f"sample logprobs lack candidate token ids {missing[:10]}")
-    where = "the next-token log-probability after the prompt of token id {}"
-    return np.array([_value(sample_logprobs[c], where.format(c)) for c in candidates], dtype=np.float64)
+def candidate_groups(candidates: Sequence[int], size: int = MAX_LOGPROB_TOKEN_IDS) -> list[tuple[int, ...]]:
+    """`candidates` cut into consecutive groups of at most `size`; one empty group when there are none."""
+    groups = [tuple(candidates[i : i + size]) for i in range(0, len(candidates), size)]
+    return groups or [()]
 
 
 @dataclass

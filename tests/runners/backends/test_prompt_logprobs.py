@@ -1,4 +1,4 @@
-"""The pure half of the vLLM backend (runners.backends.vllm.logprobs): output parsers and query planning.
+"""What the vllm and openai backends share (runners.backends.prompt_logprobs): output parsers and query planning.
 
 The planner is checked against a fake engine whose log-probabilities are a known function
 of (prefix, token): whatever queries it plans, the assembled results must equal that
@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from runners.backends.protocol import ScoreRequest
-from runners.backends.vllm.logprobs import assemble, candidate_logprobs, continuation_logprobs, plan_queries
+from runners.backends.prompt_logprobs.queries import assemble, candidate_groups, plan_queries
+from runners.backends.prompt_logprobs.read import candidate_logprobs, continuation_logprobs
+from runners.exchange import ScoreRequest
 
 
 @dataclass
@@ -70,6 +71,13 @@ def test_candidate_logprobs() -> None:
         candidate_logprobs(sample, [3, 5])
     with pytest.raises(ValueError, match="no sample logprobs"):
         candidate_logprobs(None, [3])
+
+
+def test_candidate_groups() -> None:
+    groups = candidate_groups(tuple(range(300)))
+    assert [len(g) for g in groups] == [128, 128, 44] and sum(groups, ()) == tuple(range(300))
+    assert candidate_groups(()) == [()]
+    assert candidate_groups((5, 6)) == [(5, 6)]
 
 
 def _requests(rng: random.Random) -> list[ScoreRequest]:

@@ -1,20 +1,21 @@
-"""The vLLM backend's bounded number tries: one engine call per trie level (`runners.scoring.number_bound`).
+"""Bounded number tries: one engine call per trie level (`runners.scoring.number_bound`).
 
 Each bounded request's `TrieExpansion` names the nodes the next level computes; each node is
 one engine prompt, the context and the node's token path, whose next-token log-probabilities
 are read at the node's children and the candidates (`logprob_token_ids`, in groups of at most
-128: `runners.backends.vllm.logprobs.Query`). The context's own prompt comes first and reads the root's
+128: `runners.backends.prompt_logprobs.queries.Query`). The context's own prompt comes first and reads the root's
 children; with prefix caching on, every later prompt reuses its whole cached blocks, so a node
 costs the context's last partial block and its path. Identical prompts (requests that share a
-context) are asked once. Nothing here imports vllm: the engine call is the backend's `run`.
+context) are asked once. Nothing here imports vllm: the engine call is the backend's `run` (the
+vLLM engine's, or a server's requests).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from runners.backends.protocol import ScoreRequest, ScoreResult
-from runners.backends.vllm.logprobs import Query
+from runners.backends.prompt_logprobs.queries import Query
+from runners.exchange import ScoreRequest, ScoreResult
 from runners.scoring.number_bound import TrieExpansion
 
 
