@@ -47,8 +47,11 @@ def test_a_name_cannot_be_registered_twice_differently() -> None:
 def fake_backend(monkeypatch: pytest.MonkeyPatch):
     """The fake backend registered for one test: the registry is a copy, restored afterwards."""
     import runners.backends
+    import runners.backends.registry
 
-    monkeypatch.setattr(runners.backends, "BACKENDS", dict(runners.backends.BACKENDS))
+    copy = dict(runners.backends.registry.BACKENDS)
+    monkeypatch.setattr(runners.backends.registry, "BACKENDS", copy)  # what register and the lookups read
+    monkeypatch.setattr(runners.backends, "BACKENDS", copy)  # the package's name for it
     monkeypatch.delitem(sys.modules, "fake_backend", raising=False)
     return importlib.import_module("fake_backend")
 

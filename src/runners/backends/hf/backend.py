@@ -46,12 +46,12 @@ from typing import Any
 
 import numpy as np
 
-from runners.backends import Resolved
 from runners.backends.hf.bounded import bounded_passes
 from runners.backends.hf.generate import generate
 from runners.backends.hf.logprobs import LogSoftmax, candidate_logprobs_by_row, gather_logprobs
 from runners.backends.hf.spec import HF
 from runners.backends.hf.tree_pass import KVPool, TreeRow, tree_pass
+from runners.backends.registry import Resolved
 from runners.exchange import ContinuationScore, GenerateRequest, Generation, ScoreRequest, ScoreResult
 from runners.scoring.number_bound import TrieExpansion
 from runners.scoring.token_accounting import (

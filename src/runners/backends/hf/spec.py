@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .. import DEVICE_MAP, GGUF_FILE, QUANTIZED_WEIGHTS, BackendSpec, register
+from ..registry import DEVICE_MAP, GGUF_FILE, QUANTIZED_WEIGHTS, BackendSpec, register
 
 HF = register(
     BackendSpec(

@@ -40,7 +40,6 @@ from typing import Any
 import numpy as np
 
 from promptgen.core.errors import ProbeError
-from runners.backends import Resolved
 from runners.backends.openai.client import ServerClient, settings_of
 from runners.backends.openai.identity import served_identity
 from runners.backends.openai.spec import OPENAI
@@ -49,6 +48,7 @@ from runners.backends.openai.spec import OPENAI
 from runners.backends.prompt_logprobs.bounded import score_bounded
 from runners.backends.prompt_logprobs.queries import Query, assemble, candidate_groups, plan_queries
 from runners.backends.prompt_logprobs.read import candidate_logprobs, continuation_logprobs
+from runners.backends.registry import Resolved
 from runners.exchange import GenerateRequest, Generation, ScoreRequest, ScoreResult, cut_at_stop
 from runners.results.rules import BadLogprob
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .. import SERVER, BackendSpec, register
+from ..registry import SERVER, BackendSpec, register
 
 OPENAI = register(
     BackendSpec(

@@ -46,10 +46,10 @@ from typing import Any
 import numpy as np
 
 from promptgen.core.errors import ProbeError
-from runners.backends import Resolved
 from runners.backends.prompt_logprobs.bounded import score_bounded
 from runners.backends.prompt_logprobs.queries import MAX_LOGPROB_TOKEN_IDS, assemble, candidate_groups, plan_queries
 from runners.backends.prompt_logprobs.read import candidate_logprobs, continuation_logprobs
+from runners.backends.registry import Resolved
 from runners.backends.vllm.spec import VLLM
 from runners.exchange import GenerateRequest, Generation, ScoreRequest, ScoreResult
 from runners.model.device import RunnerWarning

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .. import ENGINE_MEMORY, TENSOR_PARALLEL, BackendSpec, register
+from ..registry import ENGINE_MEMORY, TENSOR_PARALLEL, BackendSpec, register
 
 VLLM = register(
     BackendSpec(
