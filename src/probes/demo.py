@@ -125,7 +125,6 @@ def _stratified(frame: Any, by: list[str], n: int) -> list[int]:
 
 def _subset(prompts: Any, positions: list[int]) -> Any:
     """The same prompt config restricted to some rows: results record the full dataset and config."""
-
     return replace(prompts, dataset=prompts.dataset.select(positions))
 
 

@@ -21,10 +21,7 @@ from typing import Any
 from promptgen.core.errors import ProbeError
 from runners.backends.protocol import Backend
 from runners.model.device import ITEMS_PER_CALL, device_type
-from runners.prompts import (
-    PromptConfig,
-    check_scoring_mode,
-)
+from runners.prompts import PromptConfig, check_scoring_mode
 from runners.request import RunRequest
 from runners.rows import scored_batches
 from runners.scoring.settings import ScoringSettings
@@ -62,10 +59,9 @@ def run_config(
     `on_start(total, done)` and `on_advance(n)` report progress.
     """
     started = time.perf_counter()
-    settings = request.settings
     # `run.resolve_protocol` lays a dataset's protocol under a request; called directly, the driver
     # scores a request's own settings, None being the project's defaults
-    settings = ScoringSettings() if settings is None else settings
+    settings = ScoringSettings() if request.settings is None else request.settings
     if not isinstance(settings, ScoringSettings):  # a bug, not input
         raise TypeError("run_config needs complete ScoringSettings; resolve flags with runners.run.resolve_protocol")
     batch_size = default_batch_size(backend) if request.batch_size is None else request.batch_size
