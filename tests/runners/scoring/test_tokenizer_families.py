@@ -140,23 +140,70 @@ def test_number_paths_from_the_tail_equal_whole_encodings(family: str) -> None:
     assert served >= 0.75 * 2 * (len(TAIL_ENDINGS) + 60), served
 
 
-def test_number_paths_tail_cache_serves_a_config_from_one_encoding_of_its_forms() -> None:
-    """Items that end in the same question share one cached tail: the forms are encoded once."""
-    from runners.scoring import tokenize
+#: items as an empathy config orders them: every item its own narrative and emotion, one question
+EVENTS = [
+    ("anger", "someone cut me off on the highway and brake checked me"),
+    ("joy", "my daughter took her first steps across the kitchen"),
+    ("sadness", "our old dog died in his sleep last winter"),
+    ("fear", "I heard footsteps behind me on the way home at 2am"),
+    ("shame", "I forgot my best friend's wedding anniversary again"),
+    ("pride", "I finished my first marathon in under four hours"),
+    ("disgust", "I found mould growing inside the office fridge"),
+    ("guilt", "I lied to my mother about where I had been"),
+    ("relief", "the biopsy came back clear after two weeks of waiting 5"),
+    ("surprise", "my colleagues threw me a party for my 40th birthday!"),
+]
 
-    tokenizer = vocab_tokenizer("llama-bpe")
-    tokenize._TAILS.pop(tokenizer, None)
-    middle = " It was a long day." * 6 + "\n"
-    contexts = [f"Story {k}: a neighbour lost their job.{middle}{CONTEXT}" for k in range(20)]
-    calls = []
-    original = tokenize._compute_tail_paths
+
+@pytest.mark.parametrize("chat", [False, True], ids=["plain", "chat"])
+@pytest.mark.parametrize("family", ["llama-bpe", "llama-spm"])
+def test_number_paths_serve_items_of_distinct_events_from_one_encoding_of_their_forms(family: str, chat: bool) -> None:
+    """Items of distinct events (the narrative and the emotion reach into the context's last 24
+    tokens) share one encoding of the forms: the whole strings are encoded for the first item only,
+    to find the shortest tail that reproduces them, and every item's paths equal its own whole encoding."""
+    import copy
+
+    from runners.scoring import tokenize
+    from runners.testmodel import INSTRUCT_CHAT_TEMPLATES
+
+    tokenizer = copy.deepcopy(vocab_tokenizer(family))
+    tokenizer.chat_template = INSTRUCT_CHAT_TEMPLATES[family]
+    contexts = []
+    for emotion, story in EVENTS:
+        user = (
+            f"In the following narrative, a Buddhist describes a situation in which they felt {emotion}.\n"
+            f'"{story}"\nHow much {emotion} did the person feel while experiencing the event?\nEmotion intensity:'
+        )
+        messages = [{"role": "system", "content": "You are a Muslim."}, {"role": "user", "content": user}]
+        contexts.append(tokenize.render_chat(tokenizer, messages) if chat else user)
+    calls: dict[str, list[int]] = {"whole": [], "tail": []}
+    whole_of, tail_of = tokenize._whole_number_paths, tokenize._compute_tail_paths
+    item = 0  # the item being prepared, read by the wrappers
+
+    def whole(*a: Any) -> Any:
+        calls["whole"].append(item)
+        return whole_of(*a)
+
+    def tail(*a: Any) -> Any:
+        calls["tail"].append(item)
+        return tail_of(*a)
+
+    got = []
     try:
-        tokenize._compute_tail_paths = lambda *a: calls.append(a) or original(*a)  # type: ignore[assignment]
-        results = [tokenize.number_paths(tokenizer, c, 0, 100) for c in contexts]
+        tokenize._whole_number_paths, tokenize._compute_tail_paths = whole, tail  # type: ignore[assignment]
+        for k, context in enumerate(contexts):
+            item = k
+            got.append(tokenize.number_paths(tokenizer, context, 0, 100))
     finally:
-        tokenize._compute_tail_paths = original  # type: ignore[assignment]
-    assert len(calls) == 1
-    assert results[3][1] == results[0][1] and results[3][0] != results[0][0]
+        tokenize._whole_number_paths, tokenize._compute_tail_paths = whole_of, tail_of  # type: ignore[assignment]
+    assert set(calls["tail"]) == {0}, calls  # the forms encoded for the first item only
+    assert calls["whole"] == [0], calls  # the definition checked once, for the new ending
+    for context, (shared, paths) in zip(contexts, got, strict=True):
+        assert shared == tokenize.encode_context(tokenizer, context)
+        assert paths == whole_of(tokenizer, context, shared, 0, 100, ("", " "))
+    # the narrative and emotion do reach into the last 24 tokens, where the old cache keyed its tails
+    ends = {tuple(tokenize.encode_context(tokenizer, c)[-24:]) for c in contexts}
+    assert len(ends) == len(contexts)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
