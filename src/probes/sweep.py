@@ -42,7 +42,7 @@ from runners.backends import backend_spec, load
 from runners.backends.load import LoadOptions
 from runners.local_run import default_batch_size
 from runners.plan.pricing import GPUS, count_params, load_model_config
-from runners.plan.quote import Quote, cpu_tokens_per_s, quote_config
+from runners.plan.quote import Quote, cpu_decode_tokens_per_s, cpu_tokens_per_s, quote_config
 from runners.request import RunRequest
 from runners.run import resolve_protocol, run_on, warnings_to
 from runners.scoring.settings import ScoringSettings
@@ -193,8 +193,9 @@ def make_plan(
 ) -> SweepPlan:
     """Price each resolved config on the device the model loaded on (see the module docstring)."""
     per_call = default_batch_size(backend) if getattr(backend, "device", None) else None
+    budget = getattr(backend, "max_batch_tokens", None)  # the hf backend's: it batches generation too
     quotes = [
-        (name, quote_config(prompts, request, tokenizer, items_per_call=per_call))
+        (name, quote_config(prompts, request, tokenizer, items_per_call=per_call, max_batch_tokens=budget))
         for name, prompts, request in resolved
     ]
     if backend_spec(backend.name).served:  # no weights here to count: the time is the server's
@@ -202,16 +203,22 @@ def make_plan(
         return SweepPlan(f"a server (--backend {backend.name})", rate, [(name, q, None) for name, q in quotes])
     shape = count_params(load_model_config(model))
     gpu, device = _device(backend)
-    tokens_per_s = None
+    tokens_per_s = decode_tokens_per_s = None
     if gpu is not None:
-        rate = f"{gpu} at MFU {mfu}"
+        rate = f"{gpu} at MFU {mfu} (decode steps at their own cost: memory bandwidth or FLOPs)"
     elif getattr(backend, "model", None) is not None and not str(getattr(backend, "device", "cpu")).startswith("cuda"):
         length = max((q.context_tokens_per_item for _, q in quotes), default=64)
         tokens_per_s = cpu_tokens_per_s(backend.model, round(length))
         rate = f"the CPU's measured {tokens_per_s:,.0f} computed tokens/s (a plain forward pass of this model)"
+        if any(q.decoded_tokens for _, q in quotes):
+            decode_tokens_per_s = cpu_decode_tokens_per_s(backend.model, round(length))
+            rate += f" and {decode_tokens_per_s:,.0f} decoded tokens/s (a short greedy generate)"
     else:
         rate = f"not priced: {device} is not a GPU `probes plan` knows"
-    priced = [(name, q, q.hours(shape, gpu=gpu, mfu=mfu, tokens_per_s=tokens_per_s)) for name, q in quotes]
+    priced = [
+        (name, q, q.hours(shape, gpu=gpu, mfu=mfu, tokens_per_s=tokens_per_s, decode_tokens_per_s=decode_tokens_per_s))
+        for name, q in quotes
+    ]
     return SweepPlan(device, rate, priced)
 
 

@@ -59,8 +59,10 @@ def plan_cmd(
         typer.Option(
             "--profile",
             metavar="RESULTS",
-            help="Results folder of a sample scored at --number-tolerance EPS: its mean trie_positions per number "
-            "item prices the bounded run (the positions depend on the model and prompt; measure them).",
+            help="Results folder of a sample run (`probes run ... --limit N`): the tokens its generated answers took "
+            "price the generated configs' decoding (without it every answer runs to --max-new-tokens, a ceiling); "
+            "with --number-tolerance EPS, its mean trie_positions per number item scored at EPS price the bounded "
+            "run. Both depend on the model and prompt: measure them.",
         ),
     ] = None,
     trie_positions: Annotated[
@@ -71,9 +73,46 @@ def plan_cmd(
             help="Instead of --profile: N trie positions per number item (an exact 0-100 trie has ~203).",
         ),
     ] = None,
+    scoring: Annotated[
+        str | None,
+        typer.Option(
+            "--scoring",
+            help="Price every config as `probes run --scoring` scores it: sentence or letter (choice items read "
+            "from the logits; number items as exact numbers: the exact and first-token modes) or generate (prompt "
+            "tokens, then decoded tokens). Default: each config's declared protocol, as a run without flags (the "
+            "empathy configs: greedy generation of at most 128 tokens).",
+        ),
+    ] = None,
+    max_new_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-new-tokens",
+            min=1,
+            help="Generated configs: most tokens per answer (default: the protocol's, else 16), as `probes run`.",
+        ),
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", min=1, help="Price only the first N rows of each config, as `probes run --limit N`."),
+    ] = None,
+    decode_tokens_per_s: Annotated[
+        float | None,
+        typer.Option(
+            "--decode-tokens-per-s",
+            help="With --tokens-per-s: a measured decode rate (generated tokens/s) for the generated configs' "
+            "answers (default: --tokens-per-s).",
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
 ) -> None:
-    """Price a sweep without running the model: tokens per backend and number mode, FLOPs, GPU hours."""
+    """Price a sweep without running the model: tokens per backend and mode, FLOPs, GPU hours.
+
+    Each config is priced the way `probes run` without flags scores it (its declared protocol):
+    read from the logits (mode exact, first-token, bounded: context and continuation positions) or
+    generated (mode generate: prompt tokens, prefilled, then decoded tokens, each decode step priced
+    at its own cost on the GPU, under each backend's batching: vLLM's continuous batching, hf's
+    padded batches).
+    """
     from probes import api
 
     request = api.PlanRequest(
@@ -94,11 +133,15 @@ def plan_cmd(
         number_tolerance=number_tolerance,
         profile=profile,
         trie_positions=trie_positions,
+        scoring=scoring,
+        max_new_tokens=max_new_tokens,
+        limit=limit,
+        decode_tokens_per_s=decode_tokens_per_s,
     )
     plan = api.plan(request, progress=None if quiet else lambda line: err.print(line, highlight=False))
     table = Table(title=f"plan: {model} on {gpu} at MFU {mfu}")
-    headers = ("config", "backend", "mode", "items", "ctx/item", "computed ctx/item", "saved/item")
-    for header in (*headers, "trie min/item", "cont./item", "GPU hours"):
+    headers = ("config", "backend", "mode", "items", "prompt/item", "computed prompt/item", "saved/item")
+    for header in (*headers, "trie min/item", "cont./item", "decoded/item", "GPU hours"):
         table.add_column(header)
     for row in api.plan_rows(plan):
         table.add_row(*(escape(cell) for cell in row))

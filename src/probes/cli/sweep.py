@@ -20,8 +20,9 @@ from .shared import _ENGINE_THREADS, _progress, _warn, err, out
 
 def _plan_table(plan: Any) -> Table:
     table = Table(title=f"sweep plan on {plan.device}, priced at {plan.rate}")
-    for header in ("dataset", "config", "scoring", "items", "computed tokens", "hours"):
-        table.add_column(header, justify="right" if header in ("items", "computed tokens", "hours") else "left")
+    numbers = ("items", "computed tokens", "decoded tokens", "hours")
+    for header in ("dataset", "config", "scoring", *numbers):
+        table.add_column(header, justify="right" if header in numbers else "left")
 
     def price(hours: float | None, prompts: float) -> str:
         # a served model's time is its server's: it is priced by the prompts (and tokens) it is sent
@@ -29,11 +30,12 @@ def _plan_table(plan: Any) -> Table:
 
     for name, quote, hours in plan.quotes:
         cells = (name, quote.config, quote.scoring, f"{quote.items:,}", f"{quote.computed_tokens:,.0f}")
-        table.add_row(*(escape(c) for c in cells), price(hours, quote.prompts))
+        decoded = f"{quote.decoded_tokens:,.0f}" if quote.decoded_tokens else "-"
+        table.add_row(*(escape(c) for c in cells), decoded, price(hours, quote.prompts))
     total = price(plan.hours, sum(q.prompts for _, q, _ in plan.quotes))
-    table.add_row(
-        "total", "", "", f"{plan.items:,}", f"{sum(q.computed_tokens for _, q, _ in plan.quotes):,.0f}", total
-    )
+    computed = sum(q.computed_tokens for _, q, _ in plan.quotes)
+    decoded = sum(q.decoded_tokens for _, q, _ in plan.quotes)
+    table.add_row("total", "", "", f"{plan.items:,}", f"{computed:,.0f}", f"{decoded:,.0f}" if decoded else "-", total)
     return table
 
 

@@ -55,6 +55,11 @@ class BackendSpec:
     #: "module:function" pricing a sampled call for `probes plan` (`runners.plan.count.count_call`):
     #: `(token_accounting.SampledCall)` -> (`TokenCounts`, the number tries' positions)
     call_counts: str | None = None
+    #: "module:function" pricing a call of generation requests for plans and quotes:
+    #: `(generate_accounting.GenerateCall)`
+    #: -> `GenerateCounts`, its prefill positions and its decode steps, so how many sequences it decodes at once
+    #: (its own batching); None: its generation is not priced in hours (a served backend's is priced by tokens)
+    generate_counts: str | None = None
     #: the model runs behind a server (it has `SERVER` options): the run loads only a tokenizer (`--tokenizer`,
     #: else `--model`), the backend keys the model by what the server reports (it has no weights to hash), and
     #: plans price it by tokens and requests, not FLOPs on a GPU of ours

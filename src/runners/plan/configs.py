@@ -29,7 +29,7 @@ def item_configs(dataset: Path) -> list[str]:
     """The configs whose rows are scored items (`task` choice or number in the first row group), in name order.
 
     Tables (events, identities) have no `task`; free-text items (`task` text, e.g. the empathy
-    rewrite prompts) can only be generated, which `probes plan` does not price.
+    rewrite prompts) can only be generated: a plan prices them only when named (`--config`).
     """
     import pyarrow.parquet as pq
 
@@ -64,10 +64,13 @@ class ConfigRows:
     """Row access to one config's parquet files without loading them: counts from the footers, rows by range.
 
     With `where` (a protocol's row selection, `runners.prompts.where_rows`), only the rows it keeps
-    count, in table order: their positions come from the selection's columns alone.
+    count, in table order: their positions come from the selection's columns alone. With `limit`, only
+    the first `limit` of them (`probes run --limit`).
     """
 
-    def __init__(self, files: Sequence[Path], where: Mapping[str, Sequence[str]] | None = None) -> None:
+    def __init__(
+        self, files: Sequence[Path], where: Mapping[str, Sequence[str]] | None = None, limit: int | None = None
+    ) -> None:
         import pyarrow.parquet as pq
 
         self.paths = list(files)
@@ -93,6 +96,8 @@ class ConfigRows:
         if where:
             self.kept = self._where(where)
             self.rows = len(self.kept)
+        if limit is not None:  # the first `limit` rows (kept ones), as `probes run --limit`
+            self.rows = min(self.rows, limit)
 
     def _where(self, where: Mapping[str, Sequence[str]]) -> list[int]:
         import pyarrow as pa

@@ -12,6 +12,11 @@ call (`count_call`). Totals are ratio estimates (sampled counts / sampled items 
 items), with a standard error from the spread between calls (finite population corrected;
 `Tally`). The estimator's error against exact counts is measured by
 `benchmarks/plan_accuracy.py`.
+
+A generated config (`count_generation`) is counted over the same calls: its prompts encoded as the
+run encodes them, each backend's generation accounting (`BackendSpec.generate_counts`) pricing a
+call as prefill positions and decode steps, with answers of a given length distribution (the
+`max_new_tokens` ceiling, or a sample's profile).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import math
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from promptgen.core.errors import ProbeError
 from runners.backends import backend_spec, priced_backends
@@ -29,6 +34,7 @@ from runners.exchange import ScoreRequest
 from runners.plan.configs import ConfigRows
 from runners.rows import cached_digit_start_ids, prepare_request, render_context
 from runners.scoring.distributions import NUMBER_MODES
+from runners.scoring.generate_accounting import DecodedLengths, DecodeGroup, DecodeMachine, GenerateCall
 from runners.scoring.settings import ScoringSettings
 from runners.scoring.token_accounting import SampledCall
 from runners.scoring.tokenize import encode_context
@@ -39,6 +45,8 @@ DEFAULT_SAMPLE_CALLS = 4
 DEFAULT_TRIE_ITEMS = 16
 #: the plan's third number mode: exact with a tolerance (`--number-tolerance`), priced from a node profile
 BOUNDED = "bounded"
+#: the plan's mode of a generated config (`--scoring generate`, or its protocol's): prompt and decoded tokens
+GENERATE = "generate"
 
 
 @dataclass
@@ -48,9 +56,14 @@ class Tally:
     items: list[int] = field(default_factory=list)
     values: dict[str, list[float]] = field(default_factory=dict)
 
-    FIELDS = ("context_tokens", "computed_context_tokens", "continuation_positions", "prefix_trie_minimum")
+    FIELDS: ClassVar[tuple[str, ...]] = (
+        "context_tokens",
+        "computed_context_tokens",
+        "continuation_positions",
+        "prefix_trie_minimum",
+    )
     #: counted only for some backends: the prompts a served model is sent (`BackendSpec.served`)
-    OPTIONAL = ("prompts",)
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("prompts",)
 
     def add(self, counts: Mapping[str, float]) -> None:
         self.items.append(int(counts["items"]))
@@ -81,24 +94,53 @@ class Tally:
                 out[f"{name}_se"] = total_items * math.sqrt(max(fpc, 0.0) * var / n) / mean_x
             else:
                 out[f"{name}_se"] = math.nan
-        # the prefix-trie minimum is summed per call: a floor for what a call-by-call scorer computes
-        out["shared_prefix_saved"] = out["context_tokens"] - out["computed_context_tokens"]
-        out["computed_tokens"] = out["computed_context_tokens"] + out["continuation_positions"]
         n = max(total_items, 1)
-        for name in (*self.FIELDS, "shared_prefix_saved", "computed_tokens"):
+        for name in (*self.FIELDS, *self.derive(out)):
             out[f"{name}_per_item"] = out[name] / n
         return out
 
+    def derive(self, out: dict[str, Any]) -> tuple[str, ...]:
+        """Add the figures made of the estimated ones to `out`; their names (each gets a per-item figure too)."""
+        # the prefix-trie minimum is summed per call: a floor for what a call-by-call scorer computes
+        out["shared_prefix_saved"] = out["context_tokens"] - out["computed_context_tokens"]
+        out["computed_tokens"] = out["computed_context_tokens"] + out["continuation_positions"]
+        return ("shared_prefix_saved", "computed_tokens")
+
+
+@dataclass
+class GenerateTally(Tally):
+    """`Tally` of a generated config's calls for one backend: prompt and decoded tokens, and the decode's work."""
+
+    FIELDS: ClassVar[tuple[str, ...]] = ("prompt_tokens", "decoded_tokens")
+    #: a backend priced in hours: its prefill positions and decode steps (and their seconds on the GPU);
+    #: a served one: the prompts it is sent
+    OPTIONAL: ClassVar[tuple[str, ...]] = (
+        "computed_prompt_tokens",
+        "decode_positions",
+        "decode_steps",
+        "decode_s",
+        "prompts",
+    )
+
+    def derive(self, out: dict[str, Any]) -> tuple[str, ...]:
+        return tuple(name for name in self.OPTIONAL if name in out)
+
 
 def run_requests(
-    items: Sequence[Mapping[str, Any]], tokenizer: Any, chat: bool, mode: str, digits: tuple[int, ...]
+    items: Sequence[Mapping[str, Any]],
+    tokenizer: Any,
+    chat: bool,
+    mode: str,
+    digits: tuple[int, ...],
+    base: ScoringSettings | None = None,
 ) -> list[ScoreRequest]:
     """The backend requests of `items` as a run in number mode `mode` builds them (`runners.rows.prepare_request`).
 
+    `base`: the run's other scoring settings (its choice mode and tokenization; default the project's).
     A ValueError (e.g. first-token mode on a number without a one-token form) is the run's own error.
     """
 
-    settings = ScoringSettings(number_mode=mode)
+    settings = dataclasses.replace(base or ScoringSettings(), number_mode=mode, number_tolerance=0.0)
     return [prepare_request(item, tokenizer, chat, settings, digits) for item in items]
 
 
@@ -180,6 +222,18 @@ def count_call(
     return out
 
 
+def sample_calls(rows: ConfigRows, settings: PlanSettings) -> tuple[int, list[int], bool]:
+    """A config's calls, those counted (all when at most `sample_calls`, else a seeded sample) and whether all are."""
+    calls = -(-rows.rows // settings.items_per_call) if rows.rows else 0
+    exact = calls <= settings.sample_calls
+    chosen = (
+        list(range(calls))
+        if exact
+        else sorted(random.Random(settings.seed).sample(range(calls), settings.sample_calls))
+    )
+    return calls, chosen, exact
+
+
 def count_config(
     rows: ConfigRows,
     tokenizer: Any,
@@ -189,16 +243,14 @@ def count_config(
     modes: Sequence[str] = NUMBER_MODES,
     prepare: Prepare | None = None,
     on_call: Callable[[int, int], None] | None = None,
+    base: ScoringSettings | None = None,
 ) -> dict[str, Any]:
-    """Token counts of one config for every (backend, number mode): exact, or estimated from sampled calls."""
+    """Token counts of one config for every (backend, number mode): exact, or estimated from sampled calls.
 
-    calls = -(-rows.rows // settings.items_per_call) if rows.rows else 0
-    exact = calls <= settings.sample_calls
-    chosen = (
-        list(range(calls))
-        if exact
-        else sorted(random.Random(settings.seed).sample(range(calls), settings.sample_calls))
-    )
+    `base`: the run's scoring settings besides the number mode (its choice mode, tokenization).
+    """
+
+    calls, chosen, exact = sample_calls(rows, settings)
     if exact:  # every call counted: every trie too, so the counts are exact
         settings = dataclasses.replace(settings, trie_items=None)
     tallies = {(b, m): Tally() for b in priced_backends() for m in modes}
@@ -208,7 +260,7 @@ def count_config(
     def run_prepare(batch: Sequence[Mapping[str, Any]], mode: str) -> list[ScoreRequest]:
         if prepare is not None:
             return prepare(batch, mode)
-        return run_requests(batch, tokenizer, chat, mode, digits)
+        return run_requests(batch, tokenizer, chat, mode, digits, base)
 
     def contexts(item: Mapping[str, Any], candidates: tuple[int, ...]) -> ScoreRequest:
         return context_request(item, tokenizer, chat, candidates or digits)
@@ -238,4 +290,71 @@ def count_config(
             out.setdefault(backend, {})[mode] = {"items": rows.rows, "unavailable": unavailable[mode]}
         else:
             out.setdefault(backend, {})[mode] = tally.estimate(rows.rows, calls)
+    return out
+
+
+def count_generation(
+    rows: ConfigRows,
+    tokenizer: Any,
+    chat: bool,
+    settings: PlanSettings,
+    generation: ScoringSettings,
+    lengths: DecodedLengths,
+    *,
+    machine: DecodeMachine | None = None,
+    price: Callable[[Sequence[DecodeGroup]], float] | None = None,
+    on_call: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Token counts of a generated config for every backend (mode `GENERATE`): exact, or estimated from sampled calls.
+
+    Each counted call's prompts are encoded as the run encodes them (`runners.rows.generation_request`:
+    `render_context`, `encode_context`), and each backend's generation accounting (`BackendSpec.generate_counts`)
+    prices the call with answers of `lengths` tokens; `price` turns its decode steps into seconds (the
+    plan's GPU: `pricing.decode_seconds`). A served backend is counted by tokens and prompts.
+    """
+    calls, chosen, exact = sample_calls(rows, settings)
+    tallies = {backend: GenerateTally() for backend in priced_backends()}
+    unavailable: dict[str, str] = {}
+    for done, call in enumerate(chosen):
+        items = rows.read(call * settings.items_per_call, min(rows.rows, (call + 1) * settings.items_per_call))
+        contexts = [encode_context(tokenizer, render_context(tokenizer, item, chat)) for item in items]
+        request = GenerateCall(
+            contexts,
+            generation.max_new_tokens,
+            lengths,
+            max_batch_tokens=settings.max_batch_tokens,
+            block_size=settings.block_size,
+            machine=machine,
+            sampled=generation.temperature > 0,
+        )
+        for backend in priced_backends():
+            spec = backend_spec(backend)
+            prompt = float(sum(len(c) for c in contexts))
+            if spec.served:  # its time is its server's: the tokens and prompts it is sent
+                counts = {"items": len(items), "prompt_tokens": prompt, "decoded_tokens": len(items) * lengths.mean}
+                tallies[backend].add({**counts, "prompts": len(items)})
+                continue
+            if spec.generate_counts is None:
+                unavailable[backend] = f"--backend {backend} declares no generation accounting"
+                continue
+            got = spec.function("generate_counts")(request)
+            counted = {
+                "items": got.items,
+                "prompt_tokens": got.prompt_tokens,
+                "decoded_tokens": got.decoded_tokens,
+                "computed_prompt_tokens": got.computed_prompt_tokens,
+                "decode_positions": got.decode_positions,
+                "decode_steps": got.decode_steps,
+            }
+            if price is not None:
+                counted["decode_s"] = price(got.groups)
+            tallies[backend].add(counted)
+        if on_call:
+            on_call(done + 1, len(chosen))
+    out: dict[str, Any] = {"items": rows.rows, "calls": calls, "sampled_calls": None if exact else chosen}
+    for backend, tally in tallies.items():
+        if backend in unavailable:
+            out[backend] = {GENERATE: {"items": rows.rows, "unavailable": unavailable[backend]}}
+        else:
+            out[backend] = {GENERATE: tally.estimate(rows.rows, calls)}
     return out

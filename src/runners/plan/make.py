@@ -1,8 +1,12 @@
 """`probes plan`: the plan of a request, checked before any work, batched as the run would be, counted and priced.
 
 `make_plan` checks the request (`check_request`), reads the model's `config.json` and
-tokenizer, counts every config (`count.count_config`) with the run's own batching defaults on
-the planned GPU (`default_batching`), prices the counts (`pricing.hours`) and totals them.
+tokenizer, resolves each config's scoring as `probes run` does without flags (its protocol, with
+`--scoring`/`--max-new-tokens` laid over it: `runners.scoring.settings.resolve_scoring`), counts
+every config with the run's own batching defaults on the planned GPU (`default_batching`): a
+scored one by number mode (`count.count_config`, priced by `pricing.hours`), a generated one by
+prompt and decoded tokens (`count.count_generation`, priced by `pricing.generation_hours`, the
+decode at its own cost per backend), and totals them.
 """
 
 from __future__ import annotations
@@ -21,13 +25,32 @@ from promptgen.hub.read import config_files, is_path_like
 from runners.backends import backend_spec, priced_backends
 from runners.model.device import ITEMS_PER_CALL, MAX_LOGIT_ROWS, cuda_token_budget
 from runners.plan.configs import ConfigRows, config_protocols, item_configs
-from runners.plan.count import BOUNDED, DEFAULT_SAMPLE_CALLS, DEFAULT_TRIE_ITEMS, PlanSettings, count_config
+from runners.plan.count import (
+    BOUNDED,
+    DEFAULT_SAMPLE_CALLS,
+    DEFAULT_TRIE_ITEMS,
+    GENERATE,
+    PlanSettings,
+    count_config,
+    count_generation,
+)
 from runners.plan.output import PLAN_OUTPUT
-from runners.plan.pricing import DEFAULT_MFU, GPUS, ModelShape, count_params, hours, load_model_config
-from runners.plan.profile import TrieProfile, read_profile
+from runners.plan.pricing import (
+    DEFAULT_MFU,
+    GPUS,
+    ModelShape,
+    count_params,
+    decode_machine,
+    decode_seconds,
+    generation_hours,
+    hours,
+    load_model_config,
+)
+from runners.plan.profile import GenerationProfile, TrieProfile, read_generation_profile, read_profile
 from runners.prompts import chat_for, check_chat_template
 from runners.scoring.distributions import NUMBER_MODES
-from runners.scoring.settings import check_number_tolerance
+from runners.scoring.generate_accounting import DecodedLengths
+from runners.scoring.settings import SCORING_NAMES, check_number_tolerance, resolve_scoring
 from runners.scoring.token_accounting import DEFAULT_MAX_BATCH_TOKENS
 
 
@@ -57,6 +80,14 @@ class PlanRequest:
     profile: Path | None = None
     #: or the trie positions per number item, given directly
     trie_positions: float | None = None
+    #: `probes run --scoring`: sentence, letter or generate for every config (None: each config's protocol)
+    scoring: str | None = None
+    #: `probes run --max-new-tokens` for generated configs (None: the protocol's, else 16)
+    max_new_tokens: int | None = None
+    #: price only the first N rows of each config (after its protocol's row selection), as `probes run --limit`
+    limit: int | None = None
+    #: a measured decode rate (generated tokens/s), with `tokens_per_s` pricing a generated config's decode
+    decode_tokens_per_s: float | None = None
 
     @property
     def priced_modes(self) -> tuple[str, ...]:
@@ -79,6 +110,14 @@ def check_request(req: PlanRequest) -> None:
         raise ProbeError(f"--mfu must be above 0 and at most 1 (a fraction of the GPU's peak), got {req.mfu}")
     if req.tokens_per_s is not None and not req.tokens_per_s > 0:
         raise ProbeError(f"--tokens-per-s must be positive, got {req.tokens_per_s}")
+    if req.decode_tokens_per_s is not None and not req.decode_tokens_per_s > 0:
+        raise ProbeError(f"--decode-tokens-per-s must be positive, got {req.decode_tokens_per_s}")
+    if req.scoring is not None and req.scoring not in SCORING_NAMES:
+        raise ProbeError(f"--scoring must be one of {', '.join(SCORING_NAMES)}, got {req.scoring!r}")
+    if req.max_new_tokens is not None and req.max_new_tokens < 1:
+        raise ProbeError(f"--max-new-tokens must be at least 1, got {req.max_new_tokens}")
+    if req.limit is not None and req.limit < 1:
+        raise ProbeError(f"--limit must be positive, got {req.limit}")
     for name, value in (("--items-per-call", req.items_per_call), ("--max-batch-tokens", req.max_batch_tokens)):
         if value is not None and value < 1:
             raise ProbeError(f"{name} must be positive, got {value}")
@@ -98,8 +137,8 @@ def check_request(req: PlanRequest) -> None:
             "--number-tolerance prices a bounded run from its trie positions per item: give --profile RESULTS "
             "(a sample run at that tolerance) or --trie-positions N" + (" (not both)" if given else "")
         )
-    if given and not req.number_tolerance:
-        raise ProbeError(f"{given[0]} prices a bounded run: give its --number-tolerance too")
+    if req.trie_positions is not None and not req.number_tolerance:
+        raise ProbeError("--trie-positions prices a bounded run: give its --number-tolerance too")
     if req.profile is not None and not req.profile.is_dir():
         raise ProbeError(f"--profile {req.profile} is not a results folder")
     if not req.dataset.is_dir():
@@ -164,6 +203,10 @@ def make_plan(req: PlanRequest, *, progress: Callable[[str], None] | None = None
         raise ProbeError(f"{req.dataset} has no config of scorable items")
     files = {c: config_files(req.dataset, c, required=True) for c in configs}  # every name checked before any counting
     settings = default_batching(req, config, shape)
+    given = {k: v for k, v in (("scoring", req.scoring), ("max_new_tokens", req.max_new_tokens)) if v is not None}
+    # each config's scoring as `probes run` resolves it without flags (those given laid over the protocol)
+    scorings = {c: resolve_scoring(protocols.get(c), given or None, req.chat).settings for c in configs}
+    generated = [c for c in configs if scorings[c].mode == "generate"]
     profile = None
     if req.number_tolerance:
         profile = (
@@ -172,54 +215,69 @@ def make_plan(req: PlanRequest, *, progress: Callable[[str], None] | None = None
             else TrieProfile(float(req.trie_positions or 0), "--trie-positions")
         )
         settings = dataclasses.replace(settings, trie_positions=profile.trie_positions)
+    answers = generation_profile(req, tokenizer, generated)
     modes = req.priced_modes
+    machine = decode_machine(shape, req.gpu)
     per_config: dict[str, Any] = {}
     for name in configs:
         # the form and rows a run without flags scores: the config's protocol, unless --chat/--no-chat was given
         protocol = protocols.get(name)
         form = chat if req.chat is not None or protocol is None or protocol.chat is None else protocol.chat
         check_chat_template(name, tokenizer, form)
-        rows = ConfigRows(files[name], where=None if protocol is None else protocol.where)
+        rows = ConfigRows(files[name], where=None if protocol is None else protocol.where, limit=req.limit)
+        scoring = scorings[name]
 
         def tick(done: int, total: int, name: str = name) -> None:
             if progress:
                 progress(f"{name}: call {done}/{total}")
 
-        counts = count_config(rows, tokenizer, form, settings, modes=modes, on_call=tick)
+        if scoring.mode == "generate":
+            lengths, source = decoded_lengths(answers, scoring.max_new_tokens)
+            counts = count_generation(
+                rows,
+                tokenizer,
+                form,
+                settings,
+                scoring,
+                lengths,
+                machine=machine,
+                price=lambda groups: decode_seconds(shape, groups, req.gpu, req.mfu),
+                on_call=tick,
+            )
+            counts.update(
+                scoring="generate",
+                generation={
+                    "max_new_tokens": scoring.max_new_tokens,
+                    "temperature": scoring.temperature,
+                    "decoded_tokens_per_item": lengths.mean,
+                    "answers": source,
+                },
+            )
+        else:
+            counts = count_config(rows, tokenizer, form, settings, modes=modes, on_call=tick, base=scoring)
+            counts.update(scoring=scoring.choice_mode)
         counts.update(chat=form, protocol=None if protocol is None else protocol.name)
         for backend in priced_backends():
             if backend_spec(backend).served:  # its hours are its server's: priced by tokens and prompts
                 continue
-            for mode in modes:
-                if "unavailable" not in counts[backend][mode]:
-                    counts[backend][mode].update(
-                        hours(shape, counts[backend][mode], req.gpu, req.mfu, req.tokens_per_s, calls=counts["calls"])
+            for mode, cell in counts[backend].items():
+                if "unavailable" in cell:
+                    continue
+                if mode == GENERATE:
+                    priced = generation_hours(
+                        shape,
+                        cell,
+                        req.gpu,
+                        req.mfu,
+                        req.tokens_per_s,
+                        decode_tokens_per_s=req.decode_tokens_per_s,
+                        calls=counts["calls"],
                     )
+                else:
+                    priced = hours(shape, cell, req.gpu, req.mfu, req.tokens_per_s, calls=counts["calls"])
+                cell.update(priced)
         per_config[name] = counts
-    totals: dict[str, Any] = {}
-    for backend in priced_backends():
-        for mode in modes:
-            cells = [per_config[c][backend][mode] for c in configs]
-            missing = sorted({cell["unavailable"] for cell in cells if "unavailable" in cell})
-            if missing:
-                totals.setdefault(backend, {})[mode] = {
-                    "items": sum(cell["items"] for cell in cells),
-                    "unavailable": missing[0],
-                }
-                continue
-            keys = ("items", "context_tokens", "computed_context_tokens", "shared_prefix_saved")
-            keys += ("continuation_positions", "computed_tokens", "prefix_trie_minimum")
-            keys += ("prompts",) if backend_spec(backend).served else ("flops", "gpu_hours", "fixed_hours", "hours")
-            total = {k: sum(cell[k] for cell in cells) for k in keys}
-            if req.tokens_per_s and not backend_spec(backend).served:
-                total["hours_at_tokens_per_s"] = sum(cell["hours_at_tokens_per_s"] for cell in cells)
-            total["computed_tokens_se"] = math.sqrt(
-                sum(cell["computed_context_tokens_se"] ** 2 + cell["continuation_positions_se"] ** 2 for cell in cells)
-            )
-            n = max(total["items"], 1)
-            for k in ("context_tokens", "computed_context_tokens", "prefix_trie_minimum", "continuation_positions"):
-                total[f"{k}_per_item"] = total[k] / n
-            totals.setdefault(backend, {})[mode] = total
+    totals = plan_totals(per_config, configs, (*modes, GENERATE), tokens_per_s=bool(req.tokens_per_s))
     return {
         "dataset": str(req.dataset),
         "model": req.model,
@@ -231,6 +289,15 @@ def make_plan(req: PlanRequest, *, progress: Callable[[str], None] | None = None
         "batching": dataclasses.asdict(settings),
         "flops_definition": "2 x params x computed tokens + 4 x layers x attention width x (mean context + 1) "
         "x computed tokens",
+        "decode_definition": "generated configs: the prompt is a prefill (flops_definition); an answer of n tokens "
+        "then takes n - 1 decode steps; a step over B running sequences takes max((2 x params + B x cached tokens x "
+        "KV bytes per token) / memory bandwidth, 2 x params x B / (bf16 peak x mfu)); B and the steps are each "
+        "backend's batching (vllm: continuous, up to its max_num_seqs; hf: static padded batches under its token "
+        "budget, each decoding until its longest answer stops)",
+        "scoring": req.scoring,
+        "max_new_tokens": req.max_new_tokens,
+        "limit": req.limit,
+        "generation_profile": None if answers is None else answers.source,
         "counting": "exact per call where a config has at most sample_calls calls, else a ratio estimate from "
         "sampled calls (each counted exactly), with its standard error (*_se)",
         "bounded": None
@@ -244,3 +311,96 @@ def make_plan(req: PlanRequest, *, progress: Callable[[str], None] | None = None
         "totals": totals,
         "wall_s": time.perf_counter() - started,
     }
+
+
+def generation_profile(req: PlanRequest, tokenizer: Any, generated: list[str]) -> GenerationProfile | None:
+    """The `--profile` folder's generated answers when a config is generated (module `plan.profile`).
+
+    A profile with `--number-tolerance` is the bounded run's first: without generated rows the generated
+    configs then run to their ceiling. Without a tolerance it is a generation profile, so a plan with
+    no generated config, or a folder without generated rows, is one line.
+    """
+    if req.profile is None:
+        return None
+    if not generated:
+        if req.number_tolerance:
+            return None
+        raise ProbeError(
+            f"--profile {req.profile} measures a bounded run (give its --number-tolerance) or the answers of "
+            "generated configs, and none of the configs priced is generated (their protocol, or --scoring generate)"
+        )
+    try:
+        return read_generation_profile(req.profile, tokenizer)
+    except ProbeError:
+        if req.number_tolerance:
+            return None
+        raise
+
+
+def decoded_lengths(answers: GenerationProfile | None, max_new_tokens: int) -> tuple[DecodedLengths, str]:
+    """The answers' lengths a generated config is priced with, and where they come from."""
+    if answers is None:
+        return DecodedLengths.ceiling(max_new_tokens), "max_new_tokens: every answer runs to it (a ceiling)"
+    cut = answers.truncated(max_new_tokens)
+    note = f"; {cut} of them cut at a lower max_new_tokens (the profile is low)" if cut else ""
+    return answers.lengths(max_new_tokens), f"--profile {answers.source}{note}"
+
+
+#: the figures a number mode's totals sum (and, for a backend priced in hours, its FLOPs and hours)
+NUMBER_TOTALS = (
+    "items",
+    "context_tokens",
+    "computed_context_tokens",
+    "shared_prefix_saved",
+    "continuation_positions",
+    "computed_tokens",
+    "prefix_trie_minimum",
+)
+GENERATE_TOTALS = ("items", "prompt_tokens", "decoded_tokens")
+GENERATE_PRICED = ("computed_prompt_tokens", "decode_positions", "decode_steps", "decode_s")
+HOURS = ("flops", "gpu_hours", "fixed_hours", "hours")
+GENERATE_HOURS = ("prefill_flops", "decode_flops", "prefill_hours", "decode_hours")
+
+
+def plan_totals(
+    per_config: Mapping[str, Any], configs: list[str], modes: tuple[str, ...], *, tokens_per_s: bool
+) -> dict[str, Any]:
+    """Each backend's totals per mode over the configs priced in it (number modes; `GENERATE`)."""
+    totals: dict[str, Any] = {}
+    for backend in priced_backends():
+        served = backend_spec(backend).served
+        for mode in modes:
+            cells = [per_config[c][backend][mode] for c in configs if mode in per_config[c][backend]]
+            if not cells:
+                continue
+            missing = sorted({cell["unavailable"] for cell in cells if "unavailable" in cell})
+            if missing:
+                totals.setdefault(backend, {})[mode] = {
+                    "items": sum(cell["items"] for cell in cells),
+                    "unavailable": missing[0],
+                }
+                continue
+            generated = mode == GENERATE
+            keys = GENERATE_TOTALS if generated else NUMBER_TOTALS
+            if served:
+                keys += ("prompts",)
+            else:
+                keys += (GENERATE_PRICED + GENERATE_HOURS if generated else ()) + HOURS
+                keys += ("hours_at_tokens_per_s",) if tokens_per_s else ()
+            total = {k: sum(cell[k] for cell in cells) for k in keys}
+            n = max(total["items"], 1)
+            if generated:
+                total["prompt_tokens_se"] = math.sqrt(sum(cell["prompt_tokens_se"] ** 2 for cell in cells))
+                for k in ("prompt_tokens", "decoded_tokens", *(() if served else ("computed_prompt_tokens",))):
+                    total[f"{k}_per_item"] = total[k] / n
+            else:
+                total["computed_tokens_se"] = math.sqrt(
+                    sum(
+                        cell["computed_context_tokens_se"] ** 2 + cell["continuation_positions_se"] ** 2
+                        for cell in cells
+                    )
+                )
+                for k in ("context_tokens", "computed_context_tokens", "prefix_trie_minimum", "continuation_positions"):
+                    total[f"{k}_per_item"] = total[k] / n
+            totals.setdefault(backend, {})[mode] = total
+    return totals

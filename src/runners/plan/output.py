@@ -10,7 +10,7 @@ from typing import Any
 from promptgen.core.files import atomic_write_text, writing
 from promptgen.core.outputs import Output
 from runners.backends import priced_backends
-from runners.plan.count import BOUNDED
+from runners.plan.count import BOUNDED, GENERATE
 from runners.scoring.distributions import NUMBER_MODES
 
 
@@ -36,29 +36,41 @@ def write_json(plan: Mapping[str, Any], path: str | Path) -> None:
 
 
 def plan_rows(plan: Mapping[str, Any]) -> Iterator[tuple[str, ...]]:
-    """Table rows (config, backend, mode, items, context/item, computed/item, saved/item, trie min/item,
-    continuation/item, hours) for the command line."""
+    """Table rows (config, backend, mode, items, prompt/item, computed prompt/item, saved/item, trie min/item,
+    continuation/item, decoded/item, hours) for the command line.
+
+    A number mode's prompt is its context; a generated config's (mode `generate`) is its prompt,
+    prefilled, then its decoded tokens (the answers), whose hours are the backend's own batching's.
+    """
     for name, counts in [*plan["configs"].items(), ("TOTAL", None)]:
         for backend in priced_backends():
-            for mode in (*NUMBER_MODES, BOUNDED):
-                cell = (counts or plan["totals"])[backend].get(mode)
+            for mode in (*NUMBER_MODES, BOUNDED, GENERATE):
+                cell = (counts or plan["totals"]).get(backend, {}).get(mode)
                 if cell is None:
                     continue
                 if "unavailable" in cell:
-                    yield (name, backend, mode, f"{cell['items']:,}", *["-"] * 5, "n/a: " + cell["unavailable"])
+                    yield (name, backend, mode, f"{cell['items']:,}", *["-"] * 6, "n/a: " + cell["unavailable"])
                     continue
                 n = max(cell["items"], 1)
                 # a served model is priced by what it is sent: its time is its server's
                 hours = f"{cell['hours']:.2f}" if "hours" in cell else f"served: {cell['prompts']:,.0f} prompts"
-                yield (
-                    name,
-                    backend,
-                    mode,
-                    f"{cell['items']:,}",
-                    f"{cell['context_tokens'] / n:.1f}",
-                    f"{cell['computed_context_tokens'] / n:.1f}",
-                    f"{cell['shared_prefix_saved'] / n:.1f}",
-                    f"{cell['prefix_trie_minimum'] / n:.1f}",
-                    f"{cell['continuation_positions'] / n:.1f}",
-                    hours,
-                )
+                if mode == GENERATE:
+                    computed = cell.get("computed_prompt_tokens", cell["prompt_tokens"])
+                    figures: tuple[str, ...] = (
+                        f"{cell['prompt_tokens'] / n:.1f}",
+                        f"{computed / n:.1f}",
+                        f"{(cell['prompt_tokens'] - computed) / n:.1f}",
+                        "-",
+                        "-",
+                        f"{cell['decoded_tokens'] / n:.1f}",
+                    )
+                else:
+                    figures = (
+                        f"{cell['context_tokens'] / n:.1f}",
+                        f"{cell['computed_context_tokens'] / n:.1f}",
+                        f"{cell['shared_prefix_saved'] / n:.1f}",
+                        f"{cell['prefix_trie_minimum'] / n:.1f}",
+                        f"{cell['continuation_positions'] / n:.1f}",
+                        "-",
+                    )
+                yield (name, backend, mode, f"{cell['items']:,}", *figures, hours)

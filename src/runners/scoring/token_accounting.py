@@ -28,7 +28,8 @@ build requests exactly as a run does and pass them here.
 Stable API (used by `probes plan` through the backend registry, `runners.backends`):
 `TokenCounts`, `hf_token_counts`, `hf_call_counts`, `prefix_trie_minimum` (vLLM's own counts:
 `runners.backends.vllm.accounting`); and for the hf backend itself `hf_batches`,
-`budget_chunks`, `context_radix`, `RadixNode`, `continuation_nodes`.
+`budget_chunks`, `context_radix`, `RadixNode`, `continuation_nodes`. Generation requests are
+counted by `runners.scoring.generate_accounting`.
 """
 
 from __future__ import annotations

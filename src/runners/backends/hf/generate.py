@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from runners.exchange import GenerateRequest, Generation, cut_at_stop
-from runners.scoring.token_accounting import budget_chunks
+from runners.scoring.generate_accounting import generate_batches
 
 
 def generate(
@@ -41,9 +41,10 @@ def generate(
     out: list[Generation | None] = [None] * len(requests)
     with torch.inference_mode():
         for members in groups.values():
-            members.sort(key=lambda i: len(requests[i].context))
-            cost = lambda i: len(requests[i].context) + requests[i].max_tokens  # noqa: E731
-            for chunk in budget_chunks(members, cost, max_batch_tokens):
+            # the batching `probes plan` prices generation with (`generate_accounting.hf_generate_counts`)
+            lengths = [len(requests[i].context) for i in members]
+            for cut in generate_batches(lengths, requests[members[0]].max_tokens, max_batch_tokens):
+                chunk = [members[j] for j in cut]
                 batch = [requests[i] for i in chunk]
                 for i, gen in zip(chunk, _generate_batch(model, tokenizer, batch, eos, pad), strict=True):
                     out[i] = gen

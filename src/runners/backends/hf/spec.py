@@ -12,5 +12,6 @@ HF = register(
         options=frozenset({DEVICE_MAP, GGUF_FILE, QUANTIZED_WEIGHTS}),
         token_counts="runners.scoring.token_accounting:hf_token_counts",
         call_counts="runners.scoring.token_accounting:hf_call_counts",
+        generate_counts="runners.scoring.generate_accounting:hf_generate_counts",
     )
 )

@@ -2,7 +2,8 @@
 
 The counting rules shared by every backend (`TokenCounts`, the continuation trie's nodes) are
 `runners.scoring.token_accounting`'s; what is vLLM's own (whole cache blocks, one prompt per
-trie level, candidates in groups) is here, beside the backend whose query plan it follows.
+trie level, candidates in groups) is here, beside the backend whose query plan it follows; so is how
+its engine decodes a call of generation requests (`vllm_generate_counts`: continuous batching).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from runners.exchange import ScoreRequest
+from runners.model.device import GPU_MEMORY_UTILIZATION
+from runners.scoring.generate_accounting import DecodeGroup, DecodeMachine, GenerateCall, GenerateCounts
 from runners.scoring.token_accounting import (
     DEFAULT_ITEMS_PER_CALL,
     DEFAULT_VLLM_BLOCK_SIZE,
@@ -125,3 +128,74 @@ def vllm_call_counts(call: SampledCall) -> tuple[TokenCounts, float]:
         else:
             tries += vllm_token_counts([own], block_size=call.block_size, items_per_call=None).continuation_positions
     return counts, tries
+
+
+GiB = 2**30
+
+
+def default_max_num_seqs(machine: DecodeMachine | None) -> int:
+    """The sequences vLLM's offline engine (`vllm.LLM`) runs at once when `max_num_seqs` is not set.
+
+    The backend does not set it (`runners.backends.vllm.backend.VLLMBackend.from_pretrained`), so vLLM
+    0.32's default holds (`vllm/engine/arg_utils.py`, `EngineArgs.get_batch_defaults`, the LLM class's
+    row): 1024 on a GPU of at least 160 GiB, or of at least 70 GiB whose name does not say A100 (H100,
+    H200); 256 on the others (A100, RTX A6000, L40S) and on a CPU (x the world size, 1 here).
+    """
+    if machine is None or machine.memory_bytes is None:
+        return 256
+    memory, name = machine.memory_bytes, machine.name.lower()
+    if memory >= 160 * GiB or (memory >= 70 * GiB and "a100" not in name):
+        return 1024
+    return 256
+
+
+def vllm_generate_counts(call: GenerateCall) -> GenerateCounts:
+    """A call of generation requests priced for the vLLM backend: prefix caching, then continuous batching.
+
+    Prefill: each prompt reuses the whole `block_size` blocks an earlier prompt of the call computed
+    (automatic prefix caching; an estimate that assumes the cache keeps them) and computes the rest,
+    at least its last token. Decode: the engine keeps up to `default_max_num_seqs` sequences running,
+    fewer where the KV cache (the GPU's memory x `GPU_MEMORY_UTILIZATION`, less the weights) holds
+    fewer sequences of a mean prompt and answer, and never more than the call's requests; a finished
+    sequence's slot goes to the next request, so no step is spent on a finished one. Its steps are the
+    sequences' decode positions over the running sequences, at least the longest answer of a
+    full batch; a sequence's cache holds, on average over its steps, its prompt and half its answer.
+    """
+    m = len(call.contexts)
+    if not m:
+        return GenerateCounts(0, 0.0, 0.0, 0.0, 0.0, ())
+    block = call.block_size
+    seen: set[tuple[int, ...]] = set()
+    computed = 0
+    for context in call.contexts:
+        ids = tuple(context)
+        hit, k = 0, block
+        while k < len(ids) and ids[:k] in seen:  # the last token is always computed
+            hit = k
+            k += block
+        computed += len(ids) - hit
+        seen.update(ids[:j] for j in range(block, len(ids) + 1, block))
+    n = call.size
+    scale = n / m
+    prompt_mean = sum(len(c) for c in call.contexts) / m
+    mean = call.lengths.mean
+    running = min(default_max_num_seqs(call.machine), n)
+    machine = call.machine
+    if machine is not None and machine.memory_bytes is not None and machine.kv_bytes_per_token > 0:
+        cache = GPU_MEMORY_UTILIZATION["cuda"] * machine.memory_bytes - machine.weight_bytes
+        fits = int(cache / machine.kv_bytes_per_token // max(prompt_mean + mean, 1.0))
+        running = min(running, max(fits, 1))
+    running = max(running, 1)
+    positions = n * max(mean - 1, 0.0)
+    groups: tuple[DecodeGroup, ...] = ()
+    if positions:
+        steps = max(positions / running, call.lengths.longest(running) - 1)
+        groups = (DecodeGroup(steps, positions / steps, prompt_mean + mean / 2),)
+    return GenerateCounts(
+        items=n,
+        prompt_tokens=prompt_mean * n,
+        computed_prompt_tokens=computed * scale,
+        decoded_tokens=n * mean,
+        decode_positions=positions,
+        groups=groups,
+    )

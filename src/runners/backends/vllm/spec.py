@@ -16,5 +16,6 @@ VLLM = register(
         follows_device=False,
         token_counts="runners.backends.vllm.accounting:vllm_token_counts",
         call_counts="runners.backends.vllm.accounting:vllm_call_counts",
+        generate_counts="runners.backends.vllm.accounting:vllm_generate_counts",
     )
 )
