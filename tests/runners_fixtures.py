@@ -18,6 +18,18 @@ from typing import Any
 
 import pytest
 
+#: Llama-3-8B's `config.json` shape (8.03 B parameters; `benchmarks/gpu_scoring.py`): 32 layers, 8 key/value
+#: heads of 128, untied head; `model_type` "llama"
+LLAMA3_8B_SHAPE: dict[str, Any] = dict(
+    vocab_size=128256,
+    hidden_size=4096,
+    intermediate_size=14336,
+    num_hidden_layers=32,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    tie_word_embeddings=False,
+)
+
 
 def require_extra(extra: str) -> None:
     """Skip the calling test when an optional extra is missing, naming it; under CI=true fail instead.

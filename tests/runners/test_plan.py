@@ -14,21 +14,10 @@ from typer.testing import CliRunner
 from probes.cli import app
 from promptgen.core.errors import ProbeError
 from runners import plan
-from runners_fixtures import number_items, require_extra, write_prompt_folder
+from runners_fixtures import LLAMA3_8B_SHAPE, number_items, require_extra, write_prompt_folder
 
 SHAPES: list[tuple[str, dict[str, Any]]] = [
-    (
-        "llama",  # Llama-3-8B: 8.03 B parameters
-        dict(
-            vocab_size=128256,
-            hidden_size=4096,
-            intermediate_size=14336,
-            num_hidden_layers=32,
-            num_attention_heads=32,
-            num_key_value_heads=8,
-            tie_word_embeddings=False,
-        ),
-    ),
+    ("llama", LLAMA3_8B_SHAPE),  # Llama-3-8B: 8.03 B parameters
     (
         "llama",
         dict(

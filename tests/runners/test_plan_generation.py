@@ -13,20 +13,10 @@ from typer.testing import CliRunner
 
 from probes.cli import app
 from runners import plan
-from runners_fixtures import load_folder, tiny_llama_folder
+from runners_fixtures import LLAMA3_8B_SHAPE, load_folder, tiny_llama_folder
 
 CONFIG = "religion_P0S0T0"
-#: Llama-3-8B's shape (`benchmarks/gpu_scoring.py`): 32 layers, 8 key/value heads of 128
-LLAMA3_8B = dict(
-    model_type="llama",
-    vocab_size=128256,
-    hidden_size=4096,
-    intermediate_size=14336,
-    num_hidden_layers=32,
-    num_attention_heads=32,
-    num_key_value_heads=8,
-    tie_word_embeddings=False,
-)
+LLAMA3_8B = dict(model_type="llama", **LLAMA3_8B_SHAPE)
 
 
 def _rows(dataset: Path, limit: int) -> list[dict[str, Any]]:
