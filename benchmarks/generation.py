@@ -178,31 +178,12 @@ def hf_engine(backend: Any, calls: list[list[Any]]) -> tuple[float, list[tuple[s
 
 def vllm_engine(backend: Any, calls: list[list[Any]]) -> tuple[float, list[tuple[str, tuple[int, ...]]]]:
     """`LLM.generate` on `TokensPrompt`s with the backend's `SamplingParams`; (seconds in generate, outputs)."""
-    from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
-
-    from runners.backends.vllm.backend import _common
 
     seconds = 0.0
     out: list[tuple[str, tuple[int, ...]]] = []
     for requests in calls:
-        params = [
-            SamplingParams(
-                **_common(r.seed),
-                max_tokens=r.max_tokens,
-                temperature=r.temperature,
-                top_p=r.top_p if r.temperature > 0 else 1.0,
-                stop=list(r.stop) or None,
-                stop_token_ids=list(r.stop_token_ids) or None,
-                include_stop_str_in_output=True,
-                prompt_logprobs=None,
-                logprobs=None,
-                detokenize=True,
-                skip_special_tokens=True,
-                skip_reading_prefix_cache=not backend.prefix_caching,
-            )
-            for r in requests
-        ]
+        params = [backend.generate_params(r) for r in requests]
         prompts = [TokensPrompt(prompt_token_ids=list(r.context)) for r in requests]
         started = time.perf_counter()
         outputs = backend.llm.generate(prompts, params, use_tqdm=False)

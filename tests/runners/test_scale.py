@@ -110,3 +110,29 @@ def test_digit_start_ids_runs_once_per_run(prompts_dir: Path, tmp_path: Path, mo
     _, other, _ = models.load_backend(str(folder), LoadOptions(backend="hf", device="cpu"))
     local_run.run_config(prompts, backend, other, request("c", 3), model_revision=revision)
     assert len(calls) == 2 and calls[1] is other  # another tokenizer object: computed for it
+
+
+def test_a_request_s_end_of_turn_id_ends_its_row_in_a_padded_batch() -> None:
+    """`stop_token_ids` (Llama-3's <|eot_id|> beside its EOS) end a row as the model's EOS does.
+
+    The reference is the same batch without stop ids: the row is that text cut before the
+    first stop id, marked "stop", while the other rows of the batch come out unchanged.
+    """
+    folder = tiny_llama_folder("float32")
+    backend, tokenizer, _ = models.load_backend(str(folder), LoadOptions(backend="hf", device="cpu"))
+    contexts = [encode_context(tokenizer, c) for c in CONTEXTS]
+    free = backend.generate([GenerateRequest(context=c, max_tokens=10) for c in contexts])
+    assert all(g.finish_reason == "length" and len(g.token_ids) == 10 for g in free)
+    # a token that one row generates after its first step and no other row generates at all
+    row, stop = next(
+        (i, t)
+        for i, g in enumerate(free)
+        for t in g.token_ids[1:]
+        if t != g.token_ids[0] and all(t not in h.token_ids for j, h in enumerate(free) if j != i)
+    )
+    cut = free[row].token_ids.index(stop)
+    requests = [GenerateRequest(context=c, max_tokens=10, stop_token_ids=(stop,)) for c in contexts]
+    stopped = backend.generate(requests)
+    assert stopped[row].token_ids == free[row].token_ids[:cut] and stopped[row].finish_reason == "stop"
+    assert stopped[row].text == tokenizer.decode(list(free[row].token_ids[:cut]), skip_special_tokens=True)
+    assert [g for i, g in enumerate(stopped) if i != row] == [g for i, g in enumerate(free) if i != row]

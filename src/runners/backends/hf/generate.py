@@ -68,6 +68,7 @@ def _generate_batch(
 
     r = requests[0]
     sampled = r.temperature > 0
+    stop_ids = _stop_ids(eos, r.stop_token_ids)
     # every field that changes the output is stated: None would inherit the model's config
     config = GenerationConfig(
         max_new_tokens=r.max_tokens,
@@ -80,7 +81,7 @@ def _generate_batch(
         num_beams=1,
         repetition_penalty=1.0,
         no_repeat_ngram_size=0,
-        eos_token_id=_stop_ids(eos, r.stop_token_ids),
+        eos_token_id=stop_ids,
         pad_token_id=pad,
         stop_strings=list(r.stop) or None,
     )
@@ -100,7 +101,9 @@ def _generate_batch(
         tokenizer=tokenizer,
     )[:, width:].tolist()
     del ids, mask
-    eos_ids = {eos} if isinstance(eos, int) else set(eos or ())
+    # a row ends at the model's EOS or at the request's end-of-turn ids (Llama-3's <|eot_id|>),
+    # the ids `generate` stopped on, so the row is cut and marked "stop" at either
+    eos_ids = {stop_ids} if isinstance(stop_ids, int) else set(stop_ids or ())
     generations = []
     for q, new in zip(requests, rows, strict=True):
         # a row that finished early is filled with `pad` up to the longest row: cut it where it ended

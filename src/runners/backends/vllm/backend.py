@@ -408,29 +408,36 @@ class VLLMBackend:
         if retry:
             self._run(list(retry.values()), [], skip_cache=True)
 
-    def generate(self, requests: Sequence[GenerateRequest]) -> list[Generation]:
+    def generate_params(self, request: GenerateRequest) -> Any:
+        """The `SamplingParams` of one generation request: what `generate` hands `LLM.generate`.
+
+        Public so a direct `LLM.generate` call (benchmarks/generation.py) runs with the very
+        same settings as the backend.
+        """
         from vllm import SamplingParams
+
+        r = request
+        return SamplingParams(
+            **_common(r.seed),
+            max_tokens=r.max_tokens,
+            temperature=r.temperature,
+            top_p=r.top_p if r.temperature > 0 else 1.0,
+            stop=list(r.stop) or None,
+            stop_token_ids=list(r.stop_token_ids) or None,
+            include_stop_str_in_output=True,
+            prompt_logprobs=None,
+            logprobs=None,
+            detokenize=True,
+            skip_special_tokens=True,
+            skip_reading_prefix_cache=not self.prefix_caching,
+        )
+
+    def generate(self, requests: Sequence[GenerateRequest]) -> list[Generation]:
         from vllm.inputs import TokensPrompt
 
         if not requests:
             return []
-        params = [
-            SamplingParams(
-                **_common(r.seed),
-                max_tokens=r.max_tokens,
-                temperature=r.temperature,
-                top_p=r.top_p if r.temperature > 0 else 1.0,
-                stop=list(r.stop) or None,
-                stop_token_ids=list(r.stop_token_ids) or None,
-                include_stop_str_in_output=True,
-                prompt_logprobs=None,
-                logprobs=None,
-                detokenize=True,
-                skip_special_tokens=True,
-                skip_reading_prefix_cache=not self.prefix_caching,
-            )
-            for r in requests
-        ]
+        params = [self.generate_params(r) for r in requests]
         prompts = [TokensPrompt(prompt_token_ids=list(r.context)) for r in requests]
         outputs = self.llm.generate(prompts, params, use_tqdm=False)
         generations = []
