@@ -333,3 +333,81 @@ def test_llama3_vocabulary_vllm_equals_hf() -> None:
     assert np.ptp(want[0].next_logprobs) > 0.05  # the values compared do differ between tokens
     for a, b in zip(got_rows, want_rows, strict=True):
         np.testing.assert_allclose(a["number_probs"], b["number_probs"], atol=1e-3)
+
+
+class _PrefixCachingEngine:
+    """`LLM.generate` as vLLM 0.32's V1 runner answers prompt log-probabilities with prefix caching.
+
+    Blocks of `block` tokens a finished prompt computed are cached; a later prompt that reads the
+    cache gets `num_cached_tokens` (whole blocks, never its last token), and the prompt-logprob rows
+    of those positions are left unset: here, the worst case, the prompt's own token with a stale
+    value, which no token check can tell from a computed one. Computed values are a function of the
+    prefix alone, so the truth is the same engine without the cache.
+    """
+
+    def __init__(self, block: int) -> None:
+        self.block, self.cached, self.reads = block, set(), []
+
+    @staticmethod
+    def value(ids: tuple[int, ...]) -> float:
+        return -(1.0 + (hash(ids) % 997) / 100.0)
+
+    def generate(self, prompts: list[dict], params: list[dict], use_tqdm: bool) -> list[Any]:
+        outputs = []
+        for prompt, p in zip(prompts, params, strict=True):
+            ids = tuple(prompt["prompt_token_ids"])
+            hit = 0
+            if not p["skip_reading_prefix_cache"]:
+                while hit + self.block < len(ids) and ids[: hit + self.block] in self.cached:
+                    hit += self.block
+            self.reads.append(hit)
+            rows = [None] + [
+                {ids[i]: SimpleNamespace(logprob=-0.5 if i <= hit else self.value(ids[: i + 1]))}
+                for i in range(1, len(ids))
+            ]
+            wanted = p["logprob_token_ids"] or []
+            sample = {c: SimpleNamespace(logprob=self.value((*ids, c))) for c in wanted}
+            outputs.append(
+                SimpleNamespace(
+                    prompt_token_ids=list(ids),
+                    prompt_logprobs=rows if p["prompt_logprobs"] is not None else None,
+                    num_cached_tokens=hit,
+                    outputs=[SimpleNamespace(logprobs=[sample])],
+                )
+            )
+        for prompt in prompts:  # the step's blocks are cached once it is done
+            ids = tuple(prompt["prompt_token_ids"])
+            self.cached.update(ids[:end] for end in range(self.block, len(ids) + 1, self.block))
+        return outputs
+
+
+def test_positions_from_the_prefix_cache_are_never_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scores with prefix caching equal scores without it, though cached rows look valid.
+
+    A context of 9 tokens and options of 1-3 tokens, scored twice in one engine: the second time
+    the context's first two blocks (8 tokens) come from the cache, so the rows up to position 8
+    are unset. A query whose scored positions reach into the hit is asked again without the cache.
+    """
+    from runners.exchange import ScoreRequest
+
+    context = tuple(range(100, 109))
+    requests = [
+        ScoreRequest(context, ((7,), (8, 9), (10, 11, 12)), (7, 8, 10)),
+        ScoreRequest(context[:8], ((5, 6),), ()),
+    ]
+    _stub_vllm(monkeypatch, None)
+    with pytest.warns(vllm_backend.RunnerWarning):
+        cached = vllm_backend.VLLMBackend.from_pretrained("m", max_model_len=64, block_size=4)
+    with pytest.warns(vllm_backend.RunnerWarning):
+        fresh = vllm_backend.VLLMBackend.from_pretrained("m", max_model_len=64, block_size=4, prefix_caching=False)
+    cached.llm, fresh.llm = _PrefixCachingEngine(4), _PrefixCachingEngine(4)
+    truth = fresh.score(requests)
+    assert set(fresh.llm.reads) == {0}
+    for _ in range(2):
+        got = cached.score(requests)
+        for a, b in zip(got, truth, strict=True):
+            for x, y in zip(a.continuations, b.continuations, strict=True):
+                np.testing.assert_array_equal(x.token_logprobs, y.token_logprobs)
+                np.testing.assert_array_equal(x.next_logprobs, y.next_logprobs)
+            np.testing.assert_array_equal(a.next_logprobs, b.next_logprobs)
+    assert max(cached.llm.reads) == 8 and cached.cache_retries > 0  # the cache was read, and its rows never

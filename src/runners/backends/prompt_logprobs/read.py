@@ -11,7 +11,8 @@ Scoring is read off two of vLLM's outputs (docs/DESIGN.md section 6):
   with `logprobs=-1`), plus the sampled token.
 
 Both are parsed here, and checked: a missing position or token id is an error naming it,
-never a silent zero or -inf. A server's answers (`runners.backends.openai`) are read as the
+never a silent zero or -inf; `may_be_cached` says when a prompt's scored rows came from the
+prefix cache, where vLLM leaves them unset. A server's answers (`runners.backends.openai`) are read as the
 same shapes, with plain floats for `Logprob`s. Nothing here imports vllm, so it is tested without it.
 """
 
@@ -53,6 +54,20 @@ def continuation_logprobs(
             raise ValueError(f"prompt_logprobs at position {pos} lacks the prompt token {token}")
         out[k] = _value(entry[token], f"prompt_logprobs at position {pos} (token {token})")
     return out
+
+
+def may_be_cached(num_cached_tokens: int | None, start: int) -> bool:
+    """Whether a prompt's positions from `start` on may have been served from vLLM's prefix cache.
+
+    vLLM computes prompt log-probabilities only where it computes the prompt: the rows of a
+    prefix-cache hit are left as they were in a fresh, uninitialised buffer, not `None`. Such a
+    row may even hold the prompt's own token id with another prompt's log-probability (a freed
+    buffer reused), so the token check of `continuation_logprobs` cannot tell it apart. Position
+    p is scored from the hidden state at p - 1, so positions from `start` on were all computed
+    when fewer than `start` tokens came from the cache (`RequestOutput.num_cached_tokens`).
+    An unknown count (`None`) may be cached.
+    """
+    return num_cached_tokens is None or num_cached_tokens >= start
 
 
 def candidate_logprobs(sample_logprobs: Mapping[int, Any] | None, candidates: Sequence[int]) -> np.ndarray:

@@ -14,8 +14,10 @@ The rules of docs/DESIGN.md section 6, and how they are kept:
 - Prefix caching is a switch (`prefix_caching`). vLLM skips reading the cache for requests
   that ask for prompt log-probabilities unless told otherwise; with the switch on, the
   backend tells it to read the cache (`skip_reading_prefix_cache=False`), which is what
-  makes shared contexts cheap, and the parity tests check the numbers with it on and off and
-  with requests in shuffled order.
+  makes shared contexts cheap. A query whose scored positions came from the cache
+  (`num_cached_tokens` reaches its context's end) is asked again without reading it: vLLM
+  leaves those rows unset, and an unset row can pass for a valid one. The parity tests check
+  the numbers with caching on and off and with requests in shuffled order.
 - Queries are de-duplicated and sorted by token ids (`prompt_logprobs.queries.plan_queries`), so
   prompts that share a prefix are adjacent in the batch. With prefix caching on, the batch's distinct contexts
   are run first, on their own: requests scheduled in the same engine step cannot reuse each
@@ -48,7 +50,7 @@ import numpy as np
 from promptgen.core.errors import ProbeError
 from runners.backends.prompt_logprobs.bounded import score_bounded
 from runners.backends.prompt_logprobs.queries import MAX_LOGPROB_TOKEN_IDS, assemble, candidate_groups, plan_queries
-from runners.backends.prompt_logprobs.read import candidate_logprobs, continuation_logprobs
+from runners.backends.prompt_logprobs.read import candidate_logprobs, continuation_logprobs, may_be_cached
 from runners.backends.registry import Resolved
 from runners.backends.vllm.spec import VLLM
 from runners.exchange import GenerateRequest, Generation, ScoreRequest, ScoreResult
@@ -367,10 +369,10 @@ class VLLMBackend:
         """Run `queries` (filling them) and the cache-warming prompts `warm` in one engine call.
 
         Only positions after a query's context are read from its prompt log-probabilities.
-        Should one of them still come from the prefix cache (vLLM does not compute
-        log-probabilities for cached positions), that query is run again with
-        `skip_reading_prefix_cache=True`; the parsers check every read token, so a cached
-        position is never read silently.
+        Should one of them come from the prefix cache (vLLM computes no log-probabilities for
+        cached positions and leaves their rows unset: `prompt_logprobs.read.may_be_cached`, from
+        the output's `num_cached_tokens`), that query is run again with
+        `skip_reading_prefix_cache=True`, so a cached position is never read.
         """
         from vllm.inputs import TokensPrompt
 
@@ -392,13 +394,17 @@ class VLLMBackend:
             if list(out.prompt_token_ids) != list(q.ids):
                 raise RuntimeError("vLLM returned outputs out of order (prompt token ids differ)")
             if q.prompt_logprobs and k == 0:
-                try:
-                    q.token_logprobs = continuation_logprobs(out.prompt_logprobs, q.ids, len(q.ids) - q.start)
-                except ValueError:
-                    if skip_cache:
-                        raise
-                    # a scored position came from the prefix cache: ask again without reading it
+                # a scored position from the prefix cache holds no log-probability (its row is left
+                # unset, and may even look valid): ask again without reading the cache
+                if not skip_cache and may_be_cached(getattr(out, "num_cached_tokens", None), q.start):
                     retry[id(q)] = q
+                else:
+                    try:
+                        q.token_logprobs = continuation_logprobs(out.prompt_logprobs, q.ids, len(q.ids) - q.start)
+                    except ValueError:
+                        if skip_cache:
+                            raise
+                        retry[id(q)] = q
             if group:
                 parts.setdefault(id(q), []).append(candidate_logprobs(out.outputs[0].logprobs[0], group))
         for q in queries:
