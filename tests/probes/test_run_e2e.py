@@ -1,6 +1,6 @@
 """`probes run` end to end, as users run it (a subprocess per command), on real items and SmolLM2.
 
-Items: the first 16 single-actor items of the talent-or-luck dataset and 8 base-model
+Items: the first 8 single-actor items of the talent-or-luck dataset and 4 base-model
 Trust Game games (number items, 0..10), both built from the real released sources, in one
 prompt folder: config `items`, and config `shuffled` with the same rows in another order.
 
@@ -35,7 +35,7 @@ from runners_fixtures import load_folder, require_extra
 
 pytestmark = pytest.mark.slow  # vLLM and HF engines, a SIGKILLed run: the slow tier (pytest -m slow)
 FEATURES = Features(dict(ITEM_FEATURES))
-N_CHOICE, N_NUMBER = 16, 8  # every check below holds on fewer; each item is scored a dozen times
+N_CHOICE, N_NUMBER = 8, 4  # each item is scored a dozen times; every check below holds on these few
 
 
 def _rows(folder: Path, config: str, n: int, keep=lambda row: True) -> list[dict[str, Any]]:
@@ -75,7 +75,7 @@ def _env(tmp: Path) -> dict[str, str]:
         **os.environ,
         "HF_DATASETS_CACHE": str(tmp / "hf-datasets"),
         "HF_HUB_OFFLINE": "1",
-        "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB of KV cache: plenty for 24 short items
+        "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB of KV cache: plenty for 12 short items
     }
 
 
@@ -136,21 +136,21 @@ def test_sigkill_halfway_then_rerun_equals_an_uninterrupted_run(
     prompts: Path, hf_reference: dict, tmp_path: Path
 ) -> None:
     out = tmp_path / "results"
-    command = _command(prompts, "items", out, "--backend", "hf", "--batch-size", "1", "--flush-every", "4")
+    command = _command(prompts, "items", out, "--backend", "hf", "--batch-size", "1", "--flush-every", "2")
     proc = subprocess.Popen(command, env=_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 600
     parts: list[Path] = []
     while time.monotonic() < deadline and proc.poll() is None:
         parts = list((out / "data" / "items").glob("*/part-*.parquet"))
-        if len(parts) >= 3:  # 12 of 24 items flushed: kill it mid-run, whatever it is doing
+        if len(parts) >= 3:  # 6 of 12 items flushed: kill it mid-run, whatever it is doing
             proc.send_signal(signal.SIGKILL)
             break
         time.sleep(0.05)
     proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGKILL, "the run ended before it could be killed"
     done = sum(pq.read_metadata(p).num_rows for p in (out / "data" / "items").glob("*/part-*.parquet"))
-    assert 12 <= done < N_CHOICE + N_NUMBER
-    _run(prompts, "items", out, tmp_path, "--backend", "hf", "--batch-size", "1", "--flush-every", "4")
+    assert 6 <= done < N_CHOICE + N_NUMBER
+    _run(prompts, "items", out, tmp_path, "--backend", "hf", "--batch-size", "1", "--flush-every", "2")
     rows = _results(out, "items")
     for part in (out / "data" / "items").glob("*/part-*.parquet"):
         pq.read_table(part)  # every finished part is whole (a write cut short leaves only a hidden temp file)
@@ -289,14 +289,14 @@ def test_a_served_model_agrees_with_hf(served_reference: dict, hf_reference: dic
 
 
 def test_served_greedy_generation_equals_in_process_vllm(prompts: Path, vllm_server: str, tmp_path: Path) -> None:
-    flags = ("--scoring", "generate", "--max-new-tokens", "24", "--limit", "12")
+    flags = ("--scoring", "generate", "--max-new-tokens", "24", "--limit", "6")
     _run_served(prompts, "items", tmp_path / "served", tmp_path, vllm_server, *flags)
     _run(prompts, "items", tmp_path / "local", tmp_path, "--backend", "vllm", "--enforce-eager", *flags)
     texts = {}
     for name in ("served", "local"):
         rows = pq.read_table(next((tmp_path / name / "data" / "items").glob("*/part-*.parquet"))).to_pylist()
         texts[name] = {r["id"]: (r["generated_text"], r["finish_reason"]) for r in rows}
-    assert len(texts["served"]) == 12 and texts["served"] == texts["local"]
+    assert len(texts["served"]) == 6 and texts["served"] == texts["local"]
     assert any(text for text, _ in texts["served"].values())
 
 
@@ -304,7 +304,7 @@ def test_sigkill_of_a_served_run_then_rerun_sends_only_the_missing_items(
     prompts: Path, vllm_server: str, served_reference: dict, tmp_path: Path
 ) -> None:
     out = tmp_path / "results"
-    flags = ("--batch-size", "1", "--flush-every", "4")
+    flags = ("--batch-size", "1", "--flush-every", "2")
     command = _served_command(prompts, "items", out, vllm_server, *flags)
     proc = subprocess.Popen(command, env=_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 600
@@ -316,7 +316,7 @@ def test_sigkill_of_a_served_run_then_rerun_sends_only_the_missing_items(
     proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGKILL, "the run ended before it could be killed"
     done = {r["id"] for p in (out / "data" / "items").glob("*/part-*.parquet") for r in pq.read_table(p).to_pylist()}
-    assert 12 <= len(done) < N_CHOICE + N_NUMBER
+    assert 6 <= len(done) < N_CHOICE + N_NUMBER
     before = _settled_requests(vllm_server)  # the killed client's last request may still be finishing
     _run_served(prompts, "items", out, tmp_path, vllm_server, *flags)
     sent = _engine_requests(vllm_server) - before
