@@ -9,6 +9,7 @@ parquet with figures and a self-contained report.html, and bad input gives a cle
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 from pathlib import Path
@@ -143,6 +144,8 @@ def test_attribution_two_models_side_by_side(datasets, tmp_path) -> None:
     html = (report / "report.html").read_text()
     assert "org/model-a" in html and "org/model-b" in html and "attribution_single_actor" in html
     assert html.count("data:image/png;base64,") == len(pngs)
+    embedded = {base64.b64decode(uri) for uri in re.findall(r'src="data:image/png;base64,([^"]+)"', html)}
+    assert embedded == {p.read_bytes() for p in pngs}  # the page shows the very figure files, drawn once
     assert not re.search(r'(src|href)="(?!data:)', html)  # self-contained: nothing fetched from elsewhere
 
 
