@@ -12,8 +12,9 @@ Scoring is read off two of vLLM's outputs (docs/DESIGN.md section 6):
 
 Both are parsed here, and checked: a missing position or token id is an error naming it,
 never a silent zero or -inf; `may_be_cached` says when a prompt's scored rows came from the
-prefix cache, where vLLM leaves them unset. A server's answers (`runners.backends.openai`) are read as the
-same shapes, with plain floats for `Logprob`s. Nothing here imports vllm, so it is tested without it.
+prefix cache, where vLLM leaves them unset. A server's answers (`runners.backends.openai`) are
+read as the same shapes, with plain floats for `Logprob`s. Nothing here imports vllm, so it is
+tested without it.
 """
 
 from __future__ import annotations

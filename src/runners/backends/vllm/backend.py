@@ -7,7 +7,7 @@ The rules of docs/DESIGN.md section 6, and how they are kept:
 
 - Token ids in: every prompt is a `TokensPrompt` made by `runners.scoring.tokenize` (the same ids the
   transformers backend gets); vLLM's own tokenizer is used only to detokenise generations.
-- `SamplingParams` spelled out in full every time (`_score_params`, `_generate_params`): a
+- `SamplingParams` spelled out in full every time (`_score_params`, `generate_params`): a
   field left at `None` inherits the model's generation config, which differs across models.
 - Log-probabilities are the raw model log-softmax (`logprobs_mode="raw_logprobs"`, stated at
   engine creation) and are read by the pure parsers of `runners.backends.prompt_logprobs.read`.
