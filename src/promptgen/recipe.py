@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from .assets import builders_dir
+from .assets import builders_dirs
 from .core.errors import RecipeError
 from .core.validate import take
 from .protocols import ProtocolRule, parse_protocols
@@ -93,22 +93,24 @@ def find_recipe(name_or_path: str) -> Path:
         if not candidate.is_file():
             raise RecipeError(f"recipe file {candidate} does not exist")
         return candidate
-    folder = builders_dir()
-    path = folder / f"{name_or_path.replace('-', '_')}.yaml"
-    if not path.is_file():
-        # a dataset name that differs from its file name (`trust-game-names` in trust_game.yaml)
-        by_name = list_recipes()
-        if name_or_path in by_name:
-            return by_name[name_or_path]
-        known = ", ".join(sorted(by_name)) or "none"
-        raise RecipeError(f"no recipe named {name_or_path!r} in {folder} (known: {known})")
-    return path
+    folders = builders_dirs()
+    for folder in folders:
+        path = folder / f"{name_or_path.replace('-', '_')}.yaml"
+        if path.is_file():
+            return path
+    # a dataset name that differs from its file name (a recipe's `name:` is the dataset's)
+    by_name = list_recipes()
+    if name_or_path in by_name:
+        return by_name[name_or_path]
+    known = ", ".join(sorted(by_name)) or "none"
+    where = " or ".join(str(folder) for folder in folders)
+    raise RecipeError(f"no recipe named {name_or_path!r} in {where} (known: {known})")
 
 
 def list_recipes() -> dict[str, Path]:
-    """Dataset name -> recipe path for every recipe in builders/."""
-    out = {}
-    for path in sorted(builders_dir().glob("*.yaml")):
+    """Dataset name -> recipe path for every recipe in the recipe folders (the first folder's wins)."""
+    out: dict[str, Path] = {}
+    for path in (p for folder in reversed(builders_dirs()) for p in sorted(folder.glob("*.yaml"))):
         try:
             data = yaml.safe_load(path.read_text(encoding="utf-8"))
         except yaml.YAMLError:

@@ -65,3 +65,26 @@ def test_bad_parameters_are_errors(mutate, message):
 def test_unknown_recipe_name_lists_known_ones():
     with pytest.raises(RecipeError, match="talent-or-luck"):
         find_recipe("no-such-dataset")
+
+
+def test_probes_builders_and_cards_are_searched_before_the_project_s_own(tmp_path, monkeypatch):
+    from promptgen.hub.cards import card_environment
+
+    mine = tmp_path / "builders"
+    mine.mkdir()
+    own = yaml.safe_load((REPO / "builders" / "trust_game.yaml").read_text())
+    (mine / "trust_game.yaml").write_text(yaml.safe_dump({**own, "version": "9.9.9"}))  # a fork's version wins
+    (mine / "extra.yaml").write_text(yaml.safe_dump({**own, "name": "extra-probe"}))
+    cards = tmp_path / "cards"
+    cards.mkdir()
+    (cards / "results.md.j2").write_text("mine")
+    monkeypatch.setenv("PROBES_BUILDERS", str(mine))
+    monkeypatch.setenv("PROBES_CARDS", str(cards))
+    recipes = list_recipes()
+    assert recipes["trust-game-names"] == mine / "trust_game.yaml" and recipes["extra-probe"] == mine / "extra.yaml"
+    assert recipes["talent-or-luck"] == REPO / "builders" / "talent_or_luck.yaml"  # the project's own stay found
+    assert find_recipe("trust-game") == mine / "trust_game.yaml" and find_recipe("extra-probe") == mine / "extra.yaml"
+    assert load_recipe("talent-or-luck").version == load_recipe(str(REPO / "builders" / "talent_or_luck.yaml")).version
+    env = card_environment()
+    assert env.get_template("results.md.j2").render() == "mine"
+    assert "{{" in env.loader.get_source(env, "talent_or_luck.md.j2")[0]  # the project's card is still there

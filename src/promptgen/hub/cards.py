@@ -10,16 +10,16 @@ from typing import Any
 
 import jinja2
 
-from ..assets import cards_dir
+from ..assets import cards_dirs
 from ..recipe import Recipe
 from .draft import DatasetDraft
 from .folder import WrittenConfig, card_front_matter
 
 
 def card_environment() -> jinja2.Environment:
-    """The Jinja2 environment of every card template in `cards/` (strict: an undefined name is an error)."""
+    """The Jinja2 environment of every card template in the card folders (strict: an undefined name is an error)."""
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(cards_dir())),
+        loader=jinja2.FileSystemLoader([str(folder) for folder in cards_dirs()]),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
