@@ -1,23 +1,123 @@
-"""A fourth probe that exists only in the tests: one module and one registration, nothing else touched.
+"""A fourth probe that exists only in the tests: registered from here, nothing in src/ touched.
 
-Named in `PROBES_PLUGINS`, it is part of every `probes` command; imported, it is registered.
+Its files, all of them:
+
+- `tests/fake_probe.py` (this module): its `ProbeSpec`, its drafter and its analysis module;
+- `tests/fake_probe_files/builders/fake_probe.yaml`: its recipe (found through `PROBES_BUILDERS`);
+- `tests/fake_probe_files/cards/fake_probe.md.j2`: its dataset card (found through `PROBES_CARDS`);
+- `tests/fake_probe_files/sources/fake-statements/statements.csv`: its source (`--sources`).
+
+Named in `PROBES_PLUGINS`, it is part of every `probes` command; imported, it is registered. Its
+metric: the probability the model gives the choice it agrees with, per group of the statement.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import csv
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
 
 import pandas as pd
+from datasets import Value
+from matplotlib.figure import Figure
 
-from analysis.probes import ProbeSpec, register_probe
+from analysis.columns import RUN_COLUMNS
+from analysis.headlines import with_run_label
+from analysis.probe_analysis import AnalysisOptions, AnalysisStep
+from promptgen.core.build_options import BuildOptions
+from promptgen.core.contract import contract_row, item_features, user_messages
+from promptgen.core.probe_spec import ProbeSpec
+from promptgen.hub.draft import DatasetDraft
+from promptgen.hub.folder import ConfigData, row_batches
+from promptgen.probe_registry import register_probe
 
-NAME, SECTION, PREFIX = "fake-probe", "Fake probe", "fake_probe_"
+NAME, SECTION, PREFIX, ROWS = "fake-probe", "Fake probe", "fake_probe_", "fake"
+FILES = Path(__file__).resolve().parent / "fake_probe_files"
+SCORES = f"{PREFIX}scores"
+CHOICES, TYPES = ["yes", "no"], ["agree", "disagree"]
+
+
+# ----------------------------------------------------------------------------- the dataset
+
+
+def prompt_of(statement: str, question: str) -> str:
+    return f"Statement: {statement}\n{question}\nA. yes\nB. no\nAnswer:"
+
+
+def draft(recipe: Any, sources: Mapping[str, Any], options: BuildOptions) -> DatasetDraft:
+    """One config, `items`: a choice item per statement, with the statement's group."""
+    with open(sources["statements"].path, encoding="utf-8", newline="") as f:
+        statements = list(csv.DictReader(f))
+    question = recipe.parameters["question"]
+    features = item_features({"group": Value("string")})
+
+    def rows() -> Iterator[dict[str, Any]]:
+        for s in statements:
+            prompt = prompt_of(s["statement"], question)
+            row = contract_row(
+                f"fake.{s['id']}", ROWS, "choice", prompt, user_messages(prompt), choices=CHOICES, choice_types=TYPES
+            )
+            yield {**row, "group": s["group"]}
+
+    items = ConfigData(
+        "items", features, lambda: row_batches(rows(), features), "One row per statement.", len(statements)
+    )
+    return DatasetDraft(options.dataset_name(recipe.name), [items], dict(recipe.parameters))
+
+
+# ----------------------------------------------------------------------------- its analysis
+
+
+def agreement(frame: pd.DataFrame) -> pd.DataFrame:
+    """Mean probability of the `agree` choice (found by its type, not its place) per run and group."""
+    p_agree = [
+        list(p)[list(t).index("agree")] for t, p in zip(frame["choice_types"], frame["choice_probs"], strict=True)
+    ]
+    keys = [*RUN_COLUMNS, "group"]
+    out = frame[keys].assign(p_agree=p_agree).groupby(keys, sort=True)["p_agree"].agg(["mean", "count"])
+    return out.rename(columns={"mean": "p_agree", "count": "n"}).reset_index()
+
+
+def steps(rows: Mapping[str, dict[str, pd.DataFrame]], options: AnalysisOptions) -> list[AnalysisStep]:
+    by_config = rows[ROWS]
+    joined = pd.concat(list(by_config.values()), ignore_index=True)
+    return [AnalysisStep("fake", by_config, lambda: {SCORES: agreement(joined)})]
+
+
+def figures(tables: dict[str, pd.DataFrame], options: AnalysisOptions) -> list[tuple[str, Figure]]:
+    table = tables.get(SCORES)
+    if table is None or table.empty:
+        return []
+    figure = Figure(figsize=(4, 3))
+    ax = figure.subplots()
+    ax.bar(table["group"], table["p_agree"])
+    ax.set_ylabel("p(agree)")
+    return [(f"{PREFIX}agreement", figure)]
 
 
 def headline(tables: Mapping[str, pd.DataFrame], labels: Mapping) -> pd.DataFrame | None:
-    """The mean score of the fake probe's one table: what its report section opens with."""
-    table = tables.get(f"{PREFIX}scores")
-    return None if table is None else pd.DataFrame({"mean fake score": [table["score"].mean()]})
+    """The mean agreement per run: what the fake probe's report section opens with."""
+    table = tables.get(SCORES)
+    if table is None or table.empty:
+        return None
+    shown = with_run_label(table, labels)
+    return shown.groupby("run", sort=True)["p_agree"].mean().rename("mean p(agree)").reset_index()
 
 
-SPEC = register_probe(ProbeSpec(NAME, SECTION, PREFIX, aliases=("fake",), headline=f"{__name__}:headline"))
+DESCRIPTIONS = {SCORES: "Mean probability of agreeing with the statements, per group."}
+HEADLINE_TABLES = (SCORES,)
+
+
+SPEC = register_probe(
+    ProbeSpec(
+        name=NAME,
+        aliases=("fake",),
+        builder="fake",
+        draft=f"{__name__}:draft",
+        analysis=__name__,
+        section=SECTION,
+        table_prefix=PREFIX,
+        row_probes=(ROWS,),
+    )
+)

@@ -7,6 +7,7 @@ lazy import hides), and one probe's builder importing another's.
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -114,3 +115,29 @@ def test_a_metric_importing_the_report_breaks_the_analysis_layers(tmp_path):
     done = _lint_imports(src)
     assert done.returncode != 0
     assert "analysis.empathy -> analysis.report" in done.stdout
+
+
+#: function-level imports of the project's own modules: each hides an edge of the import graph from a
+#: reader of the module's head (issue #49 capped them at 40; most that remain keep `--help` light)
+MAX_FUNCTION_IMPORTS = 40
+OWN_PACKAGES = ("promptgen", "runners", "analysis", "probes")
+
+
+def function_level_own_imports(source: str) -> int:
+    """`import`/`from` statements of the project's packages (or relative) inside a function body."""
+    count = 0
+    for fn in ast.walk(ast.parse(source)):
+        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            for node in ast.walk(fn):
+                if isinstance(node, ast.ImportFrom):
+                    count += node.level > 0 or (node.module or "").split(".")[0] in OWN_PACKAGES
+                elif isinstance(node, ast.Import):
+                    count += any(a.name.split(".")[0] in OWN_PACKAGES for a in node.names)
+    return count
+
+
+def test_function_level_imports_of_the_project_stay_few():
+    snippet = "import runners\ndef f():\n    from . import x\n    import numpy\n    from analysis.y import z\n"
+    assert function_level_own_imports(snippet) == 2  # the counter counts what it should, and only that
+    counts = {p: function_level_own_imports(p.read_text(encoding="utf-8")) for p in (REPO / "src").rglob("*.py")}
+    assert sum(counts.values()) <= MAX_FUNCTION_IMPORTS, sorted(counts.items(), key=lambda kv: -kv[1])[:10]

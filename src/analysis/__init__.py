@@ -4,7 +4,8 @@ May import `runners` (to read result folders) and `promptgen` (constants of the 
 never `probes`. Nothing below it imports it.
 
 `load` reads and joins prompts and results; `stats` holds the shared tests; `refusals` the one
-refusal rule; `attribution`, `empathy` and `trust_game` compute each probe's metrics (pure);
-`plots` draws them; `pipeline` runs collect -> compute -> draw; `headlines` and `report` write
-the tables, figures and report.html.
+refusal rule; each probe has an analysis module (named by its `ProbeSpec`; the contract is
+`probe_analysis`) with its metric modules beside it (pure); `plots` draws them; `pipeline`
+runs collect -> compute -> draw over the registered probes (`probes`); `headlines` and
+`report` write the tables, figures and report.html.
 """

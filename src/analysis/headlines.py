@@ -1,16 +1,11 @@
-"""The numbers a reader opens the report for, per probe, one compact table each (pure).
+"""Runs as short labels, for the report's tables and each probe's headline (pure).
 
 The full tables lead with the run's provenance (model path, revision, scoring JSON), which
-pushed δ, F, p and mean d off-screen to the right. Here each run is one short label
+pushed δ, F, p and mean d off-screen to the right. In the report each run is one short label
 (`run_label`, i.e. `runners.results.ResultKey.label`: the model's folder or Hub name and the
-first 8 characters of its result key, as the key folder is named) and each probe keeps only
-its headline columns:
-
-- Attribution: mean d per dimension and outcome over the single-actor items (Talent or Luck?);
-- Empathy: δ (in-group minus out-group mean of M), its permutation p-value and null interval;
-- Trust Game: F and p of both main effects and the interaction per investor group.
-
-Refused items are left out, as in the papers (the `excluded` variant of each table).
+first 8 characters of its result key, as the key folder is named). Each probe's headline table
+(its analysis module's `headline`, e.g. `analysis.talent_or_luck.headline`) keeps only the
+columns a reader opens the report for, with refused items left out as in the papers.
 """
 
 from __future__ import annotations
@@ -53,64 +48,3 @@ def with_run_label(table: pd.DataFrame, labels: Mapping[Run, str]) -> pd.DataFra
     label = [labels.get(run) or run_label(*run) for run in runs]
     rest = table.drop(columns=list(RUN_COLUMNS))
     return pd.concat([pd.DataFrame({RUN_LABEL: label}, index=table.index), rest], axis=1)
-
-
-def _excluded(table: pd.DataFrame | None) -> pd.DataFrame | None:
-    if table is None or table.empty:
-        return None
-    if "refused_items" in table.columns:
-        table = table[table["refused_items"] == "excluded"].drop(columns="refused_items")
-    return table if not table.empty else None
-
-
-def attribution_headline(tables: Mapping[str, pd.DataFrame], labels: Mapping[Run, str]) -> pd.DataFrame | None:
-    """Mean d per run, dimension and outcome over single-actor items (a weighted mean of the cells)."""
-    table = _excluded(tables.get("attribution_single_actor"))
-    if table is None:
-        return None
-    table = with_run_label(table, labels)
-    table = table[table["n"].fillna(0) > 0]
-    if table.empty:
-        return None
-    weighted = table.assign(sum_d=table["mean"] * table["n"])
-    cells = weighted.groupby([RUN_LABEL, "dimension", "outcome"], sort=True)[["sum_d", "n"]].sum()
-    cells["mean d"] = cells["sum_d"] / cells["n"]
-    wide = cells["mean d"].unstack("outcome")
-    wide.columns = [f"mean d ({outcome})" for outcome in wide.columns]
-    wide["items"] = cells["n"].groupby(level=[0, 1]).sum().astype(int)
-    return wide.reset_index()
-
-
-def empathy_headline(tables: Mapping[str, pd.DataFrame], labels: Mapping[Run, str]) -> pd.DataFrame | None:
-    """δ, p and the null distribution's interval per run, category and setting."""
-    table = _excluded(tables.get("empathy_gap"))
-    if table is None:
-        return None
-    table = with_run_label(table, labels)
-    out = table[[RUN_LABEL, "category", "setting", "delta", "p_value", "null_low", "null_high"]].rename(
-        columns={"delta": "δ", "p_value": "p", "null_low": "null 2.5%", "null_high": "null 97.5%"}
-    )
-    return out.sort_values([RUN_LABEL, "category", "setting"]).reset_index(drop=True)
-
-
-#: ANOVA effect -> headline column prefix
-EFFECTS = {"trustee_gender": "gender", "trustee_race": "race", "trustee_gender:trustee_race": "gender × race"}
-
-
-def trust_game_headline(tables: Mapping[str, pd.DataFrame], labels: Mapping[Run, str]) -> pd.DataFrame | None:
-    """F and p of gender, race and their interaction per run and investor group (and variant, pair source)."""
-    table = _excluded(tables.get("trust_game_anova"))
-    if table is None:
-        return None
-    table = with_run_label(table, labels)
-    table = table[table["effect"].isin(list(EFFECTS))]
-    if table.empty:
-        return None
-    keys = [c for c in (RUN_LABEL, "pair_source", "variant", "investor_group") if c in table.columns]
-    wide = table.pivot_table(index=keys, columns="effect", values=["F", "p_value"], aggfunc="first", sort=True)
-    columns = {}
-    for effect, name in EFFECTS.items():
-        for stat, label in (("F", "F"), ("p_value", "p")):
-            if (stat, effect) in wide.columns:
-                columns[f"{label} {name}"] = wide[(stat, effect)]
-    return pd.DataFrame(columns, index=wide.index).reset_index()

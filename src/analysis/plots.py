@@ -1,4 +1,4 @@
-"""Figures of the three probes, from the tidy tables of `analysis.attribution`, `empathy`, `trust_game`.
+"""Figures of the built-in probes, from their tidy metric tables (each probe's analysis module picks its own).
 
 Pure: every function takes frames and returns `(name, Figure)` pairs (or one Figure); nothing
 is shown or written here (`analysis.report` saves them). Figures are `matplotlib.figure.Figure`

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import base64
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,89 +28,40 @@ from . import pipeline
 from .csv_cells import csv_text
 from .headlines import RUN_LABEL, run_labels, with_run_label
 from .pipeline import Analysis, AnalysisRequest
-from .probes import section_headlines, section_of
+from .probes import analysis_modules, section_headlines, section_of
 from .probes import sections as section_order
 
 TEMPLATES = Path(__file__).parent / "templates"
 #: rows of a table shown in the HTML; the CSV next to it has them all
 HTML_ROWS = 60
-#: tables opened by default in the report: the headline results of each paper
-HEADLINE = (
-    "refusals",
-    "attribution_single_actor",
-    "attribution_actor_actor_delta",
-    "attribution_actor_observer",
-    "attribution_release_single_actor",
-    "empathy_gap",
-    "empathy_matrix_summary",
-    "empathy_paper_gap",
-    "empathy_paper_matrix",
-    "trust_game_anova",
-    "trust_game_posthoc",
-    "trust_game_probing_accuracy",
-)
-#: what each table is, shown above it
-DESCRIPTIONS = {
+#: the overview's tables: what each is, shown above it (each probe's own are its analysis module's `DESCRIPTIONS`)
+OVERVIEW_DESCRIPTIONS = {
     "refusals": "Items, refused items and refusal rate per config and model run (refused items are left out of means).",
-    "attribution_single_actor": "Mean d = (p_effort + p_ability) - (p_difficulty + p_luck) per dimension x identity x "
-    "gender x outcome, one-sample t-test against 0 (t, df, p, 95% CI).",
-    "attribution_single_actor_by_domain": "Mean d per domain and outcome, one-sample t-test against 0.",
-    "attribution_actor_actor_delta": "Δd = d(single actor) - d(same actor beside another person), matched by identity, "
-    "scenario and outcome.",
-    "attribution_actor_actor_pair": "Δd_pair = d(X) - d(Y) within actor-actor scenarios.",
-    "attribution_actor_observer": "Δd1 (observer without identity) and Δd2 (with identity) against single-actor d: "
-    "standardised mean difference with pooled SD, two-sided equal-variance t-test.",
-    "empathy_gap": "In-group minus out-group mean of M (δ), 95% interval of δ under the structured permutation null "
-    "(rows and columns permuted independently) and its p-value.",
-    "empathy_cell_tests": "Per cell, paired t-test over events against the perceiver's and the experiencer's in-group "
-    "cell, Bonferroni-corrected.",
-    "empathy_matrix_summary": "μ ± σ, min and max of M0 (the raw intensity scale) and where M is lowest/highest.",
-    "empathy_paper_gap": "The paper's Tables 2 and 3 by its notebook's rules: δ on the specified identities "
-    "(events refused in any of their cells dropped from all), M0 rounded to 2 decimals and z-scored, and the 2.5th "
-    "and 97.5th percentiles of δ over independent row and column permutations.",
-    "empathy_paper_matrix": "The paper's Tables 6 and 7 by its notebook's rules, per matrix with `a person` (full) and "
-    "without (specified): μ and σ of the rounded M0, min and max of M, the events refused in any cell (dropped "
-    "from every cell) and their share of the events (Table 6: the full matrix).",
-    "empathy_paper_cells": "The full matrix's cells as the paper's heatmaps show them: M, the two paired t-tests "
-    "against the in-group cells and `shown` (both p < 0.05 / (n+1)², the notebook's mask).",
-    "trust_game_anova": "Two-way ANOVA of the expected investment on trustee gender x race per investor group "
-    "(statsmodels OLS + anova_lm, type III sums of squares, sum-to-zero contrasts). The paper keeps every game: "
-    "its numbers are the rows with refused_items = included; `excluded` leaves refused games out.",
-    "trust_game_posthoc": "Female vs male trustees per race: two-sample t-test (equal variances) and Cohen's d. "
-    "The paper's rows: refused_items = included (it keeps every game).",
-    "trust_game_probing_accuracy": "Share of probing questions answered correctly (construct validity).",
-    "attribution_release_single_actor": "Release metric opt1 + opt2 - opt3 - opt4 (effort + ability - difficulty - "
-    "luck, by the release's option keys) per outcome x identity (as the release labels it) x gender, one-sample "
-    "t-test against 0, on the single_actor_release items; every row counts.",
-    "attribution_release_single_actor_by_domain": "The same per domain.",
-    "attribution_release_single_actor_delta": "Δ = metric(success) - metric(failure), the k-th success row of an "
-    "identity and gender paired with its k-th failure row in the release's order; one-sample t-test of Δ.",
-    "attribution_release_actor_actor": "Per person renormalised probabilities, mean Δ = metric_X - metric_Y per "
-    "outcome configuration x gender pair on the X x Y identity grid (same-identity pairs left out); Wilcoxon "
-    "signed-rank test of metric_X vs metric_Y for cells of at least 5 rows.",
-    "attribution_release_actor_observer": "Mean metric per outcome x observer cause x gender x domain on the actor x "
-    "observer identity grid (gender/domain `all`: pooled); one-sample Wilcoxon (zsplit) for cells of at least 5 rows.",
-    "attribution_release_actor_actor_delta": "The paper's Δd on the release's items: d(single_actor_release, same "
-    "dimension, identity, gender, outcome, domain, scenario) - d(the person in an actor_actor_release row, per "
-    "person renormalised), one-sample t-test against 0.",
-    "attribution_release_actor_observer_smd": "The paper's Δd2 on the release's items: matched single_actor_release "
-    "d against actor_observer_release d (named observer), standardised mean difference with pooled SD and the "
-    "equal-variance t-test. Δd1 (anonymous observer) exists only for the designed actor_observer config.",
 }
-#: a note above a section's tables when it has tables of this prefix: which reproduce a paper's tables
-SECTION_NOTES = {
-    "empathy_paper_": "The empathy_paper_* tables and figures reproduce the paper's Tables 2, 3, 6 and 7 and its "
-    "heatmaps by the rules of the authors' analysis notebook (analysis_after_processing.ipynb); the other empathy "
-    "tables and figures follow the project's own choices (docs/DESIGN.md section 4).",
-}
-#: tables that follow the release's own analysis code (chahatraj/TalentorLuck at 57d6938), not the design
-RELEASE_CODE = {
-    "attribution_release_single_actor": "src/viz/sinact_barplot_aggregate.py",
-    "attribution_release_single_actor_by_domain": "src/viz/sinact_barplot.py",
-    "attribution_release_single_actor_delta": "src/viz/sinact_delta_aggregate.py",
-    "attribution_release_actor_actor": "src/viz/actact_heatmap.py",
-    "attribution_release_actor_observer": "src/viz/obseerver_influence.py, src/viz/actor_observer.py",
-}
+
+
+@dataclass(frozen=True)
+class TableTexts:
+    """What the report says about the tables: each one's description, which open, the notes (every probe's)."""
+
+    descriptions: dict[str, str]
+    opened: frozenset[str]
+    section_notes: dict[str, str]
+    notes: tuple[Callable[[str, Any], Any], ...]
+
+    @classmethod
+    def of_probes(cls) -> TableTexts:
+        modules = [module for _, module in analysis_modules()]
+        return cls(
+            {**OVERVIEW_DESCRIPTIONS, **{k: v for m in modules for k, v in m.DESCRIPTIONS.items()}},
+            frozenset({"refusals", *(name for m in modules for name in m.HEADLINE_TABLES)}),
+            {k: v for m in modules for k, v in getattr(m, "SECTION_NOTES", {}).items()},
+            tuple(m.table_note for m in modules if hasattr(m, "table_note")),
+        )
+
+    def note(self, name: str, options: Any) -> Any:
+        """The first note a probe's module has for this table (HTML), else empty."""
+        return next((n for n in (note(name, options) for note in self.notes) if n), "")
 
 
 def _fmt(value: Any) -> str:
@@ -143,6 +95,7 @@ def render_html(analysis: Analysis, figure_uris: dict[str, str], generated: str)
     """
 
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "j2"]))
+    texts = TableTexts.of_probes()
     labels = run_labels(analysis.tables)
     sections: dict[str, dict[str, Any]] = {}
 
@@ -153,15 +106,15 @@ def render_html(analysis: Analysis, figure_uris: dict[str, str], generated: str)
         shown = with_run_label(table, labels)
         entry = {
             "name": name,
-            "description": DESCRIPTIONS.get(name, ""),
-            "release_code": RELEASE_CODE.get(name, ""),
+            "description": texts.descriptions.get(name, ""),
+            "note": texts.note(name, analysis.options),
             "rows": len(table),
             "html": table_html(shown),
-            "open": name in HEADLINE,
+            "open": name in texts.opened,
             "truncated": len(table) > HTML_ROWS,
         }
         section(section_of(name))["tables"].append(entry)
-        for prefix, note in SECTION_NOTES.items():
+        for prefix, note in texts.section_notes.items():
             if name.startswith(prefix):
                 section(section_of(name))["note"] = note
         if RUN_LABEL in shown.columns:

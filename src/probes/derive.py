@@ -63,7 +63,8 @@ from typing import Any
 
 import pandas as pd
 
-from promptgen.build import BuildOptions, build
+from promptgen.build import build
+from promptgen.core.build_options import BuildOptions
 from promptgen.core.errors import ProbeError
 from promptgen.core.layout import BUILD_MANIFEST
 from promptgen.core.outputs import output_path

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from analysis.pipeline import analyze
-from analysis.probes import PROBES, probe_names
 from analysis.report import write_report
 from promptgen.build import build
 from promptgen.core.errors import ProbeError
@@ -36,6 +35,7 @@ from promptgen.core.files import atomic_write_text
 from promptgen.core.outputs import Output, Reference, check_output, holds_only
 from promptgen.core.plugins import resolve_reference
 from promptgen.hub.read import built_folders, read_build_manifest
+from promptgen.probe_registry import probe_names, probes
 from promptgen.recipe import load_recipe
 from promptgen.sources import SourceOptions
 from runners.backends import backend_spec, load
@@ -157,7 +157,7 @@ def _build_datasets(
     """
     built, synthetic = {}, []
     for name in names:
-        options, spec = sources, PROBES[name]
+        options, spec = sources, probes()[name]
         private = spec.private_source
         if (
             private

@@ -9,6 +9,8 @@ Owns, from the bottom up (each imports only what is below it; pyproject `[tool.i
 - `seeding` (deterministic sampling, cited by the dataset cards) and `assets` (where recipes are);
 - `recipe` (load + validate `builders/*.yaml`) and `sources` (local folder, cache or download);
 - `hub`: the Hub-ready folder writer, the build plan, the dataset cards;
-- `attribution`, `empathy`, `trust_game`: one package per probe, never importing each other;
-- `build`: the registry of builders, `probes build` and `probes lint` as functions.
+- one package per probe, never importing each other, each with a `spec.py` that declares it
+  (`core.probe_spec.ProbeSpec`: its builder, rows and analysis module);
+- `probe_registry`: the probes found in those packages and registered by plugins;
+- `build`: `probes build` and `probes lint` as functions, through each recipe's probe.
 """

@@ -5,52 +5,21 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .core.build_options import BuildOptions
 from .core.errors import RecipeError
 from .core.outputs import Reference, output_path
+from .core.plugins import resolve_reference
 from .core.version import __version__
 from .hub.cards import render_card
 from .hub.draft import DatasetDraft
 from .hub.folder import check_dataset_target, write_hub_folder
 from .hub.read import read_build_manifest
+from .probe_registry import spec_of_builder
 from .protocols import protocols_by_config
 from .recipe import Recipe, load_recipe
 from .sources import ResolvedSource, SourceOptions, resolve_sources
-
-if TYPE_CHECKING:
-    from .empathy.model_rewrites import ModelRewrites
-    from .trust_game.curation import CuratedPairs
-
-
-@dataclass(frozen=True)
-class BuildOptions:
-    """Command-line choices that change what is built (and so the dataset's name).
-
-    `full`: the full cross product instead of the recipe's sampling; `max_events`: a
-    stratified subset of N source events (empathy), for tests and quick runs;
-    `curated_pairs`: per-model pairs selected from race-probe results (trust game), each
-    added as `pairs_<slug>` + `games_<slug>` configs of a new dataset version; `rewrites`:
-    a model's third-person rewrites replacing the rule-based T2 narratives (empathy), also
-    a new dataset version; `configs`: only these configs of the recipe (sorted, once each), so
-    a run that scores one config does not wait for the others (the default talent-or-luck
-    build spends minutes on 3 M release rows that a `single_actor` run never reads).
-    """
-
-    full: bool = False
-    max_events: int | None = None
-    curated_pairs: tuple[CuratedPairs, ...] = ()
-    rewrites: ModelRewrites | None = None
-    configs: tuple[str, ...] = ()
-
-    def dataset_name(self, recipe_name: str) -> str:
-        """`talent-or-luck`, `talent-or-luck-full`, `intergroup-empathy-events24`, `talent-or-luck-single_actor`, ...
-
-        A build of some configs is named by them, so it is never taken for the whole dataset.
-        """
-        name = recipe_name + ("-full" if self.full else "")
-        name += f"-events{self.max_events}" if self.max_events is not None else ""
-        return name + "".join(f"-{config}" for config in self.configs)
 
 
 def chosen_configs(configs: Sequence[str] | None) -> tuple[str, ...]:
@@ -81,60 +50,6 @@ def select_configs(draft: DatasetDraft, recipe: Recipe, options: BuildOptions) -
     )
 
 
-def _no_max_events(recipe: Recipe, options: BuildOptions) -> None:
-    if options.max_events is not None:
-        raise RecipeError(f"--max-events applies to event-based datasets; {recipe.name!r} has no events")
-
-
-def _no_curated_pairs(recipe: Recipe, options: BuildOptions) -> None:
-    if options.curated_pairs:
-        raise RecipeError(f"curated pairs apply to the trust game; {recipe.name!r} has no pairs")
-
-
-def _no_rewrites(recipe: Recipe, options: BuildOptions) -> None:
-    if options.rewrites is not None:
-        raise RecipeError(f"third-person rewrites apply to intergroup-empathy; {recipe.name!r} has no narratives")
-
-
-def _talent_or_luck(recipe: Recipe, sources: dict[str, ResolvedSource], options: BuildOptions) -> DatasetDraft:
-    from .attribution.dataset import draft_talent_or_luck
-
-    _no_max_events(recipe, options)
-    _no_curated_pairs(recipe, options)
-    _no_rewrites(recipe, options)
-    return draft_talent_or_luck(recipe, sources, full=options.full)
-
-
-def _trust_game(recipe: Recipe, sources: dict[str, ResolvedSource], options: BuildOptions) -> DatasetDraft:
-    from .trust_game.dataset import draft_trust_game
-
-    _no_max_events(recipe, options)
-    _no_rewrites(recipe, options)
-    return draft_trust_game(recipe, sources, full=options.full, curated=options.curated_pairs)
-
-
-def _intergroup_empathy(recipe: Recipe, sources: dict[str, ResolvedSource], options: BuildOptions) -> DatasetDraft:
-    from .empathy.dataset import draft_intergroup_empathy
-
-    _no_curated_pairs(recipe, options)
-    return draft_intergroup_empathy(
-        recipe,
-        sources,
-        full=options.full,
-        max_events=options.max_events,
-        rewrites=options.rewrites,
-        dataset_name=options.dataset_name(recipe.name),
-    )
-
-
-#: recipe `builder:` value -> drafter. Drafters import their probe module lazily.
-BUILDERS: dict[str, Callable[[Recipe, dict[str, ResolvedSource], BuildOptions], DatasetDraft]] = {
-    "attribution": _talent_or_luck,
-    "trust_game": _trust_game,
-    "empathy": _intergroup_empathy,
-}
-
-
 @dataclass(frozen=True)
 class BuildResult:
     path: Path
@@ -144,11 +59,11 @@ class BuildResult:
 def draft_build(
     recipe: Recipe, sources: SourceOptions, options: BuildOptions
 ) -> tuple[DatasetDraft, dict[str, ResolvedSource]]:
-    """Resolve the sources and ask the recipe's builder for its draft (no output written)."""
-    if recipe.builder not in BUILDERS:
-        raise RecipeError(f"{recipe.path}: unknown builder {recipe.builder!r}; known: {sorted(BUILDERS)}")
+    """Resolve the sources and ask the recipe's probe for its draft (no output written)."""
+    spec = spec_of_builder(recipe.builder, recipe.path)
+    options.check_taken(recipe.name, spec.build_options)
     resolved = resolve_sources(recipe.sources, sources)
-    return BUILDERS[recipe.builder](recipe, resolved, options), resolved
+    return resolve_reference(spec.draft)(recipe, resolved, options), resolved
 
 
 def build_manifest(recipe: Recipe, draft: DatasetDraft, sources: dict[str, ResolvedSource]) -> dict[str, Any]:
@@ -189,8 +104,8 @@ def build(
     sources: SourceOptions | str | Path | None = None,
     full: bool = False,
     max_events: int | None = None,
-    curated_pairs: Sequence[CuratedPairs] = (),
-    rewrites: ModelRewrites | None = None,
+    curated_pairs: Sequence[Any] = (),
+    rewrites: Any | None = None,
     configs: Sequence[str] | None = None,
     overwrite: bool = False,
     on_rows: Callable[[str, int], None] | None = None,
@@ -245,11 +160,10 @@ class LintResult:
 
 
 def lint(name_or_path: str, *, sources: SourceOptions | str | Path | None = None) -> LintResult:
-    """`probes lint`: the findings a reviewer of a recipe's stimuli would check by hand (attribution only)."""
+    """`probes lint`: the findings a reviewer of a recipe's stimuli would check by hand (probes that define one)."""
     recipe = load_recipe(name_or_path)
-    if recipe.builder != "attribution":
+    spec = spec_of_builder(recipe.builder, recipe.path)
+    if spec.lint is None:
         raise RecipeError(f"no lint is defined for builder {recipe.builder!r}")
-    from .attribution.dataset import lint_report, read_release
-
     resolved = resolve_sources(recipe.sources, SourceOptions.of(sources))
-    return LintResult(recipe, lint_report(*read_release(recipe, resolved)))
+    return LintResult(recipe, resolve_reference(spec.lint)(recipe, resolved))

@@ -238,8 +238,9 @@ def test_edge_cases_give_nan_with_a_note() -> None:
 def test_the_pipeline_writes_the_paper_tables_and_heatmaps() -> None:
     """`empathy_analysis` adds the paper's tables from the parsed numbers of a generating run,
     `draw` their masked heatmap, and the report says which tables are the paper's."""
-    from analysis.pipeline import Analysis, AnalysisOptions, draw, empathy_analysis
-    from analysis.report import SECTION_NOTES, render_html
+    from analysis.intergroup_empathy import SECTION_NOTES, empathy_analysis
+    from analysis.pipeline import Analysis, AnalysisOptions, draw
+    from analysis.report import render_html
 
     ids = category_identities(None, "religion")
     names = ids["identity"].tolist()

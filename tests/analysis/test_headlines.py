@@ -13,16 +13,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.headlines import (
-    attribution_headline,
-    empathy_headline,
-    run_label,
-    run_labels,
-    trust_game_headline,
-)
+from analysis.headlines import run_label, run_labels
+from analysis.intergroup_empathy import headline as empathy_headline
 from analysis.pipeline import Analysis, AnalysisOptions
 from analysis.probes import section_headlines
 from analysis.report import render_html
+from analysis.talent_or_luck import headline as attribution_headline
+from analysis.trust_game_names import headline as trust_game_headline
 from runners.results import ResultKey
 
 RUN_A = ("/home/me/checkpoints/run-7/model-a/", "f00dfeed" * 5, '{"choice_mode":"sentence"}')

@@ -11,7 +11,7 @@ import pytest
 
 from analysis import empathy as emp
 from analysis import plots
-from analysis.pipeline import figure_variant
+from analysis.probe_analysis import figure_variant
 from promptgen.empathy.prompts import identities
 
 

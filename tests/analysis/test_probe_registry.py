@@ -1,8 +1,9 @@
-"""The probe registry (`analysis.probes`): a probe added through it alone is in the sweep and the report.
+"""The probe registry (`promptgen.probe_registry`): a probe added through it alone is in the sweep and the report.
 
 `fake_probe` (tests/fake_probe.py) is one module with one `register_probe(...)` call; nothing
 else in the project names it. Named in `PROBES_PLUGINS`, the CLI lists it; imported, the
-report gives its tables a section that opens with its headline.
+report gives its tables a section that opens with its headline. Built, run and analysed
+through the CLI alone: tests/probes/test_fourth_probe.py.
 """
 
 from __future__ import annotations
@@ -18,15 +19,16 @@ import pandas as pd
 import pytest
 
 from analysis.pipeline import Analysis, AnalysisOptions
-from analysis.probes import PROBES, probe_names, section_headlines, section_of, sections
+from analysis.probes import section_headlines, section_of, sections
 from analysis.report import render_html
 from promptgen.core.errors import ProbeError
+from promptgen.probe_registry import probe_names, probes
 
 TESTS = Path(__file__).resolve().parents[1]
 
 
 def test_the_three_probes_are_registered_in_sweep_order_with_their_aliases() -> None:
-    assert list(PROBES)[:3] == ["talent-or-luck", "trust-game-names", "intergroup-empathy"]
+    assert list(probes())[:3] == ["talent-or-luck", "trust-game-names", "intergroup-empathy"]
     assert probe_names(["intergroup-empathy", "trust-game"]) == ["trust-game-names", "intergroup-empathy"]
     assert section_of("empathy_gap") == "Empathy" and section_of("refusals") == "Overview"
     with pytest.raises(ProbeError, match=r"--probe 'nope' is not a probe \(known: intergroup-empathy, "):
@@ -69,9 +71,9 @@ def test_a_plugin_that_cannot_be_imported_is_one_line() -> None:
 @pytest.fixture()
 def fake_probe(monkeypatch: pytest.MonkeyPatch):
     """The fake probe registered for one test: the registry is a copy, restored afterwards."""
-    import analysis.probes
+    import promptgen.probe_registry as registry
 
-    monkeypatch.setattr(analysis.probes, "PROBES", dict(analysis.probes.PROBES))
+    monkeypatch.setattr(registry, "_REGISTERED", dict(registry._REGISTERED))
     monkeypatch.delitem(sys.modules, "fake_probe", raising=False)
     return importlib.import_module("fake_probe")
 
@@ -79,10 +81,24 @@ def fake_probe(monkeypatch: pytest.MonkeyPatch):
 def test_a_registered_probe_gets_its_report_section_and_headline(fake_probe) -> None:
     fake = fake_probe
     assert probe_names(["fake"]) == [fake.NAME] and sections()[-1] == fake.SECTION
-    tables = {f"{fake.PREFIX}scores": pd.DataFrame({"item": ["a", "b", "c"], "score": [1.0, 2.0, 6.0]})}
+    run = {"model": "m", "model_revision": "r", "scoring": "{}"}
+    scores = pd.DataFrame({**run, "group": ["north", "south"], "p_agree": [0.25, 0.75], "n": [3, 3]})
+    tables = {fake.SCORES: scores}
     assert set(section_headlines(tables)) == {fake.SECTION}
     provenance = {"prompts": {"path": "prompts", "fingerprint": "ab" * 32}, "results": []}
     html = render_html(Analysis(tables, [], provenance, AnalysisOptions(), []), {}, "now")
     section = next(s for s in re.split(r"<h2[^>]*>", html) if s.startswith(fake.SECTION))
-    assert "mean fake score" in section and "3" in section  # the headline: mean of 1, 2, 6
-    assert section.index('class="headline"') < section.index(f"{fake.PREFIX}scores")
+    assert "mean p(agree)" in section and "0.5" in section  # the headline: mean of 0.25 and 0.75
+    assert section.index('class="headline"') < section.index(fake.SCORES)
+    assert fake.DESCRIPTIONS[fake.SCORES] in section
+
+
+def test_finding_the_probes_imports_no_data_library() -> None:
+    """Every command's `--help` lists the probes: finding their specs imports neither pandas nor `datasets`."""
+    code = (
+        "import sys\nfrom promptgen.probe_registry import probes\nassert len(probes()) >= 3\n"
+        "print(sorted(m for m in ('datasets', 'pandas', 'pyarrow', 'huggingface_hub') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

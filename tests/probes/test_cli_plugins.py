@@ -30,8 +30,9 @@ PLUGINS = {
         "register(BackendSpec('hf', loader='nowhere:load', summary='mine'))\n"
     ),
     "registers-existing-probe": (
-        "from analysis.probes import ProbeSpec, register_probe\n"
-        "register_probe(ProbeSpec('talent-or-luck', 'Mine', 'mine_'))\n"
+        "from promptgen.core.probe_spec import ProbeSpec\n"
+        "from promptgen.probe_registry import register_probe\n"
+        "register_probe(ProbeSpec('talent-or-luck', 'mine', 'mine:draft', 'mine', 'Mine', 'mine_', ('mine',)))\n"
     ),
 }
 

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from analysis.probes import probe_choices
+from promptgen.probe_registry import probe_choices
 from runners.backends import backend_spec
 
 from . import options as opt

@@ -6,6 +6,7 @@ import copy
 import dataclasses
 from typing import Any
 
+from ..core.build_options import BuildOptions
 from ..core.contract import Features
 from ..hub.draft import DatasetDraft
 from ..hub.folder import ConfigData, row_batches
@@ -66,6 +67,16 @@ def lint_report(release: Release, corrections: Corrections) -> dict[str, Any]:
         "findings": findings_as_dicts(findings),
         "option_length_balance": balance,
     }
+
+
+def draft(recipe: Recipe, sources: dict[str, ResolvedSource], options: BuildOptions) -> DatasetDraft:
+    """The probe's drafter (`spec.SPEC.draft`): it takes none of the probe-specific build options."""
+    return draft_talent_or_luck(recipe, sources, full=options.full)
+
+
+def lint(recipe: Recipe, sources: dict[str, ResolvedSource]) -> dict[str, Any]:
+    """`probes lint` (`spec.SPEC.lint`): the findings of the release read with the recipe's corrections."""
+    return lint_report(*read_release(recipe, sources))
 
 
 def draft_talent_or_luck(recipe: Recipe, sources: dict[str, ResolvedSource], *, full: bool = False) -> DatasetDraft:

@@ -1,7 +1,7 @@
 """Third-party extensions, named in `PROBES_PLUGINS`: modules imported when a registry loads.
 
 A plugin is any importable module that registers what it adds when imported: a backend
-(`runners.backends.register`), a probe (`analysis.probes.register_probe`), or both. Naming it
+(`runners.backends.register`), a probe (`promptgen.probe_registry.register_probe`), or both. Naming it
 in `PROBES_PLUGINS` (comma-separated module names) makes it part of every `probes` command,
 its `--help` included, without touching the project's files (lm-eval's `--include_path`).
 """

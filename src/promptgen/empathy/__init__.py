@@ -4,9 +4,7 @@
 rule-based T2 rewrite, `model_rewrites` carries a model's T2 rewrites into a build, `prompts`
 expands perceiver x experiencer x event x setting (pure), `dataset` wires them to the writer;
 `synthetic` writes a stand-in corpus in crowd-enVent's format where the real one is missing.
-May import `promptgen.core`, `seeding`, `recipe`, `sources` and `hub`; never another probe.
+`spec` declares the probe to the registry. May import `promptgen.core`, `seeding`, `recipe`, `sources` and
+`hub`; never another probe. The package imports nothing itself, so finding its `spec` costs no import of
+`datasets`.
 """
-
-from .prompts import expand_prompts
-
-__all__ = ["expand_prompts"]

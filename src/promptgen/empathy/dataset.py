@@ -7,6 +7,7 @@ import logging
 from collections import Counter, defaultdict
 from typing import Any
 
+from ..core.build_options import BuildOptions
 from ..core.errors import RecipeError
 from ..core.validate import choose, take
 from ..hub.draft import DatasetDraft
@@ -40,6 +41,18 @@ from .release import RELEASE_EMOTIONS, load_release, source_id
 log = logging.getLogger(__name__)
 #: the optional extra: the crowd-enVent corpus (human intensity ratings, emotion-masked texts)
 CORPUS_SOURCE_ID = "crowd-envent"
+
+
+def draft(recipe: Recipe, sources: dict[str, ResolvedSource], options: BuildOptions) -> DatasetDraft:
+    """The probe's drafter (`spec.SPEC.draft`): `--max-events` and a model's third-person rewrites."""
+    return draft_intergroup_empathy(
+        recipe,
+        sources,
+        full=options.full,
+        max_events=options.max_events,
+        rewrites=options.rewrites,
+        dataset_name=options.dataset_name(recipe.name),
+    )
 
 
 def draft_intergroup_empathy(

@@ -1,8 +1,8 @@
 """What a builder hands to the writer: configs, effective parameters and a build report.
 
-The options a build is asked for (`promptgen.build.BuildOptions`) stay in the build registry,
-which may name the probes' own inputs (curated pairs, model rewrites); this module sits below
-the probes and names none of them.
+The options a build is asked for are `promptgen.core.build_options.BuildOptions`; each probe's
+drafter (named by its `ProbeSpec`) reads the ones it takes. This module sits below the probes and
+names none of them.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..core.build_options import BuildOptions
 from ..core.contract import Features
 from ..core.errors import RecipeError, SourceFormatError
 from ..hub.draft import DatasetDraft
@@ -380,6 +381,11 @@ def curated_configs(
                 )
             )
     return configs, report
+
+
+def draft(recipe: Recipe, sources: dict[str, ResolvedSource], options: BuildOptions) -> DatasetDraft:
+    """The probe's drafter (`spec.SPEC.draft`): `--full` and curated pairs."""
+    return draft_trust_game(recipe, sources, full=options.full, curated=options.curated_pairs)
 
 
 def draft_trust_game(

@@ -1,0 +1,143 @@
+"""What a probe's analysis module is given and what it returns, and the helpers its tables share.
+
+The pipeline (`analysis.pipeline.compute` and `draw`) calls, for each registered probe
+(`promptgen.probe_registry`), the module its `ProbeSpec.analysis` names:
+
+- `steps(rows, options) -> list[AnalysisStep]`: `rows` is `probe` value -> config -> joined rows,
+  for the values the spec's `row_probes` lists and the results hold; each step computes some of
+  the probe's tables, and one that fails (`ProbeError`, `ValueError`, `KeyError`) is a `problems`
+  row of the report, named by the step, not a crash;
+- `figures(tables, options) -> list[(file stem, Figure)]`, shown in the probe's report section;
+- `headline(tables, run labels) -> DataFrame | None`: the compact table that opens the section;
+- `DESCRIPTIONS` (table -> what it is), `HEADLINE_TABLES` (opened in the report), and optionally
+  `SECTION_NOTES` (table-name prefix -> a note above the section's tables) and
+  `table_note(name, options) -> HTML | None`.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from promptgen.core.errors import ProbeError
+
+from .columns import RUN_COLUMNS
+from .empathy import SCORES
+
+#: score used for number items: the expected value of the distribution when the run read one,
+#: else the number parsed from generated text
+AUTO_SCORE = "auto"
+
+
+@dataclass(frozen=True)
+class AnalysisOptions:
+    """What the analysis computes with; recorded in the report."""
+
+    seed: int = 0
+    n_permutations: int = 10_000
+    #: number items: auto | expected_value | argmax_value | parsed_value
+    score: str = AUTO_SCORE
+    alpha: float = 0.05
+    #: the `*_release` tables: round each probability (and actor-actor Δ) to 2 decimals as the release did
+    release_rounding: bool = False
+
+    def __post_init__(self) -> None:
+        if self.score not in (AUTO_SCORE, *SCORES):
+            raise ProbeError(f"--score must be one of {', '.join((AUTO_SCORE, *SCORES))}, got {self.score!r}")
+
+
+@dataclass(frozen=True)
+class AnalysisStep:
+    """Some of a probe's tables: `run()` computes them; `name` and `configs` name a failure in the report."""
+
+    name: str
+    configs: Iterable[str]
+    run: Callable[[], dict[str, pd.DataFrame]]
+
+
+def number_score(frame: pd.DataFrame, score: str) -> str:
+    """The column that holds a number item's answer for this run: `auto` picks the expected
+    value where the run read distributions, else the parsed generated number."""
+    if score != AUTO_SCORE:
+        return score
+    if "expected_value" in frame.columns and frame["expected_value"].notna().any():
+        return "expected_value"
+    return "parsed_value"
+
+
+def per_run(frame: pd.DataFrame, fn: Callable[[pd.DataFrame], pd.DataFrame | None]) -> pd.DataFrame:
+    """`fn(run rows)` per run, concatenated: each run may need its own answer column."""
+    parts = [fn(g) for _, g in frame.groupby(list(RUN_COLUMNS), sort=False, dropna=False)]
+    parts = [p for p in parts if p is not None and not p.empty]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+#: docs/DESIGN.md section 6: statistics with refused items left out (the papers' numbers) and kept
+#: (their renormalised answer used anyway), named as attribution's `refused_items` column
+REFUSAL_VARIANTS: tuple[tuple[str, bool], ...] = (("excluded", False), ("included", True))
+
+
+def variant_tables(build: Callable[[bool], dict[str, pd.DataFrame]]) -> dict[str, pd.DataFrame]:
+    """`build(keep_refused)` -> {name: table} for both variants, stacked with `refused_items` first."""
+    out: dict[str, list[pd.DataFrame]] = {}
+    for label, keep in REFUSAL_VARIANTS:
+        for name, table in build(keep).items():
+            out.setdefault(name, []).append(table.assign(refused_items=label))
+    return {
+        name: (lambda t: t[["refused_items", *[c for c in t.columns if c != "refused_items"]]])(
+            pd.concat(parts, ignore_index=True)
+        )
+        for name, parts in out.items()
+    }
+
+
+def figure_variant(
+    table: pd.DataFrame, companion: pd.DataFrame | None, value: str, *, keys: list[str], mark: str
+) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """The rows a figure shows: refused items left out (the papers' numbers), except for a matrix
+    with no value at all that way (a model that refuses every item), which is drawn from the
+    `included` variant with its `mark` column (setting, variant) suffixed `(refused kept)`, so the
+    figure says what it shows. `keys` name one figure's rows; `companion` (e.g. the cell tests of
+    the same matrices) follows the same choice."""
+    if "refused_items" not in table.columns:
+        return table, companion
+    keys = [k for k in keys if k in table.columns]
+    excluded = table[table["refused_items"] == "excluded"]
+    answered = excluded.groupby(keys, dropna=False)[value].apply(lambda v: v.notna().any())
+    empty = {k if isinstance(k, tuple) else (k,) for k, ok in answered.items() if not ok}
+
+    def choose(frame: pd.DataFrame | None) -> pd.DataFrame | None:
+        if frame is None or "refused_items" not in frame.columns:
+            return frame
+        kept = np.array([k in empty for k in zip(*(frame[c] for c in keys), strict=True)], dtype=bool)
+        chosen = frame["refused_items"].to_numpy() == np.where(kept, "included", "excluded")
+        rows = frame[chosen].drop(columns="refused_items").reset_index(drop=True)
+        marked = kept[chosen]
+        rows[mark] = np.where(marked, rows[mark].astype(str) + " (refused kept)", rows[mark])
+        return rows
+
+    return choose(table), choose(companion)
+
+
+def has_rows(tables: dict[str, pd.DataFrame], name: str) -> bool:
+    """Whether `tables` holds a non-empty table `name` (a figure is drawn only from one)."""
+    table = tables.get(name)
+    return table is not None and not table.empty
+
+
+def excluded_variant(table: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The rows with refused items left out (the papers' numbers), None when there are none: what headlines show."""
+    if table is None or table.empty:
+        return None
+    if "refused_items" in table.columns:
+        table = table[table["refused_items"] == "excluded"].drop(columns="refused_items")
+    return table if not table.empty else None
+
+
+Figures = list[tuple[str, Any]]

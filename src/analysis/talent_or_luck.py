@@ -1,0 +1,160 @@
+"""Talent or Luck? in the report: the designed configs' tables, the release's own metrics, figures, headline.
+
+The probe's analysis module (`ProbeSpec.analysis`; the contract is `analysis.probe_analysis`).
+The metrics themselves are `analysis.attribution` (the design's d, Δd, SMD, shares),
+`analysis.attribution_release` and `analysis.attribution_release_deltas` (the release's code on its
+exact `*_release` items). Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pandas as pd
+from markupsafe import Markup
+
+from promptgen.core.errors import ProbeError
+
+from . import attribution as attr
+from . import attribution_release as attr_release
+from . import attribution_release_deltas as attr_release_deltas
+from . import plots as fig
+from .headlines import RUN_LABEL, Run, with_run_label
+from .probe_analysis import AnalysisOptions, AnalysisStep, Figures, excluded_variant, has_rows
+
+#: the `probe` value of this probe's rows
+ROWS = "attribution"
+
+
+def designed_configs(by_config: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """The attribution configs of the design: every one but the `*_release` ones (their columns differ)."""
+    return {c: f for c, f in by_config.items() if not attr_release.is_release_config(c)}
+
+
+def attribution_analysis(by_config: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """Single-actor d, Δd, Δd_pair, Δd1/Δd2 with SMD, shares (`analysis.attribution`) of the designed configs."""
+    by_config = designed_configs(by_config)
+    single = by_config.get("single_actor")
+    if single is None:
+        raise ProbeError("attribution: the single-actor results are needed (every comparison is against them)")
+    tables = attr.attribution_tables(single, by_config.get("actor_actor"), by_config.get("actor_observer"))
+    return {f"attribution_{name}": table for name, table in tables.items()}
+
+
+def attribution_release_analysis(
+    by_config: dict[str, pd.DataFrame], options: AnalysisOptions
+) -> dict[str, pd.DataFrame]:
+    """The release's own metrics of the `*_release` configs, and the paper's Δd / SMD on them
+    (`analysis.attribution_release`, `analysis.attribution_release_deltas`)."""
+    release = {c: f for c, f in by_config.items() if attr_release.is_release_config(c)}
+    rows = attr_release.rows_by_config(release, rounding=options.release_rounding)
+    tables = {**attr_release.tables_of_rows(rows), **attr_release_deltas.paper_tables(rows)}
+    return {f"attribution_{name}": table for name, table in tables.items()}
+
+
+def steps(rows: Mapping[str, dict[str, pd.DataFrame]], options: AnalysisOptions) -> list[AnalysisStep]:
+    """The design's tables when a designed config was scored, the release's when a `*_release` one was."""
+    by_config = rows.get(ROWS, {})
+    out = []
+    if designed_configs(by_config):
+        out.append(AnalysisStep("attribution", by_config, lambda: attribution_analysis(by_config)))
+    if any(map(attr_release.is_release_config, by_config)):
+        out.append(
+            AnalysisStep("attribution_release", by_config, lambda: attribution_release_analysis(by_config, options))
+        )
+    return out
+
+
+def figures(tables: dict[str, pd.DataFrame], options: AnalysisOptions) -> Figures:
+    """d heatmaps per dimension, the per-domain heatmap, and the shares of each cause."""
+    out: Figures = []
+    if has_rows(tables, "attribution_single_actor"):
+        out += [(f"attribution_d_{n}", f) for n, f in fig.attribution_heatmaps(tables["attribution_single_actor"])]
+    if has_rows(tables, "attribution_single_actor_by_domain"):
+        domain = fig.attribution_domain_heatmap(tables["attribution_single_actor_by_domain"])
+        out += [(f"attribution_domain_{n}", f) for n, f in domain]
+    shares = [t for name, t in tables.items() if name.startswith("attribution_shares_") and not t.empty]
+    if shares:
+        out.append(("attribution_shares", fig.attribution_shares_bar(pd.concat(shares, ignore_index=True))))
+    return out
+
+
+def headline(tables: Mapping[str, pd.DataFrame], labels: Mapping[Run, str]) -> pd.DataFrame | None:
+    """Mean d per run, dimension and outcome over single-actor items (a weighted mean of the cells)."""
+    table = excluded_variant(tables.get("attribution_single_actor"))
+    if table is None:
+        return None
+    table = with_run_label(table, labels)
+    table = table[table["n"].fillna(0) > 0]
+    if table.empty:
+        return None
+    weighted = table.assign(sum_d=table["mean"] * table["n"])
+    cells = weighted.groupby([RUN_LABEL, "dimension", "outcome"], sort=True)[["sum_d", "n"]].sum()
+    cells["mean d"] = cells["sum_d"] / cells["n"]
+    wide = cells["mean d"].unstack("outcome")
+    wide.columns = [f"mean d ({outcome})" for outcome in wide.columns]
+    wide["items"] = cells["n"].groupby(level=[0, 1]).sum().astype(int)
+    return wide.reset_index()
+
+
+#: tables opened by default in the report: the paper's headline results
+HEADLINE_TABLES = (
+    "attribution_single_actor",
+    "attribution_actor_actor_delta",
+    "attribution_actor_observer",
+    "attribution_release_single_actor",
+)
+#: what each table is, shown above it
+DESCRIPTIONS = {
+    "attribution_single_actor": "Mean d = (p_effort + p_ability) - (p_difficulty + p_luck) per dimension x identity x "
+    "gender x outcome, one-sample t-test against 0 (t, df, p, 95% CI).",
+    "attribution_single_actor_by_domain": "Mean d per domain and outcome, one-sample t-test against 0.",
+    "attribution_actor_actor_delta": "Δd = d(single actor) - d(same actor beside another person), matched by identity, "
+    "scenario and outcome.",
+    "attribution_actor_actor_pair": "Δd_pair = d(X) - d(Y) within actor-actor scenarios.",
+    "attribution_actor_observer": "Δd1 (observer without identity) and Δd2 (with identity) against single-actor d: "
+    "standardised mean difference with pooled SD, two-sided equal-variance t-test.",
+    "attribution_release_single_actor": "Release metric opt1 + opt2 - opt3 - opt4 (effort + ability - difficulty - "
+    "luck, by the release's option keys) per outcome x identity (as the release labels it) x gender, one-sample "
+    "t-test against 0, on the single_actor_release items; every row counts.",
+    "attribution_release_single_actor_by_domain": "The same per domain.",
+    "attribution_release_single_actor_delta": "Δ = metric(success) - metric(failure), the k-th success row of an "
+    "identity and gender paired with its k-th failure row in the release's order; one-sample t-test of Δ.",
+    "attribution_release_actor_actor": "Per person renormalised probabilities, mean Δ = metric_X - metric_Y per "
+    "outcome configuration x gender pair on the X x Y identity grid (same-identity pairs left out); Wilcoxon "
+    "signed-rank test of metric_X vs metric_Y for cells of at least 5 rows.",
+    "attribution_release_actor_observer": "Mean metric per outcome x observer cause x gender x domain on the actor x "
+    "observer identity grid (gender/domain `all`: pooled); one-sample Wilcoxon (zsplit) for cells of at least 5 rows.",
+    "attribution_release_actor_actor_delta": "The paper's Δd on the release's items: d(single_actor_release, same "
+    "dimension, identity, gender, outcome, domain, scenario) - d(the person in an actor_actor_release row, per "
+    "person renormalised), one-sample t-test against 0.",
+    "attribution_release_actor_observer_smd": "The paper's Δd2 on the release's items: matched single_actor_release "
+    "d against actor_observer_release d (named observer), standardised mean difference with pooled SD and the "
+    "equal-variance t-test. Δd1 (anonymous observer) exists only for the designed actor_observer config.",
+}
+#: tables that follow the release's own analysis code (chahatraj/TalentorLuck at 57d6938), not the design
+RELEASE_CODE = {
+    "attribution_release_single_actor": "src/viz/sinact_barplot_aggregate.py",
+    "attribution_release_single_actor_by_domain": "src/viz/sinact_barplot.py",
+    "attribution_release_single_actor_delta": "src/viz/sinact_delta_aggregate.py",
+    "attribution_release_actor_actor": "src/viz/actact_heatmap.py",
+    "attribution_release_actor_observer": "src/viz/obseerver_influence.py, src/viz/actor_observer.py",
+}
+
+
+def table_note(name: str, options: AnalysisOptions) -> Markup | None:
+    """For a table that follows the release's code: which file, and how its probabilities are rounded."""
+    code = RELEASE_CODE.get(name)
+    if code is None:
+        return None
+    rounding = (
+        Markup("rounded to 2 decimals as the release's scorers wrote them")
+        if options.release_rounding
+        else Markup(
+            "at full precision (the release rounded them to 2 decimals; <code>--release-rounding</code> does too)"
+        )
+    )
+    return Markup(
+        "<strong>Follows the release's code</strong> (<code>{}</code> of chahatraj/TalentorLuck at 57d6938), not "
+        "the design: its metric on the release's exact items (<code>*_release</code> configs), probabilities {}."
+    ).format(code, rounding)

@@ -1,0 +1,113 @@
+"""The name-based Trust Game in the report: the ANOVA, post hoc tests, cell means, probing accuracy, figures.
+
+The probe's analysis module (`ProbeSpec.analysis`; the contract is `analysis.probe_analysis`).
+The metrics are `analysis.trust_game`. Its `race_probe` rows (the curation input) are not read
+here: the report gives their refusals only. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pandas as pd
+
+from . import plots as fig
+from . import trust_game as tg
+from .headlines import RUN_LABEL, Run, with_run_label
+from .probe_analysis import (
+    AnalysisOptions,
+    AnalysisStep,
+    Figures,
+    excluded_variant,
+    figure_variant,
+    has_rows,
+    number_score,
+    per_run,
+    variant_tables,
+)
+
+#: the `probe` values of this probe's rows: the games, and the probing questions that check the construct
+GAMES, PROBING = "trust_game", "probing"
+
+
+def trust_game_analysis(
+    games: dict[str, pd.DataFrame], probing: dict[str, pd.DataFrame], options: AnalysisOptions
+) -> dict[str, pd.DataFrame]:
+    """Type III ANOVA, post hoc gender t-tests with Cohen's d, cell means, probing accuracy."""
+    out: dict[str, pd.DataFrame] = {}
+    if games:
+        joined = pd.concat(list(games.values()), ignore_index=True)
+
+        def build(keep: bool) -> dict[str, pd.DataFrame]:
+            def prediction(g: pd.DataFrame) -> pd.DataFrame:
+                return tg.prediction_frame(g, score=number_score(g, options.score), keep_refused=keep)
+
+            frame = per_run(joined, prediction)
+            return {
+                "trust_game_anova": tg.anova(frame),
+                "trust_game_posthoc": tg.gender_posthoc(frame),
+                "trust_game_cell_means": tg.cell_means(frame),
+            }
+
+        out.update(variant_tables(build))
+    if probing:
+        joined = pd.concat(list(probing.values()), ignore_index=True)
+
+        def accuracy(g: pd.DataFrame) -> pd.DataFrame:
+            answer = "argmax_value" if number_score(g, options.score) != "parsed_value" else "parsed_value"
+            return tg.probing_accuracy(g, answer=answer)
+
+        out["trust_game_probing_accuracy"] = per_run(joined, accuracy)
+    return out
+
+
+def steps(rows: Mapping[str, dict[str, pd.DataFrame]], options: AnalysisOptions) -> list[AnalysisStep]:
+    """One step, from the games and the probing questions, whichever were scored."""
+    games, probing = rows.get(GAMES, {}), rows.get(PROBING, {})
+    if not games and not probing:
+        return []
+    return [AnalysisStep("trust_game", games, lambda: trust_game_analysis(games, probing, options))]
+
+
+def figures(tables: dict[str, pd.DataFrame], options: AnalysisOptions) -> Figures:
+    """Interaction plots of the cell means (trustee gender x race) per investor group."""
+    if not has_rows(tables, "trust_game_cell_means"):
+        return []
+    means, _ = figure_variant(tables["trust_game_cell_means"], None, "mean", keys=list(tg.UNIT_KEYS), mark="variant")
+    return [(f"trust_game_interaction_{n}", f) for n, f in fig.trust_interaction_plots(means)]
+
+
+#: ANOVA effect -> headline column prefix
+EFFECTS = {"trustee_gender": "gender", "trustee_race": "race", "trustee_gender:trustee_race": "gender × race"}
+
+
+def headline(tables: Mapping[str, pd.DataFrame], labels: Mapping[Run, str]) -> pd.DataFrame | None:
+    """F and p of gender, race and their interaction per run and investor group (and variant, pair source)."""
+    table = excluded_variant(tables.get("trust_game_anova"))
+    if table is None:
+        return None
+    table = with_run_label(table, labels)
+    table = table[table["effect"].isin(list(EFFECTS))]
+    if table.empty:
+        return None
+    keys = [c for c in (RUN_LABEL, "pair_source", "variant", "investor_group") if c in table.columns]
+    wide = table.pivot_table(index=keys, columns="effect", values=["F", "p_value"], aggfunc="first", sort=True)
+    columns = {}
+    for effect, name in EFFECTS.items():
+        for stat, label in (("F", "F"), ("p_value", "p")):
+            if (stat, effect) in wide.columns:
+                columns[f"{label} {name}"] = wide[(stat, effect)]
+    return pd.DataFrame(columns, index=wide.index).reset_index()
+
+
+#: tables opened by default in the report: the paper's headline results
+HEADLINE_TABLES = ("trust_game_anova", "trust_game_posthoc", "trust_game_probing_accuracy")
+#: what each table is, shown above it
+DESCRIPTIONS = {
+    "trust_game_anova": "Two-way ANOVA of the expected investment on trustee gender x race per investor group "
+    "(statsmodels OLS + anova_lm, type III sums of squares, sum-to-zero contrasts). The paper keeps every game: "
+    "its numbers are the rows with refused_items = included; `excluded` leaves refused games out.",
+    "trust_game_posthoc": "Female vs male trustees per race: two-sample t-test (equal variances) and Cohen's d. "
+    "The paper's rows: refused_items = included (it keeps every game).",
+    "trust_game_probing_accuracy": "Share of probing questions answered correctly (construct validity).",
+}

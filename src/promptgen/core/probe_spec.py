@@ -1,0 +1,58 @@
+"""What the project knows of one probe, in one record: how its dataset is built and how its results are read.
+
+A probe is a `ProbeSpec`. The built-in probes each declare theirs in their own package
+(`promptgen/<package>/spec.py`, a module-level `SPEC`), found there by `promptgen.probe_registry`;
+a third-party probe registers its spec from a module named in `PROBES_PLUGINS`. Nothing else in
+the project names a probe: the build, the analysis, its report and the sweep loop over the
+registry. Functions and modules are named as strings ("module:function", "module") and imported
+on first use, so listing the probes in `--help` imports neither pandas nor `datasets`, and a spec
+in `promptgen` can name its analysis module without importing upwards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .build_options import PROBE_BUILD_OPTIONS
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    """One probe: its dataset's recipe and builder, the rows it writes, and its analysis."""
+
+    #: the dataset's name: its recipe's `name` (builders/*.yaml) and its folder under `probes build --out`
+    name: str
+    #: the recipe's `builder:` value that this probe's drafter answers
+    builder: str
+    #: "module:function" (recipe, resolved sources, BuildOptions) -> DatasetDraft
+    draft: str
+    #: the module of its analysis (`analysis.<probe>`): `steps(rows, options)`, `figures(tables, options)`,
+    #: `headline(tables, run labels)`, `DESCRIPTIONS`, `HEADLINE_TABLES`, optional `SECTION_NOTES`
+    #: and `table_note(name, options)` (docs/ARCHITECTURE.md, "Extending")
+    analysis: str
+    #: the report section its tables go to
+    section: str
+    #: its analysis tables' names start with this
+    table_prefix: str
+    #: the `probe` values of the rows its analysis reads (rows with other values are reported as refusals only)
+    row_probes: tuple[str, ...]
+    #: other names `--probe` accepts (a recipe's short name)
+    aliases: tuple[str, ...] = ()
+    #: which of `PROBE_BUILD_OPTIONS` its drafter takes; another one given is refused before any work
+    build_options: tuple[str, ...] = ()
+    #: "module:function" (recipe, resolved sources) -> report dict, for `probes lint`; None: no lint
+    lint: str | None = None
+    #: where it comes in a sweep and in the report (lower first; equal ranks keep registration order)
+    rank: int = 100
+    #: the source folder its recipe reads that is not redistributed; when `--sources` lacks it, a sweep
+    #: builds from the folder "module:function" `synthetic_sources(folder)` writes, and says its results
+    #: test the pipeline only
+    private_source: str | None = None
+    synthetic_sources: str | None = None
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.build_options) - set(PROBE_BUILD_OPTIONS))
+        if unknown:
+            raise ValueError(
+                f"probe {self.name!r}: unknown build options {unknown} (known: {list(PROBE_BUILD_OPTIONS)})"
+            )

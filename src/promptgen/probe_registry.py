@@ -1,0 +1,85 @@
+"""The probes by name: the one registry that the build, the analysis, the report and the sweep loop over.
+
+Each built-in probe is a package of `promptgen` with a `spec.py` that holds its `SPEC`
+(`promptgen.core.probe_spec.ProbeSpec`); they are found here by looking, so a new in-tree probe
+adds its package and names no other module. A third-party probe calls `register_probe` from a
+module named in `PROBES_PLUGINS`, loaded when this registry is first imported (as the backends'
+registry loads it). The order of `probes()` (by rank) is the order a sweep runs the probes and
+the report shows them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from .core.errors import ProbeError, RecipeError
+from .core.plugins import load_plugins
+from .core.probe_spec import ProbeSpec
+
+_REGISTERED: dict[str, ProbeSpec] = {}
+
+
+def register_probe(spec: ProbeSpec) -> ProbeSpec:
+    """Add a probe; a name, alias or builder registered twice must be the same spec."""
+    taken = {alias: name for name, known in _REGISTERED.items() for alias in (name, *known.aliases)}
+    for alias in (spec.name, *spec.aliases):
+        if alias in taken and _REGISTERED[taken[alias]] != spec:
+            raise ValueError(f"probe name {alias!r} is registered already, by {taken[alias]!r}")
+    builders = {known.builder: name for name, known in _REGISTERED.items()}
+    if spec.builder in builders and _REGISTERED[builders[spec.builder]] != spec:
+        raise ValueError(f"builder {spec.builder!r} is registered already, by probe {builders[spec.builder]!r}")
+    _REGISTERED[spec.name] = spec
+    return spec
+
+
+def unregister_probe(name: str) -> None:
+    """Remove a probe (a test's plugin, once the test is over)."""
+    _REGISTERED.pop(name, None)
+
+
+def probes() -> dict[str, ProbeSpec]:
+    """name -> spec, in sweep and report order (rank, then registration)."""
+    return dict(sorted(_REGISTERED.items(), key=lambda item: item[1].rank))
+
+
+def probe_names(given: Sequence[str]) -> list[str]:
+    """`--probe` values (names or aliases) as dataset names, in registry order; all when none is given."""
+    known = probes()
+    if not given:
+        return list(known)
+    aliases = {alias: name for name, spec in known.items() for alias in spec.aliases}
+    names = [aliases.get(p, p) for p in given]
+    unknown = [p for p, n in zip(given, names, strict=True) if n not in known]
+    if unknown:
+        listed = ", ".join(sorted({*known, *aliases}))
+        raise ProbeError(f"--probe {unknown[0]!r} is not a probe (known: {listed})")
+    return [p for p in known if p in names]
+
+
+def probe_choices() -> str:
+    """The `--probe` values for `--help`: each name, with its aliases in brackets."""
+    return ", ".join(f"{n} ({', '.join(s.aliases)})" if s.aliases else n for n, s in probes().items())
+
+
+def spec_of_builder(builder: str, recipe: Path | str | None = None) -> ProbeSpec:
+    """The probe whose drafter answers a recipe's `builder:` value."""
+    for spec in probes().values():
+        if spec.builder == builder:
+            return spec
+    known = sorted(spec.builder for spec in probes().values())
+    raise RecipeError(f"{recipe}: unknown builder {builder!r}; known: {known}")
+
+
+def _discover() -> None:
+    """Register the `SPEC` of every package of `promptgen` that has a `spec.py` (the built-in probes)."""
+    here = Path(__file__).parent
+    for info in sorted(pkgutil.iter_modules([str(here)]), key=lambda i: i.name):
+        if info.ispkg and (here / info.name / "spec.py").is_file():
+            register_probe(importlib.import_module(f"{__package__}.{info.name}.spec").SPEC)
+
+
+_discover()
+load_plugins()  # PROBES_PLUGINS: third-party modules that register their own probes (or backends)

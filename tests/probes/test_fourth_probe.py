@@ -1,0 +1,86 @@
+"""A fourth probe registered from the tests alone: built, run with a third backend and analysed through the CLI.
+
+Nothing in src/ names it. Its files are exactly those docs/ARCHITECTURE.md ("Extending") lists:
+`FILES` below. The backend is the tests' third one (tests/fake_backend.py), also a plugin. The
+report's table is recomputed here from the rows the run wrote and the prompts the build wrote.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+TESTS = Path(__file__).resolve().parents[1]
+REPO = TESTS.parent
+ASSETS = TESTS / "fake_probe_files"
+#: every file of the fourth probe
+FILES = (
+    "tests/fake_probe.py",
+    "tests/fake_probe_files/builders/fake_probe.yaml",
+    "tests/fake_probe_files/cards/fake_probe.md.j2",
+    "tests/fake_probe_files/sources/fake-statements/statements.csv",
+)
+
+
+def _probes(args: list[str | Path]) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "PROBES_PLUGINS": "fake_probe,fake_backend",
+        "PROBES_BUILDERS": str(ASSETS / "builders"),
+        "PROBES_CARDS": str(ASSETS / "cards"),
+        "PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path]),
+        "NO_COLOR": "1",
+        "COLUMNS": "200",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "probes.cli", *map(str, args)], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+def test_the_fourth_probe_s_files_are_all_it_has() -> None:
+    assert sorted(p.relative_to(REPO).as_posix() for p in ASSETS.rglob("*") if p.is_file()) == sorted(FILES[1:])
+    named = subprocess.run(["git", "grep", "-l", "-e", "fake-probe", "-e", "fake_probe", "--", "src"], cwd=REPO)
+    assert named.returncode == 1  # no file under src/ names it
+    extending = (REPO / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8").split("## Extending", 1)[1]
+    assert all(f"`{f}`" in extending for f in FILES)
+
+
+@pytest.mark.slow  # three CLI processes that import the whole stack
+def test_a_fourth_probe_is_built_run_and_analysed_by_registering_it(smollm2: Path, tmp_path: Path) -> None:
+    _probes(["build", "fake-probe", "--sources", ASSETS / "sources", "--out", tmp_path / "datasets", "-q"])
+    dataset = tmp_path / "datasets" / "fake-probe"
+    assert "# Fake probe: agreement with statements about two groups" in (dataset / "README.md").read_text()
+    run = ["run", dataset, "-c", "items", "-m", smollm2, "--model-name", "smol", "--backend", "fake-third"]
+    _probes([*run, "--out", tmp_path / "results", "-q"])
+    _probes(["analyze", "--prompts", dataset, "--results", tmp_path / "results", "--out", tmp_path / "report"])
+
+    # the report's table, recomputed from the written prompts and result rows
+    prompts = pq.read_table(sorted((dataset / "data" / "items").glob("*.parquet"))).to_pandas()
+    results = pq.read_table(sorted((tmp_path / "results").rglob("part-*.parquet"))).to_pandas()
+    assert len(results) == len(prompts) == 6 and set(results["backend"]) == {"fake-third"}
+    joined = results[["id", "choice_probs"]].merge(prompts[["id", "group", "choice_types"]], on="id")
+    joined["p_agree"] = [
+        p[list(t).index("agree")] for p, t in zip(joined.choice_probs, joined.choice_types, strict=True)
+    ]
+    expected = joined.groupby("group")["p_agree"].mean()
+    table = pd.read_csv(tmp_path / "report" / "tables" / "fake_probe_scores.csv").set_index("group")
+    assert table["p_agree"].to_dict() == pytest.approx(expected.to_dict(), abs=1e-12)
+    assert table["n"].to_dict() == {"north": 3, "south": 3}
+    assert 0 < expected.min() < 1
+
+    # its report section: the headline first, then its figure and table
+    html = (tmp_path / "report" / "report.html").read_text(encoding="utf-8")
+    section = next(s for s in re.split(r"<h2[^>]*>", html) if s.startswith("Fake probe"))
+    assert (
+        section.index("mean p(agree)") < section.index("fake_probe_agreement.png") < section.index("fake_probe_scores")
+    )
+    assert (tmp_path / "report" / "figures" / "fake_probe_agreement.png").is_file()
