@@ -141,3 +141,13 @@ def test_function_level_imports_of_the_project_stay_few():
     assert function_level_own_imports(snippet) == 2  # the counter counts what it should, and only that
     counts = {p: function_level_own_imports(p.read_text(encoding="utf-8")) for p in (REPO / "src").rglob("*.py")}
     assert sum(counts.values()) <= MAX_FUNCTION_IMPORTS, sorted(counts.items(), key=lambda kv: -kv[1])[:10]
+
+
+def test_no_module_of_the_project_is_over_500_lines():
+    """A module over 500 lines holds more than one job (issue #49): split it by what each part does."""
+    long = {
+        p.relative_to(REPO).as_posix(): n
+        for p in (REPO / "src").rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > 500
+    }
+    assert long == {}

@@ -26,6 +26,9 @@ single-actor items, so with the published recipes every paired item has exactly 
 single-actor match (one per rotation before collapsing). For target Y the actor is the second
 person (`identity_2`, `gender_2`, `name_2`, `outcome_2`). `d_single` is the mean d over the
 matches; an item without a match gets NaN and a note.
+
+The actor-observer comparison (Δd1, Δd2) is `analysis.attribution_observer`, built on the
+helpers here; `analysis.talent_or_luck.attribution_tables` computes every table.
 """
 
 from __future__ import annotations
@@ -57,8 +60,6 @@ DELTA_GROUPS = ("outcome_config", "dimension", "identity", "gender", "outcome")
 PAIR_GROUPS = ("outcome_config", "gender_pair", "dimension", "identity", "identity_2")
 #: columns shared by the X and Y items of one actor-actor scenario instance (persons as stated)
 PAIR_INSTANCE = ("template_id", "dimension", "identity", "gender", "name", "identity_2", "gender_2", "name_2")
-OBSERVER_GROUPS = ("dimension", "identity", "gender", "outcome", "observer_cause")
-OBSERVER_COMPARISONS = (("delta_d1", "context"), ("delta_d2", "context+identity"))
 SHARE_GROUPS = ("setting", "outcome")
 
 ONE_SAMPLE_COLUMNS = ("n_items", "n_refused", "n", "mean", "sd", "t", "df", "p", "ci_low", "ci_high", "note")
@@ -399,77 +400,7 @@ def actor_actor_pair_table(pair_items: pd.DataFrame, by: Sequence[str] = PAIR_GR
     return _one_sample_table(frames, by, "delta_d_pair")
 
 
-# ----------------------------------------------------------------------------- actor-observer
-
-
-def actor_observer_table(
-    single_items: pd.DataFrame,
-    observer_items: pd.DataFrame,
-    by: Sequence[str] = OBSERVER_GROUPS,
-    match_on: Sequence[str] = MATCH_COLUMNS,
-) -> pd.DataFrame:
-    """Δd1 = mean d_single - mean d_context and Δd2 = mean d_single - mean d_context+identity per group.
-
-    Long format: one row per group, comparison (`delta_d1`, `delta_d2`) and refusal variant, with
-    the standardised mean difference (μ_single - μ_condition) / s_p (pooled SD) and the two-sided
-    equal-variance t-test. The single-actor sample of a group is the single-actor items matched
-    (by `match_on`) to any of the group's observer items; pass a shorter `match_on`, e.g.
-    `("dimension", "identity", "gender", "outcome")`, to compare against all single-actor items of
-    the actor's identity instead of the same actors and scenarios. Group columns must be filled
-    in both conditions (so not the observer's `identity_2`, which context items lack).
-    """
-    _check_setting(single_items, "single_actor")
-    _check_setting(observer_items, "actor_observer")
-    _require(observer_items, ["condition", *match_on], "the actor-observer comparison")
-    _require(single_items, match_on, "the actor-observer comparison")
-    if "condition" in by:
-        raise ProbeError("actor-observer groups must not include `condition`: each group compares both conditions")
-    singles, observers = _variants(single_items), _variants(observer_items)
-    keys = [*RUN_COLUMNS, *by]
-    _check_keys(observers["included"], keys)
-    pools = {v: _single_pools(singles[v], observers[v], keys, [*RUN_COLUMNS, *match_on]) for v in VARIANTS}
-    needed = ["condition", "d", "refused"]
-    base = _groups(observers["included"], keys, needed)
-    rows = []
-    for variant in VARIANTS:
-        groups = base if variant == "included" else _groups(observers[variant], keys, needed)
-        for key in sorted(base):
-            full, group, pool = base[key], groups.get(key), pools[variant].get(key)
-            full_pool = pools["included"].get(key)
-            for comparison, condition in OBSERVER_COMPARISONS:
-                in_full = full["condition"] == condition
-                cond = group["d"][group["condition"] == condition] if group is not None else np.array([])
-                n_refused = int(full["refused"][in_full].sum()) + (
-                    0 if full_pool is None else int(full_pool["refused"].sum())
-                )
-                if not in_full.any():
-                    why = "no items in this condition"
-                elif len(cond) == 0:
-                    why = "all condition items refused"
-                elif pool is None:
-                    why = "no matched single-actor items"
-                else:
-                    why = ""
-                rows.append(
-                    {
-                        **dict(zip(keys, key, strict=True)),
-                        REFUSED_ITEMS: variant,
-                        "comparison": comparison,
-                        "condition": condition,
-                        "n_refused": n_refused,
-                        **two_sample_row(pool["d"] if pool is not None else np.array([]), cond, why),
-                    }
-                )
-    return pd.DataFrame(rows, columns=[*RUN_COLUMNS, REFUSED_ITEMS, *by, *TWO_SAMPLE_COLUMNS])
-
-
-def _single_pools(
-    single: pd.DataFrame, observer: pd.DataFrame, keys: list[str], match: list[str]
-) -> dict[tuple, Group]:
-    """Per observer group: the distinct single-actor items matched to any of its observer items."""
-    wanted = observer[list(dict.fromkeys([*keys, *match]))].drop_duplicates()
-    pool = wanted.merge(single[[*match, "base_id", "d", "refused"]], on=match, how="inner")
-    return _groups(pool.drop_duplicates([*keys, "base_id"]), keys, ["d", "refused"])
+# ----------------------------------------------------------------------------- two samples
 
 
 def two_sample_row(single: np.ndarray, condition: np.ndarray, why: str) -> dict[str, Any]:
@@ -515,28 +446,3 @@ def attribution_shares(items: pd.DataFrame, by: Sequence[str] = SHARE_GROUPS) ->
         ]
 
     return _table(_variants(items), by, row, SHARE_COLUMNS, ["top_cause", "refused"])
-
-
-# ----------------------------------------------------------------------------- everything
-
-
-def attribution_tables(
-    single: pd.DataFrame, pairs: pd.DataFrame | None = None, observer: pd.DataFrame | None = None
-) -> dict[str, pd.DataFrame]:
-    """Every attribution table from the joined configs (`analysis.load.join` output); missing configs are skipped."""
-    s = compute_items(single)
-    out = {
-        "single_actor": single_actor_table(s),
-        "single_actor_by_domain": single_actor_table(s, DOMAIN_GROUPS),
-        "shares_single_actor": attribution_shares(s),
-    }
-    if pairs is not None:
-        p = compute_items(pairs)
-        out["actor_actor_delta"] = actor_actor_delta_table(s, p)
-        out["actor_actor_pair"] = actor_actor_pair_table(p)
-        out["shares_actor_actor"] = attribution_shares(p)
-    if observer is not None:
-        o = compute_items(observer)
-        out["actor_observer"] = actor_observer_table(s, o)
-        out["shares_actor_observer"] = attribution_shares(o, ("setting", "condition", "outcome"))
-    return out

@@ -1,7 +1,8 @@
 """Talent or Luck? in the report: the designed configs' tables, the release's own metrics, figures, headline.
 
 The probe's analysis module (`ProbeSpec.analysis`; the contract is `analysis.probe_analysis`).
-The metrics themselves are `analysis.attribution` (the design's d, Δd, SMD, shares),
+The metrics themselves are `analysis.attribution` and `analysis.attribution_observer` (the
+design's d, Δd, SMD, shares; every table of the designed configs: `attribution_tables`),
 `analysis.attribution_release` and `analysis.attribution_release_deltas` (the release's code on its
 exact `*_release` items). Pure.
 """
@@ -15,10 +16,18 @@ from markupsafe import Markup
 
 from promptgen.core.errors import ProbeError
 
-from . import attribution as attr
 from . import attribution_release as attr_release
 from . import attribution_release_deltas as attr_release_deltas
 from . import plots as fig
+from .attribution import (
+    DOMAIN_GROUPS,
+    actor_actor_delta_table,
+    actor_actor_pair_table,
+    attribution_shares,
+    compute_items,
+    single_actor_table,
+)
+from .attribution_observer import actor_observer_table
 from .headlines import RUN_LABEL, Run, with_run_label
 from .probe_analysis import AnalysisOptions, AnalysisStep, Figures, excluded_variant, has_rows
 
@@ -31,13 +40,35 @@ def designed_configs(by_config: dict[str, pd.DataFrame]) -> dict[str, pd.DataFra
     return {c: f for c, f in by_config.items() if not attr_release.is_release_config(c)}
 
 
+def attribution_tables(
+    single: pd.DataFrame, pairs: pd.DataFrame | None = None, observer: pd.DataFrame | None = None
+) -> dict[str, pd.DataFrame]:
+    """Every attribution table from the joined configs (`analysis.load.join` output); missing configs are skipped."""
+    s = compute_items(single)
+    out = {
+        "single_actor": single_actor_table(s),
+        "single_actor_by_domain": single_actor_table(s, DOMAIN_GROUPS),
+        "shares_single_actor": attribution_shares(s),
+    }
+    if pairs is not None:
+        p = compute_items(pairs)
+        out["actor_actor_delta"] = actor_actor_delta_table(s, p)
+        out["actor_actor_pair"] = actor_actor_pair_table(p)
+        out["shares_actor_actor"] = attribution_shares(p)
+    if observer is not None:
+        o = compute_items(observer)
+        out["actor_observer"] = actor_observer_table(s, o)
+        out["shares_actor_observer"] = attribution_shares(o, ("setting", "condition", "outcome"))
+    return out
+
+
 def attribution_analysis(by_config: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     """Single-actor d, Δd, Δd_pair, Δd1/Δd2 with SMD, shares (`analysis.attribution`) of the designed configs."""
     by_config = designed_configs(by_config)
     single = by_config.get("single_actor")
     if single is None:
         raise ProbeError("attribution: the single-actor results are needed (every comparison is against them)")
-    tables = attr.attribution_tables(single, by_config.get("actor_actor"), by_config.get("actor_observer"))
+    tables = attribution_tables(single, by_config.get("actor_actor"), by_config.get("actor_observer"))
     return {f"attribution_{name}": table for name, table in tables.items()}
 
 

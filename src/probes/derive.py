@@ -68,8 +68,8 @@ from promptgen.core.build_options import BuildOptions
 from promptgen.core.errors import ProbeError
 from promptgen.core.layout import BUILD_MANIFEST
 from promptgen.core.outputs import output_path
+from promptgen.empathy.events import REWRITE_CONFIG, rewrite_item_id
 from promptgen.empathy.model_rewrites import ModelRewrites
-from promptgen.empathy.prompts import REWRITE_CONFIG, rewrite_item_id
 from promptgen.empathy.third_person import RULE_METHOD, parse_rewrite
 from promptgen.hub.folder import check_dataset_target, read_built_from
 from promptgen.hub.read import config_files, config_folder, read_parquet_files

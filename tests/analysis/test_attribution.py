@@ -20,7 +20,9 @@ import pytest
 from scipy import stats as sps
 
 from analysis import attribution as at
+from analysis.attribution_observer import actor_observer_table
 from analysis.load import join, load_prompts, load_results, load_results_manifest
+from analysis.talent_or_luck import attribution_tables
 from promptgen.core.errors import ProbeError
 from runners import results as res
 
@@ -413,7 +415,7 @@ def test_actor_actor_pair_difference_is_x_minus_y_per_instance() -> None:
 def test_actor_observer_smd_and_t_against_scipy() -> None:
     rng = np.random.default_rng(8)
     single, observer = single_frame(rng), observer_frame(rng)
-    table = at.actor_observer_table(at.compute_items(single), at.compute_items(observer))
+    table = actor_observer_table(at.compute_items(single), at.compute_items(observer))
     assert set(table["comparison"]) == {"delta_d1", "delta_d2"}
     checked = 0
     for variant in ("included", "excluded"):
@@ -456,7 +458,7 @@ def test_actor_observer_with_a_missing_condition_says_so() -> None:
     rng = np.random.default_rng(9)
     observer = observer_frame(rng)
     only_context = observer[observer["condition"] == "context"]
-    table = at.actor_observer_table(at.compute_items(single_frame(rng)), at.compute_items(only_context))
+    table = actor_observer_table(at.compute_items(single_frame(rng)), at.compute_items(only_context))
     d2 = rows_of(table, comparison="delta_d2")
     assert d2["t"].isna().all() and d2["note"].str.contains("no items in this condition").all()
 
@@ -488,7 +490,7 @@ def test_attribution_shares_count_the_most_probable_cause_per_model() -> None:
 
 def test_attribution_tables_runs_every_table() -> None:
     rng = np.random.default_rng(11)
-    tables = at.attribution_tables(single_frame(rng), pair_frame(rng), observer_frame(rng))
+    tables = attribution_tables(single_frame(rng), pair_frame(rng), observer_frame(rng))
     assert set(tables) >= {"single_actor", "actor_actor_delta", "actor_actor_pair", "actor_observer"}
     for name, table in tables.items():
         assert not table.empty, name

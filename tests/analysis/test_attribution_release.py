@@ -20,6 +20,7 @@ from analysis import attribution_release as rel
 from analysis import attribution_release_deltas as deltas
 from analysis.pipeline import AnalysisOptions, Collected, compute
 from analysis.report import render_html
+from analysis.talent_or_luck import attribution_tables
 from promptgen.core.errors import ProbeError
 from release_configs_fixture import (
     actor_actor_rows,
@@ -291,7 +292,7 @@ def test_the_pipeline_routes_release_configs_to_the_release_tables_only(
     both = Collected(joined={"attribution": {"single_actor": own, **release}})
     tables, problems = compute(both, AnalysisOptions())
     assert problems == []
-    for name, table in designed.attribution_tables(own).items():  # the designed tables as without release configs
+    for name, table in attribution_tables(own).items():  # the designed tables as without release configs
         pd.testing.assert_frame_equal(tables[f"attribution_{name}"], table)
     expected = {**rel.release_tables(release), **deltas.paper_tables(rel.rows_by_config(release))}
     assert {"release_actor_actor_delta", "release_actor_observer_smd"} <= set(expected)

@@ -173,7 +173,7 @@ def test_read_only_out_for_build_is_one_line(fixture_release, unwritable):
 
 
 def test_read_only_out_for_analyze_is_one_line(empathy_dataset, unwritable, tmp_path):
-    from promptgen.empathy.prompts import REWRITE_CONFIG
+    from promptgen.empathy.events import REWRITE_CONFIG
 
     results = tmp_path / "results"
     _rewrite_results(empathy_dataset, results)
@@ -219,7 +219,7 @@ def empathy_dataset(tmp_path_factory) -> Path:
 
 def _rewrite_results(dataset: Path, results: Path) -> None:
     """rewrite_t2 generations as `probes run --scoring generate` writes them (a few hundred rows)."""
-    from promptgen.empathy.prompts import REWRITE_CONFIG
+    from promptgen.empathy.events import REWRITE_CONFIG
     from release_fixture import load_config
 
     ids = load_config(dataset, REWRITE_CONFIG).to_pandas()["id"].tolist()
@@ -290,7 +290,7 @@ def test_corrupt_result_part_in_curate_pairs_is_one_line(built_trust_game, share
 
 
 def test_corrupt_result_part_in_analyze_is_one_line(empathy_dataset, tmp_path):
-    from promptgen.empathy.prompts import REWRITE_CONFIG  # any config with result rows will do
+    from promptgen.empathy.events import REWRITE_CONFIG  # any config with result rows will do
 
     results = tmp_path / "results"
     _rewrite_results(empathy_dataset, results)

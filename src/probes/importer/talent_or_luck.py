@@ -93,7 +93,7 @@ COPIED: dict[str, tuple[tuple[str, str], ...]] = {
 #: per config: the columns holding the presented option order (`shuffled_options`, or per person)
 ORDER_COLUMNS = {SINGLE: ("shuffled_options",), PAIR: ("shuffled_X_options", "shuffled_Y_options")}
 ORDER_COLUMNS[OBSERVER] = ("shuffled_options",)
-#: a probability may stray this far outside [0, 1] (float rounding; `analysis.load.PROBABILITY_TOLERANCE`)
+#: a probability may stray this far outside [0, 1] (float rounding; `analysis.result_checks.PROBABILITY_TOLERANCE`)
 TOLERANCE = 1e-6
 #: written probabilities whose sum is this close to 1 are kept as written (full precision)
 SUM_EXACT = 1e-9

@@ -16,23 +16,18 @@ from ..recipe import Recipe
 from ..seeding import stratified_sample
 from ..sources import ResolvedSource
 from .corpus import EXPECTED_PER_EMOTION, EXPECTED_TOTAL, count_deviations, load_events
+from .events import EVENT_FEATURES, REWRITE_CONFIG, REWRITE_FEATURES, T2_SOURCES, event_rows, rewrite_rows
 from .model_rewrites import ModelRewrites
 from .prompts import (
     CATEGORIES,
-    EVENT_FEATURES,
     IDENTITY_FEATURES,
     PROMPT_FEATURES,
-    REWRITE_CONFIG,
-    REWRITE_FEATURES,
     SETTING_FEATURES,
     SETTINGS,
-    T2_SOURCES,
-    event_rows,
     expected_rows,
     identities,
     identity_rows,
     prompt_batches,
-    rewrite_rows,
     setting,
     setting_rows,
 )

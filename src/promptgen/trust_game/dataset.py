@@ -2,13 +2,12 @@
 
 The I/O edge of the Trust Game builder: it reads the two source files, runs the pure
 steps of `census`, `paper_pairs`, `race_probe` and `games`, and hands lazily generated configs
-to the writer.
+to the writer; `report` summarises what the steps measured.
 """
 
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,16 +22,12 @@ from ..recipe import Recipe
 from ..sources import ResolvedSource
 from .census import (
     LIST_FEATURES,
-    PCT_COLUMNS,
     RACES,
     SEED_FEATURES,
-    THRESHOLD_BASES,
-    bayesian_ranking,
     compute_lists,
     impute_suppressed,
     load_census,
     race_given_name,
-    threshold_ranking,
 )
 from .curation import (
     CURATED_PAIR_FEATURES,
@@ -41,13 +36,11 @@ from .curation import (
     as_paper_pairs,
     curated_games_config_name,
     curated_version,
-    model_size_from_name,
     pairs_config_name,
 )
 from .games import (
     GAME_FEATURES,
     PROBING_FEATURES,
-    TRUSTEE_GROUPS,
     Amounts,
     Game,
     build_games,
@@ -66,18 +59,17 @@ from .games import (
 from .paper_pairs import PAIR_FEATURES, PaperPair, pair_rows, parse_paper_pairs
 from .params import TrustGameParams, parse_params
 from .race_probe import RACE_PROBE_FEATURES, RACE_PROBE_VARIANTS, race_probe_count, race_probe_rows, render_race_probe
+from .report import (
+    census_report,
+    curated_report,
+    games_report,
+    pairs_report,
+    probing_report,
+    threshold_variants_report,
+)
 
 CENSUS_SOURCE = "census"
 PAIRS_SOURCE = "paper_pairs"
-#: Table 1 of the paper: the first surname of each race's bayesian list and its Census count.
-PAPER_TABLE1_FIRST: dict[str, tuple[str, int]] = {
-    "Asian": ("Nguyen", 437_645),
-    "Black": ("Williams", 1_625_252),
-    "Hispanic": ("Garcia", 1_166_120),
-    "Native American": ("Begay", 17_553),
-    "White": ("Miller", 1_161_437),
-}
-TOP_SHOWN = 5
 
 
 def frame_batches(frame: pd.DataFrame, columns: list[str], size: int = BATCH_ROWS) -> Iterator[Batch]:
@@ -105,114 +97,6 @@ def read_paper_pairs(source: ResolvedSource, params: TrustGameParams) -> list[Pa
     )
 
 
-def _top_entries(frame: pd.DataFrame, n: int) -> dict[str, list[dict[str, Any]]]:
-    return {
-        race: [
-            {
-                "rank": int(r.rank),
-                "surname": r.surname,
-                "count": int(r.count),
-                "posterior": round(float(r.posterior), 6),
-            }
-            for r in frame[frame["race"] == race].head(n).itertuples()
-        ]
-        for race in RACES
-    }
-
-
-def census_report(
-    census: pd.DataFrame,
-    shares: pd.DataFrame,
-    lists: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame],
-    params: TrustGameParams,
-) -> dict[str, Any]:
-    """What the build measured: pool sizes, top entries (vs. the paper's Table 1), seed-list make-up."""
-    bayesian, threshold, seed = lists
-    pct = census[list(PCT_COLUMNS)]
-    best = bayesian_ranking(shares, top=len(shares))["race"].value_counts()
-    over = threshold_ranking(
-        shares, threshold=params.census.threshold, top=len(shares), basis=params.census.threshold_basis
-    )["race"].value_counts()
-    pools = {
-        race: {"bayesian_candidates": int(best.get(race, 0)), "threshold_candidates": int(over.get(race, 0))}
-        for race in RACES
-    }
-    first = {}
-    for race, (surname, count) in PAPER_TABLE1_FIRST.items():
-        ours = bayesian[bayesian["race"] == race].iloc[0]
-        first[race] = {
-            "paper": {"surname": surname, "count": count},
-            "ours": {"surname": ours["surname"], "count": int(ours["count"])},
-            "match": ours["surname"] == surname and int(ours["count"]) == count,
-        }
-    makeup = {
-        race: {
-            "rows": int((seed["race"] == race).sum()),
-            "both": int(((seed["race"] == race) & (seed["methods"].map(len) == 2)).sum()),
-            "bayesian_only": int(((seed["race"] == race) & seed["methods"].map(lambda m: m == ["bayesian"])).sum()),
-            "threshold_only": int(((seed["race"] == race) & seed["methods"].map(lambda m: m == ["threshold"])).sum()),
-        }
-        for race in RACES
-    }
-    return {
-        "census_rows": len(census),
-        "surnames": len(shares),
-        "suppressed_shares_imputed": int(pct.isna().sum().sum()),
-        "rows_with_suppressed_shares": int(pct.isna().any(axis=1).sum()),
-        "pools": pools,
-        "table1_first": first,
-        "top_bayesian": _top_entries(bayesian, TOP_SHOWN),
-        "top_threshold": _top_entries(threshold, TOP_SHOWN),
-        "seed_list": makeup,
-    }
-
-
-def pairs_report(pairs: list[PaperPair], seed: pd.DataFrame) -> dict[str, Any]:
-    """Per model: how many of the paper's 170 (surname, gender) pairs use a surname of our seed list."""
-    rows = pd.DataFrame(list(pair_rows(pairs, seed)))
-    out: dict[str, Any] = {}
-    for model, group in rows.groupby("model", sort=False):
-        missing = group.loc[~group["in_seed_list"], ["race", "surname"]].drop_duplicates()
-        out[str(model)] = {
-            "pairs": len(group),
-            "in_seed_list": int(group["in_seed_list"].sum()),
-            "surnames_not_in_seed_list": [f"{r.surname} ({r.race})" for r in missing.itertuples()],
-        }
-    return out
-
-
-def threshold_variants_report(shares: pd.DataFrame, pairs: list[PaperPair], params: TrustGameParams) -> list[dict]:
-    """Which published surnames each reading of step 5 leaves out of the seed list.
-
-    docs/DESIGN.md section 5 reads the threshold as Pr(race | name) >= 0.9 over all surnames; the
-    paper's pairs suggest Census percentages and a threshold list counted after the
-    bayesian one. Reporting all four readings lets a reader see the evidence.
-    """
-    published = sorted({(p.race, p.surname) for p in pairs}, key=lambda rs: (RACES.index(rs[0]), rs[1]))
-    out = []
-    for basis in THRESHOLD_BASES:
-        for exclude in (False, True):
-            _, _, seed = compute_lists(
-                shares,
-                bayesian_top=params.census.bayesian_top,
-                threshold=params.census.threshold,
-                threshold_top=params.census.threshold_top,
-                threshold_basis=basis,
-                threshold_excludes_bayesian=exclude,
-            )
-            seeded = set(zip(seed["race"], seed["surname"], strict=True))
-            missing = [f"{surname} ({race})" for race, surname in published if (race, surname) not in seeded]
-            out.append(
-                {
-                    "threshold_basis": basis,
-                    "threshold_excludes_bayesian": exclude,
-                    "published_surnames": len(published),
-                    "missing": missing,
-                }
-            )
-    return out
-
-
 def model_games(pairs: list[PaperPair], params: TrustGameParams, *, file: str) -> dict[str, list[Game]]:
     """Per model named by `games` or `probing`: all its games, after checking its pairs."""
     out = {}
@@ -225,44 +109,6 @@ def model_games(pairs: list[PaperPair], params: TrustGameParams, *, file: str) -
         )
         out[model] = list(build_games(players, params.games.investors, model=model))
     return out
-
-
-def games_report(games: dict[str, list[Game]], params: TrustGameParams) -> dict[str, Any]:
-    """Per games config: sizes, and the cross-gender same-race games that share a surname."""
-    per_condition = games_per_condition(params.paper_pairs.pairs_per_gender)
-    out = {}
-    for model in params.games.models:
-        same = [g for g in games[model] if g.same_surname]
-        out[games_config_name(model)] = {
-            "pair_source": pair_source(model),
-            "games_per_condition": per_condition,
-            "games_per_investor_group": per_condition * len(TRUSTEE_GROUPS),
-            "games": len(games[model]),
-            "rows": len(games[model]) * len(params.games.variants),
-            "same_surname_games": len(same),
-            "same_surname_examples": [f"{g.investor.name} / {g.trustee.name}" for g in same[:3]],
-        }
-    return out
-
-
-def probing_report(sample: list[Game], params: TrustGameParams) -> dict[str, Any]:
-    """The sampled games, so a reader sees which names the probing questions use."""
-    return {
-        "games": len(sample),
-        "rows": probing_count(len(sample), len(params.probing.variants), params.games.amounts),
-        "sample": [
-            {
-                "pair_source": g.source,
-                "investor_group": g.investor.group.label,
-                "trustee_group": g.trustee.group.label,
-                "investor": g.investor.name,
-                "trustee": g.trustee.name,
-                "pair_index_investor": g.investor.index,
-                "pair_index_trustee": g.trustee.index,
-            }
-            for g in sample
-        ],
-    }
 
 
 def _examples(games: list[Game], sample: list[Game], params: TrustGameParams) -> dict[str, Any]:
@@ -283,10 +129,6 @@ def _examples(games: list[Game], sample: list[Game], params: TrustGameParams) ->
     }
 
 
-#: a model whose name states fewer parameters than this gets the card's "pipeline check" warning.
-SMALL_MODEL_PARAMETERS = 1e9
-
-
 def curated_games(curated: CuratedPairs, params: TrustGameParams) -> list[Game]:
     """The games of one curated source: the paper's design on whatever each group holds.
 
@@ -299,38 +141,6 @@ def curated_games(curated: CuratedPairs, params: TrustGameParams) -> list[Game]:
         as_paper_pairs(curated), source=source, file=source, per_group=curated.per_gender, exact=False
     )
     return list(games_between(players, params.games.investors, source=source, key=curated.slug))
-
-
-def curated_report(curated: CuratedPairs, games: list[Game], params: TrustGameParams) -> dict[str, Any]:
-    """What the card says about one curated source: provenance, selection, and the games' cells."""
-    cells = Counter((g.investor.group.label, g.trustee.group.label) for g in games)
-    full = games_per_condition(curated.per_gender)
-    conditions = [
-        {"investor_group": i.label, "trustee_group": t.label, "games": cells.get((i.label, t.label), 0)}
-        for i in params.games.investors
-        for t in TRUSTEE_GROUPS
-    ]
-    size = model_size_from_name(str(curated.record.get("model", "")))
-    groups = curated.record["selection"]["groups"]
-    return {
-        "slug": curated.slug,
-        "pairs_config": pairs_config_name(curated.slug),
-        "games_config": curated_games_config_name(curated.slug) if games else None,
-        "record": curated.record,
-        "pairs": len(curated.pairs),
-        "wanted": curated.per_gender * len(groups),
-        "shortfall": [g for g in groups if g["shortfall"] > 0],
-        "model_parameters_from_name": size,
-        "pipeline_check": size is not None and size < SMALL_MODEL_PARAMETERS,
-        "games": len(games),
-        "rows": len(games) * len(params.games.variants),
-        "games_per_full_condition": full,
-        "balanced": all(c["games"] == full for c in conditions),
-        "conditions": conditions,
-        "no_games_reason": None
-        if games
-        else "no game: an investor group or every trustee group it could meet has no curated pair",
-    }
 
 
 def check_curated_surnames(curated: tuple[CuratedPairs, ...], seed: pd.DataFrame) -> None:

@@ -71,7 +71,7 @@ def refused_by_mass(valid_mass: float, threshold: float, bound: float = 0.0) -> 
 
 
 def refused_mask(valid_mass: np.ndarray, threshold: np.ndarray, bound: np.ndarray) -> np.ndarray:
-    """`refused_by_mass` over arrays (`analysis.load` checks every stored row's `refused` by it at once)."""
+    """`refused_by_mass` over arrays (`analysis.result_checks` checks every stored row's `refused` by it at once)."""
     mass, bound = np.asarray(valid_mass, dtype=np.float64), np.asarray(bound, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         # nothing resolved (bound 2): the mass may be anything, so the row is not refused
