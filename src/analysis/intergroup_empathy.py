@@ -15,14 +15,14 @@ import pandas as pd
 from . import empathy as emp
 from . import empathy_paper as emp_paper
 from . import plots as fig
-from .headlines import RUN_LABEL, Run, with_run_label
+from .headlines import RUN_LABEL, Run
 from .probe_analysis import (
     AnalysisOptions,
     AnalysisStep,
     Figures,
-    excluded_variant,
     figure_variant,
     has_rows,
+    headline_rows,
     number_score,
     per_run,
     variant_tables,
@@ -91,10 +91,9 @@ def figures(tables: dict[str, pd.DataFrame], options: AnalysisOptions) -> Figure
 
 def headline(tables: Mapping[str, pd.DataFrame], labels: Mapping[Run, str]) -> pd.DataFrame | None:
     """δ, p and the null distribution's interval per run, category and setting."""
-    table = excluded_variant(tables.get("empathy_gap"))
+    table = headline_rows(tables, "empathy_gap", labels)
     if table is None:
         return None
-    table = with_run_label(table, labels)
     out = table[[RUN_LABEL, "category", "setting", "delta", "p_value", "null_low", "null_high"]].rename(
         columns={"delta": "δ", "p_value": "p", "null_low": "null 2.5%", "null_high": "null 97.5%"}
     )

@@ -18,7 +18,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,7 @@ from promptgen.core.errors import ProbeError
 
 from .columns import RUN_COLUMNS
 from .empathy import SCORES
+from .headlines import Run, with_run_label
 
 #: score used for number items: the expected value of the distribution when the run read one,
 #: else the number parsed from generated text
@@ -131,13 +132,15 @@ def has_rows(tables: dict[str, pd.DataFrame], name: str) -> bool:
     return table is not None and not table.empty
 
 
-def excluded_variant(table: pd.DataFrame | None) -> pd.DataFrame | None:
-    """The rows with refused items left out (the papers' numbers), None when there are none: what headlines show."""
+def headline_rows(tables: Mapping[str, pd.DataFrame], name: str, labels: Mapping[Run, str]) -> pd.DataFrame | None:
+    """The rows of table `name` a headline shows: refused items left out (the papers' numbers), each run as
+    its short label; None when there are none."""
+    table = tables.get(name)
     if table is None or table.empty:
         return None
     if "refused_items" in table.columns:
         table = table[table["refused_items"] == "excluded"].drop(columns="refused_items")
-    return table if not table.empty else None
+    return with_run_label(table, labels) if not table.empty else None
 
 
 Figures = list[tuple[str, Any]]

@@ -28,8 +28,8 @@ from .attribution import (
     single_actor_table,
 )
 from .attribution_observer import actor_observer_table
-from .headlines import RUN_LABEL, Run, with_run_label
-from .probe_analysis import AnalysisOptions, AnalysisStep, Figures, excluded_variant, has_rows
+from .headlines import RUN_LABEL, Run
+from .probe_analysis import AnalysisOptions, AnalysisStep, Figures, has_rows, headline_rows
 
 #: the `probe` value of this probe's rows
 ROWS = "attribution"
@@ -112,10 +112,9 @@ def figures(tables: dict[str, pd.DataFrame], options: AnalysisOptions) -> Figure
 
 def headline(tables: Mapping[str, pd.DataFrame], labels: Mapping[Run, str]) -> pd.DataFrame | None:
     """Mean d per run, dimension and outcome over single-actor items (a weighted mean of the cells)."""
-    table = excluded_variant(tables.get("attribution_single_actor"))
+    table = headline_rows(tables, "attribution_single_actor", labels)
     if table is None:
         return None
-    table = with_run_label(table, labels)
     table = table[table["n"].fillna(0) > 0]
     if table.empty:
         return None

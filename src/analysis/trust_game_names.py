@@ -13,14 +13,14 @@ import pandas as pd
 
 from . import plots as fig
 from . import trust_game as tg
-from .headlines import RUN_LABEL, Run, with_run_label
+from .headlines import RUN_LABEL, Run
 from .probe_analysis import (
     AnalysisOptions,
     AnalysisStep,
     Figures,
-    excluded_variant,
     figure_variant,
     has_rows,
+    headline_rows,
     number_score,
     per_run,
     variant_tables,
@@ -83,10 +83,9 @@ EFFECTS = {"trustee_gender": "gender", "trustee_race": "race", "trustee_gender:t
 
 def headline(tables: Mapping[str, pd.DataFrame], labels: Mapping[Run, str]) -> pd.DataFrame | None:
     """F and p of gender, race and their interaction per run and investor group (and variant, pair source)."""
-    table = excluded_variant(tables.get("trust_game_anova"))
+    table = headline_rows(tables, "trust_game_anova", labels)
     if table is None:
         return None
-    table = with_run_label(table, labels)
     table = table[table["effect"].isin(list(EFFECTS))]
     if table.empty:
         return None
