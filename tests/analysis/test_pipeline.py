@@ -147,6 +147,10 @@ def test_attribution_two_models_side_by_side(datasets, tmp_path) -> None:
     embedded = {base64.b64decode(uri) for uri in re.findall(r'src="data:image/png;base64,([^"]+)"', html)}
     assert embedded == {p.read_bytes() for p in pngs}  # the page shows the very figure files, drawn once
     assert not re.search(r'(src|href)="(?!data:)', html)  # self-contained: nothing fetched from elsewhere
+    # the provenance gives each run's item count (a run dict's "items", not its `.items` method)
+    rows = re.findall(r"<tr><td>single_actor</td><td>org/model-(?:a|b)</td>(?:<td>[^<]*</td>){4}<td>(\d+)</td>", html)
+    counts = sorted(str(len(load_results(folder, "single_actor"))) for folder in (a, b))
+    assert sorted(rows) == counts and "built-in method" not in html
 
 
 @pytest.mark.slow
