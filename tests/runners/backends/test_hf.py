@@ -232,7 +232,9 @@ def test_a_number_trie_runs_in_one_packed_pass_and_equals_brute_force(
     assert nodes[0] > 150  # both surface forms of 0..100, one token per trie node
     assert widths[-1] == (len(items), max(nodes))  # one pass, one row per item, all its nodes
     assert sum(w[1] for w in widths[:-1]) < sum(len(r.context) for _, _, r in items)  # contexts shared a prefix
-    for (paths, trie, request), result in zip(items, results, strict=True):
+    # against full passes: the item that reuses the first one's prefix, and the unrelated one (the first is the
+    # same computation as its sibling; its brute force was a third of this test's time)
+    for (paths, trie, request), result in list(zip(items, results, strict=True))[1:]:
         dist = number_distribution(trie, result)
         want = _bruteforce_number_raw(smollm2_model, request, paths)
         np.testing.assert_allclose(dist.raw, want, atol=1e-6, rtol=0)  # P(n) itself
