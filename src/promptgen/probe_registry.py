@@ -35,11 +35,6 @@ def register_probe(spec: ProbeSpec) -> ProbeSpec:
     return spec
 
 
-def unregister_probe(name: str) -> None:
-    """Remove a probe (a test's plugin, once the test is over)."""
-    _REGISTERED.pop(name, None)
-
-
 def probes() -> dict[str, ProbeSpec]:
     """name -> spec, in sweep and report order (rank, then registration)."""
     return dict(sorted(_REGISTERED.items(), key=lambda item: item[1].rank))
