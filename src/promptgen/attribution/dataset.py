@@ -130,12 +130,12 @@ def draft_talent_or_luck(recipe: Recipe, sources: dict[str, ResolvedSource], *, 
                 ConfigData(
                     config,
                     features,
-                    (lambda g=items, f=features: row_batches(g(as_released, identities), list(f))),
+                    (lambda g=items: g(as_released, identities)),
                     description,
                     expected_rows=release_rows[config],
                 )
             )
-            examples[config] = next(iter(items(as_released, identities)))
+            examples[config] = next(items(as_released, identities)).slice(0, 1).to_pylist()[0]
     name = recipe.name + ("-full" if params.sampling == "full" else "")
     return DatasetDraft(
         name=name,

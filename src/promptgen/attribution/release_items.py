@@ -27,7 +27,9 @@ commit 57d6938):
   in between (transformers, bitsandbytes) leave Python's global `random` state alone.
 
 The corrected label (the recipe's `corrections.labels`) is kept beside the released one.
-Pure functions of a `Release` read *without* text corrections; no I/O.
+Pure functions of a `Release` read *without* text corrections; no I/O. They yield the rows as
+Arrow tables (`hub.column_batches`), a group of rows (one template, one pair of identity groups)
+at a time: the 3.3 M rows as dicts were 58% of the default build.
 """
 
 from __future__ import annotations
@@ -38,13 +40,15 @@ from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from itertools import islice, permutations
-from typing import Any
+from typing import Any, NamedTuple
 
+import pyarrow as pa
 from datasets import Features, List, Value
 
 from ..core.contract import CHOICE_LABELS, item_features
+from ..hub.column_batches import ColumnBatches
 from .identities import Identity
-from .item_rows import choice_row, render_prompt
+from .item_rows import PROMPT_TEMPLATE
 from .release import (
     CAUSE_SUFFIX,
     CAUSES,
@@ -84,22 +88,6 @@ def option_keys(outcome: str, prefix: str = "opt") -> list[str]:
     return [f"{prefix}{i + 1}_{CAUSE_SUFFIX[(outcome, c)]}" for i, c in enumerate(CAUSES)]
 
 
-def pair_prompt(statement: str, name_x: str, name_y: str, choices: list[str]) -> str:
-    """`actoractor_mcq.py`'s joint prompt: X's options A-D, Y's E-H, no trailing newline."""
-    x = "\n".join(f"{label}. {text}" for label, text in zip(CHOICE_LABELS[:4], choices[:4], strict=True))
-    y = "\n".join(f"{label}. {text}" for label, text in zip(CHOICE_LABELS[4:], choices[4:], strict=True))
-    return (
-        f"{PAIR_INSTRUCTION}\n\n### Statement:\n{statement}\n\n"
-        f"Options for {name_x}:\n{x}\n\nOptions for {name_y}:\n{y}\n\n### Response:\nX: <A-D>\nY: <E-H>"
-    )
-
-
-def observer_prompt(statement: str, choices: list[str]) -> str:
-    """`actorobserver_mcq.py`'s prompt: its own instruction, a blank line before the response cue `< A-D >`."""
-    options = "\n".join(f"{label}. {text}" for label, text in zip(CHOICE_LABELS, choices, strict=False))
-    return f"{OBSERVER_INSTRUCTION}\n\n### Statement:\n{statement}\n\nOptions:\n{options}\n\n### Response:\n< A-D >"
-
-
 def capped_pairs(
     counter: Counter, key: Hashable, names_x: tuple[str, ...], names_y: tuple[str, ...]
 ) -> list[tuple[int, str, int, str]]:
@@ -133,32 +121,6 @@ def _names(group: NameGroup, gender: str) -> tuple[str, ...]:
     return group.names[gender][:NAME_LIMIT]
 
 
-def _release_row(
-    prompt: str,
-    options: list[tuple[str, str, str]],
-    *,
-    item_id: str,
-    setting: str,
-    template: Any,
-    set_id: str,
-    index: int,
-    fields: dict[str, Any],
-) -> dict[str, Any]:
-    """A release row: the item contract, where the row sits in the release's list, then its setting's `fields`."""
-    return {
-        **choice_row(item_id, prompt, _texts(options), [cause for *_, cause in options]),
-        "setting": setting,
-        "domain": template.domain,
-        "scenario": template.scenario,
-        "length": LENGTH,
-        "set_id": set_id,
-        "release_index": index,
-        "release_seed": scorer_seed() + index,
-        "option_keys": [key for key, _, _ in options],
-        **fields,
-    }
-
-
 def _entry_rng(k: int) -> random.Random:
     """The scorer's `random.seed(s + k)` before it shuffles the options of entry k of its list."""
     return random.Random(scorer_seed() + k)
@@ -176,14 +138,14 @@ class _EntryOrders:
     orders are the same in every list of a config (4 outcome configurations x 3 dimensions for
     actor-actor). Seeding a Mersenne Twister and shuffling were a fifth to a quarter of the
     generator's profile; this makes each k's orders once per build instead of once per list, stored
-    a byte per order (lists are walked from k = 0 up, so the cache grows in order).
+    a byte per order (an index into `_ORDERS`; lists are walked from k = 0 up, so the cache grows in order).
     """
 
     def __init__(self, shuffles: int) -> None:
         self.shuffles = shuffles
         self._codes = bytearray()
 
-    def __call__(self, k: int) -> list[tuple[int, ...]]:
+    def __call__(self, k: int) -> bytearray:
         start = k * self.shuffles
         while len(self._codes) <= start:
             rng = _entry_rng(len(self._codes) // self.shuffles)
@@ -191,109 +153,171 @@ class _EntryOrders:
                 order = list(range(len(CAUSES)))
                 rng.shuffle(order)
                 self._codes.append(_ORDER_INDEX[tuple(order)])
-        return [_ORDERS[c] for c in self._codes[start : start + self.shuffles]]
+        return self._codes[start : start + self.shuffles]
 
 
-def _texts(options: list[tuple[str, str, str]]) -> list[str]:
-    return [text for _, text, _ in options]
+class _Shuffled(NamedTuple):
+    """A template's four options in one order: where `rng.shuffle` leaves the (key, text) pairs."""
+
+    keys: list[str]
+    texts: list[str]
+    causes: list[str]
+    #: the options as the scorer lists them, `A. text` (or `E. text` ...) a line each
+    block: str
 
 
-def _shuffled(order: tuple[int, ...], keys: list[str], texts: tuple[str, ...]) -> list[tuple[str, str, str]]:
-    """(key, text, cause) of the four options in `order` (`_EntryOrders`): where `rng.shuffle` leaves the pairs."""
-    if not len(keys) == len(texts) == len(CAUSES):
-        raise ValueError(f"four options expected, got {len(keys)} keys and {len(texts)} texts")
-    return [(keys[i], texts[i], CAUSES[i]) for i in order]
+class _Options:
+    """A template's four options under each of the 24 orders (`_EntryOrders` codes), made once per order."""
+
+    def __init__(self, keys: list[str], texts: tuple[str, ...], labels: tuple[str, ...] = CHOICE_LABELS[:4]) -> None:
+        if not len(keys) == len(texts) == len(CAUSES):
+            raise ValueError(f"four options expected, got {len(keys)} keys and {len(texts)} texts")
+        self._keys, self._texts, self._labels = keys, texts, labels
+        self._made: dict[int, _Shuffled] = {}
+
+    def __call__(self, code: int) -> _Shuffled:
+        made = self._made.get(code)
+        if made is None:
+            order = _ORDERS[code]
+            texts = [self._texts[i] for i in order]
+            block = "\n".join(f"{label}. {text}" for label, text in zip(self._labels, texts, strict=True))
+            made = self._made[code] = _Shuffled(
+                [self._keys[i] for i in order], texts, [CAUSES[i] for i in order], block
+            )
+        return made
 
 
-def _pair_statement(statement: str, name_x: str, name_y: str, gx: NameGroup, gy: NameGroup) -> str:
-    """A two-person template with X's and Y's names and group labels put in verbatim, as the release did."""
-    return (
-        statement.replace("{X}", name_x)
-        .replace("{Y}", name_y)
-        .replace("{dimension_1}", gx.label)
-        .replace("{dimension_2}", gy.label)
+def _add(
+    batches: ColumnBatches,
+    start: int,
+    same: dict[str, Any],
+    each: dict[str, list],
+    shuffled: list[_Shuffled],
+    width: int,
+) -> None:
+    """Add a group of release rows, entries `start` ... of the release's list: `same` holds the columns they
+    share, `each` one value per row, `shuffled` each row's options (`width / 4` shuffles per row, in order)."""
+    n = len(each["id"])
+    seed = scorer_seed()
+    contract = {
+        "probe": "attribution", "task": "choice", "choice_labels": CHOICE_LABELS[:width],
+        "number_min": None, "number_max": None, "length": LENGTH,
+    }  # fmt: skip
+    batches.add(
+        n,
+        same={**contract, **same},
+        each={
+            "release_index": list(range(start, start + n)),
+            "release_seed": list(range(seed + start, seed + start + n)),
+            **each,
+        },
+        flat={
+            "choices": ([x for o in shuffled for x in o.texts], width),
+            "choice_types": ([x for o in shuffled for x in o.causes], width),
+            "option_keys": ([x for o in shuffled for x in o.keys], width),
+        },
     )
-
-
-def _group_pairs(groups: list[NameGroup]) -> Iterator[tuple[NameGroup, NameGroup]]:
-    """(X's group, Y's group) in the generator's order: X's group outer, one group paired with itself too."""
-    return ((gx, gy) for gx in groups for gy in groups)
-
-
-def _person(labels: _Labels, ident: tuple[str, str], name: str) -> dict[str, str]:
-    """The single actor's columns from its (dimension, released label) and name."""
-    return {"identity_release": ident[1], "identity": labels.corrected[ident], "name": name}
 
 
 # ----------------------------------------------------------------------------- single actor
 
 
-def single_actor_release_items(release: Release, identities: dict[str, list[Identity]]) -> Iterator[dict[str, Any]]:
+def single_actor_release_items(release: Release, identities: dict[str, list[Identity]]) -> Iterator[pa.Table]:
     """`singleactor_mcq.py`'s items: one list per (outcome, dimension), in that order."""
     labels = _Labels.of(identities)
     orders = _EntryOrders(1)
+    batches = ColumnBatches(SINGLE_RELEASE_FEATURES)
     for outcome in OUTCOMES:
         keys = option_keys(outcome)
+        options = [(t, _Options(keys, t.options)) for t in release.single if t.outcome == outcome]
         for dimension in DIMENSIONS:
             entries = (
-                (t, group, i, name)
+                (t, t_options, group)
                 for gender in SINGLE_GENDER_ORDER
-                for t in release.single
-                if t.outcome == outcome and t.gender == gender
+                for t, t_options in options
+                if t.gender == gender
                 for group in release.groups[dimension]
-                for i, name in enumerate(_names(group, gender))
             )
-            for k, (t, group, i, name) in enumerate(entries):
+            k = 0
+            for t, t_options, group in entries:
+                names = _names(group, t.gender)
                 ident = (dimension, group.label)
-                statement = t.statement.replace("{X}", name).replace("{dimension}", group.label)
-                options = _shuffled(orders(k)[0], keys, t.options)
-                item_id = (
-                    f"sa-release.{outcome}.{dimension}.{t.gender}.{t.domain}.{t.scenario:02d}.{labels.key[ident]}.n{i}"
-                )
-                set_id = f"{outcome}_{t.gender}_{t.domain}_{LENGTH}_set{t.scenario}"
-                fields = {
-                    "outcome": outcome,
-                    "gender": t.gender,
-                    "dimension": dimension,
-                    **_person(labels, ident, name),
+                prefix = f"sa-release.{outcome}.{dimension}.{t.gender}.{t.domain}.{t.scenario:02d}.{labels.key[ident]}"
+                shuffled = [t_options(orders(k + i)[0]) for i in range(len(names))]
+                statements = [t.statement.replace("{X}", name).replace("{dimension}", group.label) for name in names]
+                same = {
+                    "setting": "single_actor", "domain": t.domain, "scenario": t.scenario,
+                    "set_id": f"{outcome}_{t.gender}_{t.domain}_{LENGTH}_set{t.scenario}",
+                    "outcome": outcome, "gender": t.gender, "dimension": dimension,
+                    "identity_release": group.label, "identity": labels.corrected[ident],
+                }  # fmt: skip
+                each = {
+                    "id": [f"{prefix}.n{i}" for i in range(len(names))],
+                    "prompt": [
+                        PROMPT_TEMPLATE.format(statement=statement, options=o.block)
+                        for statement, o in zip(statements, shuffled, strict=True)
+                    ],
+                    "name": list(names),
                 }
-                prompt = render_prompt(statement, _texts(options))
-                yield _release_row(
-                    prompt, options, item_id=item_id, setting="single_actor", template=t, set_id=set_id,
-                    index=k, fields=fields,
-                )  # fmt: skip
+                _add(batches, k, same, each, shuffled, len(CAUSES))
+                k += len(names)
+                yield from batches.tables()
+    yield from batches.tables(final=True)
 
 
-# ----------------------------------------------------------------------------- actor-actor
+# ----------------------------------------------------------------------------- actor-actor and actor-observer
 
 
-def _two_person_entries(
+class _Group(NamedTuple):
+    """The name pairs one template gives one (X group, Y group) in a two-person list, and their shared columns."""
+
+    template: Any
+    pairs: list[tuple[int, str, int, str]]
+    #: the statement of each pair, with both names and group labels put in verbatim, as the release did
+    statements: list[str]
+    #: the item-id fragment naming each pair
+    ids: list[str]
+    #: the `_PERSONS_XY` columns the group's rows share
+    persons: dict[str, str]
+
+
+def _two_person_groups(
     templates: list[Any],
     groups: list[NameGroup],
     key: Callable[[Any, NameGroup, NameGroup], Hashable],
     labels: _Labels,
-) -> Iterator[tuple[Any, str, str, str, str, dict[str, str]]]:
-    """One two-person list in the generator's order: (template, X's name, Y's name, the statement with both filled
-    in, the item-id fragment naming them, their `_PERSONS_XY` columns).
-
-    Name pairs are capped per counter `key(template, X's group, Y's group)` (`capped_pairs`), over the whole list.
-    """
+) -> Iterator[_Group]:
+    """One two-person list in the generator's order: template, then (X's group, Y's group), X's group outer and
+    one group paired with itself too, then the name pairs, capped per counter `key(template, X's group, Y's
+    group)` (`capped_pairs`) over the whole list. Groups that the caps leave empty are skipped."""
     counter: Counter = Counter()
     for t in templates:
         g_x, g_y = t.genders
-        for gx, gy in _group_pairs(groups):
-            ix, iy = (gx.dimension, gx.label), (gy.dimension, gy.label)
-            for i, nx, j, ny in capped_pairs(counter, key(t, gx, gy), _names(gx, g_x), _names(gy, g_y)):
+        for gx in groups:
+            for gy in groups:
+                pairs = capped_pairs(counter, key(t, gx, gy), _names(gx, g_x), _names(gy, g_y))
+                if not pairs:
+                    continue
+                ix, iy = (gx.dimension, gx.label), (gy.dimension, gy.label)
+                statements = [
+                    t.statement.replace("{X}", nx)
+                    .replace("{Y}", ny)
+                    .replace("{dimension_1}", gx.label)
+                    .replace("{dimension_2}", gy.label)
+                    for _, nx, _, ny in pairs
+                ]
+                ids = [f"{labels.key[ix]}.n{i}.{labels.key[iy]}.n{j}" for i, _, j, _ in pairs]
                 persons = {
                     "identity_x_release": gx.label,
                     "identity_y_release": gy.label,
                     "identity_x": labels.corrected[ix],
                     "identity_y": labels.corrected[iy],
-                    "name_x": nx,
-                    "name_y": ny,
                 }
-                id_part = f"{labels.key[ix]}.n{i}.{labels.key[iy]}.n{j}"
-                yield t, nx, ny, _pair_statement(t.statement, nx, ny, gx, gy), id_part, persons
+                yield _Group(t, pairs, statements, ids, persons)
+
+
+def _names_xy(group: _Group) -> dict[str, list[str]]:
+    return {"name_x": [nx for _, nx, _, _ in group.pairs], "name_y": [ny for _, _, _, ny in group.pairs]}
 
 
 def _pair_key(t: PairTemplate, gx: NameGroup, gy: NameGroup) -> Hashable:
@@ -302,41 +326,48 @@ def _pair_key(t: PairTemplate, gx: NameGroup, gy: NameGroup) -> Hashable:
     return (gx.label, gy.label, t.domain, t.gender_pair, t.scenario)
 
 
-def actor_actor_release_items(release: Release, identities: dict[str, list[Identity]]) -> Iterator[dict[str, Any]]:
-    """`actoractor_mcq.py`'s items: one list per (outcome configuration, dimension), in that order."""
+def actor_actor_release_items(release: Release, identities: dict[str, list[Identity]]) -> Iterator[pa.Table]:
+    """`actoractor_mcq.py`'s items: one list per (outcome configuration, dimension), in that order.
+
+    The joint prompt lists X's options A-D, then Y's E-H, with no trailing newline.
+    """
     labels = _Labels.of(identities)
     orders = _EntryOrders(2)  # X's four, then Y's four, from the same seeded state
+    batches = ColumnBatches(PAIR_RELEASE_FEATURES)
     for config, (out_x, out_y) in OUTCOME_CONFIGS.items():
         keys_x, keys_y = option_keys(out_x, "optX"), option_keys(out_y, "optY")
         templates = [p for p in release.pairs if p.outcome_config == config]
+        options = {
+            id(t): (_Options(keys_x, t.options_x), _Options(keys_y, t.options_y, CHOICE_LABELS[4:])) for t in templates
+        }
         for dimension in DIMENSIONS:
-            entries = _two_person_entries(templates, release.groups[dimension], _pair_key, labels)
-            for k, (t, nx, ny, statement, persons_id, persons) in enumerate(entries):
-                order_x, order_y = orders(k)
-                xs = _shuffled(order_x, keys_x, t.options_x)
-                ys = _shuffled(order_y, keys_y, t.options_y)
-                options = xs + ys
-                item_id = f"aa-release.{config}.{dimension}.{t.domain}.{t.scenario:02d}.{t.gender_pair}.{persons_id}"
-                set_id = f"{config}_{t.gender_pair}_{t.domain}_{LENGTH}_set{t.scenario}"
-                fields = {
-                    "outcome_config": config,
-                    "outcome_x": out_x,
-                    "outcome_y": out_y,
-                    "gender_pair": t.gender_pair,
-                    "gender_x": t.genders[0],
-                    "gender_y": t.genders[1],
-                    "dimension": dimension,
-                    **persons,
-                    "choice_person": ["X"] * len(xs) + ["Y"] * len(ys),
-                }
-                prompt = pair_prompt(statement, nx, ny, _texts(options))
-                yield _release_row(
-                    prompt, options, item_id=item_id, setting="actor_actor", template=t, set_id=set_id,
-                    index=k, fields=fields,
-                )  # fmt: skip
-
-
-# ----------------------------------------------------------------------------- actor-observer
+            k = 0
+            for group in _two_person_groups(templates, release.groups[dimension], _pair_key, labels):
+                t, n = group.template, len(group.pairs)
+                x_options, y_options = options[id(t)]
+                shuffled = []
+                prompts = []
+                for m, ((_, nx, _, ny), statement) in enumerate(zip(group.pairs, group.statements, strict=True)):
+                    code_x, code_y = orders(k + m)
+                    xs, ys = x_options(code_x), y_options(code_y)
+                    shuffled += (xs, ys)
+                    prompts.append(
+                        f"{PAIR_INSTRUCTION}\n\n### Statement:\n{statement}\n\nOptions for {nx}:\n{xs.block}\n\n"
+                        f"Options for {ny}:\n{ys.block}\n\n### Response:\nX: <A-D>\nY: <E-H>"
+                    )
+                prefix = f"aa-release.{config}.{dimension}.{t.domain}.{t.scenario:02d}.{t.gender_pair}."
+                same = {
+                    "setting": "actor_actor", "domain": t.domain, "scenario": t.scenario,
+                    "set_id": f"{config}_{t.gender_pair}_{t.domain}_{LENGTH}_set{t.scenario}",
+                    "outcome_config": config, "outcome_x": out_x, "outcome_y": out_y, "gender_pair": t.gender_pair,
+                    "gender_x": t.genders[0], "gender_y": t.genders[1], "dimension": dimension, **group.persons,
+                    "choice_person": ["X"] * len(CAUSES) + ["Y"] * len(CAUSES),
+                }  # fmt: skip
+                each = {"id": [prefix + i for i in group.ids], "prompt": prompts, **_names_xy(group)}
+                _add(batches, k, same, each, shuffled, 2 * len(CAUSES))
+                k += n
+                yield from batches.tables()
+    yield from batches.tables(final=True)
 
 
 def _observer_key(t: ObserverTemplate, gx: NameGroup, gy: NameGroup) -> Hashable:
@@ -344,40 +375,48 @@ def _observer_key(t: ObserverTemplate, gx: NameGroup, gy: NameGroup) -> Hashable
     return (t.gender, t.domain, LENGTH, observer_key(t.outcome, t.observer_cause), gx.label, gy.label)
 
 
-def actor_observer_release_items(release: Release, identities: dict[str, list[Identity]]) -> Iterator[dict[str, Any]]:
+def actor_observer_release_items(release: Release, identities: dict[str, list[Identity]]) -> Iterator[pa.Table]:
     """`actorobserver_mcq.py`'s items: one list per (outcome, dimension), in that order.
 
     `release.observer` holds each outcome's templates in the file's order (female, then male;
-    observer causes y_opt1 ... y_opt4), which is the order the generator walks them.
+    observer causes y_opt1 ... y_opt4), which is the order the generator walks them. The prompt
+    has its own instruction and a blank line before the response cue `< A-D >`.
     """
     labels = _Labels.of(identities)
     orders = _EntryOrders(1)
+    batches = ColumnBatches(OBSERVER_RELEASE_FEATURES)
     for outcome in OUTCOMES:
         keys = option_keys(outcome)
         templates = [t for t in release.observer if t.outcome == outcome]
+        options = {id(t): _Options(keys, t.options) for t in templates}
         for dimension in DIMENSIONS:
-            entries = _two_person_entries(templates, release.groups[dimension], _observer_key, labels)
-            for k, (t, nx, ny, statement, persons_id, persons) in enumerate(entries):
-                options = _shuffled(orders(k)[0], keys, t.options)
-                item_id = (
-                    f"ao-release.{outcome}.{dimension}.{t.gender}.{t.domain}.{t.scenario:02d}.{t.observer_cause}."
-                    f"{persons_id}"
-                )
-                x_label, y_label = persons["identity_x_release"], persons["identity_y_release"]
-                set_id = f"{t.domain}_{t.gender}_{x_label}_{y_label}_{nx}_{ny}"
-                fields = {
-                    "outcome": outcome,
-                    "gender": t.gender,
-                    "dimension": dimension,
-                    "observer_cause": t.observer_cause,
-                    "y_opt_key": observer_key(outcome, t.observer_cause),
-                    **persons,
+            k = 0
+            for group in _two_person_groups(templates, release.groups[dimension], _observer_key, labels):
+                t, n = group.template, len(group.pairs)
+                shuffled = [options[id(t)](orders(k + m)[0]) for m in range(n)]
+                prompts = [
+                    f"{OBSERVER_INSTRUCTION}\n\n### Statement:\n{statement}\n\nOptions:\n{o.block}\n\n"
+                    "### Response:\n< A-D >"
+                    for statement, o in zip(group.statements, shuffled, strict=True)
+                ]
+                prefix = f"ao-release.{outcome}.{dimension}.{t.gender}.{t.domain}.{t.scenario:02d}.{t.observer_cause}."
+                x_label, y_label = group.persons["identity_x_release"], group.persons["identity_y_release"]
+                same = {
+                    "setting": "actor_observer", "domain": t.domain, "scenario": t.scenario,
+                    "outcome": outcome, "gender": t.gender, "dimension": dimension,
+                    "observer_cause": t.observer_cause, "y_opt_key": observer_key(outcome, t.observer_cause),
+                    **group.persons,
+                }  # fmt: skip
+                each = {
+                    "id": [prefix + i for i in group.ids],
+                    "prompt": prompts,
+                    "set_id": [f"{t.domain}_{t.gender}_{x_label}_{y_label}_{nx}_{ny}" for _, nx, _, ny in group.pairs],
+                    **_names_xy(group),
                 }
-                prompt = observer_prompt(statement, _texts(options))
-                yield _release_row(
-                    prompt, options, item_id=item_id, setting="actor_observer", template=t, set_id=set_id,
-                    index=k, fields=fields,
-                )  # fmt: skip
+                _add(batches, k, same, each, shuffled, len(CAUSES))
+                k += n
+                yield from batches.tables()
+    yield from batches.tables(final=True)
 
 
 # ----------------------------------------------------------------------------- schema and counts
