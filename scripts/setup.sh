@@ -56,6 +56,17 @@ EOF
 echo "setup.sh: $DEVICE, vLLM: $VLLM, venv: $VENV"
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 PY="$VENV/bin/python"
+# The tests' local Hub server: olah (a self-hosted Hub mirror) serves git repositories offline to the real
+# huggingface_hub / datasets clients. It pins fastapi above what vLLM allows, so it gets its own
+# environment inside the venv folder (tests/hub_server.py finds it there). It is installed while the
+# main environment is (about 15 s of the set-up's 2.5 min, most of it waiting on pip), and waited for at the end.
+(
+  [ -x "$VENV/hub-server/bin/olah-cli" ] || "$PYTHON" -m venv "$VENV/hub-server"
+  "$VENV/hub-server/bin/python" -m pip install --quiet --upgrade pip
+  "$VENV/hub-server/bin/python" -m pip install --quiet olah==0.5.4
+) >"$VENV/hub-server-setup.log" 2>&1 &
+hub_pid=$!
+trap 'kill "$hub_pid" 2>/dev/null || true' EXIT  # a failed main install stops it too
 pip_install() { "$PY" -m pip install --quiet "$@"; }
 pip_install --upgrade pip
 
@@ -97,11 +108,10 @@ for extra in EXTRA_MODULES:
     print(f"setup.sh: {extra} extra: {'ok' if not missing else 'not installed (' + ', '.join(missing) + ')'}")
 assert importlib.util.find_spec("pytest"), "the dev extra did not install"
 EOF
-# The tests' local Hub server: olah (a self-hosted Hub mirror) serves git repositories offline to the real
-# huggingface_hub / datasets clients. It pins fastapi above what vLLM allows, so it gets its own
-# environment inside the venv folder (tests/hub_server.py finds it there).
-[ -x "$VENV/hub-server/bin/olah-cli" ] || "$PYTHON" -m venv "$VENV/hub-server"
-"$VENV/hub-server/bin/python" -m pip install --quiet --upgrade pip
-"$VENV/hub-server/bin/python" -m pip install --quiet olah==0.5.4
+if ! wait "$hub_pid"; then
+  cat "$VENV/hub-server-setup.log" >&2
+  echo "setup.sh: installing the tests' Hub server (olah) into $VENV/hub-server failed" >&2
+  exit 1
+fi
 "$VENV/bin/probes" --help >/dev/null
 echo "setup.sh: ready. Next: $VENV/bin/probes demo --sources ../shared/sources --out probes-demo"
