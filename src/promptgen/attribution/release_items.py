@@ -43,9 +43,8 @@ from itertools import islice, permutations
 from typing import Any, NamedTuple
 
 import pyarrow as pa
-from datasets import Features, List, Value
 
-from ..core.contract import CHOICE_LABELS, item_features
+from ..core.contract import CHOICE_LABELS
 from ..hub.column_batches import ColumnBatches
 from .identities import Identity
 from .item_rows import PROMPT_TEMPLATE
@@ -61,6 +60,7 @@ from .release import (
     Release,
     observer_key,
 )
+from .release_features import OBSERVER_RELEASE_FEATURES, PAIR_RELEASE_FEATURES, SINGLE_RELEASE_FEATURES
 
 #: `generate_expanded.py --name_limit 5`: the first five names of each group and gender
 NAME_LIMIT = 5
@@ -419,63 +419,7 @@ def actor_observer_release_items(release: Release, identities: dict[str, list[Id
     yield from batches.tables(final=True)
 
 
-# ----------------------------------------------------------------------------- schema and counts
-
-_COMMON: dict = {
-    "setting": Value("string"),
-    "domain": Value("string"),
-    "scenario": Value("int32"),
-    "length": Value("string"),
-    "set_id": Value("string"),
-    "release_index": Value("int32"),
-    "release_seed": Value("int64"),
-    "option_keys": List(Value("string")),
-}
-_STRING = Value("string")
-_PERSONS_XY: dict = {
-    "identity_x_release": _STRING,
-    "identity_y_release": _STRING,
-    "identity_x": _STRING,
-    "identity_y": _STRING,
-    "name_x": _STRING,
-    "name_y": _STRING,
-}
-SINGLE_RELEASE_FEATURES: Features = item_features(
-    {
-        **_COMMON,
-        "outcome": _STRING,
-        "gender": _STRING,
-        "dimension": _STRING,
-        "identity_release": _STRING,
-        "identity": _STRING,
-        "name": _STRING,
-    }
-)
-PAIR_RELEASE_FEATURES: Features = item_features(
-    {
-        **_COMMON,
-        "outcome_config": _STRING,
-        "outcome_x": _STRING,
-        "outcome_y": _STRING,
-        "gender_pair": _STRING,
-        "gender_x": _STRING,
-        "gender_y": _STRING,
-        "dimension": _STRING,
-        **_PERSONS_XY,
-        "choice_person": List(_STRING),
-    }
-)
-OBSERVER_RELEASE_FEATURES: Features = item_features(
-    {
-        **_COMMON,
-        "outcome": _STRING,
-        "gender": _STRING,
-        "dimension": _STRING,
-        "observer_cause": _STRING,
-        "y_opt_key": _STRING,
-        **_PERSONS_XY,
-    }
-)
+# ----------------------------------------------------------------------------- counts
 
 
 def _available(names_x: tuple[str, ...], names_y: tuple[str, ...]) -> int:
