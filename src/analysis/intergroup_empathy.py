@@ -15,27 +15,17 @@ import pandas as pd
 from . import empathy as emp
 from . import empathy_paper as emp_paper
 from . import plots as fig
+from . import probe_analysis as probe
 from .headlines import RUN_LABEL, Run
-from .probe_analysis import (
-    AnalysisOptions,
-    AnalysisStep,
-    Figures,
-    figure_variant,
-    has_rows,
-    headline_rows,
-    number_score,
-    per_run,
-    variant_tables,
-)
 
 #: the `probe` value of this probe's rows
 ROWS = "empathy"
 
 
-def empathy_analysis(by_config: dict[str, pd.DataFrame], options: AnalysisOptions) -> dict[str, pd.DataFrame]:
+def empathy_analysis(by_config: dict[str, pd.DataFrame], options: probe.AnalysisOptions) -> dict[str, pd.DataFrame]:
     """M0, M, δ with the permutation test, per-cell tests, summaries, refusals (`analysis.empathy`, the
     project's choices), and the paper's tables by the authors' notebook (`analysis.empathy_paper`:
-    `empathy_paper_*`), all from the intensity `number_score` picks for each run."""
+    `empathy_paper_*`), all from the intensity `probe.number_score` picks for each run."""
     frames = [f for f in by_config.values() if (f["task"] == "number").all()]
     if not frames:
         return {}
@@ -43,9 +33,9 @@ def empathy_analysis(by_config: dict[str, pd.DataFrame], options: AnalysisOption
 
     def build(keep: bool) -> dict[str, pd.DataFrame]:
         def intensity(g: pd.DataFrame) -> pd.DataFrame:
-            return emp.intensity_frame(g, score=number_score(g, options.score), keep_refused=keep)
+            return emp.intensity_frame(g, score=probe.number_score(g, options.score), keep_refused=keep)
 
-        frame = per_run(joined, intensity)
+        frame = probe.per_run(joined, intensity)
         cells = emp.compute_cells(frame)
         return {
             "empathy_cells": cells,
@@ -55,8 +45,8 @@ def empathy_analysis(by_config: dict[str, pd.DataFrame], options: AnalysisOption
             "empathy_identity_summary": emp.identity_summary(cells),
         }
 
-    tables = variant_tables(build)
-    exclude = per_run(joined, lambda g: emp.intensity_frame(g, score=number_score(g, options.score)))
+    tables = probe.variant_tables(build)
+    exclude = probe.per_run(joined, lambda g: emp.intensity_frame(g, score=probe.number_score(g, options.score)))
     # the paper's own numbers, by its notebook's rules (`analysis.empathy_paper`): its exclusion of a
     # refused event from every cell replaces the variants above, so these are computed once
     paper = {
@@ -67,31 +57,31 @@ def empathy_analysis(by_config: dict[str, pd.DataFrame], options: AnalysisOption
     return {**tables, "empathy_refusals": emp.refusal_rates(exclude), **paper}
 
 
-def steps(rows: Mapping[str, dict[str, pd.DataFrame]], options: AnalysisOptions) -> list[AnalysisStep]:
+def steps(rows: Mapping[str, dict[str, pd.DataFrame]], options: probe.AnalysisOptions) -> list[probe.AnalysisStep]:
     """One step: every table, from the number configs (the free-text `rewrite_t2` config is not a measurement)."""
     by_config = rows.get(ROWS)
     if not by_config:
         return []
-    return [AnalysisStep("empathy", by_config, lambda: empathy_analysis(by_config, options))]
+    return [probe.AnalysisStep("empathy", by_config, lambda: empathy_analysis(by_config, options))]
 
 
-def figures(tables: dict[str, pd.DataFrame], options: AnalysisOptions) -> Figures:
+def figures(tables: dict[str, pd.DataFrame], options: probe.AnalysisOptions) -> probe.Figures:
     """M heatmaps with the significant cells marked, the t-SNE of nationalities, the paper's heatmaps."""
-    out: Figures = []
-    if has_rows(tables, "empathy_cells"):
-        cells, tests = figure_variant(
+    out: probe.Figures = []
+    if probe.has_rows(tables, "empathy_cells"):
+        cells, tests = probe.figure_variant(
             tables["empathy_cells"], tables.get("empathy_cell_tests"), "m", keys=list(emp.GROUP_KEYS), mark="setting"
         )
         out += [(f"empathy_m_{n}", f) for n, f in fig.empathy_heatmaps(cells, tests)]
         out += [(f"empathy_tsne_{n}", f) for n, f in fig.tsne_nationality(cells, seed=options.seed)]
-    if has_rows(tables, "empathy_paper_cells"):
+    if probe.has_rows(tables, "empathy_paper_cells"):
         out += [(f"empathy_paper_m_{n}", f) for n, f in fig.empathy_paper_heatmaps(tables["empathy_paper_cells"])]
     return out
 
 
 def headline(tables: Mapping[str, pd.DataFrame], labels: Mapping[Run, str]) -> pd.DataFrame | None:
     """δ, p and the null distribution's interval per run, category and setting."""
-    table = headline_rows(tables, "empathy_gap", labels)
+    table = probe.headline_rows(tables, "empathy_gap", labels)
     if table is None:
         return None
     out = table[[RUN_LABEL, "category", "setting", "delta", "p_value", "null_low", "null_high"]].rename(

@@ -12,26 +12,16 @@ from collections.abc import Mapping
 import pandas as pd
 
 from . import plots as fig
+from . import probe_analysis as probe
 from . import trust_game as tg
 from .headlines import RUN_LABEL, Run
-from .probe_analysis import (
-    AnalysisOptions,
-    AnalysisStep,
-    Figures,
-    figure_variant,
-    has_rows,
-    headline_rows,
-    number_score,
-    per_run,
-    variant_tables,
-)
 
 #: the `probe` values of this probe's rows: the games, and the probing questions that check the construct
 GAMES, PROBING = "trust_game", "probing"
 
 
 def trust_game_analysis(
-    games: dict[str, pd.DataFrame], probing: dict[str, pd.DataFrame], options: AnalysisOptions
+    games: dict[str, pd.DataFrame], probing: dict[str, pd.DataFrame], options: probe.AnalysisOptions
 ) -> dict[str, pd.DataFrame]:
     """Type III ANOVA, post hoc gender t-tests with Cohen's d, cell means, probing accuracy."""
     out: dict[str, pd.DataFrame] = {}
@@ -40,40 +30,42 @@ def trust_game_analysis(
 
         def build(keep: bool) -> dict[str, pd.DataFrame]:
             def prediction(g: pd.DataFrame) -> pd.DataFrame:
-                return tg.prediction_frame(g, score=number_score(g, options.score), keep_refused=keep)
+                return tg.prediction_frame(g, score=probe.number_score(g, options.score), keep_refused=keep)
 
-            frame = per_run(joined, prediction)
+            frame = probe.per_run(joined, prediction)
             return {
                 "trust_game_anova": tg.anova(frame),
                 "trust_game_posthoc": tg.gender_posthoc(frame),
                 "trust_game_cell_means": tg.cell_means(frame),
             }
 
-        out.update(variant_tables(build))
+        out.update(probe.variant_tables(build))
     if probing:
         joined = pd.concat(list(probing.values()), ignore_index=True)
 
         def accuracy(g: pd.DataFrame) -> pd.DataFrame:
-            answer = "argmax_value" if number_score(g, options.score) != "parsed_value" else "parsed_value"
+            answer = "argmax_value" if probe.number_score(g, options.score) != "parsed_value" else "parsed_value"
             return tg.probing_accuracy(g, answer=answer)
 
-        out["trust_game_probing_accuracy"] = per_run(joined, accuracy)
+        out["trust_game_probing_accuracy"] = probe.per_run(joined, accuracy)
     return out
 
 
-def steps(rows: Mapping[str, dict[str, pd.DataFrame]], options: AnalysisOptions) -> list[AnalysisStep]:
+def steps(rows: Mapping[str, dict[str, pd.DataFrame]], options: probe.AnalysisOptions) -> list[probe.AnalysisStep]:
     """One step, from the games and the probing questions, whichever were scored."""
     games, probing = rows.get(GAMES, {}), rows.get(PROBING, {})
     if not games and not probing:
         return []
-    return [AnalysisStep("trust_game", games, lambda: trust_game_analysis(games, probing, options))]
+    return [probe.AnalysisStep("trust_game", games, lambda: trust_game_analysis(games, probing, options))]
 
 
-def figures(tables: dict[str, pd.DataFrame], options: AnalysisOptions) -> Figures:
+def figures(tables: dict[str, pd.DataFrame], options: probe.AnalysisOptions) -> probe.Figures:
     """Interaction plots of the cell means (trustee gender x race) per investor group."""
-    if not has_rows(tables, "trust_game_cell_means"):
+    if not probe.has_rows(tables, "trust_game_cell_means"):
         return []
-    means, _ = figure_variant(tables["trust_game_cell_means"], None, "mean", keys=list(tg.UNIT_KEYS), mark="variant")
+    means, _ = probe.figure_variant(
+        tables["trust_game_cell_means"], None, "mean", keys=list(tg.UNIT_KEYS), mark="variant"
+    )
     return [(f"trust_game_interaction_{n}", f) for n, f in fig.trust_interaction_plots(means)]
 
 
@@ -83,7 +75,7 @@ EFFECTS = {"trustee_gender": "gender", "trustee_race": "race", "trustee_gender:t
 
 def headline(tables: Mapping[str, pd.DataFrame], labels: Mapping[Run, str]) -> pd.DataFrame | None:
     """F and p of gender, race and their interaction per run and investor group (and variant, pair source)."""
-    table = headline_rows(tables, "trust_game_anova", labels)
+    table = probe.headline_rows(tables, "trust_game_anova", labels)
     if table is None:
         return None
     table = table[table["effect"].isin(list(EFFECTS))]
