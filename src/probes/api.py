@@ -13,7 +13,7 @@ For notebooks and scripts that want what the CLI does without a subprocess::
 |---|---|---|
 | `probes build` | `build` (`sources=`: a folder or `SourceOptions`) | `BuildResult` (folder, manifest) |
 | `probes lint` | `lint` | `LintResult` (recipe, report) |
-| `probes run` | `run` (a `RunRequest`, or its fields) | `RunSummary` (a list for a list) |
+| `probes run` | `run` (a `RunRequest`, or its fields); `run_many` (configs or globs, one load) | `RunSummary`; a list |
 | `probes sweep` | `sweep(SweepRequest(...), confirm=...)` | `SweepResult` (plan, summaries, reports) |
 | `probes curate-pairs` | `curate_pairs` | `CurateResult` |
 | `probes rewrite` | `rewrite` | `RewriteRun` |
@@ -47,7 +47,7 @@ from promptgen.sources import SourceOptions
 from runners.extras import MissingExtraError
 from runners.plan import PlanRequest, make_plan, plan_rows, write_json
 from runners.request import LoadOptions, RunRequest
-from runners.run import run
+from runners.run import run, run_many
 from runners.scoring.settings import ScoringSettings, scoring_settings
 from runners.summary import RunSummary
 
@@ -94,6 +94,7 @@ __all__ = [
     "recipes",
     "rewrite",
     "run",
+    "run_many",
     "scoring_settings",
     "sweep",
 ]

@@ -429,7 +429,8 @@ def rewrite(
             batch_size=batch_size,
             flush_every=flush_every,
         )
-        generation = run_loaded(prompts, request, on_start=on_start, on_advance=on_advance, on_warning=on_warning)
+        hooks = {"on_start": on_start, "on_advance": on_advance, "on_warning": on_warning}
+        (generation,) = run_loaded([prompts], [request], **hooks)
         key = key or generation.key_dir.name
     elif limit is not None:
         raise ProbeError("--limit applies to generation; give --model too")

@@ -62,26 +62,26 @@ def warnings_to(on_warning: Callable[[str], None] | None) -> Iterator[None]:
 
 
 def run_loaded(
-    prompts: PromptConfig | Sequence[PromptConfig],
-    request: RunRequest | Sequence[RunRequest],
+    prompts: Sequence[PromptConfig],
+    requests: Sequence[RunRequest],
     *,
     on_start: Callable[[int, int], None] | None = None,
     on_advance: Callable[[int], None] | None = None,
     on_warning: Callable[[str], None] | None = None,
     on_config: Callable[[RunRequest], tuple[Callable | None, Callable | None]] | None = None,
-) -> Any:
+) -> list[RunSummary]:
     """Load the model in this process once, run each config into its request's folder, always close the engine.
 
-    Takes one config and its request (returns its `RunSummary`), or lists of both, which must
-    name one model loaded one way (returns a summary per config, in order; `on_config(request)`
-    gives each config's progress hooks, else `on_start`/`on_advance` serve them all). vLLM's
+    Takes the configs and their requests, which must name one model loaded one way, and returns a
+    summary per config, in order (`on_config(request)` gives each config's progress hooks, else
+    `on_start`/`on_advance` serve them all). vLLM's
     `max_model_len` left out follows the longest items of all the configs
     (`runners.model.context_length`). Warnings of the loading (`RunnerWarning`: a GPU-sized model on
     the CPU) go to `on_warning`.
     """
-    single = isinstance(request, RunRequest)
-    configs = [prompts] if single else list(prompts)
-    requests = [request] if single else list(request)
+    configs, requests = list(prompts), list(requests)
+    if not requests or len(configs) != len(requests):
+        raise ValueError("run_loaded takes one request per config, at least one")
     first = requests[0]
     if any((r.model, r.load) != (first.model, first.load) for r in requests):
         raise ValueError("run_loaded scores configs of one model loaded one way")
@@ -104,7 +104,7 @@ def run_loaded(
         summaries = run_on(backend, tokenizer, key_revision, configs, requests, on_config=on_config)
     finally:
         backend.close()  # vLLM aborts the process at exit when its engine is left running
-    return summaries[0] if single else summaries
+    return summaries
 
 
 def run_on(
@@ -164,39 +164,35 @@ def expand_configs(
 
 def run(
     request: RunRequest | str | Path,
-    config: str | Sequence[str] | None = None,
+    config: str | None = None,
     model: str | None = None,
     results: str | Path | None = None,
     *,
     on_start: Callable[[int, int], None] | None = None,
     on_advance: Callable[[int], None] | None = None,
     on_warning: Callable[[str], None] | None = None,
-    on_config: Callable[[RunRequest], tuple[Callable | None, Callable | None]] | None = None,
     **options: Any,
-) -> RunSummary | list[RunSummary]:
-    """Score configs of a prompt dataset with a model into a resumable result folder (`probes run`).
+) -> RunSummary:
+    """Score one config of a prompt dataset with a model into a resumable result folder (`probes run`).
 
     Takes a `RunRequest`, or its fields: `run(dataset, config, model, results, settings=...,
     limit=...)` is `run(RunRequest(dataset, config, model, results, settings=..., limit=...))`
-    and returns its `RunSummary`. `config` may also be a list of names or glob patterns
-    (`["race_*", "religion_P0S0T0"]`, or one pattern): every config they name is scored with the
-    model loaded once, and a list of summaries comes back (`run_many`).
+    and returns its `RunSummary`. Several configs, or glob patterns, are `run_many`.
     Everything that can be checked without a model is checked first (extras, options, the
-    output folder, the prompt configs and the scoring mode), so a mistake costs no model load.
+    output folder, the prompt config and the scoring mode), so a mistake costs no model load.
     `ray=True` scores on `ray_workers` replicas (`runners.ray_run`); this process loads none.
     `on_start(total, done)` and `on_advance(n)` report progress, `on_warning(text)` a warning.
     """
     if isinstance(request, RunRequest):
         if config is not None or model is not None or results is not None or options:
             raise TypeError("run() takes a RunRequest or its fields, not both")
-    elif isinstance(config, str) and not is_pattern(config):
-        request = RunRequest(request, config, model, results, **options)  # type: ignore[arg-type]
+    elif not isinstance(config, str) or is_pattern(config):
+        raise TypeError(f"run() scores one config, got {config!r}; run_many() takes a list or glob patterns")
     else:
-        patterns = [config] if isinstance(config, str) else list(config or [])
-        template = RunRequest(request, "", model, results, **options)  # type: ignore[arg-type]
-        return run_many(template, patterns, on_config=on_config, on_warning=on_warning)
-    hooks = on_config(request) if on_config is not None else (on_start, on_advance)
-    (summary,) = run_many(request, [request.config], on_config=lambda _r: hooks, on_warning=on_warning)
+        request = RunRequest(request, config, model, results, **options)
+    if is_pattern(request.config):
+        raise TypeError(f"run() scores one config, got {request.config!r}; run_many() takes glob patterns")
+    (summary,) = run_many(request, [request.config], on_config=lambda _r: (on_start, on_advance), on_warning=on_warning)
     return summary
 
 
@@ -206,17 +202,30 @@ def is_pattern(config: str) -> bool:
 
 
 def run_many(
-    template: RunRequest,
-    configs: Sequence[str],
+    template: RunRequest | str | Path,
+    configs: str | Sequence[str],
+    model: str | None = None,
+    results: str | Path | None = None,
     *,
     on_config: Callable[[RunRequest], tuple[Callable | None, Callable | None]] | None = None,
     on_warning: Callable[[str], None] | None = None,
+    **options: Any,
 ) -> list[RunSummary]:
     """`template` (its `config` aside) for each config `configs` names, the model loaded once; a summary per config.
 
-    Every config is loaded and checked (protocol, prompt form, scoring mode) before the model
-    loads, so a mistake in the last costs no scoring of the first.
+    `configs` are names or glob patterns (`["race_*", "religion_P0S0T0"]`, or one pattern), each
+    config scored once, in order. `template` is a `RunRequest`, or a dataset with the request's
+    other fields (`run_many(dataset, ["race_*"], model, results, limit=...)`). Every config is
+    loaded and checked (protocol, prompt form, scoring mode) before the model loads, so a mistake
+    in the last costs no scoring of the first. `on_config(request)` gives a config's
+    (on_start, on_advance) progress hooks.
     """
+    if isinstance(template, RunRequest):
+        if model is not None or results is not None or options:
+            raise TypeError("run_many() takes a RunRequest or its fields, not both")
+    else:
+        template = RunRequest(template, "", model, results, **options)
+    configs = [configs] if isinstance(configs, str) else list(configs)
     if not configs:
         raise ProbeError("give at least one --config")
     require_for_scoring(backend=template.load.backend, ray=template.ray, what="probes run")

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from promptgen.core.errors import ProbeError
-from runners.run import run
+from runners.run import run, run_many
 from runners.scoring.settings import scoring_settings
 from runners_fixtures import reference_option_logprobs, tiny_llama_folder
 
@@ -132,7 +132,7 @@ def test_several_configs_share_one_model_load(built_small_release: Path, tmp_pat
     loads = []
     real = models.load_backend
     monkeypatch.setattr(models, "load_backend", lambda *a, **k: loads.append(a) or real(*a, **k))
-    summaries = run(
+    summaries = run_many(
         built_small_release, ["actor_observer", "single_*"], str(tiny_llama_folder("float32")), tmp_path / "r", limit=2
     )
     assert [s.config for s in summaries] == ["actor_observer", "single_actor", "single_actor_release"]
@@ -141,5 +141,12 @@ def test_several_configs_share_one_model_load(built_small_release: Path, tmp_pat
         assert len(_result_rows(tmp_path / "r", config)) == 2
     # a bad config among good ones fails before the model loads
     with pytest.raises(ProbeError):
-        run(built_small_release, ["single_actor", "nope"], str(tiny_llama_folder("float32")), tmp_path / "r2", limit=2)
+        run_many(
+            built_small_release, ["single_actor", "nope"], str(tiny_llama_folder("float32")), tmp_path / "r2", limit=2
+        )
+    assert len(loads) == 1
+    # `run` scores one config and returns its summary; a list or a pattern is `run_many`'s
+    for configs in (["single_actor"], "single_*"):
+        with pytest.raises(TypeError, match="run_many"):
+            run(built_small_release, configs, str(tiny_llama_folder("float32")), tmp_path / "r3", limit=2)
     assert len(loads) == 1

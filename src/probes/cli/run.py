@@ -1,4 +1,4 @@
-"""`probes run`: one config of a prompt dataset + a model -> a result folder (`probes.api.run`)."""
+"""`probes run`: configs of a prompt dataset + a model -> a result folder (`probes.api.run_many`, one model load)."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def run(
     _ENGINE_THREADS["started"] |= backend_spec(load.backend).starts_engine
     progress = _progress(quiet)
     with progress:
-        summaries = api.run(
+        summaries = api.run_many(
             dataset,
             configs,
             model,
