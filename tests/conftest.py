@@ -11,7 +11,6 @@ import atexit
 import os
 import shutil
 import tempfile
-from collections import Counter
 from pathlib import Path
 
 # Set before anything imports `datasets` or vLLM, so the README's test commands (both tiers) are
@@ -30,46 +29,6 @@ from filelock import FileLock
 
 from release_fixture import REPO, write_designed_recipe, write_recipe, write_release
 from runners_fixtures import smollm2, smollm2_model, smollm2_tokenizer  # noqa: F401  (session fixtures)
-
-#: The slow tier's longest files, longest first (per-file sums of `--durations=0`). pytest-xdist hands whole
-#: files (`--dist loadfile`) to whichever of its two workers runs out first, in queue order; started
-#: last, one long file keeps a worker busy while the other idles, so these are queued first and the
-#: short files fill in behind them (longest-processing-time-first). The rest keep xdist's own order.
-LONGEST_FILES = (
-    "tests/probes/test_run_e2e.py",
-    "tests/probes/test_sweep.py",
-    "tests/runners/scoring/test_tokenizer_families.py",
-    "tests/promptgen/attribution/test_dataset.py",
-    "tests/runners/backends/test_vllm_backend.py",
-    "tests/runners/backends/test_hf.py",
-    "tests/probes/test_demo.py",
-    "tests/runners/test_hub_prompts.py",
-    "tests/runners/model/test_context_length.py",
-)
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    # xdist queues files by test count (most first) unless told not to; `_queue_order` below replaces that
-    if hasattr(config.option, "loadscopereorder"):
-        config.option.loadscopereorder = False
-
-
-@pytest.hookimpl(trylast=True)  # after `-m` deselects, so the counts are of the tests that run
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    items[:] = _queue_order(items)
-
-
-def _queue_order(items: list[pytest.Item]) -> list[pytest.Item]:
-    """`LONGEST_FILES` first, then xdist's own order (most tests first); each file's tests stay together, in order."""
-    files = [item.nodeid.split("::")[0] for item in items]
-    counts, first = Counter(files), {}
-    for index, file in enumerate(files):
-        first.setdefault(file, index)
-    rank = {file: i for i, file in enumerate(LONGEST_FILES)}
-    order = sorted(
-        range(len(items)), key=lambda i: (rank.get(files[i], len(rank)), -counts[files[i]], first[files[i]], i)
-    )
-    return [items[i] for i in order]
 
 
 def _shared_sources() -> Path:
