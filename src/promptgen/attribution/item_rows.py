@@ -7,7 +7,7 @@ set of columns (`ITEM_FEATURES`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from datasets import List, Value
@@ -24,10 +24,14 @@ PROMPT_TEMPLATE = (
 )
 
 
+def option_lines(choices: Sequence[str], labels: Sequence[str] = CHOICE_LABELS) -> str:
+    """The options as the release's scorers list them: `A. text`, a line each, labels in order."""
+    return "\n".join(f"{label}. {text}" for label, text in zip(labels, choices, strict=False))
+
+
 def render_prompt(statement: str, choices: list[str]) -> str:
     """The release's scorer format (docs/DESIGN.md section 3), byte for byte."""
-    options = "\n".join(f"{label}. {text}" for label, text in zip(CHOICE_LABELS, choices, strict=False))
-    return PROMPT_TEMPLATE.format(statement=statement, options=options)
+    return PROMPT_TEMPLATE.format(statement=statement, options=option_lines(choices))
 
 
 def fill(template: str, values: dict[str, str]) -> str:

@@ -47,7 +47,7 @@ import pyarrow as pa
 from ..core.contract import CHOICE_LABELS
 from ..hub.column_batches import ColumnBatches
 from .identities import Identity
-from .item_rows import PROMPT_TEMPLATE
+from .item_rows import PROMPT_TEMPLATE, option_lines
 from .release import (
     CAUSE_SUFFIX,
     CAUSES,
@@ -180,11 +180,17 @@ class _Options:
         if made is None:
             order = _ORDERS[code]
             texts = [self._texts[i] for i in order]
-            block = "\n".join(f"{label}. {text}" for label, text in zip(self._labels, texts, strict=True))
+            block = option_lines(texts, self._labels)
             made = self._made[code] = _Shuffled(
                 [self._keys[i] for i in order], texts, [CAUSES[i] for i in order], block
             )
         return made
+
+
+#: the columns every release row holds the same value in
+_RELEASE_CONSTANTS = {
+    "probe": "attribution", "task": "choice", "number_min": None, "number_max": None, "length": LENGTH,
+}  # fmt: skip
 
 
 def _add(
@@ -199,13 +205,9 @@ def _add(
     share, `each` one value per row, `shuffled` each row's options (`width / 4` shuffles per row, in order)."""
     n = len(each["id"])
     seed = scorer_seed()
-    contract = {
-        "probe": "attribution", "task": "choice", "choice_labels": CHOICE_LABELS[:width],
-        "number_min": None, "number_max": None, "length": LENGTH,
-    }  # fmt: skip
     batches.add(
         n,
-        same={**contract, **same},
+        same={**_RELEASE_CONSTANTS, "choice_labels": CHOICE_LABELS[:width], **same},
         each={
             "release_index": list(range(start, start + n)),
             "release_seed": list(range(seed + start, seed + start + n)),
