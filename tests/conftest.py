@@ -19,6 +19,12 @@ from pathlib import Path
 # test engines (a few dozen short prompts) take 1 GiB of KV cache on a CPU, not vLLM's default.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+# Under pytest-xdist each worker is one process of the run's (the README's command starts one per
+# core), so each gets one math thread: two workers that each spread torch and vLLM's CPU kernels
+# over every core slow each other down (two torch-bound slow files: 134 s side by side with the
+# default threads, 97 s with one each). Subprocesses the tests start inherit it.
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 if "HF_DATASETS_CACHE" not in os.environ:
     _datasets_cache = tempfile.mkdtemp(prefix="probes-tests-datasets-")
     atexit.register(shutil.rmtree, _datasets_cache, ignore_errors=True)
