@@ -342,12 +342,13 @@ def main() -> None:
     import torch
     from transformers import AutoTokenizer
 
+    from runners.backends.hf.accounting import hf_token_counts
     from runners.backends.hf.backend import HFBackend
     from runners.exchange import GenerateRequest
     from runners.rows import cached_digit_start_ids, prepare_request, render_context, run_items
     from runners.scoring.parse import parse_number
     from runners.scoring.settings import ScoringSettings
-    from runners.scoring.token_accounting import continuation_nodes, hf_token_counts
+    from runners.scoring.token_accounting import continuation_nodes
     from runners.scoring.tokenize import encode_context, number_paths
     from runners.testmodel import ensure_smollm2
 

@@ -28,12 +28,11 @@ from .attribution_release import RELEASE_CONFIGS, is_release_config
 from .csv_cells import csv_text
 from .export import FORMATS, TALENT_OR_LUCK_CSV, check_decimals, jsonl_lines, release_csv_files
 from .pipeline import collect
+from .talent_or_luck import ROWS as RELEASE_ROWS  # the `probe` value of the release's items
 
 EXPORT_MANIFEST = "export_manifest.json"
 #: the top folder of the release layout (the release's `outputs/closed_ended/...`)
 RELEASE_TOP = "closed_ended"
-#: the probe of the Talent-or-Luck configs (the prompts' `probe` column)
-ATTRIBUTION = "attribution"
 
 
 def _exported_files(folder: Path) -> list[str] | None:
@@ -123,14 +122,14 @@ def _release_configs(
     request: ExportRequest, by_probe: dict[str, dict[str, pd.DataFrame]]
 ) -> tuple[dict[str, pd.DataFrame], list[str]]:
     """The `*_release` configs to write, and the others left out; an error when nothing can be written."""
-    foreign = {config: probe for probe, configs in by_probe.items() if probe != ATTRIBUTION for config in configs}
+    foreign = {config: probe for probe, configs in by_probe.items() if probe != RELEASE_ROWS for config in configs}
     if foreign:
         config, probe = sorted(foreign.items())[0]
         raise ProbeError(
             f"results {request.results}: config {config!r} holds {probe} items, not Talent-or-Luck ones; "
             f"--format {TALENT_OR_LUCK_CSV} writes the Talent-or-Luck release's files only"
         )
-    attribution = by_probe.get(ATTRIBUTION, {})
+    attribution = by_probe.get(RELEASE_ROWS, {})
     release = {c: f for c, f in attribution.items() if is_release_config(c)}
     others = sorted(set(attribution) - set(release))
     if request.configs is not None and others:

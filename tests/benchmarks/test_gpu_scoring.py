@@ -68,8 +68,8 @@ def test_number_items_prepare_then_measure_on_the_cpu(tmp_path: Path) -> None:
     from transformers import AutoTokenizer
 
     from promptgen.build import build
+    from runners.backends.hf.accounting import hf_token_counts
     from runners.exchange import ScoreRequest
-    from runners.scoring.token_accounting import hf_token_counts
 
     _run("corpus", "--out", str(tmp_path / "src"), "--events-per-emotion", "1")
     recipe = str(tmp_path / "src" / "recipe.yaml")  # the stand-in files' recipe (their sources unpinned)

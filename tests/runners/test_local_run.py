@@ -140,8 +140,8 @@ def test_cli_end_to_end(prompts_dir: Path, tmp_path: Path, reference: dict) -> N
     assert run["items"] == 7 and run["dtype"] == "float32" and run["backend"] == "hf"
     assert run["hardware"]["max_batch_tokens"] == 64
     # tokens/s counts computed tokens: exactly what runners.scoring.token_accounting plans for these calls
+    from runners.backends.hf.accounting import hf_token_counts
     from runners.rows import cached_digit_start_ids, prepare_request
-    from runners.scoring.token_accounting import hf_token_counts
 
     tok = load_tokenizer()
     items = load_prompt_config(str(prompts_dir), "items").dataset.to_list()

@@ -54,7 +54,8 @@ def test_decode_step_is_the_larger_of_its_memory_and_its_flops_time() -> None:
 def test_hf_generation_batches_decode_until_their_longest_answer() -> None:
     """hf: prompts sorted by length, cut under the budget (rows x (prompt + max_new_tokens)), each batch prefilled
     padded and decoding until its longest answer stops; the expected longest of k answers by enumeration."""
-    from runners.scoring.generate_accounting import DecodedLengths, GenerateCall, hf_generate_counts
+    from runners.backends.hf.accounting import hf_generate_counts
+    from runners.scoring.generate_accounting import DecodedLengths, GenerateCall
 
     # lengths 5, 9, 7, 20 sorted: 5, 7, 9 (3 rows x (9 + 4) = 39 <= 40), then 20 alone (2 x 24 > 40)
     contexts = [tuple(range(n)) for n in (5, 9, 7, 20)]

@@ -403,6 +403,19 @@ LOAD = OptionGroup(
         "tokenizer": (TokenizerSource, None),
     },
 )
+#: how each config is run, the same for `run` and `sweep`: `RunRequest` fields, by name
+RUN = OptionGroup(
+    "run_fields",
+    dict,
+    {
+        "model_name": (ModelName, None),
+        "chat": (Chat, None),
+        "shard": (Shard, None),
+        "batch_size": (BatchSize, None),
+        "flush_every": (FlushEvery, 64),
+        "rescore_changed": (RescoreChanged, False),
+    },
+)
 #: the scoring flags given, laid over the dataset's protocol (run); None when none is given
 SCORING = OptionGroup(
     "scoring",

@@ -13,7 +13,7 @@ from .groups import takes
 from .shared import _ENGINE_THREADS, _progress, _progress_hooks, _warn, err, out, parse_where
 
 
-@takes(opt.LOAD, opt.SCORING)
+@takes(opt.LOAD, opt.SCORING, opt.RUN)
 def run(
     dataset: Annotated[str, typer.Argument(help="Prompt dataset: a local Hub-ready folder or a Hub repo id.")],
     configs: Annotated[
@@ -37,14 +37,9 @@ def run(
     ],
     load: Any,
     scoring: Any,
-    model_name: opt.ModelName = None,
+    run_fields: Any,
     where: opt.Where = None,
     limit: opt.Limit = None,
-    shard: opt.Shard = None,
-    chat: opt.Chat = None,
-    batch_size: opt.BatchSize = None,
-    flush_every: opt.FlushEvery = 64,
-    rescore_changed: opt.RescoreChanged = False,
     revision: opt.Revision = None,
     use_ray: Annotated[
         bool, typer.Option("--ray", help="Score on a Ray Data actor pool (RAY_ADDRESS, else a local Ray); same OUT.")
@@ -81,20 +76,15 @@ def run(
             model,
             results,
             revision=revision,
-            model_name=model_name,
             settings=scoring,
             load=load,
-            chat=chat,
             where=parse_where(where),
-            shard=shard,
             limit=limit,
-            batch_size=batch_size,
-            flush_every=flush_every,
-            rescore_changed=rescore_changed,
             ray=use_ray,
             ray_workers=ray_workers,
             on_config=lambda request: _progress_hooks(progress, request.config),
             on_warning=_warn,
+            **run_fields,
         )
     for summary in summaries:
         err.print(summary.line(), highlight=False)

@@ -39,7 +39,7 @@ def _plan_table(plan: Any) -> Table:
     return table
 
 
-@takes(opt.SOURCES, opt.LOAD, opt.SCORING)
+@takes(opt.SOURCES, opt.LOAD, opt.SCORING, opt.RUN)
 def sweep_cmd(
     model: opt.Model,
     out_dir: Annotated[
@@ -53,6 +53,7 @@ def sweep_cmd(
     sources: Any = None,
     load: Any = None,
     scoring: Any = None,
+    run_fields: Any = None,
     datasets: Annotated[
         Path | None,
         typer.Option(
@@ -73,12 +74,6 @@ def sweep_cmd(
     limit_per_config: Annotated[
         int | None, typer.Option("--limit-per-config", min=1, help="Only the first N items of each config.")
     ] = None,
-    model_name: opt.ModelName = None,
-    chat: opt.Chat = None,
-    shard: opt.Shard = None,
-    batch_size: opt.BatchSize = None,
-    flush_every: opt.FlushEvery = 64,
-    rescore_changed: opt.RescoreChanged = False,
     mfu: Annotated[
         float, typer.Option("--mfu", min=0.01, max=1.0, help="Model FLOPs utilisation the plan prices a GPU at.")
     ] = 0.5,
@@ -139,16 +134,11 @@ def sweep_cmd(
         probes=probes,
         configs=configs,
         limit_per_config=limit_per_config,
-        model_name=model_name,
         load=load,
         settings=scoring,
-        chat=chat,
-        shard=shard,
-        batch_size=batch_size,
-        flush_every=flush_every,
-        rescore_changed=rescore_changed,
         mfu=mfu,
         max_hours=max_hours,
+        **run_fields,
     )
     try:
         result = api.sweep(

@@ -16,19 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from promptgen.core.errors import ProbeError
-from runners.backends import (
-    DEFAULT_BACKEND,
-    DEVICE_MAP,
-    ENGINE_MEMORY,
-    GGUF_FILE,
-    QUANTIZED_WEIGHTS,
-    SERVER,
-    TENSOR_PARALLEL,
-    Resolved,
-    backend_spec,
-    backends_taking,
-    require_for_scoring,
-)
+from runners.backends import Resolved, backend_spec, backends_taking, require_for_scoring
+from runners.backends import registry as option  # the load options a backend may take, by name
 from runners.model import context_length
 from runners.model import identity as model_identity
 from runners.model.device import (
@@ -57,7 +46,7 @@ class LoadOptions:
     so a bad flag is one line before any input is read or any weights load.
     """
 
-    backend: str = DEFAULT_BACKEND
+    backend: str = option.DEFAULT_BACKEND
     revision: str | None = None
     dtype: str = AUTO
     device: str = AUTO
@@ -94,29 +83,29 @@ def check_load_options(load: LoadOptions) -> None:
     spec, device_map, tensor_parallel_size = backend_spec(load.backend), load.device_map, load.tensor_parallel_size
     if load.dtype not in (AUTO, *DTYPES, *QUANTIZED):
         raise ProbeError(f"--dtype must be one of auto, {', '.join((*DTYPES, *QUANTIZED))}, got {load.dtype!r}")
-    if load.dtype in QUANTIZED and (not spec.takes(QUANTIZED_WEIGHTS) or load.gguf_file):
+    if load.dtype in QUANTIZED and (not spec.takes(option.QUANTIZED_WEIGHTS) or load.gguf_file):
         raise ProbeError(
             f"--dtype {load.dtype} quantises a checkpoint's weights with --backend "
-            f"{' or '.join(backends_taking(QUANTIZED_WEIGHTS))}, as the release did; not with --backend "
-            f"{spec.name if not spec.takes(QUANTIZED_WEIGHTS) else spec.name + ' --gguf-file'}"
+            f"{' or '.join(backends_taking(option.QUANTIZED_WEIGHTS))}, as the release did; not with --backend "
+            f"{spec.name if not spec.takes(option.QUANTIZED_WEIGHTS) else spec.name + ' --gguf-file'}"
         )
     if device_map not in (None, AUTO):
         raise ProbeError(f"--device-map must be auto (or left out), got {device_map!r}")
-    if device_map is not None and not spec.takes(DEVICE_MAP):
+    if device_map is not None and not spec.takes(option.DEVICE_MAP):
         raise ProbeError(
-            f"--device-map works with --backend {' or '.join(backends_taking(DEVICE_MAP))}; "
+            f"--device-map works with --backend {' or '.join(backends_taking(option.DEVICE_MAP))}; "
             f"{spec.name} spreads a model with --tensor-parallel-size"
         )
     if tensor_parallel_size < 1:
         raise ProbeError(f"--tensor-parallel-size must be positive, got {tensor_parallel_size}")
-    if tensor_parallel_size > 1 and not spec.takes(TENSOR_PARALLEL):
+    if tensor_parallel_size > 1 and not spec.takes(option.TENSOR_PARALLEL):
         raise ProbeError(
-            f"--tensor-parallel-size works with --backend {' or '.join(backends_taking(TENSOR_PARALLEL))}; "
+            f"--tensor-parallel-size works with --backend {' or '.join(backends_taking(option.TENSOR_PARALLEL))}; "
             f"for {spec.name} use --device-map auto"
         )
-    if load.gguf_file and not spec.takes(GGUF_FILE):
+    if load.gguf_file and not spec.takes(option.GGUF_FILE):
         raise ProbeError(
-            f"--gguf-file works with --backend {' or '.join(backends_taking(GGUF_FILE))}; "
+            f"--gguf-file works with --backend {' or '.join(backends_taking(option.GGUF_FILE))}; "
             f"for {spec.name}, save the model as a safetensors folder first"
         )
     check_server_options(load, spec)
@@ -124,8 +113,8 @@ def check_load_options(load: LoadOptions) -> None:
 
 def check_server_options(load: LoadOptions, spec: Any) -> None:
     """The served-model options: given with a backend that reaches a server, and only there."""
-    serving = ", ".join(backends_taking(SERVER)) or "none"
-    if not spec.takes(SERVER):
+    serving = ", ".join(backends_taking(option.SERVER)) or "none"
+    if not spec.takes(option.SERVER):
         if load.base_url is not None or load.tokenizer is not None:
             flag = "--base-url" if load.base_url is not None else "--tokenizer"
             raise ProbeError(f"{flag} works with --backend {serving} (a model behind a server)")
@@ -250,7 +239,7 @@ def load_backend(
         check_quantized_load(weights_dtype, on)
         if device == AUTO and device_type(on) == "cpu" and (message := cpu_warning(config, model)):
             warnings.warn(message, RunnerWarning, stacklevel=2)
-        if spec.takes(ENGINE_MEMORY) and gpu_memory_utilization is None:
+        if spec.takes(option.ENGINE_MEMORY) and gpu_memory_utilization is None:
             gpu_memory_utilization = GPU_MEMORY_UTILIZATION.get(device_type(on), GPU_MEMORY_UTILIZATION["cuda"])
         if spec.sizes_context:
             limit = context_length.position_limit(config.to_dict())

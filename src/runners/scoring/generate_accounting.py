@@ -2,9 +2,9 @@
 
 Plans and the sweep's quote price generation with these counts (`runners.plan.pricing`). A call of
 generation requests (`GenerateCall`) is counted by each backend's own batching, declared in its spec
-(`BackendSpec.generate_counts`): `hf_generate_counts` here, with `generate_batches`, which the hf
-backend's `generate` batches with, so the plan and the run cannot drift; vLLM's in
-`runners.backends.vllm.accounting`.
+(`BackendSpec.generate_counts`): the hf backend's in `runners.backends.hf.accounting` (beside
+`generate_batches`, which its `generate` batches with, so the plan and the run cannot drift),
+vLLM's in `runners.backends.vllm.accounting`.
 """
 
 from __future__ import annotations
@@ -12,16 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from runners.scoring.token_accounting import budget_chunks
-
 __all__ = [
     "DecodeGroup",
     "DecodeMachine",
     "DecodedLengths",
     "GenerateCall",
     "GenerateCounts",
-    "generate_batches",
-    "hf_generate_counts",
 ]
 
 
@@ -132,46 +128,3 @@ class GenerateCounts:
     @property
     def decode_steps(self) -> float:
         return sum(g.steps for g in self.groups)
-
-
-def generate_batches(lengths: Sequence[int], max_new_tokens: int, max_batch_tokens: int) -> list[list[int]]:
-    """How the hf backend batches greedy requests of one `generate` call (`runners.backends.hf.generate`).
-
-    Indices sorted by prompt length (stable), then cut so that rows x (longest prompt + `max_new_tokens`)
-    stays within `max_batch_tokens`: a left-padded batch's final width.
-    """
-    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    return budget_chunks(order, lambda i: lengths[i] + max_new_tokens, max_batch_tokens)
-
-
-def hf_generate_counts(call: GenerateCall) -> GenerateCounts:
-    """A call of generation requests priced for the hf backend: static left-padded batches.
-
-    The batches are `generate_batches`' (a sampled request runs alone). A batch's prefill runs its
-    rows x longest prompt (padding included); then every row decodes until the batch's longest
-    answer stops (`DecodedLengths.longest` of its rows), so finished rows are padding waste; a row's
-    cache holds the padded prompt and the tokens so far.
-    """
-    m = len(call.contexts)
-    lengths = [len(call.contexts[k % m]) for k in range(call.size)] if m else []
-    if call.sampled:
-        batches = [[i] for i in range(len(lengths))]
-    else:
-        batches = generate_batches(lengths, call.max_new_tokens, call.max_batch_tokens)
-    computed = positions = 0.0
-    groups = []
-    for batch in batches:
-        rows, width = len(batch), max(lengths[i] for i in batch)
-        computed += rows * width
-        steps = max(call.lengths.longest(rows) - 1, 0.0)
-        if steps:
-            groups.append(DecodeGroup(steps, rows, width + (steps + 1) / 2))
-            positions += rows * steps
-    return GenerateCounts(
-        items=len(lengths),
-        prompt_tokens=float(sum(lengths)),
-        computed_prompt_tokens=computed,
-        decoded_tokens=len(lengths) * call.lengths.mean,
-        decode_positions=positions,
-        groups=tuple(groups),
-    )

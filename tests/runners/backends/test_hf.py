@@ -277,8 +277,8 @@ def test_reported_computed_tokens_are_the_token_accounting_counts(
     smollm2_model: Any, smollm2_tokenizer: Any, requests_: list
 ) -> None:
     """The backend's per-request `computed_tokens` are exactly what `runners.scoring.token_accounting` plans."""
+    from runners.backends.hf.accounting import hf_token_counts
     from runners.backends.hf.backend import HFBackend
-    from runners.scoring.token_accounting import hf_token_counts
 
     numbers = [_number_item(smollm2_tokenizer, c)[2] for c in NUMBER_CONTEXTS]
     requests = [*numbers, *requests_]

@@ -1,4 +1,4 @@
-"""runners.scoring.token_accounting against brute-force counts (sets of prefixes), no model needed."""
+"""runners.scoring.token_accounting and hf.accounting against brute-force counts (prefix sets), no model needed."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from runners.backends.hf import accounting as hfa
 from runners.backends.vllm import accounting as vllm_accounting
 from runners.exchange import ScoreRequest
 from runners.scoring import token_accounting as ta
@@ -29,7 +30,7 @@ def _distinct_prefixes(contexts) -> int:
     return len({tuple(c[:k]) for c in contexts for k in range(1, len(c) + 1)})
 
 
-def _paths(nodes: list[ta.RadixNode]) -> list[tuple[int, ...]]:
+def _paths(nodes: list[hfa.RadixNode]) -> list[tuple[int, ...]]:
     paths: list[tuple[int, ...]] = []
     for node in nodes:
         above = paths[node.parent] if node.parent >= 0 else ()
@@ -48,7 +49,7 @@ def test_prefix_trie_minimum_counts_distinct_prefixes(seed: int) -> None:
 @pytest.mark.parametrize("min_shared", [0, 1, 4, 8])
 def test_radix_tree_spells_every_context_and_computes_each_prefix_once(seed: int, min_shared: int) -> None:
     contexts = _random_contexts(seed)
-    nodes = ta.context_radix(contexts, min_shared)
+    nodes = hfa.context_radix(contexts, min_shared)
     paths = _paths(nodes)
     for i, ctx in enumerate(contexts):
         (node,) = [k for k, n in enumerate(nodes) if i in n.ends]
@@ -66,7 +67,7 @@ def test_radix_tree_spells_every_context_and_computes_each_prefix_once(seed: int
         for k, n in enumerate(nodes):
             if any(m.parent == k for m in nodes) and not n.ends:
                 assert len(n.tokens) >= min_shared
-    attribution = ta.radix_attribution(nodes, len(contexts))
+    attribution = hfa.radix_attribution(nodes, len(contexts))
     assert sum(attribution) == computed
     assert all(a >= 0 for a in attribution)
 
@@ -84,7 +85,7 @@ def test_hf_counts_per_call_match_brute_force() -> None:
     contexts = _random_contexts(7, 60)
     conts = ((1, 2), (1, 3), (4,))
     requests = [ScoreRequest(c, conts, (9,)) for c in contexts]
-    counts = ta.hf_token_counts(requests, max_batch_tokens=10**9, items_per_call=16, min_shared_prefix=1)
+    counts = hfa.hf_token_counts(requests, max_batch_tokens=10**9, items_per_call=16, min_shared_prefix=1)
     expected = sum(_distinct_prefixes(contexts[s : s + 16]) for s in range(0, len(contexts), 16))
     assert counts.computed_context_tokens == expected
     assert counts.continuation_positions == 4 * len(requests)  # (1,), (1,2), (1,3), (4,)
@@ -96,7 +97,7 @@ def test_hf_counts_per_call_match_brute_force() -> None:
 
 def test_hf_batches_sort_by_tokens_and_respect_the_budget() -> None:
     contexts = _random_contexts(3, 50)
-    batches = ta.hf_batches(contexts, 200)
+    batches = hfa.hf_batches(contexts, 200)
     flat = [i for b in batches for i in b]
     assert sorted(flat) == list(range(len(contexts)))
     assert [contexts[i] for i in flat] == sorted(contexts)
@@ -140,7 +141,7 @@ def test_radix_sharing_on_religion_comes_within_1_3_of_the_trie_minimum(
     assert len(items) > 64 and all(item["task"] == "number" for item in items)
     digits = cached_digit_start_ids(smollm2_tokenizer)
     requests = [prepare_request(i, smollm2_tokenizer, False, ScoringSettings(), digits) for i in items]
-    counts = ta.hf_token_counts(requests)
+    counts = hfa.hf_token_counts(requests)
     assert counts.prefix_trie_minimum == _distinct_prefixes([r.context for r in requests])
     ratio = counts.computed_context_tokens / counts.prefix_trie_minimum
     assert ratio <= 1.3, counts.as_dict()

@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from runners.backends.hf.accounting import MIN_SHARED_PREFIX, context_radix, hf_batches, radix_attribution
 from runners.backends.hf.bounded import bounded_passes
 from runners.backends.hf.generate import generate
 from runners.backends.hf.logprobs import LogSoftmax, candidate_logprobs_by_row, gather_logprobs
@@ -54,15 +55,7 @@ from runners.backends.hf.tree_pass import KVPool, TreeRow, tree_pass
 from runners.backends.registry import Resolved
 from runners.exchange import ContinuationScore, GenerateRequest, Generation, ScoreRequest, ScoreResult
 from runners.scoring.number_bound import TrieExpansion
-from runners.scoring.token_accounting import (
-    DEFAULT_MAX_BATCH_TOKENS,
-    MIN_SHARED_PREFIX,
-    budget_chunks,
-    context_radix,
-    continuation_nodes,
-    hf_batches,
-    radix_attribution,
-)
+from runners.scoring.token_accounting import DEFAULT_MAX_BATCH_TOKENS, budget_chunks, continuation_nodes
 
 #: default cap on logit rows (rows x fed positions) of one continuation pass: bounds the
 #: (rows, positions, vocabulary) logits tensor and the log-sum-exp pass over it

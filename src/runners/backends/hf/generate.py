@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from runners.backends.hf.accounting import generate_batches
 from runners.exchange import GenerateRequest, Generation, cut_at_stop
-from runners.scoring.generate_accounting import generate_batches
 
 
 def generate(
@@ -41,7 +41,7 @@ def generate(
     out: list[Generation | None] = [None] * len(requests)
     with torch.inference_mode():
         for members in groups.values():
-            # the batching `probes plan` prices generation with (`generate_accounting.hf_generate_counts`)
+            # the batching `probes plan` prices generation with (`accounting.hf_generate_counts`)
             lengths = [len(requests[i].context) for i in members]
             for cut in generate_batches(lengths, requests[members[0]].max_tokens, max_batch_tokens):
                 chunk = [members[j] for j in cut]

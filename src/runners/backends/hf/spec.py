@@ -10,8 +10,8 @@ HF = register(
         loader="runners.backends.hf.backend:load",
         summary="transformers in this process (any device; --device-map auto spreads a model over GPUs)",
         options=frozenset({DEVICE_MAP, GGUF_FILE, QUANTIZED_WEIGHTS}),
-        token_counts="runners.scoring.token_accounting:hf_token_counts",
-        call_counts="runners.scoring.token_accounting:hf_call_counts",
-        generate_counts="runners.scoring.generate_accounting:hf_generate_counts",
+        token_counts="runners.backends.hf.accounting:hf_token_counts",
+        call_counts="runners.backends.hf.accounting:hf_call_counts",
+        generate_counts="runners.backends.hf.accounting:hf_generate_counts",
     )
 )

@@ -1,6 +1,6 @@
 """The hf backend's forward pass: token trees over a pool of cached context keys and values.
 
-A batch's context tokens are computed once each (`runners.scoring.token_accounting.context_radix`),
+A batch's context tokens are computed once each (`runners.backends.hf.accounting.context_radix`),
 and their keys and values kept in a `KVPool`, one slot per token. A pass (`tree_pass`) runs
 rows of tokens (`TreeRow`): each row's past is gathered from the pool, and its own tokens
 form a tree (a radix edge is a chain; a continuation trie branches) whose shape goes to the

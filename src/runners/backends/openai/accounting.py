@@ -44,7 +44,7 @@ def openai_token_counts(
 
 
 def openai_call_counts(call: SampledCall) -> tuple[TokenCounts, float]:
-    """One sampled call priced for the served backend (`token_accounting.hf_call_counts` prices it for hf).
+    """One sampled call priced for the served backend (`hf.accounting.hf_call_counts` prices it for hf).
 
     Each number item's trie is counted with its own context and the nearest picked item's trie (its prompts
     hold the whole context); a bounded trie costs `trie_positions` such prompts at the trie's mean depth.

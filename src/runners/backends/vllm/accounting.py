@@ -111,7 +111,7 @@ def vllm_bounded_trie_positions(
 
 
 def vllm_call_counts(call: SampledCall) -> tuple[TokenCounts, float]:
-    """One sampled call priced for the vLLM backend (`token_accounting.hf_call_counts` prices it for hf).
+    """One sampled call priced for the vLLM backend (`hf.accounting.hf_call_counts` prices it for hf).
 
     Every level prompt recomputes its context's last partial block, so a trie's cost depends on
     its own context's length: each number item is counted with its own context and the trie of
