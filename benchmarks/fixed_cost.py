@@ -2,7 +2,7 @@
 
     python benchmarks/fixed_cost.py --prompts DIR/talent-or-luck --out benchmarks/results/fixed_cost_cpu2.json
 
-A sweep scores every config on one loaded model (`runners.run.resolve_protocol`, then `run_on`), so
+A sweep scores every config on one loaded model (`runners.run.resolve_protocol`, then `Runner.run`), so
 what each config costs beyond its tokens is fixed: the config's load and checks, the session (resume,
 key, manifest, card, compaction), and per backend call the Python around it (rendering, tokenising,
 building requests, writing rows). Small configs are all fixed cost: a GPU sweep of 32 items per
@@ -72,13 +72,13 @@ def main() -> None:
     import torch
 
     from runners.backends import load as models
-    from runners.request import RunRequest
-    from runners.run import resolve_protocol, run_on
+    from runners.request import LoadOptions, RunRequest
+    from runners.run import Runner, resolve_protocol
     from runners.testmodel import ensure_smollm2
 
     torch.set_num_threads(2)
     model = str(ensure_smollm2()[1])
-    backend, tokenizer, revision = models.load_backend(model)
+    runner = Runner(model, LoadOptions(), *models.load_backend(model))
     work = Path(tempfile.mkdtemp(prefix="fixed-cost-"))
     folders = iter(range(10**6))
 
@@ -89,7 +89,7 @@ def main() -> None:
             start = time.perf_counter()
             request = RunRequest(str(args.prompts), CONFIG, model, out, limit=items, batch_size=batch)
             prompts, resolved, _ = resolve_protocol(request)
-            (summary,) = run_on(backend, tokenizer, revision, [prompts], [resolved])
+            summary = runner.run(prompts, resolved)
             best = min(best, time.perf_counter() - start)
             assert summary.items == items
         return best
@@ -109,8 +109,8 @@ def main() -> None:
         }
 
     measured = {"smollm2": fixed("smollm2")}
-    backend.close()
-    backend = NullBackend()
+    runner.close()
+    runner.backend = NullBackend()
     measured["null"] = fixed("null")
     result: dict[str, Any] = {
         "benchmark": "fixed_cost",

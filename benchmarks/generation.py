@@ -16,7 +16,7 @@ float32, `runners.testmodel.ensure_smollm2`):
 2. The model is then loaded once the way `run` loads it (`runners.backends.load.load_backend`, vLLM's
    context sized by `runners.positions_needed.needs_of`), warmed up on two items, and on that one
    backend, `--repeats` times in turn (the vLLM prefix cache emptied before each timed pass):
-   - `run`: `runners.run.run_on` (what `run` calls once the model is loaded) into a fresh results
+   - `run`: `runners.run.Runner.run` (what `run` calls once the model is loaded) into a fresh results
      folder, timed around the call: the run's whole work without the load (session, tokenisation,
      generation, result rows, parts, compaction, manifest and card). `backend_generate_s` is the
      time inside the backend's `generate`, the rest is `other_s`;
@@ -79,7 +79,7 @@ def resolve(prompts: Path, config: str, model: str, results: Path, backend: str,
 
 
 def load_like_run(rows: Any, request: Any) -> tuple[Any, Any, str]:
-    """The backend, tokenizer and key revision, loaded exactly as `run.run_loaded` loads them."""
+    """The backend, tokenizer and key revision, loaded exactly as `run.Runner.load` loads them."""
     from runners.backends import backend_spec, load
     from runners.positions_needed import needs_of
 
@@ -91,7 +91,7 @@ def load_like_run(rows: Any, request: Any) -> tuple[Any, Any, str]:
 
 def run_requests(rows: Any, request: Any, backend: Any, tokenizer: Any) -> tuple[list[dict], list[list[Any]], bool]:
     """The run's items and its generation requests, in the run's backend calls (`local_run.run_config`)."""
-    from runners.local_run import default_batch_size
+    from runners.model.device import default_batch_size
     from runners.prompts import chat_for
     from runners.results import resume
     from runners.rows import generation_request
@@ -100,7 +100,7 @@ def run_requests(rows: Any, request: Any, backend: Any, tokenizer: Any) -> tuple
     chat = chat_for(tokenizer, request.chat)
     chosen = select_rows(resume.id_column(rows.dataset), request.shard_range, request.limit)
     items = rows.dataset.select(chosen).to_list()
-    batch = default_batch_size(backend) if request.batch_size is None else request.batch_size
+    batch = default_batch_size(backend.device) if request.batch_size is None else request.batch_size
     calls = [
         [generation_request(item, tokenizer, chat, request.settings) for item in items[start : start + batch]]
         for start in range(0, len(items), batch)
@@ -225,8 +225,8 @@ def time_public_run(prompts: Path, config: str, model: str, results: Path, backe
 
 
 def time_loaded_run(rows: Any, request: Any, backend: Any, tokenizer: Any, revision: str) -> dict:
-    """`runners.run.run_on` on the loaded backend (what `run` does after the load), with its generate time."""
-    from runners.run import run_on
+    """`runners.run.Runner.run` on the loaded backend (what `run` does after the load), with its generate time."""
+    from runners.run import Runner
 
     inner = backend.generate
     spent = [0.0]
@@ -241,7 +241,7 @@ def time_loaded_run(rows: Any, request: Any, backend: Any, tokenizer: Any, revis
     backend.generate = timed
     try:
         started = time.perf_counter()
-        (summary,) = run_on(backend, tokenizer, revision, [rows], [request])
+        summary = Runner(request.model, request.load, backend, tokenizer, revision).run(rows, request)
         wall = time.perf_counter() - started
     finally:
         del backend.generate
@@ -293,16 +293,16 @@ class OtherLoad:
 
 
 def profile_run(rows: Any, request: Any, backend: Any, tokenizer: Any, revision: str, top: int = 25) -> list[str]:
-    """cProfile of one `run_on` pass: the top functions by cumulative time (lines of pstats' table)."""
+    """cProfile of one `Runner.run` pass: the top functions by cumulative time (lines of pstats' table)."""
     import cProfile
     import io
     import pstats
 
-    from runners.run import run_on
+    from runners.run import Runner
 
     profiler = cProfile.Profile()
     profiler.enable()
-    run_on(backend, tokenizer, revision, [rows], [request])
+    Runner(request.model, request.load, backend, tokenizer, revision).run(rows, request)
     profiler.disable()
     text = io.StringIO()
     pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(top)

@@ -99,7 +99,7 @@ def time_user_run(dataset: Path, config: str, items: int, model: Path, results: 
 def time_backend_alone(dataset: Path, config: str, items: int, model: Path, load: Any, device: str) -> dict[str, Any]:
     """The same rows, tokenised as the run tokenises them (not timed), scored by the backend alone (timed)."""
     from runners.backends import load as models
-    from runners.local_run import default_batch_size
+    from runners.model.device import default_batch_size
     from runners.request import RunRequest
     from runners.rows import cached_digit_start_ids, prepare_request
     from runners.run import resolve_protocol
@@ -111,7 +111,7 @@ def time_backend_alone(dataset: Path, config: str, items: int, model: Path, load
         chat = bool(getattr(tokenizer, "chat_template", None)) if request.chat is None else request.chat
         digits = cached_digit_start_ids(tokenizer)
         requests = [prepare_request(row, tokenizer, chat, request.settings, digits) for row in rows]
-        batch = default_batch_size(backend)
+        batch = default_batch_size(backend.device)
         backend.score(requests[:batch])  # warm-up, as the run's first call is
         synchronize(device)
         started = time.perf_counter()

@@ -15,7 +15,7 @@ export HF_HUB_OFFLINE=1 HF_DATASETS_CACHE="$OUT/hf-datasets-cache"
 P="$PY -m probes.cli"
 mkdir -p "$OUT"
 if [ ! -f "$OUT/synthetic-sources/recipe.yaml" ]; then
-  $PY -c "import sys; from pathlib import Path; from probes.demo import write_synthetic_corpus; write_synthetic_corpus(Path(sys.argv[1]), events_per_emotion=4)" "$OUT/synthetic-sources"
+  $PY -c "import sys; from pathlib import Path; from promptgen.empathy.synthetic import write_synthetic_corpus; write_synthetic_corpus(Path(sys.argv[1]), events_per_emotion=4)" "$OUT/synthetic-sources"
 fi
 $P build talent-or-luck --sources "$SOURCES" --out "$OUT/datasets" -q
 $P build trust-game --sources "$SOURCES" --out "$OUT/datasets" -q

@@ -52,10 +52,11 @@ from runners.scoring.settings import ScoringSettings, scoring_settings
 from runners.summary import RunSummary
 
 from .demo import demo
-from .derive import CurateResult, RewriteRun, curate_pairs, rewrite
 from .importer import ImportRequest, ImportResult, import_results
+from .pair_curation import CurateResult, curate_pairs
 from .publish import plan_table, publish
 from .sweep import SweepPlan, SweepRequest, SweepResult, sweep
+from .t2_rewrites import RewriteRun, rewrite
 
 __all__ = [
     "AnalysisOptions",

@@ -116,9 +116,9 @@ def build(
     `sources`: a folder of source files (nothing is downloaded), or `SourceOptions` (the download
     cache, offline); None downloads into the default cache.
 
-    `curated_pairs` (trust game only) adds per-model pairs and their games; see `probes.derive.curate_pairs`.
+    `curated_pairs` (trust game only) adds per-model pairs and their games; see `probes.pair_curation.curate_pairs`.
     `rewrites` (intergroup-empathy only) replaces rule-based T2 narratives with a model's; see
-    `probes.derive.apply_rewrites`. `configs`: build only these (written to `out_dir/<name>-<config>...`).
+    `probes.t2_rewrites.apply_rewrites`. `configs`: build only these (written to `out_dir/<name>-<config>...`).
     """
     recipe = load_recipe(name_or_path)
     sources = SourceOptions.of(sources)

@@ -20,8 +20,8 @@ from typing import Any
 
 from promptgen.core.errors import ProbeError
 from runners.backends.protocol import Backend
-from runners.model.device import ITEMS_PER_CALL, device_type
-from runners.prompts import PromptConfig, check_scoring_mode
+from runners.model.device import default_batch_size
+from runners.prompts import PromptConfig
 from runners.request import RunRequest
 from runners.rows import scored_batches
 from runners.scoring.settings import ScoringSettings
@@ -30,12 +30,6 @@ from runners.session import Session
 from runners.summary import RunSummary
 
 __all__ = ["RunRequest", "RunSummary", "run_config"]
-
-
-def default_batch_size(backend: Backend) -> int:
-    """Items per backend call when `--batch-size` is not given: GPU-sized on CUDA, small on the CPU."""
-    kind = device_type(backend.device or "cpu")
-    return ITEMS_PER_CALL.get(kind, ITEMS_PER_CALL["cuda"])
 
 
 def run_config(
@@ -54,7 +48,7 @@ def run_config(
     the key is `model_revision`. `request.model_name` names the model in every file written
     (default: the portable name of `backend.model_id`, see `session.model_name_for`).
     `request.chat=None` uses the chat template when the tokenizer has one; `batch_size=None` is
-    `default_batch_size(backend)`. The key's dtype is the one the backend loaded
+    `runners.model.device.default_batch_size`. The key's dtype is the one the backend loaded
     (`request.load.dtype` is only a fallback for backends that do not say).
     `on_start(total, done)` and `on_advance(n)` report progress.
     """
@@ -64,8 +58,7 @@ def run_config(
     settings = ScoringSettings() if request.settings is None else request.settings
     if not isinstance(settings, ScoringSettings):  # a bug, not input
         raise TypeError("run_config needs complete ScoringSettings; resolve flags with runners.run.resolve_protocol")
-    batch_size = default_batch_size(backend) if request.batch_size is None else request.batch_size
-    check_scoring_mode(prompts, settings)
+    batch_size = default_batch_size(backend.device) if request.batch_size is None else request.batch_size
     dtype = backend.dtype or request.load.dtype  # what the backend loaded; what was asked when it does not say
     session = Session.start(
         prompts,

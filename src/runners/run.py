@@ -45,7 +45,7 @@ from runners.request import LoadOptions, RunRequest
 from runners.scoring.settings import resolve_scoring
 from runners.summary import RunSummary
 
-__all__ = ["LoadOptions", "RunRequest", "RunSummary", "expand_configs", "run", "run_loaded", "run_many", "warnings_to"]
+__all__ = ["LoadOptions", "RunRequest", "RunSummary", "Runner", "expand_configs", "run", "run_many", "warnings_to"]
 
 
 @contextmanager
@@ -61,75 +61,71 @@ def warnings_to(on_warning: Callable[[str], None] | None) -> Iterator[None]:
             warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
 
 
-def run_loaded(
-    prompts: Sequence[PromptConfig],
-    requests: Sequence[RunRequest],
-    *,
-    on_start: Callable[[int, int], None] | None = None,
-    on_advance: Callable[[int], None] | None = None,
-    on_warning: Callable[[str], None] | None = None,
-    on_config: Callable[[RunRequest], tuple[Callable | None, Callable | None]] | None = None,
-) -> list[RunSummary]:
-    """Load the model in this process once, run each config into its request's folder, always close the engine.
+class Runner:
+    """A model loaded once in this process, scoring config after config on it, closed at the end.
 
-    Takes the configs and their requests, which must name one model loaded one way, and returns a
-    summary per config, in order (`on_config(request)` gives each config's progress hooks, else
-    `on_start`/`on_advance` serve them all). vLLM's
-    `max_model_len` left out follows the longest items of all the configs
-    (`runners.model.context_length`). Warnings of the loading (`RunnerWarning`: a GPU-sized model on
-    the CPU) go to `on_warning`.
+    The one way every caller scores on a loaded model: `run_many`, the sweep, the demo and
+    `probes rewrite --model` each open a `Runner` and hand it resolved configs (`resolve_protocol`),
+    so the load, its warnings, vLLM's context size and the close are written once::
+
+        with Runner.load(model, load, sized_for=[(prompts, request)]) as runner:
+            summary = runner.run(prompts, request)
+
+    `sized_for`: the (config, request) pairs it will score, which size vLLM's `max_model_len` when
+    left out (`runners.model.context_length`: the longest items of them all). Warnings of the
+    loading (`RunnerWarning`: a GPU-sized model on the CPU) go to `on_warning`.
     """
-    configs, requests = list(prompts), list(requests)
-    if not requests or len(configs) != len(requests):
-        raise ValueError("run_loaded takes one request per config, at least one")
-    first = requests[0]
-    if any((r.model, r.load) != (first.model, first.load) for r in requests):
-        raise ValueError("run_loaded scores configs of one model loaded one way")
-    needed = None
-    if backend_spec(first.load.backend).sizes_context:
-        sizes = [
-            needs_of(p, r.settings, r.chat, shard=r.shard_range, limit=r.limit)
-            for p, r in zip(configs, requests, strict=True)
-        ]
 
-        def needed(tokenizer: Any) -> int:
-            return max(size(tokenizer) for size in sizes)
+    def __init__(self, model: str, load_options: LoadOptions, backend: Any, tokenizer: Any, revision: str) -> None:
+        self.model, self.load_options = model, load_options
+        self.backend, self.tokenizer, self.revision = backend, tokenizer, revision
 
-    if on_config is None:
-        on_config = lambda _request: (on_start, on_advance)  # noqa: E731 - one pair of hooks for every config
+    @classmethod
+    def load(
+        cls,
+        model: str,
+        load_options: LoadOptions,
+        *,
+        sized_for: Sequence[tuple[PromptConfig, RunRequest]] = (),
+        on_warning: Callable[[str], None] | None = None,
+    ) -> Runner:
+        needed = None
+        if sized_for and backend_spec(load_options.backend).sizes_context:
+            sizes = [needs_of(p, r.settings, r.chat, shard=r.shard_range, limit=r.limit) for p, r in sized_for]
 
-    with warnings_to(on_warning):
-        backend, tokenizer, key_revision = load.load_backend(first.model, first.load, needed_tokens=needed)
-    try:
-        summaries = run_on(backend, tokenizer, key_revision, configs, requests, on_config=on_config)
-    finally:
-        backend.close()  # vLLM aborts the process at exit when its engine is left running
-    return summaries
+            def needed(tokenizer: Any) -> int:
+                return max(size(tokenizer) for size in sizes)
 
+        with warnings_to(on_warning):
+            backend, tokenizer, revision = load.load_backend(model, load_options, needed_tokens=needed)
+        return cls(model, load_options, backend, tokenizer, revision)
 
-def run_on(
-    backend: Any,
-    tokenizer: Any,
-    model_revision: str,
-    configs: Sequence[PromptConfig],
-    requests: Sequence[RunRequest],
-    *,
-    on_config: Callable[[RunRequest], tuple[Callable | None, Callable | None]] | None = None,
-) -> list[RunSummary]:
-    """Each config with its request on a model already loaded (`load.load_backend`), in turn; a summary each.
-
-    `on_config(request)` gives the config's (on_start, on_advance) progress hooks. The caller owns the backend
-    (and closes it).
-    """
-    summaries = []
-    for config, request in zip(configs, requests, strict=True):
-        start, advance = on_config(request) if on_config is not None else (None, None)
-        summaries.append(
-            local_run.run_config(
-                config, backend, tokenizer, request, model_revision=model_revision, on_start=start, on_advance=advance
+    def run(
+        self,
+        prompts: PromptConfig,
+        request: RunRequest,
+        *,
+        on_start: Callable[[int, int], None] | None = None,
+        on_advance: Callable[[int], None] | None = None,
+    ) -> RunSummary:
+        """Score one resolved config (`resolve_protocol`) into its request's folder; its summary."""
+        if (request.model, request.load) != (self.model, self.load_options):
+            raise ValueError(
+                f"a Runner of {self.model!r} cannot score a request for {request.model!r} loaded otherwise"
             )
-        )
-    return summaries
+        return local_run.run_config(
+            prompts, self.backend, self.tokenizer, request, model_revision=self.revision,
+            on_start=on_start, on_advance=on_advance,
+        )  # fmt: skip
+
+    def close(self) -> None:
+        self.backend.close()  # vLLM aborts the process at exit when its engine is left running
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
 
 
 def expand_configs(
@@ -235,17 +231,20 @@ def run_many(
     ref = hub_ref(str(template.dataset), template.revision)  # one commit for every config of the run
     names = expand_configs(template.dataset, configs, ref=ref)
     resolved = [resolve_protocol(replace(template, config=name), ref=ref) for name in names]
-    requests = [request for _, request, _ in resolved]
+    hooks = on_config or (lambda _request: (None, None))
+    summaries = []
     if template.ray:
         from runners.ray_run import run_config_ray
 
-        summaries = []
         for prompts, request, _ in resolved:
-            start, advance = on_config(request) if on_config is not None else (None, None)
+            start, advance = hooks(request)
             summaries.append(run_config_ray(prompts, request, on_start=start, on_advance=advance))
     else:
-        prompts = [p for p, _, _ in resolved]
-        summaries = run_loaded(prompts, requests, on_config=on_config, on_warning=on_warning)
+        pairs = [(p, r) for p, r, _ in resolved]
+        with Runner.load(template.model, template.load, sized_for=pairs, on_warning=on_warning) as runner:
+            for prompts, request in pairs:
+                start, advance = hooks(request)
+                summaries.append(runner.run(prompts, request, on_start=start, on_advance=advance))
     return [replace(summary, protocol=label) for summary, (_, _, label) in zip(summaries, resolved, strict=True)]
 
 

@@ -141,7 +141,8 @@ class Session:
         (`runners.run.resolve_protocol`).
         """
         chat = chat_for(tokenizer, request.chat)
-        check_chat_form(prompts, chat)
+        if request.chat is None:  # decided by the tokenizer just now; a form decided before the load was checked then
+            check_chat_form(prompts, chat)
         check_chat_template(prompts.config, tokenizer, chat)
         check_number_mode(prompts, settings, tokenizer, chat)
         name = model_name_for(model_id, request.model_name)

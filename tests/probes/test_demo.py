@@ -12,10 +12,16 @@ import pytest
 from typer.testing import CliRunner
 
 from probes.cli import app
-from probes.demo import EMPATHY_CONFIG, DemoSizes, demo
+from probes.demo import demo
+from promptgen.empathy.demo import CONFIG as EMPATHY_CONFIG
 
 pytestmark = pytest.mark.slow  # the whole demo (build, SmolLM2 scoring, analysis): the slow tier (pytest -m slow)
-TINY = DemoSizes(attribution_per_cell=2, games_per_cell=2, probing_items=3, empathy_events=2)
+#: each probe's demo sizes (its `DemoPlan`), shrunk
+TINY = {
+    "talent-or-luck": {"per_cell": 2},
+    "trust-game-names": {"games_per_cell": 2, "probing_items": 3},
+    "intergroup-empathy": {"max_events": 2},
+}
 
 
 def test_demo_builds_scores_analyses_and_resumes(shared_sources: Path, smollm2: Path, tmp_path: Path) -> None:
@@ -27,7 +33,7 @@ def test_demo_builds_scores_analyses_and_resumes(shared_sources: Path, smollm2: 
     assert attribution.name == "talent-or-luck-single_actor"
     assert sorted(p.name for p in (attribution / "data").iterdir()) == ["single_actor"]
     index = result.report.read_text()
-    for probe in ("talent-or-luck", "trust-game", "intergroup-empathy"):
+    for probe in ("talent-or-luck", "trust-game-names", "intergroup-empathy"):
         report = tmp_path / "demo" / "reports" / probe / "report.html"
         assert report.is_file() and f"reports/{probe}/report.html" in index
         assert any((report.parent / "figures").glob("*.png")), probe
@@ -36,7 +42,7 @@ def test_demo_builds_scores_analyses_and_resumes(shared_sources: Path, smollm2: 
     assert set(single["dimension"]) == {"religion"} and (single["n_items"] == 2).all()  # 2 per cell, 24 cells
     gap = pd.read_csv(tables / "intergroup-empathy" / "tables" / "empathy_gap.csv")
     assert set(gap["refused_items"]) == {"excluded", "included"}
-    assert (tables / "trust-game" / "tables" / "trust_game_anova.csv").is_file()
+    assert (tables / "trust-game-names" / "tables" / "trust_game_anova.csv").is_file()
     assert "synthetic corpus" not in index
     scored = [line for line in lines if re.match(r"\[demo\] score .*: ", line)]
     assert len(scored) == 5 and all("0 already done" in line for line in scored)

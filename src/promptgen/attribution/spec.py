@@ -12,4 +12,5 @@ SPEC = ProbeSpec(
     table_prefix="attribution_",
     row_probes=("attribution",),
     rank=10,
+    demo="promptgen.attribution.demo:DEMO",
 )

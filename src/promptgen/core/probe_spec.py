@@ -11,7 +11,9 @@ in `promptgen` can name its analysis module without importing upwards.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from .build_options import PROBE_BUILD_OPTIONS
 
@@ -49,6 +51,8 @@ class ProbeSpec:
     #: test the pipeline only
     private_source: str | None = None
     synthetic_sources: str | None = None
+    #: "module:attribute" of its `DemoPlan` (what `probes demo` builds and scores of it); None: not in the demo
+    demo: str | None = None
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.build_options) - set(PROBE_BUILD_OPTIONS))
@@ -56,3 +60,38 @@ class ProbeSpec:
             raise ValueError(
                 f"probe {self.name!r}: unknown build options {unknown} (known: {list(PROBE_BUILD_OPTIONS)})"
             )
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    """One config `probes demo` scores of a probe, on a subset of its rows."""
+
+    config: str
+    #: "module:function" (the config's rows as a `datasets.Dataset`, the plan's sizes) -> row positions; None: all
+    rows: str | None = None
+    #: None: the config's protocol (the paper's method). Else complete settings: the `scoring` preset
+    #: (`runners.scoring.settings.scoring_settings`) with these `ScoringSettings` fields replaced
+    settings: Mapping[str, Any] | None = None
+    #: score only the first `limit` rows the protocol selects
+    limit: int | None = None
+    #: its results folder is `results/<probe name><results_suffix>`; one with a suffix is scored but not analysed
+    results_suffix: str = ""
+
+
+@dataclass(frozen=True)
+class DemoPlan:
+    """What `probes demo` does with one probe: how its dataset is built, and which subsets it scores.
+
+    `note`, when given, is printed, shown on the index page and added to the probe's report; it is
+    formatted with `{items}`, `{refused}` and `{results}` of the run whose results have a suffix
+    (a side run on the paper's protocol, say), when there is one.
+    """
+
+    runs: tuple[DemoRun, ...]
+    #: the demo's sizes (rows per cell, events, ...): the row selectors read them; a test may shrink them
+    sizes: Mapping[str, int] = field(default_factory=dict)
+    #: build options (`PROBE_BUILD_OPTIONS` and `configs`) the demo builds with
+    build: Mapping[str, Any] = field(default_factory=dict)
+    #: sizes also passed to the build under their own names (`max_events`, say)
+    sized_build: tuple[str, ...] = ()
+    note: str | None = None

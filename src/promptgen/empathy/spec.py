@@ -16,6 +16,7 @@ SPEC = ProbeSpec(
     table_prefix="empathy_",
     row_probes=("empathy",),
     rank=30,
+    demo="promptgen.empathy.demo:DEMO",
     private_source="intergroup-empathy-release",
     synthetic_sources="promptgen.empathy.synthetic:write_synthetic_corpus",
 )

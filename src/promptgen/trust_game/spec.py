@@ -1,6 +1,6 @@
 """The name-based Trust Game: this probe as the project knows it, found by `promptgen.probe_registry`.
 
-Its `race_probe` rows (the curation input of `probes derive curate`) are not analysed: the report
+Its `race_probe` rows (the curation input of `probes curate-pairs`) are not analysed: the report
 gives their refusals only.
 """
 
@@ -17,4 +17,5 @@ SPEC = ProbeSpec(
     table_prefix="trust_game_",
     row_probes=("trust_game", "probing"),
     rank=20,
+    demo="promptgen.trust_game.demo:DEMO",
 )

@@ -53,6 +53,11 @@ MAX_LOGIT_ROWS = {"cuda": 4096, "cpu": 2048}
 CUDA_BUDGET_FRACTION = 0.35
 
 
+def default_batch_size(device: str | None) -> int:
+    """Items per backend call when `--batch-size` is not given: GPU-sized on CUDA, small on the CPU."""
+    return ITEMS_PER_CALL.get(device_type(device or "cpu"), ITEMS_PER_CALL["cuda"])
+
+
 def device_type(device: str) -> str:
     """`cuda:1` -> `cuda`; `cpu` -> `cpu`."""
     return device.split(":", 1)[0]

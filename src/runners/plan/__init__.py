@@ -24,7 +24,8 @@ One job per module:
   (`read_profile`), which price the bounded mode (`--number-tolerance`), and the lengths of a
   sample's generated answers (`read_generation_profile`), which price the decode;
 - `make`: the request, checked before any work, and the plan of it (`PlanRequest`, `make_plan`);
-- `output`: the `--json` file and the command line's table (`write_json`, `plan_rows`).
+- `output`: the `--json` file and the command line's table (`write_json`, `plan_rows`);
+- `loaded`: a sweep's price on the model it has loaded, on the device it loaded on (`price_loaded`).
 """
 
 from __future__ import annotations

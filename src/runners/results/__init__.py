@@ -78,6 +78,7 @@ from .parts import (
     part_schema,
     read_key_rows,
     read_part,
+    refused_rows,
     write_part,
 )
 
@@ -112,6 +113,7 @@ __all__ = [
     "read_manifest",
     "read_part",
     "recorded_keys",
+    "refused_rows",
     "render_results_card",
     "result_configs",
     "shard_of",

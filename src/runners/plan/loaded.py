@@ -1,0 +1,82 @@
+"""A sweep's price on the model it has loaded: each config quoted (`quote`) and priced on that device.
+
+`probes plan` prices a sweep before any load, from the tokenizer and `config.json`; a sweep has
+the model loaded already, so it prices on the device it got: a GPU `pricing.GPUS` knows at an
+MFU, the CPU at its measured rate (a plain forward pass and a short greedy generate of this
+model), and a served model by the tokens and prompts it is sent (its time is its server's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from runners.backends import backend_spec
+from runners.model.device import default_batch_size
+from runners.plan.pricing import GPUS, count_params, load_model_config
+from runners.plan.quote import Quote, cpu_decode_tokens_per_s, cpu_tokens_per_s, quote_config
+from runners.request import RunRequest
+
+
+@dataclass
+class SweepPlan:
+    """What a sweep is about to do: a quote per (dataset, config), priced on `device`."""
+
+    device: str
+    rate: str
+    quotes: list[tuple[str, Quote, float | None]]
+
+    @property
+    def items(self) -> int:
+        return sum(q.items for _, q, _ in self.quotes)
+
+    @property
+    def hours(self) -> float | None:
+        prices = [h for _, _, h in self.quotes]
+        return None if any(h is None for h in prices) else sum(prices)  # type: ignore[misc]
+
+
+def _device(backend: Any) -> tuple[str | None, str]:
+    """(a `pricing.GPUS` name or None, the device in words) of a loaded backend."""
+    if str(getattr(backend, "device", "cpu")).startswith("cuda"):
+        import torch
+
+        name = torch.cuda.get_device_name()
+        gpu = next((key for key in GPUS if key in name.lower().replace(" ", "")), None)
+        return gpu, name
+    return None, "cpu"
+
+
+def price_loaded(
+    resolved: Sequence[tuple[str, Any, RunRequest]], backend: Any, tokenizer: Any, model: str, mfu: float
+) -> SweepPlan:
+    """Price each (name, resolved config, request) on the device the model loaded on (the module docstring)."""
+    per_call = default_batch_size(backend.device) if getattr(backend, "device", None) else None
+    budget = getattr(backend, "max_batch_tokens", None)  # the hf backend's: it batches generation too
+    quotes = [
+        (name, quote_config(prompts, request, tokenizer, items_per_call=per_call, max_batch_tokens=budget))
+        for name, prompts, request in resolved
+    ]
+    if backend_spec(backend.name).served:  # no weights here to count: the time is the server's
+        rate = "the tokens and prompts it is sent, not in hours (a served model's time is its server's)"
+        return SweepPlan(f"a server (--backend {backend.name})", rate, [(name, q, None) for name, q in quotes])
+    shape = count_params(load_model_config(model))
+    gpu, device = _device(backend)
+    tokens_per_s = decode_tokens_per_s = None
+    if gpu is not None:
+        rate = f"{gpu} at MFU {mfu} (decode steps at their own cost: memory bandwidth or FLOPs)"
+    elif getattr(backend, "model", None) is not None and not str(getattr(backend, "device", "cpu")).startswith("cuda"):
+        length = max((q.context_tokens_per_item for _, q in quotes), default=64)
+        tokens_per_s = cpu_tokens_per_s(backend.model, round(length))
+        rate = f"the CPU's measured {tokens_per_s:,.0f} computed tokens/s (a plain forward pass of this model)"
+        if any(q.decoded_tokens for _, q in quotes):
+            decode_tokens_per_s = cpu_decode_tokens_per_s(backend.model, round(length))
+            rate += f" and {decode_tokens_per_s:,.0f} decoded tokens/s (a short greedy generate)"
+    else:
+        rate = f"not priced: {device} is not a GPU `probes plan` knows"
+    priced = [
+        (name, q, q.hours(shape, gpu=gpu, mfu=mfu, tokens_per_s=tokens_per_s, decode_tokens_per_s=decode_tokens_per_s))
+        for name, q in quotes
+    ]
+    return SweepPlan(device, rate, priced)
