@@ -111,9 +111,18 @@ def find_or_build(
         recipe_file = source.folder / SYNTHETIC_RECIPE if name in out.synthetic and source.folder else None
         recipe = str(recipe_file) if recipe_file is not None and recipe_file.is_file() else name
 
-        def make(recipe: str = recipe, source: SourceOptions = source, asked: dict = asked) -> Path:
+        def make(recipe: str = recipe, source: SourceOptions = source, asked: dict = asked, name: str = name) -> Path:
             found = find_built(reuse, recipe, asked)
-            return found or build(recipe, out_dir=build_into, sources=source, **asked).path
+            if found is not None:
+                return found
+            path = build(recipe, out_dir=build_into, sources=source, **asked).path
+            stale = reuse / path.name
+            if build_into != reuse and stale.exists():  # it would take this folder's place
+                raise ProbeError(
+                    f"{stale} holds another build of {name} (another version of its recipe, or other build "
+                    f"options); move it away to build it again, or name the folder that holds it with --datasets"
+                )
+            return path
 
         out.folders[name] = progress(name, make)
     return out

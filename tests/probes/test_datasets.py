@@ -73,6 +73,12 @@ def test_a_dataset_of_another_recipe_version_is_not_reused(fake, tmp_path: Path,
     (builders / "fake_probe.yaml").write_text(text + "# edited\n", encoding="utf-8")
     monkeypatch.setenv("PROBES_BUILDERS", str(builders))
     assert find_built(out, fake.NAME, {}) is None
+    # the sweep builds into a staging folder, then moves the build into OUT/datasets: the stale folder is in its
+    # way, which is one line (before the model loads), not an OSError at the move
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    with pytest.raises(ProbeError, match=r"holds another build of fake-probe \(another version of its recipe"):
+        find_or_build([fake.NAME], _sources(), reuse=out, build_into=staging, synthetic_dir=tmp_path)
     # a folder the user names is theirs: found by the recipe file that built it, whatever its version
     assert find_datasets(out, [fake.NAME]) == {fake.NAME: folder}
 
