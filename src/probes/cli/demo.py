@@ -23,7 +23,7 @@ def demo_cmd(
     online: Annotated[bool, typer.Option("--online", help="Allow downloading sources not in --sources.")] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace the reports of an earlier demo.")] = False,
 ) -> None:
-    """See it work: build small subsets of the three datasets, score them with SmolLM2, analyse, write report.html.
+    """See it work: build small subsets of each probe's dataset, score them with SmolLM2, analyse, write report.html.
 
     Offline by default (sources from --sources or $PROBES_SOURCES); about 5 minutes on 2 CPU
     cores. Rerunning resumes: built datasets and scored items are reused.

@@ -83,7 +83,7 @@ def sweep_cmd(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Go on after the plan without asking.")] = False,
     quiet: opt.QuietRun = False,
 ) -> None:
-    """Evaluate a model on every scoreable config of the three datasets, then analyse each: one command, one model load.
+    """Evaluate a model on every scoreable config of each probe's dataset, then analyse each, with one model load.
 
     Prints the plan first (items, computed tokens, hours on the detected GPU at --mfu, or at the
     CPU's measured rate) and goes on with --yes, or when stdin is not a terminal (it says so);
