@@ -29,7 +29,7 @@ from promptgen.probe_registry import probes
 from promptgen.sources import SourceOptions
 from runners.backends import require_for_scoring
 from runners.request import LoadOptions, RunRequest
-from runners.results import refused_rows
+from runners.results import row_counts
 from runners.run import Runner, resolve_protocol
 from runners.scoring.settings import scoring_settings
 from runners.testmodel import MODEL_NAME, ensure_smollm2
@@ -88,6 +88,7 @@ def demo(
         progress=lambda name, make: step(f"build {name}", make),
     )  # fmt: skip
     result.synthetic = datasets.synthetic
+    load = LoadOptions()  # the default backend (transformers), one load for every run
     runs = []  # (probe, its results folder, the rows scored, the request): each checked before the model loads
     for name, plan in plans.items():
         for run in plan.runs:
@@ -99,14 +100,14 @@ def demo(
             request = RunRequest(
                 datasets.folders[name], run.config, model_path, out / "results" / folder,
                 model_name=None if model else MODEL_NAME,  # results name the model portably, never by its cache path
-                load=LoadOptions(), settings=settings, limit=run.limit,
+                load=load, settings=settings, limit=run.limit,
             )  # fmt: skip
             prompts, request, _ = resolve_protocol(request)
             if run.rows is not None:
                 rows = resolve_reference(run.rows)(prompts.dataset, sized[name])
                 prompts = replace(prompts, dataset=prompts.dataset.select(rows))  # results record the full config
             runs.append((name, folder, prompts, request))
-    runner = step("load model", lambda: Runner.load(model_path, LoadOptions(), sized_for=[r[2:] for r in runs]))
+    runner = step("load model", lambda: Runner.load(model_path, load, sized_for=[r[2:] for r in runs]))
     counted: dict[str, dict[str, Any]] = {}
     with runner:
         for name, folder, prompts, request in runs:
@@ -118,7 +119,7 @@ def demo(
                 ),
             )
             if folder != name:
-                refused = refused_rows(summary.key_dir)  # a rerun of the demo scores nothing and still counts them
+                _, refused = row_counts(summary.key_dir)  # a rerun of the demo scores nothing and still counts them
                 counted[name] = {"items": summary.selected, "refused": refused, "results": f"results/{folder}"}
     for name, plan in plans.items():
         if plan.note:

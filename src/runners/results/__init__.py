@@ -78,7 +78,7 @@ from .parts import (
     part_schema,
     read_key_rows,
     read_part,
-    refused_rows,
+    row_counts,
     write_part,
 )
 
@@ -113,9 +113,9 @@ __all__ = [
     "read_manifest",
     "read_part",
     "recorded_keys",
-    "refused_rows",
     "render_results_card",
     "result_configs",
+    "row_counts",
     "shard_of",
     "short_model_name",
     "summarize",

@@ -12,8 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from promptgen.core.errors import ProbeError
 from promptgen.core.files import atomic_write_text, read_json
@@ -21,7 +19,7 @@ from promptgen.hub.cards import card_environment
 from promptgen.hub.folder import yaml_dump
 
 from .layout import CARD_NAME, DATA_DIR, KEY_FILE, MANIFEST_NAME, key_folders, read_key_file
-from .parts import file_lock, missing_columns, part_files, read_key_rows
+from .parts import file_lock, missing_columns, part_files, read_key_rows, row_counts
 
 CARD_TEMPLATE = "results.md.j2"
 
@@ -54,12 +52,12 @@ def summarize(results: Path, recorded: set[tuple[str, str]] | None = None) -> di
         return out
     for config_dir in sorted(p for p in data.iterdir() if p.is_dir()):
         for folder in key_folders(results, config_dir.name):
-            refused = read_key_rows(folder, ["refused"]).column("refused")
+            rows, refusals = row_counts(folder)
             key = read_key_file(folder) if (folder / KEY_FILE).is_file() else {}
             out.setdefault(config_dir.name, {})[folder.name] = {
                 **key,
-                "rows": len(refused),
-                "refusals": pc.sum(refused.cast(pa.int64())).as_py() or 0,
+                "rows": rows,
+                "refusals": refusals,
                 "finished": (config_dir.name, folder.name) in recorded,
             }
     return out

@@ -128,10 +128,10 @@ def read_key_rows(folder: Path, columns: Sequence[str] | None = None, *, file_co
     return table if keep is None else table.take(keep)
 
 
-def refused_rows(folder: Path) -> int:
-    """How many rows stored under one key folder are refusals (every stored row, not one run's)."""
+def row_counts(folder: Path) -> tuple[int, int]:
+    """(rows, refused rows) stored under one key folder: every stored row, not one run's."""
     refused = read_key_rows(folder, ["refused"]).column("refused")
-    return int(pc.sum(refused.cast("int64")).as_py() or 0)
+    return len(refused), int(pc.sum(refused.cast(pa.int64())).as_py() or 0)
 
 
 def newest_rows(ids: pa.ChunkedArray | pa.Array) -> pa.Array | None:
