@@ -7,11 +7,12 @@ number it returns from the requests it received (`FakeBackend.requests`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
-from runners.backends import BackendSpec, register
+from runners.backends import BackendSpec, load_flag, register
 from runners.exchange import ContinuationScore, ScoreRequest, ScoreResult
 
 NAME = "fake-third"
@@ -32,9 +33,10 @@ class FakeBackend:
     #: every request scored by any instance, in order (the run loads its own instance)
     requests: ClassVar[list[ScoreRequest]] = []
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, note: str | None = None) -> None:
         self.model_id = model
         self.model_revision = None
+        self.note = note
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         FakeBackend.requests.extend(requests)
@@ -52,15 +54,22 @@ class FakeBackend:
         return out
 
     def hardware(self) -> dict[str, Any]:
-        return {"backend": NAME}
+        return {"backend": NAME, "note": self.note}
 
     def close(self) -> None:
         pass
 
 
-def load(model: str, options: Any, resolved: Any) -> FakeBackend:
-    """The registry's loader: the run's `LoadOptions` and the settings resolved for the machine, unused by a fake."""
-    return FakeBackend(model)
+@dataclass(frozen=True)
+class FakeOptions:
+    """Its own load option, declared here alone: `probes run` gains `--fake-note` from it (`load_flag`)."""
+
+    fake_note: str | None = load_flag("a note the backend records in the run's hardware (a test double's flag).")
 
 
-SPEC = register(BackendSpec(name=NAME, loader=f"{__name__}:load", summary="a test double"))
+def load(model: str, options: FakeOptions, resolved: Any) -> FakeBackend:
+    """The registry's loader: its own options, and the settings resolved for the machine (unused by a fake)."""
+    return FakeBackend(model, options.fake_note)
+
+
+SPEC = register(BackendSpec(name=NAME, loader=f"{__name__}:load", summary="a test double", options=FakeOptions))

@@ -225,6 +225,6 @@ def load_served(server: FakeServer, **options: Any) -> Any:
     from runners.backends.load import LoadOptions
     from runners.backends.openai import backend as openai_backend
 
-    load = LoadOptions(backend="openai", base_url=server.url, **options)
+    load = LoadOptions.of(backend="openai", base_url=server.url, **options)
     resolved = Resolved(None, None, "auto", "server", None, None, {"tokenizer_revision": "sha256-tok"})
-    return openai_backend.load(MODEL, load, resolved)
+    return openai_backend.load(MODEL, load.options, resolved)

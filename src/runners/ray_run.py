@@ -146,14 +146,14 @@ def _worker_resources(
     """Ray resources of one replica; fails early when the cluster cannot hold `num_workers` of them.
 
     A GPU replica asks for its GPUs, so Ray makes exactly those visible to it
-    (CUDA_VISIBLE_DEVICES): `tensor_parallel_size` of them for vLLM (its engine shards the
-    model over them), one for hf. A CPU replica asks for one CPU.
+    (CUDA_VISIBLE_DEVICES): `tensor_parallel_size` of them where the backend shards a model
+    (vLLM's engine, over them), one elsewhere (the option's default). A CPU replica asks for one CPU.
     """
     import ray
 
     have = ray.cluster_resources()
     if _uses_gpu(device, backend, have):
-        name, amount = "GPU", float(backend_spec(backend).gpus_per_replica(tensor_parallel_size))
+        name, amount = "GPU", float(tensor_parallel_size)
     else:
         name, amount = "CPU", 1.0
     if have.get(name, 0.0) < amount * num_workers:
@@ -220,7 +220,7 @@ def run_config_ray(
         if not ray.is_initialized():
             ray.init()
         resources = _worker_resources(
-            device, num_workers, backend=backend, tensor_parallel_size=load_options.tensor_parallel_size
+            device, num_workers, backend=backend, tensor_parallel_size=load_options.get("tensor_parallel_size", 1)
         )
         if batch_size is None:
             batch_size = ITEMS_PER_CALL["cuda" if "num_gpus" in resources else "cpu"]

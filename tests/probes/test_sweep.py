@@ -198,7 +198,7 @@ def test_a_sweep_of_a_served_model_is_priced_by_the_prompts_the_server_is_sent(
 
     planned = []
     with FakeServer() as server:
-        load = LoadOptions(backend="openai", base_url=server.url, tokenizer=str(tiny_llama_folder("float32")))
+        load = LoadOptions.of(backend="openai", base_url=server.url, tokenizer=str(tiny_llama_folder("float32")))
         request = api.SweepRequest(
             MODEL, tmp_path / "s", datasets=datasets_dir, limit_per_config=LIMIT, configs=("single_actor", "probing"),
             load=load,

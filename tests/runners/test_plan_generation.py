@@ -183,7 +183,7 @@ def test_plan_of_8_items_equals_what_their_run_computed(
 
     monkeypatch.setattr(hf_generate, "_generate_batch", spy)
     results = tmp_path / "results"
-    load = LoadOptions(backend="hf", device="cpu", dtype="float32", max_batch_tokens=8192)
+    load = LoadOptions.of(backend="hf", device="cpu", dtype="float32", max_batch_tokens=8192)
     run(built_empathy_events12, CONFIG, str(model), results, limit=8, settings={"max_new_tokens": 24}, load=load)
     prompts = [n for lengths, _ in batches for n in lengths]
     answers = [n for _, tokens in batches for n in tokens]

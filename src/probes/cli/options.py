@@ -12,8 +12,8 @@ from typing import Annotated, Any
 
 import typer
 
-from runners.backends import BACKENDS, DEFAULT_BACKEND
-from runners.model.device import ITEMS_PER_CALL, MAX_LOGIT_ROWS
+from runners.backends import BACKENDS, DEFAULT_BACKEND, LoadFlag, backend_flags
+from runners.model.device import ITEMS_PER_CALL
 
 from .groups import OptionGroup
 
@@ -108,114 +108,12 @@ Device = Annotated[
         "cuda, cuda:1 (hf backend; vllm runs where it is installed for, and takes its memory default from this).",
     ),
 ]
-DeviceMap = Annotated[
-    str | None,
-    typer.Option(
-        "--device-map", help="hf backend: auto spreads the model's layers over all visible GPUs (for large models)."
-    ),
-]
-TensorParallel = Annotated[
-    int,
-    typer.Option(
-        "--tensor-parallel-size", min=1, help="vllm backend: GPUs one model is sharded over (Ray: GPUs per replica)."
-    ),
-]
-MaxLogitRows = Annotated[
-    int | None,
-    typer.Option(
-        "--max-logit-rows",
-        min=1,
-        help="hf backend: logit rows (rows x positions) per continuation pass "
-        f"(default {MAX_LOGIT_ROWS['cuda']} on CUDA, {MAX_LOGIT_ROWS['cpu']} on the CPU).",
-    ),
-]
 ModelRevision = Annotated[
     str | None,
     typer.Option(
         "--model-revision",
         help="Hub model: branch, tag or commit to load (default main). It is resolved to its commit, which keys the "
         "results and is what loads; a full 40-hex commit needs no lookup.",
-    ),
-]
-GgufFile = Annotated[
-    str | None, typer.Option("--gguf-file", help="hf backend: load this GGUF file of the model folder / repo.")
-]
-PrefixCaching = Annotated[
-    bool, typer.Option("--prefix-caching/--no-prefix-caching", help="vllm backend: reuse shared prompt prefixes.")
-]
-EnforceEager = Annotated[
-    bool, typer.Option("--enforce-eager", help="vllm backend: no graph capture/compilation (faster start).")
-]
-GpuMemory = Annotated[
-    float | None,
-    typer.Option(
-        "--gpu-memory-utilization",
-        min=0.01,
-        max=1.0,
-        help="vllm backend: share of GPU memory for weights + KV cache (default 0.9 on CUDA, 0.3 on the CPU).",
-    ),
-]
-MaxModelLen = Annotated[
-    int | None,
-    typer.Option(
-        "--max-model-len",
-        min=16,
-        help="vllm backend: longest prompt + answer in tokens (default: what the longest items need, rounded up "
-        "to 256, capped by the model's position limit; above the limit it is an error before the engine starts).",
-    ),
-]
-BlockSize = Annotated[
-    int | None,
-    typer.Option("--block-size", min=16, help="vllm backend: KV-cache block (prefix-cache unit) in tokens."),
-]
-BaseUrl = Annotated[
-    str | None,
-    typer.Option(
-        "--base-url",
-        help="openai backend: the server's OpenAI-compatible root (e.g. http://localhost:8000/v1); --model is the "
-        "name it serves the model under.",
-    ),
-]
-ApiKeyEnv = Annotated[
-    str,
-    typer.Option(
-        "--api-key-env",
-        help="openai backend: the environment variable holding the server's key (never a flag: a key must not "
-        "reach the shell history; it is never printed or written).",
-    ),
-]
-MaxConcurrency = Annotated[
-    int, typer.Option("--max-concurrency", min=1, help="openai backend: requests in flight to the server at most.")
-]
-RequestTimeout = Annotated[
-    float,
-    typer.Option(
-        "--request-timeout", min=0.001, help="openai backend: seconds one request may take before it is retried."
-    ),
-]
-MaxRetries = Annotated[
-    int,
-    typer.Option(
-        "--max-retries",
-        min=0,
-        help="openai backend: retries of a request that timed out, dropped its connection or was answered "
-        "429/5xx, with exponential back-off (Retry-After honoured).",
-    ),
-]
-ServerApi = Annotated[
-    str,
-    typer.Option(
-        "--server-api",
-        help="openai backend: completions (token-id prompts on /v1/completions: scoring and generation) or chat "
-        "(the items' messages on /v1/chat/completions, the server's chat template: generation only).",
-    ),
-]
-TokenizerSource = Annotated[
-    str | None,
-    typer.Option(
-        "--tokenizer",
-        help="openai backend: the served model's tokenizer, a Hub id or folder (default: --model); prompts are "
-        "tokenised here with it, and its revision is part of the result key.",
     ),
 ]
 MaxNewTokens = Annotated[int, typer.Option("--max-new-tokens", min=1, help="generate: most tokens generated per item.")]
@@ -226,15 +124,6 @@ MaxNewTokensRun = Annotated[
     ),
 ]
 
-MaxBatchTokens = Annotated[
-    int | None,
-    typer.Option(
-        "--max-batch-tokens",
-        min=1,
-        help="hf backend: tokens per forward pass, cache included (default 8192 on the CPU; on CUDA sized "
-        "from the free GPU memory; sweep it with benchmarks/gpu_scoring.py). Out of memory, it is halved.",
-    ),
-]
 
 # the scoring flags of `probes run`: None is "not given", the dataset's declared protocol decides
 Scoring = Annotated[
@@ -362,7 +251,25 @@ def _load_options(**flags: Any) -> Any:
 
     flags["revision"] = flags.pop("model_revision")
     flags["backend"] = flags.pop("backend_name")
-    return LoadOptions(**flags)
+    return LoadOptions.of(**flags)  # a backend's flag not given is None: its default
+
+
+def backend_flag(declared: list[LoadFlag]) -> tuple[Any, None]:
+    """One flag of the backends' own load options (`runners.backends.backend_flags`), "not given" by default.
+
+    Its type, bounds and help come from the first backend declaring it; `--help` names the backends that
+    take it and the default, which the backend's options class applies when the flag is not given.
+    """
+    first = declared[0]
+    backends = " and ".join(flag.backend for flag in declared)
+    default = first.default
+    if first.kind is bool:  # a switch shows the side that is on by default, as typer does
+        default = first.declaration.split("/")[0].removeprefix("--") if default else None
+    shown: bool | str = str(default) if default is not None else False
+    option = typer.Option(
+        first.declaration, help=f"{backends} backend: {first.help}", show_default=shown, **first.limits
+    )
+    return Annotated[first.kind | None, option], None
 
 
 def _given_scoring(**flags: Any) -> dict[str, Any] | None:
@@ -375,7 +282,7 @@ def _given_scoring(**flags: Any) -> dict[str, Any] | None:
 SOURCES = OptionGroup(
     "sources", _source_options, {"sources": (Sources, None), "cache_dir": (Cache, None), "offline": (Offline, False)}
 )
-#: how a model loads: `runners.backends.load.LoadOptions` (run, rewrite)
+#: how a model loads: `runners.backends.load.LoadOptions` (run, rewrite, sweep); the backends' flags from the registry
 LOAD = OptionGroup(
     "load",
     _load_options,
@@ -383,24 +290,9 @@ LOAD = OptionGroup(
         "backend_name": (Backend, DEFAULT_BACKEND),
         "dtype": (Dtype, "auto"),
         "device": (Device, "auto"),
-        "device_map": (DeviceMap, None),
-        "tensor_parallel_size": (TensorParallel, 1),
         "model_revision": (ModelRevision, None),
-        "gguf_file": (GgufFile, None),
-        "prefix_caching": (PrefixCaching, True),
-        "enforce_eager": (EnforceEager, False),
-        "gpu_memory_utilization": (GpuMemory, None),
-        "max_model_len": (MaxModelLen, None),
-        "block_size": (BlockSize, None),
-        "max_batch_tokens": (MaxBatchTokens, None),
-        "max_logit_rows": (MaxLogitRows, None),
-        "base_url": (BaseUrl, None),
-        "api_key_env": (ApiKeyEnv, "OPENAI_API_KEY"),
-        "max_concurrency": (MaxConcurrency, 8),
-        "request_timeout": (RequestTimeout, 600.0),
-        "max_retries": (MaxRetries, 5),
-        "server_api": (ServerApi, "completions"),
-        "tokenizer": (TokenizerSource, None),
+        # each backend's own flags, as its spec declares them (`BackendSpec.options`)
+        **{name: backend_flag(declared) for name, declared in backend_flags().items()},
     },
 )
 #: how each config is run, the same for `run` and `sweep`: `RunRequest` fields, by name

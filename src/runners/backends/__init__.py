@@ -1,9 +1,10 @@
 """The scoring backends by `--backend` name: one registry that every caller reads.
 
 A backend is registered once, as a `BackendSpec` (lm-eval's `@register_model`, made lazy): its
-name, the extras it needs, the load options it honours, how Ray places a replica, whether it
-starts an engine, and where its loader and its token accounting live ("module:function",
-imported on first use, so registering costs nothing and `import runners` needs no torch).
+name, the extras it needs, its own load options (a dataclass whose fields are its `probes run`
+flags: `load_flag`), how Ray places a replica, whether it starts an engine, and where its loader
+and its token accounting live ("module:function", imported on first use, so registering costs
+nothing and `import runners` needs no torch).
 Nothing else in the project branches on a backend's name: loading (`runners.backends.load`), the
 drivers, the extras check, plans and quotes and the CLI all read the spec.
 
@@ -19,19 +20,18 @@ from __future__ import annotations
 from promptgen.core.plugins import load_plugins
 
 from .hf.spec import HF  # registers the built-in backends
-from .registry import (  # noqa: F401 - the package's public names
+from .registry import (  # the package's public names
     BACKENDS,
     DEFAULT_BACKEND,
-    DEVICE_MAP,
-    ENGINE_MEMORY,
-    GGUF_FILE,
-    QUANTIZED_WEIGHTS,
-    SERVER,
-    TENSOR_PARALLEL,
     BackendSpec,
+    LoadFlag,
     Resolved,
+    backend_flags,
     backend_spec,
     backends_taking,
+    flag_name,
+    load_flag,
+    load_flags,
     priced_backends,
     register,
     require_for_scoring,
@@ -47,12 +47,16 @@ __all__ = [
     "DEFAULT_BACKEND",
     "HF",
     "OPENAI",
-    "SERVER",
     "VLLM",
     "BackendSpec",
+    "LoadFlag",
     "Resolved",
+    "backend_flags",
     "backend_spec",
     "backends_taking",
+    "flag_name",
+    "load_flag",
+    "load_flags",
     "priced_backends",
     "register",
     "require_for_scoring",

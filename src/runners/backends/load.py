@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from promptgen.core.errors import ProbeError
-from runners.backends import Resolved, backend_spec, backends_taking, require_for_scoring
-from runners.backends import registry as option  # the load options a backend may take, by name
+from runners.backends import BACKENDS, Resolved, backend_spec, require_for_scoring
+from runners.backends import registry as option
 from runners.model import context_length
 from runners.model import identity as model_identity
 from runners.model.device import (
@@ -39,94 +39,60 @@ DEFAULT_MAX_MODEL_LEN = 4096
 
 @dataclass(frozen=True)
 class LoadOptions:
-    """How a model is loaded (the `probes run` options of the same names): what `load_backend` takes.
+    """How a model is loaded: the options every backend reads, and the backend's own (`options`).
 
-    The one home of the backend options: `probes run`, `probes rewrite` and the demo build it,
-    both drivers read it, and every option is checked when it is made (`check_load_options`),
-    so a bad flag is one line before any input is read or any weights load.
+    `options` is the backend's options object (`BackendSpec.options`: `HfOptions`, `VllmOptions`,
+    `ServerOptions`, ...), a mapping of its fields, or None for its defaults; it is made and checked
+    here. `LoadOptions.of(backend=..., **flags)` takes both kinds by name, as the command line gives
+    them. Every option is checked when it is made (`check_load_options`), so a bad flag is one line
+    before any input is read or any weights load.
     """
 
     backend: str = option.DEFAULT_BACKEND
     revision: str | None = None
     dtype: str = AUTO
     device: str = AUTO
-    device_map: str | None = None
-    gguf_file: str | None = None
-    prefix_caching: bool = True
-    enforce_eager: bool = False
-    gpu_memory_utilization: float | None = None
-    max_model_len: int | None = None
-    block_size: int | None = None
-    max_batch_tokens: int | None = None
-    max_logit_rows: int | None = None
-    tensor_parallel_size: int = 1
-    #: a served model (`SERVER`): the server's OpenAI-compatible root, the environment variable holding its
-    #: key, requests in flight, seconds per attempt, retries, the API scored through, and where the tokenizer
-    #: is (a Hub id or folder; default: the model name)
-    base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    max_concurrency: int = 8
-    request_timeout: float = 600.0
-    max_retries: int = 5
-    server_api: str = "completions"
-    tokenizer: str | None = None
+    options: Any = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "options", backend_spec(self.backend).make_options(self.options))
         check_load_options(self)
+
+    @classmethod
+    def of(
+        cls,
+        backend: str = option.DEFAULT_BACKEND,
+        revision: str | None = None,
+        dtype: str = AUTO,
+        device: str = AUTO,
+        **options: Any,
+    ) -> LoadOptions:
+        """The common options and the backend's own by name (None: not given, its default)."""
+        return cls(backend, revision, dtype, device, options)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The backend's own option `name`, or `default` where the backend has no such option (or leaves it None)."""
+        value = getattr(self.options, name, None)
+        return default if value is None else value
 
 
 def check_load_options(load: LoadOptions) -> None:
-    """Refuse a bad model option with one line naming its flag, before anything is loaded.
+    """Refuse a bad common option with one line naming its flag, before anything is loaded.
 
-    Which backend honours which option is its spec's (`runners.backends.BackendSpec.options`).
+    The backend's own options checked themselves when made (`BackendSpec.make_options`); a
+    backend's options class may check them against the common ones too (`check_load`).
     """
-    spec, device_map, tensor_parallel_size = backend_spec(load.backend), load.device_map, load.tensor_parallel_size
+    spec = backend_spec(load.backend)
     if load.dtype not in (AUTO, *DTYPES, *QUANTIZED):
         raise ProbeError(f"--dtype must be one of auto, {', '.join((*DTYPES, *QUANTIZED))}, got {load.dtype!r}")
-    if load.dtype in QUANTIZED and (not spec.takes(option.QUANTIZED_WEIGHTS) or load.gguf_file):
+    if load.dtype in QUANTIZED and not spec.quantizes:
+        quantizing = " or ".join(name for name, other in BACKENDS.items() if other.quantizes) or "none"
         raise ProbeError(
-            f"--dtype {load.dtype} quantises a checkpoint's weights with --backend "
-            f"{' or '.join(backends_taking(option.QUANTIZED_WEIGHTS))}, as the release did; not with --backend "
-            f"{spec.name if not spec.takes(option.QUANTIZED_WEIGHTS) else spec.name + ' --gguf-file'}"
+            f"--dtype {load.dtype} quantises a checkpoint's weights with --backend {quantizing}, as the release did; "
+            f"not with --backend {spec.name}"
         )
-    if device_map not in (None, AUTO):
-        raise ProbeError(f"--device-map must be auto (or left out), got {device_map!r}")
-    if device_map is not None and not spec.takes(option.DEVICE_MAP):
-        raise ProbeError(
-            f"--device-map works with --backend {' or '.join(backends_taking(option.DEVICE_MAP))}; "
-            f"{spec.name} spreads a model with --tensor-parallel-size"
-        )
-    if tensor_parallel_size < 1:
-        raise ProbeError(f"--tensor-parallel-size must be positive, got {tensor_parallel_size}")
-    if tensor_parallel_size > 1 and not spec.takes(option.TENSOR_PARALLEL):
-        raise ProbeError(
-            f"--tensor-parallel-size works with --backend {' or '.join(backends_taking(option.TENSOR_PARALLEL))}; "
-            f"for {spec.name} use --device-map auto"
-        )
-    if load.gguf_file and not spec.takes(option.GGUF_FILE):
-        raise ProbeError(
-            f"--gguf-file works with --backend {' or '.join(backends_taking(option.GGUF_FILE))}; "
-            f"for {spec.name}, save the model as a safetensors folder first"
-        )
-    check_server_options(load, spec)
-
-
-def check_server_options(load: LoadOptions, spec: Any) -> None:
-    """The served-model options: given with a backend that reaches a server, and only there."""
-    serving = ", ".join(backends_taking(option.SERVER)) or "none"
-    if not spec.takes(option.SERVER):
-        if load.base_url is not None or load.tokenizer is not None:
-            flag = "--base-url" if load.base_url is not None else "--tokenizer"
-            raise ProbeError(f"{flag} works with --backend {serving} (a model behind a server)")
-        return
-    if not load.base_url:
-        raise ProbeError(
-            f"--backend {spec.name} needs --base-url: the server's OpenAI-compatible root, e.g. http://localhost:8000/v1"
-        )
-    if load.dtype != AUTO:
-        raise ProbeError(f"--dtype is the server's with --backend {spec.name} (e.g. vllm serve MODEL --dtype ...)")
-    if spec.check_options is not None:
-        spec.function("check_options")(load)
+    if (check := getattr(load.options, "check_load", None)) is not None:
+        check(load)
 
 
 def check_quantized_load(dtype: str, device: str) -> None:
@@ -151,12 +117,12 @@ def load_served(model: str, load: LoadOptions) -> tuple[Any, Any, str]:
     keyed like a model (`model_identity.locate`): the ids sent are what the server scores. The backend keys
     the model by what the server reports of it (`runners.backends.openai.identity`).
     """
-    spec = backend_spec(load.backend)
-    source = load.tokenizer or model
+    spec, tokenizer_source = backend_spec(load.backend), load.get("tokenizer")
+    source = tokenizer_source or model
     try:
         ref = model_identity.locate(source, revision=load.revision)
     except ProbeError as exc:
-        if load.tokenizer is None:
+        if tokenizer_source is None:
             raise ProbeError(
                 f"--backend {spec.name} tokenises here with the served model's tokenizer, and {model!r} is not a Hub "
                 f"id or a folder of one: pass --tokenizer ({exc})"
@@ -169,7 +135,7 @@ def load_served(model: str, load: LoadOptions) -> tuple[Any, Any, str]:
     except (OSError, ValueError) as exc:
         raise ProbeError(f"cannot load the tokenizer {source!r}: {exc}") from exc
     resolved = Resolved(tokenizer, ref.load_revision, AUTO, "server", None, None, {"tokenizer_revision": ref.revision})
-    scorer: Any = spec.function("loader")(model, load, resolved)
+    scorer: Any = spec.function("loader")(model, load.options, resolved)
     return scorer, tokenizer, scorer.model_revision
 
 
@@ -191,7 +157,7 @@ class LocatedModel:
 def locate_model(model: str, load: LoadOptions) -> LocatedModel:
     """The one model resolution: located and keyed (`model_identity.locate`: a Hub id to its commit), then the
     tokenizer and config at that commit, and the dtype (`resolve_dtype`) the weights will load in."""
-    gguf_file = load.gguf_file
+    gguf_file = load.get("gguf_file")
     ref = model_identity.locate(model, revision=load.revision, gguf_file=gguf_file)
     from transformers import AutoConfig, AutoTokenizer
 
@@ -225,7 +191,7 @@ def load_backend(
     """
     load = load or LoadOptions()
     backend, device = load.backend, load.device
-    max_model_len, gpu_memory_utilization = load.max_model_len, load.gpu_memory_utilization
+    max_model_len, gpu_memory_utilization = load.get("max_model_len"), load.get("gpu_memory_utilization")
     spec = backend_spec(backend)
     require_for_scoring(backend=backend)
     if spec.served:
@@ -239,7 +205,7 @@ def load_backend(
         check_quantized_load(weights_dtype, on)
         if device == AUTO and device_type(on) == "cpu" and (message := cpu_warning(config, model)):
             warnings.warn(message, RunnerWarning, stacklevel=2)
-        if spec.takes(option.ENGINE_MEMORY) and gpu_memory_utilization is None:
+        if spec.takes("gpu_memory_utilization") and gpu_memory_utilization is None:
             gpu_memory_utilization = GPU_MEMORY_UTILIZATION.get(device_type(on), GPU_MEMORY_UTILIZATION["cuda"])
         if spec.sizes_context:
             limit = context_length.position_limit(config.to_dict())
@@ -249,7 +215,7 @@ def load_backend(
             elif max_model_len is None:
                 max_model_len = min(limit or DEFAULT_MAX_MODEL_LEN, DEFAULT_MAX_MODEL_LEN)
         resolved = Resolved(tokenizer, revision, weights_dtype, on, max_model_len, gpu_memory_utilization, extra)
-        scorer: Any = spec.function("loader")(model, load, resolved)
+        scorer: Any = spec.function("loader")(model, load.options, resolved)
     except ImportError as exc:
         raise ProbeError(str(exc)) from exc
     except (OSError, ValueError) as exc:

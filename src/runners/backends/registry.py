@@ -8,22 +8,28 @@ The package re-exports all of it; `runners.backends` stays the public name.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from promptgen.core.errors import ProbeError
 from promptgen.core.plugins import resolve_reference
 from runners.extras import require
 
-#: load options only some backends honour (`BackendSpec.options`), by the `LoadOptions` field they read
-DEVICE_MAP, GGUF_FILE, QUANTIZED_WEIGHTS, TENSOR_PARALLEL = "device_map", "gguf_file", "quantized", "tensor_parallel"
-#: engine settings a backend may take (`BackendSpec.options`): vLLM's memory fraction, context, cache blocks
-ENGINE_MEMORY = "engine_memory"
 #: the backend a run uses when none is named (transformers; registered by `runners.backends`)
 DEFAULT_BACKEND = "hf"
-#: a server to reach (`--base-url`, the key's environment variable, concurrency, timeouts, retries, `--tokenizer`)
-SERVER = "server"
+
+
+def load_flag(help: str, default: Any = None, *, flag: str | None = None, elsewhere: str = "", **limits: Any) -> Any:
+    """A field of a backend's options class that is also a `probes run` flag (`BackendSpec.options`).
+
+    `help` is its `--help` text, `flag` its declaration when not `--<name>` (e.g. "--x/--no-x"),
+    `elsewhere` what to use instead on a backend that does not take it (added to the line refusing
+    it there), `limits` click's bounds (`min`, `max`). The command line builds its load flags from
+    these (`probes.cli.options`), so a backend's flag is declared once, in its own room.
+    """
+    return field(default=default, metadata={"help": help, "flag": flag, "elsewhere": elsewhere, "limits": limits})
 
 
 @dataclass(frozen=True)
@@ -39,9 +45,12 @@ class BackendSpec:
     summary: str = ""
     #: pyproject extras it needs besides `hf` (every run tokenizes with transformers)
     extras: tuple[str, ...] = ()
-    #: the optional load options it honours (`DEVICE_MAP`, `GGUF_FILE`, `QUANTIZED_WEIGHTS`, `TENSOR_PARALLEL`,
-    #: `ENGINE_MEMORY`, `SERVER`); any other given is refused in one line naming the backends that take it
-    options: frozenset[str] = frozenset()
+    #: its own load options: a frozen dataclass of `load_flag` fields, which checks its values when made and
+    #: may refine the check against the common options (`check_load(load)`); `LoadOptions.options` holds one.
+    #: A flag of another backend's class given to this one is refused in one line naming the backends that take it
+    options: type | None = None
+    #: it loads a checkpoint quantised on the fly (`--dtype bnb-4bit`, the Talent-or-Luck release's load)
+    quantizes: bool = False
     #: it starts an engine whose threads outlive the run (the CLI then exits without waiting on them)
     starts_engine: bool = False
     #: its context length is fixed at load time, so the run sizes it to the items (`runners.positions_needed.needs_of`)
@@ -64,16 +73,28 @@ class BackendSpec:
     #: else `--model`), the backend keys the model by what the server reports (it has no weights to hash), and
     #: plans price it by tokens and requests, not FLOPs on a GPU of ours
     served: bool = False
-    #: "module:function" checking the run's `LoadOptions` for this backend beyond what `check_load_options`
-    #: checks for all (one `ProbeError` line per bad flag); None: nothing more
-    check_options: str | None = None
+
+    def option_names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(self.options)) if self.options is not None else ()
 
     def takes(self, option: str) -> bool:
-        return option in self.options
+        """It has a load option of this name (a field of its `options` class)."""
+        return option in self.option_names()
 
-    def gpus_per_replica(self, tensor_parallel_size: int) -> int:
-        """GPUs one replica needs: its tensor-parallel degree where it shards a model, else one."""
-        return tensor_parallel_size if self.takes(TENSOR_PARALLEL) else 1
+    def make_options(self, given: Any) -> Any:
+        """Its options object from one (kept), a mapping of its fields (None values: the default) or None.
+
+        A name it does not take is one line naming the flag and the backends that take it.
+        """
+        if given is not None and not isinstance(given, Mapping):
+            if self.options is None or not isinstance(given, self.options):
+                raise ProbeError(f"--backend {self.name} takes {_class_name(self.options)}, got {type(given).__name__}")
+            return given
+        values = {name: value for name, value in (given or {}).items() if value is not None}
+        for name in values:
+            if not self.takes(name):
+                raise ProbeError(refusal(name, self.name))
+        return self.options(**values) if self.options is not None else None
 
     def function(self, field: str) -> Callable[..., Any]:
         """The function a "module:function" field names, imported now."""
@@ -81,6 +102,10 @@ class BackendSpec:
         if target is None:
             raise ProbeError(f"--backend {self.name} has no {field.replace('_', ' ')}")
         return resolve_reference(target)
+
+
+def _class_name(options: type | None) -> str:
+    return "no options" if options is None else options.__name__
 
 
 @dataclass(frozen=True)
@@ -126,6 +151,72 @@ def backend_spec(name: str) -> BackendSpec:
 def backends_taking(option: str) -> list[str]:
     """The backends that honour a load option, for the line that refuses it."""
     return [name for name, spec in BACKENDS.items() if spec.takes(option)]
+
+
+@dataclass(frozen=True)
+class LoadFlag:
+    """One backend's load option as a flag: its field of the backend's options class, types resolved."""
+
+    backend: str
+    name: str
+    #: the value's type without None (`int`, `float`, `str`, `bool`)
+    kind: type
+    #: the field's default, which applies when the flag is not given
+    default: Any
+    help: str
+    #: its declaration when not `--<name>` (e.g. "--x/--no-x")
+    flag: str | None
+    elsewhere: str
+    limits: Mapping[str, Any]
+
+    @property
+    def declaration(self) -> str:
+        return self.flag or flag_name(self.name)
+
+
+def load_flags(spec: BackendSpec) -> list[LoadFlag]:
+    """A backend's own options as flags (none without an options class)."""
+    if spec.options is None:
+        return []
+    hints = typing.get_type_hints(spec.options)
+    flags = []
+    for option in fields(spec.options):
+        kind = next((t for t in typing.get_args(hints[option.name]) if t is not type(None)), hints[option.name])
+        meta = option.metadata
+        default = None if option.default is MISSING else option.default
+        flags.append(
+            LoadFlag(
+                spec.name, option.name, kind, default, meta.get("help", ""), meta.get("flag"),
+                meta.get("elsewhere", ""), meta.get("limits", {}),
+            )
+        )  # fmt: skip
+    return flags
+
+
+def backend_flags() -> dict[str, list[LoadFlag]]:
+    """Every backend's own load options, by name, in registration order (two backends may share a name).
+
+    The command line makes one flag of each name (`probes.cli.options`).
+    """
+    flags: dict[str, list[LoadFlag]] = {}
+    for spec in BACKENDS.values():
+        for flag in load_flags(spec):
+            flags.setdefault(flag.name, []).append(flag)
+    return flags
+
+
+def flag_name(option: str) -> str:
+    return "--" + option.replace("_", "-")
+
+
+def refusal(option: str, backend: str) -> str:
+    """The line refusing a load option a backend does not take: the backends that do, and what to use instead."""
+    taking = backends_taking(option)
+    if not taking:
+        return f"{flag_name(option)} is no load option of any backend ({', '.join(BACKENDS)})"
+    hint = next((flag.elsewhere for flag in backend_flags()[option] if flag.elsewhere), "")
+    instead = f"; for {backend}, {hint}" if hint else ""
+    return f"{flag_name(option)} works with --backend {' or '.join(taking)}{instead}"
 
 
 def require_for_scoring(*, backend: str | None = None, ray: bool = False, what: str = "scoring") -> None:

@@ -137,8 +137,8 @@ def quote_config(
             encoded,
             settings.max_new_tokens,
             DecodedLengths.ceiling(settings.max_new_tokens),
-            max_batch_tokens=max_batch_tokens or request.load.max_batch_tokens or DEFAULT_MAX_BATCH_TOKENS,
-            block_size=request.load.block_size or DEFAULT_VLLM_BLOCK_SIZE,
+            max_batch_tokens=max_batch_tokens or request.load.get("max_batch_tokens", DEFAULT_MAX_BATCH_TOKENS),
+            block_size=request.load.get("block_size", DEFAULT_VLLM_BLOCK_SIZE),
             sampled=settings.temperature > 0,
             items=min(per_call, len(rows)),
         )

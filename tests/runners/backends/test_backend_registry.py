@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import importlib
 import math
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -33,7 +35,7 @@ def test_an_unknown_backend_is_one_line_naming_the_known_ones() -> None:
     with pytest.raises(ProbeError, match=r"--backend must be one of hf, vllm.*got 'tgi'"):
         backend_spec("tgi")
     with pytest.raises(ProbeError, match="--backend must be one of"):
-        LoadOptions(backend="tgi")
+        LoadOptions.of(backend="tgi")
 
 
 def test_a_name_cannot_be_registered_twice_differently() -> None:
@@ -58,10 +60,34 @@ def fake_backend(monkeypatch: pytest.MonkeyPatch):
 
 def test_options_a_backend_does_not_take_are_refused_by_its_spec(fake_backend) -> None:
     fake = fake_backend
-    with pytest.raises(ProbeError, match=r"--device-map works with --backend hf; fake-third"):
-        LoadOptions(backend=fake.NAME, device_map="auto")
+    with pytest.raises(ProbeError, match=r"--device-map works with --backend hf; for fake-third"):
+        LoadOptions.of(backend=fake.NAME, device_map="auto")
     with pytest.raises(ProbeError, match=r"--tensor-parallel-size works with --backend vllm; for fake-third"):
-        LoadOptions(backend=fake.NAME, tensor_parallel_size=2)
+        LoadOptions.of(backend=fake.NAME, tensor_parallel_size=2)
+
+
+def test_a_third_backend_s_own_option_is_a_flag_of_probes_run_and_reaches_its_loader(fake_backend) -> None:
+    fake = fake_backend
+    load = LoadOptions.of(backend=fake.NAME, fake_note="from the flag")
+    assert load.options == fake.FakeOptions("from the flag") and load.get("fake_note") == "from the flag"
+    backend = backend_spec(fake.NAME).function("loader")("m", load.options, None)
+    assert backend.hardware()["note"] == "from the flag"
+    with pytest.raises(ProbeError, match=r"^--fake-note works with --backend fake-third$"):
+        LoadOptions.of(backend="hf", fake_note="x")
+    # the command line builds its flags from the registry: a plugin's option is listed with the backend taking it
+    env = {
+        **os.environ,
+        "PROBES_PLUGINS": "fake_backend",
+        "PYTHONPATH": os.pathsep.join([str(Path(fake.__file__).parent), *sys.path]),
+        "NO_COLOR": "1",
+        "COLUMNS": "200",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "probes.cli", "run", "--help"], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    (line,) = [line for line in done.stdout.splitlines() if "--fake-note" in line]
+    assert "fake-third backend: a note the backend records" in line
 
 
 def test_a_third_backend_registered_alone_scores_a_config(
@@ -77,7 +103,7 @@ def test_a_third_backend_registered_alone_scores_a_config(
         str(smollm2),
         tmp_path / "results",
         model_name="smol",
-        load=LoadOptions(backend=fake.NAME),
+        load=LoadOptions.of(backend=fake.NAME),
         limit=6,
     )
     assert summary.items == 6

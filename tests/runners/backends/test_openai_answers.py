@@ -89,7 +89,7 @@ def test_a_models_list_that_is_a_json_array_is_one_line() -> None:
 def test_the_request_timeout_is_a_finite_positive_number(timeout: float) -> None:
     """Before: `--request-timeout inf` passed and overflowed the socket's timeout (`OverflowError`)."""
     with pytest.raises(ProbeError, match=r"--request-timeout must be a positive number"):
-        LoadOptions(backend="openai", base_url="http://127.0.0.1:9/v1", request_timeout=timeout)
+        LoadOptions.of(backend="openai", base_url="http://127.0.0.1:9/v1", request_timeout=timeout)
 
 
 def test_a_run_against_a_server_answering_nan_is_one_line_and_writes_no_row(tmp_path: Path) -> None:
@@ -97,7 +97,7 @@ def test_a_run_against_a_server_answering_nan_is_one_line_and_writes_no_row(tmp_
     prompts = write_prompt_folder(tmp_path / "prompts", number_items(4))
     out = tmp_path / "results"
     with FakeServer() as server:
-        load = LoadOptions(backend="openai", base_url=server.url, tokenizer=str(load_folder()))
+        load = LoadOptions.of(backend="openai", base_url=server.url, tokenizer=str(load_folder()))
         server.script = [None] + ["nan"] * 50  # the fingerprint's completion, then NaN everywhere
         with pytest.raises(ProbeError) as caught:
             run(prompts, "items", MODEL, out, load=load, chat=False)
@@ -106,7 +106,7 @@ def test_a_run_against_a_server_answering_nan_is_one_line_and_writes_no_row(tmp_
     assert not list(out.rglob("part-*.parquet"))
     # the same run against the healthy server scores every item, with distributions that sum to 1
     with FakeServer() as server:
-        load = LoadOptions(backend="openai", base_url=server.url, tokenizer=str(load_folder()))
+        load = LoadOptions.of(backend="openai", base_url=server.url, tokenizer=str(load_folder()))
         summary = run(prompts, "items", MODEL, out, load=load, chat=False)
     rows = [r for p in out.rglob("part-*.parquet") for r in pq.read_table(p).to_pylist()]
     assert summary.items == 4 and len(rows) == 4

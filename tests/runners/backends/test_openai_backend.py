@@ -126,7 +126,7 @@ def test_errors_name_the_server_without_credentials_and_the_flag() -> None:
         FakeServer() as server,
         pytest.raises(ProbeError, match=r"serves no model named 'other' \(it serves: fake-model\)"),
     ):
-        openai_backend.load("other", LoadOptions(backend="openai", base_url=server.url), _resolved())
+        openai_backend.load("other", LoadOptions.of(backend="openai", base_url=server.url).options, _resolved())
     with pytest.raises(ProbeError, match="could not connect"):
         _backend_at("http://127.0.0.1:9/v1")
 
@@ -136,7 +136,9 @@ def _resolved() -> Resolved:
 
 
 def _backend_at(url: str):
-    return openai_backend.load(MODEL, LoadOptions(backend="openai", base_url=url, max_retries=0), _resolved())
+    return openai_backend.load(
+        MODEL, LoadOptions.of(backend="openai", base_url=url, max_retries=0).options, _resolved()
+    )
 
 
 def test_a_server_without_prompt_log_probabilities_says_what_it_can_run(monkeypatch) -> None:
@@ -219,11 +221,11 @@ def test_the_key_is_sent_and_the_identity_is_what_the_server_reports(monkeypatch
 )
 def test_server_flags_are_checked_before_anything_is_sent(options: dict, message: str) -> None:
     with pytest.raises(ProbeError, match=message):
-        LoadOptions(**options)
+        LoadOptions.of(**options)
 
 
 def test_ray_is_refused_for_a_served_model() -> None:
-    load = LoadOptions(backend="openai", base_url="http://x/v1")
+    load = LoadOptions.of(backend="openai", base_url="http://x/v1")
     with pytest.raises(ProbeError, match="drop --ray"):
         RunRequest("d", "c", "m", "out", load=load, ray=True)
 
@@ -362,7 +364,9 @@ def test_an_answer_for_another_model_is_refused() -> None:
         backend.close()
         # vLLM serving one checkpoint under two names answers every request with the first: the same model
         server.answer_model = MODEL
-        alias = openai_backend.load("fake-alias", LoadOptions(backend="openai", base_url=server.url), _resolved())
+        alias = openai_backend.load(
+            "fake-alias", LoadOptions.of(backend="openai", base_url=server.url).options, _resolved()
+        )
         (result,) = alias.score([ScoreRequest((1, 2), ((3,),))])
         alias.close()
     message = str(caught.value)
@@ -393,7 +397,7 @@ def test_an_answer_for_another_model_is_refused() -> None:
 def _served_run(server: FakeServer, prompts: Path, out: Path, limit: int):
     from runners.run import run
 
-    load = LoadOptions(backend="openai", base_url=server.url, tokenizer=str(load_folder()))
+    load = LoadOptions.of(backend="openai", base_url=server.url, tokenizer=str(load_folder()))
     return run(RunRequest(str(prompts), "items", MODEL, str(out), load=load, chat=False, limit=limit))
 
 

@@ -307,9 +307,9 @@ def test_llama3_vocabulary_vllm_equals_hf() -> None:
         ctx, paths = number_paths(tokenizer, item["prompt"], 0, 10, ("", " "))
         requests.append(number_request(ctx, build_number_trie(paths), digits))
 
-    hf, _, _ = models.load_backend(str(folder), LoadOptions(backend="hf", device="cpu"))
+    hf, _, _ = models.load_backend(str(folder), LoadOptions.of(backend="hf", device="cpu"))
     vllm, _, _ = models.load_backend(
-        str(folder), LoadOptions(backend="vllm", device="cpu", enforce_eager=True, max_model_len=512)
+        str(folder), LoadOptions.of(backend="vllm", device="cpu", enforce_eager=True, max_model_len=512)
     )
     asked: list[Any] = []
     generate = vllm.llm.generate

@@ -83,7 +83,7 @@ def finished_run(tmp_path: Path):
 
 
 def _run(prompts: Path, out: Path, server: FakeServer):
-    load = LoadOptions("openai", base_url=server.url, tokenizer=str(load_folder()))
+    load = LoadOptions.of("openai", base_url=server.url, tokenizer=str(load_folder()))
     return run(prompts, "items", MODEL, out, load=load, chat=False)
 
 

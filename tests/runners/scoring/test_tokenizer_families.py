@@ -315,7 +315,7 @@ def test_vllm_equals_hf(family: str) -> None:
     requests = [prepare_request(item, tokenizer, False, settings, digits) for item in items]
     needed = max(len(r.context) + max(len(c) for c in r.continuations) + 1 for r in requests)
     vllm, _, _ = models.load_backend(
-        str(folder), LoadOptions(backend="vllm", device="cpu", enforce_eager=True), needed_tokens=needed
+        str(folder), LoadOptions.of(backend="vllm", device="cpu", enforce_eager=True), needed_tokens=needed
     )
     bounded = ScoringSettings(number_tolerance=1e-3)
     try:

@@ -50,7 +50,7 @@ from runners.backends.hf.accounting import MIN_SHARED_PREFIX, context_radix, hf_
 from runners.backends.hf.bounded import bounded_passes
 from runners.backends.hf.generate import generate
 from runners.backends.hf.logprobs import LogSoftmax, candidate_logprobs_by_row, gather_logprobs
-from runners.backends.hf.spec import HF
+from runners.backends.hf.spec import HF, HfOptions
 from runners.backends.hf.tree_pass import KVPool, TreeRow, tree_pass
 from runners.backends.registry import Resolved
 from runners.exchange import ContinuationScore, GenerateRequest, Generation, ScoreRequest, ScoreResult
@@ -396,8 +396,8 @@ class HFBackend:
         del logits, logprobs
 
 
-def load(model: str, options: Any, resolved: Resolved) -> HFBackend:
-    """The registry's loader (`runners.backends.hf.spec`): the run's `LoadOptions` and what `load_backend` settled."""
+def load(model: str, options: HfOptions, resolved: Resolved) -> HFBackend:
+    """The registry's loader (`runners.backends.hf.spec`): its own options and what `load_backend` settled."""
     return HFBackend.from_pretrained(
         model,
         revision=resolved.revision,

@@ -40,9 +40,9 @@ from typing import Any
 import numpy as np
 
 from promptgen.core.errors import ProbeError
-from runners.backends.openai.client import ServerClient, settings_of
+from runners.backends.openai.client import ServerClient
 from runners.backends.openai.identity import served_identity
-from runners.backends.openai.spec import OPENAI
+from runners.backends.openai.spec import OPENAI, ServerOptions
 
 # the server speaks vLLM: its candidate groups (at most 128 ids per prompt), query planner and readers
 from runners.backends.prompt_logprobs.bounded import score_bounded
@@ -350,9 +350,9 @@ class OpenAIBackend:
         return Generation(text, tuple(choice.get("token_ids") or ()), reason)
 
 
-def load(model: str, options: Any, resolved: Resolved) -> OpenAIBackend:
+def load(model: str, options: ServerOptions, resolved: Resolved) -> OpenAIBackend:
     """The registry's loader (`runners.backends.openai.spec`): reach the server and find `model` among its models."""
-    client = ServerClient(settings_of(options))
+    client = ServerClient(options.settings())
     try:
         listed = client.get("/models").get("data") or []
         card = next((c for c in listed if isinstance(c, Mapping) and c.get("id") == model), None)

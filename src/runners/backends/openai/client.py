@@ -70,23 +70,6 @@ def check_server_settings(settings: ServerSettings) -> None:
         raise ProbeError(f"--api-key-env must name an environment variable, got {settings.api_key_env!r}")
 
 
-def settings_of(load: Any) -> ServerSettings:
-    """The server settings of a run's `LoadOptions` (`runners.backends.load`)."""
-    return ServerSettings(
-        base_url=load.base_url,
-        api_key_env=load.api_key_env,
-        max_concurrency=load.max_concurrency,
-        request_timeout=load.request_timeout,
-        max_retries=load.max_retries,
-        api=load.server_api,
-    )
-
-
-def check_load_options(load: Any) -> None:
-    """The registry's option check (`BackendSpec.check_options`): the server flags, before anything is sent."""
-    check_server_settings(settings_of(load))
-
-
 def public_url(url: str) -> str:
     """`url` without credentials, query or fragment: what may be printed and recorded."""
     parts = urlsplit(url)

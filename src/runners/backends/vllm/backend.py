@@ -52,7 +52,7 @@ from runners.backends.prompt_logprobs.bounded import score_bounded
 from runners.backends.prompt_logprobs.queries import MAX_LOGPROB_TOKEN_IDS, assemble, candidate_groups, plan_queries
 from runners.backends.prompt_logprobs.read import candidate_logprobs, continuation_logprobs, may_be_cached
 from runners.backends.registry import Resolved
-from runners.backends.vllm.spec import VLLM
+from runners.backends.vllm.spec import VLLM, VllmOptions
 from runners.exchange import GenerateRequest, Generation, ScoreRequest, ScoreResult
 from runners.model.device import RunnerWarning
 
@@ -454,8 +454,8 @@ class VLLMBackend:
         return generations
 
 
-def load(model: str, options: Any, resolved: Resolved) -> VLLMBackend:
-    """The registry's loader (`runners.backends.vllm.spec`): the run's `LoadOptions` and what `load_backend` settled.
+def load(model: str, options: VllmOptions, resolved: Resolved) -> VLLMBackend:
+    """The registry's loader (`runners.backends.vllm.spec`): its own options and what `load_backend` settled.
 
     vLLM detokenises with its own tokenizer and runs where its install runs, so `resolved.tokenizer`
     and `resolved.device` are not passed on; `resolved.extra` (a GGUF file) is refused before loading.
