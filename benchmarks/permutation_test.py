@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.empathy import compute_cells, compute_gap, permutation_test
+from analysis.empathy.tables import compute_cells, compute_gap, permutation_test
 from promptgen.empathy.prompts import identities
 
 

@@ -1,4 +1,4 @@
-"""The empathy authors' analysis notebook, run as the oracle of `analysis.empathy_paper`.
+"""The empathy authors' analysis notebook, run as the oracle of `analysis.empathy.paper`.
 
 `simulate` makes one matrix's intensities (refusals in a few cells); `write_processed_results`
 writes them as the authors' `processed_results/<group>_<variation>_<model>_<persona>_<experiencer>.tsv`
@@ -55,7 +55,7 @@ def simulate(
     copies: dict[tuple[int, int], tuple[int, int]] | None = None,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """One matrix's items as `analysis.empathy.intensity_frame` returns them.
+    """One matrix's items as `analysis.empathy.tables.intensity_frame` returns them.
 
     Integer intensities 0..10 (as the authors' parsed numbers are): 5 + a perceiver effect, an
     experiencer effect, an in-group boost (same group column), an event effect shared by every

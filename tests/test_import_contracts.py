@@ -2,7 +2,7 @@
 
 `lint-imports` checks the contracts on the real tree, and on a copy of it with one forbidden
 import added, to show the contracts can fail: an upward import inside a function (the kind a
-lazy import hides), and one probe's builder importing another's.
+lazy import hides), one probe's builder or analysis importing another's, and a shared module importing a probe.
 """
 
 from __future__ import annotations
@@ -85,8 +85,30 @@ def test_one_probe_importing_another_breaks_their_independence(tmp_path):
     done = _lint_imports(src)
     assert done.returncode != 0
     out = " ".join(done.stdout.split())
-    assert "the probes (independent: none imports another)" in out and "then core BROKEN" in out
+    assert "no probe imports another BROKEN" in out
     assert "promptgen.attribution.items -> promptgen.empathy.prompts" in out
+
+
+def test_one_probe_s_analysis_importing_another_s_breaks_their_independence(tmp_path):
+    """The same contract line keeps the probes' analysis packages apart: one line per probe for both stages."""
+    src = _copy_src(tmp_path)
+    module = src / "analysis" / "trust_game" / "tables.py"
+    sideways = "\n\ndef _sideways():\n    from analysis.empathy import tables  # noqa: F401\n"
+    module.write_text(module.read_text() + sideways)
+    done = _lint_imports(src)
+    assert done.returncode != 0
+    assert "analysis.trust_game.tables -> analysis.empathy.tables" in done.stdout
+
+
+def test_a_shared_analysis_module_importing_a_probe_breaks_the_layers(tmp_path):
+    """What every probe's analysis uses (figures' helpers, the columns, stats) sits below the probes."""
+    src = _copy_src(tmp_path)
+    module = src / "analysis" / "plots.py"
+    upward = "\n\ndef _upward():\n    from analysis.empathy import tables  # noqa: F401\n"
+    module.write_text(module.read_text() + upward)
+    done = _lint_imports(src)
+    assert done.returncode != 0
+    assert "analysis.plots -> analysis.empathy.tables" in done.stdout
 
 
 def test_a_room_of_runners_importing_a_higher_one_breaks_the_runners_layers(tmp_path):
@@ -112,11 +134,11 @@ def test_one_backend_importing_another_breaks_their_independence(tmp_path):
 
 def test_a_metric_importing_the_report_breaks_the_analysis_layers(tmp_path):
     src = _copy_src(tmp_path)
-    module = src / "analysis" / "empathy.py"
+    module = src / "analysis" / "empathy" / "tables.py"
     module.write_text(module.read_text() + "\n\ndef _upward():\n    from analysis import report  # noqa: F401\n")
     done = _lint_imports(src)
     assert done.returncode != 0
-    assert "analysis.empathy -> analysis.report" in done.stdout
+    assert "analysis.empathy.tables -> analysis.report" in done.stdout
 
 
 #: function-level imports of the project's own modules: each hides an edge of the import graph from a

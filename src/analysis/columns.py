@@ -17,6 +17,9 @@ RESULT_KEY_COLUMN = "result_key"
 RESULT_FILE_COLUMN = "results_file"
 #: result columns that identify a run; every table is computed per run
 RUN_COLUMNS = ("model", "model_revision", "scoring")
+#: a number item's answer, as result rows hold it: the distribution's expected value or most likely number
+#: (scored), or the number parsed from generated text (generated); `--score` picks one
+NUMBER_SCORES: tuple[str, ...] = ("expected_value", "argmax_value", "parsed_value")
 #: result columns every part must have; the others of RESULT_SCHEMA are read when present, so
 #: parts written before a column was added to the schema still load (the column is null there)
 CORE_RESULT_COLUMNS = ("id", *RUN_COLUMNS, "refused")

@@ -31,7 +31,7 @@ import pandas as pd
 from promptgen.core.errors import ProbeError
 from runners.results import ResultKey, short_model_name
 
-from .attribution_release import METRIC_PERSONS, OBSERVER, PAIR, SINGLE, option_matrices, person_probabilities
+from .attribution.release import METRIC_PERSONS, OBSERVER, PAIR, SINGLE, option_matrices, person_probabilities
 from .columns import RESULT_FILE_COLUMN, RUN_COLUMNS
 
 TALENT_OR_LUCK_CSV = "talent-or-luck-csv"

@@ -24,11 +24,11 @@ from promptgen.core.files import make_staging_dir, removed_on_error, swap_into_p
 from promptgen.core.outputs import Layout, Output, check_output
 from promptgen.core.version import __version__
 
-from .attribution_release import RELEASE_CONFIGS, is_release_config
+from .attribution.probe import ROWS as RELEASE_ROWS  # the `probe` value of the release's items
+from .attribution.release import RELEASE_CONFIGS, is_release_config
 from .csv_cells import csv_text
 from .export import FORMATS, TALENT_OR_LUCK_CSV, check_decimals, jsonl_lines, release_csv_files
 from .pipeline import collect
-from .talent_or_luck import ROWS as RELEASE_ROWS  # the `probe` value of the release's items
 
 EXPORT_MANIFEST = "export_manifest.json"
 #: the top folder of the release layout (the release's `outputs/closed_ended/...`)

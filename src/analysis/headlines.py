@@ -4,7 +4,7 @@ The full tables lead with the run's provenance (model path, revision, scoring JS
 pushed δ, F, p and mean d off-screen to the right. In the report each run is one short label
 (`run_label`, i.e. `runners.results.ResultKey.label`: the model's folder or Hub name and the
 first 8 characters of its result key, as the key folder is named). Each probe's headline table
-(its analysis module's `headline`, e.g. `analysis.talent_or_luck.headline`) keeps only the
+(its analysis module's `headline`, e.g. `analysis.attribution.probe.headline`) keeps only the
 columns a reader opens the report for, with refused items left out as in the papers.
 """
 

@@ -27,8 +27,7 @@ import pandas as pd
 
 from promptgen.core.errors import ProbeError
 
-from .columns import RUN_COLUMNS
-from .empathy import SCORES
+from .columns import NUMBER_SCORES, RUN_COLUMNS
 from .headlines import Run, with_run_label
 
 #: score used for number items: the expected value of the distribution when the run read one,
@@ -49,8 +48,8 @@ class AnalysisOptions:
     release_rounding: bool = False
 
     def __post_init__(self) -> None:
-        if self.score not in (AUTO_SCORE, *SCORES):
-            raise ProbeError(f"--score must be one of {', '.join((AUTO_SCORE, *SCORES))}, got {self.score!r}")
+        if self.score not in (AUTO_SCORE, *NUMBER_SCORES):
+            raise ProbeError(f"--score must be one of {', '.join((AUTO_SCORE, *NUMBER_SCORES))}, got {self.score!r}")
 
 
 @dataclass(frozen=True)

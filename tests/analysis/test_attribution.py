@@ -1,4 +1,4 @@
-"""analysis.load and analysis.attribution on small synthetic prompt + result frames.
+"""analysis.load and analysis.attribution.tables on small synthetic prompt + result frames.
 
 Every expected number is computed here independently: d from a dict of the item's own
 (type, probability) pairs, tests with scipy.stats, pooled SDs with numpy.
@@ -19,10 +19,10 @@ import pyarrow.parquet as pq
 import pytest
 from scipy import stats as sps
 
-from analysis import attribution as at
-from analysis.attribution_observer import actor_observer_table
+from analysis.attribution import tables as at
+from analysis.attribution.observer import actor_observer_table
+from analysis.attribution.probe import attribution_tables
 from analysis.load import join, load_prompts, load_results, load_results_manifest
-from analysis.talent_or_luck import attribution_tables
 from promptgen.core.errors import ProbeError
 from runners import results as res
 

@@ -1,4 +1,4 @@
-"""The release's own metrics (`analysis.attribution_release`) against independent computations.
+"""The release's own metrics (`analysis.attribution.release`) against independent computations.
 
 Each table is recomputed here from the rows by the route the release's scripts take (option
 keys -> probabilities, pandas groupby, scipy's ttest_1samp / wilcoxon), and the pipeline is
@@ -15,12 +15,12 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis import attribution as designed
-from analysis import attribution_release as rel
-from analysis import attribution_release_deltas as deltas
+from analysis.attribution import release as rel
+from analysis.attribution import release_deltas as deltas
+from analysis.attribution import tables as designed
+from analysis.attribution.probe import attribution_tables
 from analysis.pipeline import AnalysisOptions, Collected, compute
 from analysis.report import render_html
-from analysis.talent_or_luck import attribution_tables
 from promptgen.core.errors import ProbeError
 from release_configs_fixture import (
     actor_actor_rows,

@@ -1,4 +1,4 @@
-"""The paper's Δd and SMD on the `*_release` configs (`analysis.attribution_release_deltas`), recomputed by hand.
+"""The paper's Δd and SMD on the `*_release` configs (`analysis.attribution.release_deltas`), recomputed by hand.
 
 Every expected number here comes from plain Python loops over the rows (the metric from each
 row's option keys, dictionaries for the matching) and scipy's `ttest_1samp` / `ttest_ind`, not
@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis import attribution_release as rel
-from analysis import attribution_release_deltas as deltas
+from analysis.attribution import release as rel
+from analysis.attribution import release_deltas as deltas
 from release_configs_fixture import actor_actor_rows, actor_observer_rows, joined, result_rows, single_actor_rows
 
 RUN = ("org/model-a", "rev")

@@ -1,4 +1,4 @@
-"""analysis.empathy against independent computations: brute-force permutation enumeration,
+"""analysis.empathy.tables against independent computations: brute-force permutation enumeration,
 scipy.stats.ttest_rel, and plain loops over the items."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis.empathy import (
+from analysis.empathy.tables import (
     cell_tests,
     compute_cells,
     compute_gap,

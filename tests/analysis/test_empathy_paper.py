@@ -1,4 +1,4 @@
-"""analysis.empathy_paper against the authors' own notebook (tests/empathy_notebook.py).
+"""analysis.empathy.paper against the authors' own notebook (tests/empathy_notebook.py).
 
 One simulated matrix per category is written as the authors' processed files and read by the
 notebook's unchanged functions; the same items go to ours. Every expected number below is what
@@ -28,8 +28,8 @@ import pandas as pd
 import pytest
 from markupsafe import escape as html_escape
 
-from analysis.empathy import category_identities
-from analysis.empathy_paper import null_deltas, paper_gap, paper_mask, paper_matrix, permutations
+from analysis.empathy.paper import null_deltas, paper_gap, paper_mask, paper_matrix, permutations
+from analysis.empathy.tables import category_identities
 from empathy_notebook import (
     EVENTS,
     GROUP_OPTION,
@@ -193,7 +193,7 @@ def test_interval_within_monte_carlo_error(case) -> None:
     actual = case["nb"]["actual"]
     ours = case["ours"]["gap"]
     # the same null as paper_gap's: our specified z-scored M (equal to the notebook's, test_delta)
-    from analysis.empathy import SAME, relation_matrix
+    from analysis.empathy.tables import SAME, relation_matrix
 
     ids = case["ids"][~case["ids"]["unspecified"]].reset_index(drop=True)
     null = null_deltas(actual, relation_matrix(ids, case["category"]) == SAME, n_permutations=10_000, seed=0)
@@ -238,7 +238,7 @@ def test_edge_cases_give_nan_with_a_note() -> None:
 def test_the_pipeline_writes_the_paper_tables_and_heatmaps() -> None:
     """`empathy_analysis` adds the paper's tables from the parsed numbers of a generating run,
     `draw` their masked heatmap, and the report says which tables are the paper's."""
-    from analysis.intergroup_empathy import SECTION_NOTES, empathy_analysis
+    from analysis.empathy.probe import SECTION_NOTES, empathy_analysis
     from analysis.pipeline import Analysis, AnalysisOptions, draw
     from analysis.report import render_html
 

@@ -13,13 +13,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis.attribution.probe import headline as attribution_headline
+from analysis.empathy.probe import headline as empathy_headline
 from analysis.headlines import run_label, run_labels
-from analysis.intergroup_empathy import headline as empathy_headline
 from analysis.pipeline import Analysis, AnalysisOptions
 from analysis.probes import section_headlines
 from analysis.report import render_html
-from analysis.talent_or_luck import headline as attribution_headline
-from analysis.trust_game_names import headline as trust_game_headline
+from analysis.trust_game.probe import headline as trust_game_headline
 from runners.results import ResultKey
 
 RUN_A = ("/home/me/checkpoints/run-7/model-a/", "f00dfeed" * 5, '{"choice_mode":"sentence"}')
@@ -38,7 +38,7 @@ def test_run_label_is_the_model_name_and_the_key_folder_hash():
 
 
 def attribution_table(rng: np.random.Generator) -> tuple[pd.DataFrame, dict]:
-    """Cells of per-item d values (as analysis.attribution reports them) and the item-level means."""
+    """Cells of per-item d values (as analysis.attribution.tables reports them) and the item-level means."""
     rows, items = [], {}
     for run in (RUN_A, RUN_B):
         for dimension in ("race", "religion"):

@@ -22,11 +22,11 @@ import pytest
 from typer.testing import CliRunner
 
 import runners.results as res
-from analysis import empathy as emp
-from analysis import trust_game as tg
+from analysis.empathy import tables as emp
 from analysis.load import join, load_prompts, load_results
 from analysis.pipeline import AnalysisOptions, analyze
 from analysis.report import write_report
+from analysis.trust_game import tables as tg
 from envent_fixture import write_recipe, write_sources
 from probes.cli import app
 from promptgen.build import build
@@ -116,7 +116,7 @@ def test_attribution_two_models_side_by_side(datasets, tmp_path) -> None:
     excluded = single[(single["refused_items"] == "excluded") & (single["n"] == 0)]
     assert len(excluded) == 2 and excluded["mean"].isna().all() and (excluded["note"] != "").all()
     # the pipeline's table is the analysis function on the joined rows
-    from analysis import attribution as attr
+    from analysis.attribution import tables as attr
 
     joined = join(
         load_prompts(ds, "single_actor"), pd.concat([load_results(a, "single_actor"), load_results(b, "single_actor")])

@@ -9,9 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import empathy as emp
 from analysis import plots
+from analysis.attribution import figures as attribution_figures
+from analysis.empathy import figures as empathy_figures
+from analysis.empathy import tables as emp
 from analysis.probe_analysis import figure_variant
+from analysis.trust_game import figures as trust_figures
 from promptgen.empathy.prompts import identities
 
 
@@ -60,7 +63,7 @@ def test_empathy_heatmaps_one_per_model_with_the_design_order(tmp_path) -> None:
     intensity = emp.intensity_frame(frame)
     cells = emp.compute_cells(intensity)
     tests = emp.cell_tests(intensity)
-    figs = plots.empathy_heatmaps(cells, tests)
+    figs = empathy_figures.empathy_heatmaps(cells, tests)
     names = [n for n, _ in figs]
     assert names == ["religion_p0s1t0_a", "religion_p0s1t0_b"]
     ax = figs[0][1].axes[0]
@@ -88,7 +91,7 @@ def test_all_refused_matrix_is_drawn_from_the_refused_kept_variant() -> None:
         tables.append(emp.compute_cells(emp.intensity_frame(frame, keep_refused=keep)).assign(refused_items=label))
     cells, _ = figure_variant(pd.concat(tables), None, "m", keys=list(emp.GROUP_KEYS), mark="setting")
     assert set(cells["setting"]) == {"P0S1T0 (refused kept)"} and cells["m"].notna().all()
-    ((name, fig),) = plots.empathy_heatmaps(cells, None)
+    ((name, fig),) = empathy_figures.empathy_heatmaps(cells, None)
     assert "refused kept" in fig.axes[0].get_title() and "refused_kept" in name
 
 
@@ -96,7 +99,7 @@ def test_shares_bars_sum_to_one_with_fixed_cause_colours() -> None:
     rows = []
     for model, outcome in itertools.product(["org/a", "org/b"], ["success", "failure"]):
         shares = np.random.default_rng(len(rows)).dirichlet(np.ones(4))
-        for cause, share in zip(plots.CAUSE_COLOURS, shares, strict=True):
+        for cause, share in zip(attribution_figures.CAUSE_COLOURS, shares, strict=True):
             rows.append(
                 {
                     "model": model,
@@ -107,7 +110,7 @@ def test_shares_bars_sum_to_one_with_fixed_cause_colours() -> None:
                     "share": share,
                 }
             )
-    fig = plots.attribution_shares_bar(pd.DataFrame(rows))
+    fig = attribution_figures.attribution_shares_bar(pd.DataFrame(rows))
     widths: dict[float, float] = {}
     for patch in fig.axes[0].patches:
         y = round(patch.get_y() + patch.get_height() / 2, 6)
@@ -130,7 +133,7 @@ def test_interaction_plot_draws_the_cell_means() -> None:
         }
         for k, (r, g) in enumerate(itertools.product(races, ["female", "male"]))
     ]
-    ((name, fig),) = plots.trust_interaction_plots(pd.DataFrame(rows))
+    ((name, fig),) = trust_figures.trust_interaction_plots(pd.DataFrame(rows))
     data = {c.get_label(): c.lines[0].get_ydata() for c in fig.axes[0].containers}  # one errorbar per gender
     frame = pd.DataFrame(rows)
     for gender in ("female", "male"):
@@ -157,8 +160,8 @@ def test_tsne_is_deterministic_for_a_seed() -> None:
         for p, e in itertools.product(names, names)
     ]
     cells = emp.compute_cells(emp.intensity_frame(pd.DataFrame(rows)))
-    ((_, a),) = plots.tsne_nationality(cells, seed=3)
-    ((_, b),) = plots.tsne_nationality(cells, seed=3)
+    ((_, a),) = empathy_figures.tsne_nationality(cells, seed=3)
+    ((_, b),) = empathy_figures.tsne_nationality(cells, seed=3)
     points = [np.vstack([c.get_offsets() for c in fig.axes[0].collections]) for fig in (a, b)]
     assert points[0].shape == (len(names) - 1, 2) and np.allclose(points[0], points[1])
 
@@ -170,7 +173,7 @@ def test_names_are_stable_across_processes_and_attribution_uses_one_scale() -> N
     code = (
         "import pandas as pd; from analysis import plots; "
         "t = pd.DataFrame({'model': ['m', 'm'], 'scoring': ['a', 'b'], 'x': [1, 2]}); "
-        "print(plots._figure_label({'model': 'm', 'scoring': 'a'}, t)[1])"
+        "print(plots.figure_label({'model': 'm', 'scoring': 'a'}, t)[1])"
     )
     names = {
         subprocess.run(
@@ -197,6 +200,6 @@ def test_names_are_stable_across_processes_and_attribution_uses_one_scale() -> N
         }
         for i, g, o in itertools.product(["x", "y"], ["female", "male"], ["success", "failure"])
     ]
-    ((_, fig),) = plots.attribution_heatmaps(pd.DataFrame(rows))
+    ((_, fig),) = attribution_figures.attribution_heatmaps(pd.DataFrame(rows))
     norm = fig.axes[0].images[1].norm
     assert (norm.vmin, norm.vmax) == (-1.0, 1.0)  # d's full range, whatever the data

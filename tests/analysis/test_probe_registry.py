@@ -35,6 +35,23 @@ def test_the_three_probes_are_registered_in_sweep_order_with_their_aliases() -> 
         probe_names(["nope"])
 
 
+def test_each_built_in_probe_is_one_name_in_both_stages_and_its_references_resolve() -> None:
+    """`ProbeSpec.in_project`: `promptgen/<p>/` and `analysis/<p>/` share the name the import contracts list once."""
+    from promptgen.core.plugins import resolve_reference
+
+    contract = (TESTS.parent / "pyproject.toml").read_text(encoding="utf-8").split('id = "probe-layers"', 1)[1]
+    (probe_line,) = [line for line in contract.splitlines() if "attribution" in line and "|" in line]
+    listed = {name.strip(' ",') for name in probe_line.split("|")}
+    built_in = [spec for spec in probes().values() if spec.draft.startswith("promptgen.")]
+    assert {spec.builder for spec in built_in} == listed == {"attribution", "empathy", "trust_game"}
+    for spec in built_in:
+        assert spec.draft == f"promptgen.{spec.builder}.dataset:draft"
+        assert spec.analysis == f"analysis.{spec.builder}.probe"
+        assert callable(resolve_reference(spec.draft)) and resolve_reference(spec.demo).runs
+        module = importlib.import_module(spec.analysis)
+        assert callable(module.steps) and callable(module.figures) and callable(module.headline)
+
+
 def test_a_plugin_probe_is_listed_by_probes_sweep_help() -> None:
     env = {
         **os.environ,

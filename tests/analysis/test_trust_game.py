@@ -1,4 +1,4 @@
-"""analysis.trust_game against independent computations: a two-way ANOVA by hand on a balanced
+"""analysis.trust_game.tables against independent computations: a two-way ANOVA by hand on a balanced
 design, type III sums of squares from least-squares model comparison, scipy's two-sample
 t-test, Cohen's d by hand, and probing accuracy counted by hand."""
 
@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis.trust_game import anova, cell_means, gender_posthoc, prediction_frame, probing_accuracy
+from analysis.trust_game.tables import anova, cell_means, gender_posthoc, prediction_frame, probing_accuracy
 
 RACES = ("Asian", "Black", "Hispanic", "Native American", "White")
 GENDERS = ("female", "male")

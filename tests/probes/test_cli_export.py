@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from analysis import attribution_release as rel
+from analysis.attribution import release as rel
 from analysis.load import join, load_prompts, load_results
 from cli_fixture import one_line_error
 from probes.cli import app

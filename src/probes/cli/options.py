@@ -254,7 +254,12 @@ def _load_options(**flags: Any) -> Any:
     return LoadOptions.of(**flags)  # a backend's flag not given is None: its default
 
 
-def backend_flag(declared: list[LoadFlag]) -> tuple[Any, None]:
+def not_given(**flags: Any) -> dict[str, tuple[Any, None]]:
+    """Flags whose default is "not given" (None), so the library decides: the dataset's protocol, the backend."""
+    return {name: (annotation, None) for name, annotation in flags.items()}
+
+
+def backend_flag(declared: list[LoadFlag]) -> Any:
     """One flag of the backends' own load options (`runners.backends.backend_flags`), "not given" by default.
 
     Its type, bounds and help come from the first backend declaring it; `--help` names the backends that
@@ -269,7 +274,7 @@ def backend_flag(declared: list[LoadFlag]) -> tuple[Any, None]:
     option = typer.Option(
         first.declaration, help=f"{backends} backend: {first.help}", show_default=shown, **first.limits
     )
-    return Annotated[first.kind | None, option], None
+    return Annotated[first.kind | None, option]
 
 
 def _given_scoring(**flags: Any) -> dict[str, Any] | None:
@@ -292,7 +297,7 @@ LOAD = OptionGroup(
         "device": (Device, "auto"),
         "model_revision": (ModelRevision, None),
         # each backend's own flags, as its spec declares them (`BackendSpec.options`)
-        **{name: backend_flag(declared) for name, declared in backend_flags().items()},
+        **not_given(**{name: backend_flag(declared) for name, declared in backend_flags().items()}),
     },
 )
 #: how each config is run, the same for `run` and `sweep`: `RunRequest` fields, by name
@@ -312,16 +317,16 @@ RUN = OptionGroup(
 SCORING = OptionGroup(
     "scoring",
     _given_scoring,
-    {
-        "scoring": (Scoring, None),
-        "length_normalize": (LengthNormalize, None),
-        "tokenization": (Tokenization, None),
-        "number_mode": (NumberMode, None),
-        "number_tolerance": (NumberTolerance, None),
-        "temperature": (Temperature, None),
-        "top_p": (TopP, None),
-        "max_new_tokens": (MaxNewTokensRun, None),
-        "seed": (Seed, None),
-        "number_parser": (NumberParser, None),
-    },
+    not_given(
+        scoring=Scoring,
+        length_normalize=LengthNormalize,
+        tokenization=Tokenization,
+        number_mode=NumberMode,
+        number_tolerance=NumberTolerance,
+        temperature=Temperature,
+        top_p=TopP,
+        max_new_tokens=MaxNewTokensRun,
+        seed=Seed,
+        number_parser=NumberParser,
+    ),
 )

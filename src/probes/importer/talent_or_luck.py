@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.attribution_release import OBSERVER, PAIR, SINGLE, key_table
+from analysis.attribution.release import OBSERVER, PAIR, SINGLE, key_table
 from analysis.csv_cells import FORMULA_STARTS
 from analysis.export import SETTINGS, TALENT_OR_LUCK_CSV, statements
 from analysis.export_files import RELEASE_TOP

@@ -2,15 +2,12 @@
 
 from ..core.probe_spec import ProbeSpec
 
-SPEC = ProbeSpec(
+SPEC = ProbeSpec.in_project(
+    __package__,
     name="talent-or-luck",
-    builder="attribution",
-    draft="promptgen.attribution.dataset:draft",
-    lint="promptgen.attribution.dataset:lint",
-    analysis="analysis.talent_or_luck",
+    lint=f"{__package__}.dataset:lint",
     section="Attribution",
     table_prefix="attribution_",
     row_probes=("attribution",),
     rank=10,
-    demo="promptgen.attribution.demo:DEMO",
 )

@@ -54,6 +54,24 @@ class ProbeSpec:
     #: "module:attribute" of its `DemoPlan` (what `probes demo` builds and scores of it); None: not in the demo
     demo: str | None = None
 
+    @classmethod
+    def in_project(cls, package: str, **fields: Any) -> ProbeSpec:
+        """A probe of the project's own, laid out as the project lays them out (`fields` say the rest).
+
+        `promptgen/<leaf>/` holds its drafter (`dataset:draft`) and demo plan (`demo:DEMO`), its
+        recipe's `builder:` is `<leaf>`, and its analysis is the package of the same name,
+        `analysis/<leaf>/` (`probe` the module): one name in both stages, which is all the import
+        contracts need of it (pyproject.toml, `probe-layers`). `package` is the spec module's `__package__`.
+        """
+        leaf = package.rpartition(".")[2]
+        laid_out = {
+            "builder": leaf,
+            "draft": f"{package}.dataset:draft",
+            "analysis": f"analysis.{leaf}.probe",
+            "demo": f"{package}.demo:DEMO",
+        }
+        return cls(**{**laid_out, **fields})
+
     def __post_init__(self) -> None:
         unknown = sorted(set(self.build_options) - set(PROBE_BUILD_OPTIONS))
         if unknown:

@@ -6,17 +6,14 @@ synthetic corpus, and says so.
 
 from ..core.probe_spec import ProbeSpec
 
-SPEC = ProbeSpec(
+SPEC = ProbeSpec.in_project(
+    __package__,
     name="intergroup-empathy",
-    builder="empathy",
-    draft="promptgen.empathy.dataset:draft",
     build_options=("max_events", "rewrites"),
-    analysis="analysis.intergroup_empathy",
     section="Empathy",
     table_prefix="empathy_",
     row_probes=("empathy",),
     rank=30,
-    demo="promptgen.empathy.demo:DEMO",
     private_source="intergroup-empathy-release",
-    synthetic_sources="promptgen.empathy.synthetic:write_synthetic_corpus",
+    synthetic_sources=f"{__package__}.synthetic:write_synthetic_corpus",
 )

@@ -33,7 +33,7 @@ import yaml
 from typer.testing import CliRunner
 
 import empathy_reference as ref
-from analysis.empathy_paper import permutations
+from analysis.empathy.paper import permutations
 from empathy_notebook import EVENTS, Replay, notebook, recording
 from probes.cli import app
 from promptgen.build import build
@@ -264,7 +264,7 @@ def test_delta(both) -> None:
 
 def test_interval_replaying_the_reports_permutations_is_exact(both) -> None:
     """get_interval with its random.shuffle replaying the row and column orders probes analyze drew
-    (`analysis.empathy_paper.permutations`, the report's seed and count): the same permuted
+    (`analysis.empathy.paper.permutations`, the report's seed and count): the same permuted
     matrices, so the same percentiles up to rounding."""
     gap = both["ours"]["gap"]
     assert gap["n_permutations"].iat[0] == PERMUTATIONS and gap["seed"].iat[0] == SEED

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from analysis.attribution_release import METRIC_PERSONS, RELEASE_CONFIGS, option_matrices, person_probabilities
+from analysis.attribution.release import METRIC_PERSONS, RELEASE_CONFIGS, option_matrices, person_probabilities
 from analysis.export_files import ExportRequest, export
 from analysis.pipeline import AnalysisOptions, analyze
 from cli_fixture import one_line_error

@@ -33,10 +33,10 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from .columns import RUN_COLUMNS
-from .frames import keyed_groups
-from .refusals import refusal_mask
-from .stats import bonferroni, two_sample_t
+from ..columns import RUN_COLUMNS
+from ..frames import keyed_groups
+from ..refusals import refusal_mask
+from ..stats import bonferroni, two_sample_t
 
 #: keys that split the games into analysis units, where the frame has them: the run (model,
 #: revision, scoring settings: two scorings of one model are two analyses), then the design

@@ -3,8 +3,8 @@
 An actor's single-actor d against the d of the same actor beside an observer, without
 (`context`) and with (`context+identity`) the observer's identity: the standardised mean
 difference and the equal-variance t-test per group (`actor_observer_table`). Per-item scores,
-refusal variants, the matching rule and the two-sample statistics are `analysis.attribution`'s;
-this module only imports them, so `analysis.attribution` never imports it back.
+refusal variants, the matching rule and the two-sample statistics are `analysis.attribution.tables`'s;
+this module only imports them, so `analysis.attribution.tables` never imports it back.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import pandas as pd
 
 from promptgen.core.errors import ProbeError
 
-from .attribution import (
+from ..columns import RUN_COLUMNS
+from .tables import (
     MATCH_COLUMNS,
     REFUSED_ITEMS,
     TWO_SAMPLE_COLUMNS,
@@ -29,7 +30,6 @@ from .attribution import (
     _variants,
     two_sample_row,
 )
-from .columns import RUN_COLUMNS
 
 OBSERVER_GROUPS = ("dimension", "identity", "gender", "outcome", "observer_cause")
 OBSERVER_COMPARISONS = (("delta_d1", "context"), ("delta_d2", "context+identity"))

@@ -27,8 +27,8 @@ single-actor match (one per rotation before collapsing). For target Y the actor 
 person (`identity_2`, `gender_2`, `name_2`, `outcome_2`). `d_single` is the mean d over the
 matches; an item without a match gets NaN and a note.
 
-The actor-observer comparison (Δd1, Δd2) is `analysis.attribution_observer`, built on the
-helpers here; `analysis.talent_or_luck.attribution_tables` computes every table.
+The actor-observer comparison (Δd1, Δd2) is `analysis.attribution.observer`, built on the
+helpers here; `analysis.attribution.probe.attribution_tables` computes every table.
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ import pandas as pd
 from promptgen.attribution.release import CAUSES
 from promptgen.core.errors import ProbeError
 
-from .columns import RUN_COLUMNS, require_columns, results_where
-from .stats import one_sample_t, two_sample_t
+from ..columns import RUN_COLUMNS, require_columns, results_where
+from ..stats import one_sample_t, two_sample_t
 
 INTERNAL = ("effort", "ability")
 EXTERNAL = ("difficulty", "luck")

@@ -1,8 +1,8 @@
 """The intergroup empathy gap in the report: the project's tables, the paper's by its notebook, figures, headline.
 
 The probe's analysis module (`ProbeSpec.analysis`; the contract is `analysis.probe_analysis`).
-The metrics are `analysis.empathy` (M0, M, δ, the permutation test, per-cell tests: the
-project's choices, docs/DESIGN.md section 4) and `analysis.empathy_paper` (the authors' analysis
+The metrics are `analysis.empathy.tables` (M0, M, δ, the permutation test, per-cell tests: the
+project's choices, docs/DESIGN.md section 4) and `analysis.empathy.paper` (the authors' analysis
 notebook's rules). Pure.
 """
 
@@ -12,19 +12,19 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from . import empathy as emp
-from . import empathy_paper as emp_paper
-from . import plots as fig
-from . import probe_analysis as probe
-from .headlines import RUN_LABEL, Run
+from .. import probe_analysis as probe
+from ..headlines import RUN_LABEL, Run
+from . import figures as fig
+from . import paper as emp_paper
+from . import tables as emp
 
 #: the `probe` value of this probe's rows
 ROWS = "empathy"
 
 
 def empathy_analysis(by_config: dict[str, pd.DataFrame], options: probe.AnalysisOptions) -> dict[str, pd.DataFrame]:
-    """M0, M, δ with the permutation test, per-cell tests, summaries, refusals (`analysis.empathy`, the
-    project's choices), and the paper's tables by the authors' notebook (`analysis.empathy_paper`:
+    """M0, M, δ with the permutation test, per-cell tests, summaries, refusals (`analysis.empathy.tables`, the
+    project's choices), and the paper's tables by the authors' notebook (`analysis.empathy.paper`:
     `empathy_paper_*`), all from the intensity `probe.number_score` picks for each run."""
     frames = [f for f in by_config.values() if (f["task"] == "number").all()]
     if not frames:
@@ -47,7 +47,7 @@ def empathy_analysis(by_config: dict[str, pd.DataFrame], options: probe.Analysis
 
     tables = probe.variant_tables(build)
     exclude = probe.per_run(joined, lambda g: emp.intensity_frame(g, score=probe.number_score(g, options.score)))
-    # the paper's own numbers, by its notebook's rules (`analysis.empathy_paper`): its exclusion of a
+    # the paper's own numbers, by its notebook's rules (`analysis.empathy.paper`): its exclusion of a
     # refused event from every cell replaces the variants above, so these are computed once
     paper = {
         "empathy_paper_gap": emp_paper.paper_gap(exclude, n_permutations=options.n_permutations, seed=options.seed),

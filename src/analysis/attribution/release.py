@@ -1,6 +1,6 @@
 """The Talent-or-Luck release's own metrics on the `*_release` configs (docs/DESIGN.md section 3; issue #26). No I/O.
 
-The designed tables (`analysis.attribution`) define d per presented item and test it the
+The designed tables (`analysis.attribution.tables`) define d per presented item and test it the
 project's way. These tables instead follow the release's analysis scripts
 (chahatraj/TalentorLuck `src/viz/`, commit 57d6938), reimplemented from their arithmetic, so
 a model scored on the release's exact prompts (the `*_release` configs) can be compared with
@@ -51,8 +51,8 @@ import pandas as pd
 from promptgen.attribution.release import CAUSES
 from promptgen.core.errors import ProbeError
 
-from .columns import RUN_COLUMNS, require_columns, results_where
-from .stats import one_sample_t, signed_rank
+from ..columns import RUN_COLUMNS, require_columns, results_where
+from ..stats import one_sample_t, signed_rank
 
 RELEASE_SUFFIX = "_release"
 SINGLE = "single_actor_release"

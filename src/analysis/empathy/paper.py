@@ -1,6 +1,6 @@
 """The intergroup-empathy paper's Tables 2, 3, 6, 7 and heatmap masks, by the authors' notebook rules.
 
-`analysis.empathy` is the project's reading of the paper's text (item-level exclusion, one
+`analysis.empathy.tables` is the project's reading of the paper's text (item-level exclusion, one
 z-scoring with `a person`, a permutation p-value, Bonferroni per reference). The numbers the
 paper prints come from the authors' analysis notebook
 (`analysis/analysis_after_processing.ipynb` of houyu0930/intergroup-empathy-bias at cdfd1a6,
@@ -29,7 +29,7 @@ paper's tables"). Each rule names the notebook function it follows:
 Where the notebook would stop (its files hold every event of every cell and it divides by
 zero otherwise) these functions return NaN with the reason in `note`: an event missing from a
 cell (a partial run) is left out of that cell's mean and of the t-tests that need it, and a cell
-with no kept event has no mean. The input is `analysis.empathy.intensity_frame`'s: refused
+with no kept event has no mean. The input is `analysis.empathy.tables.intensity_frame`'s: refused
 items have `intensity` NaN (the notebook's -1) or `refused` True.
 """
 
@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from . import empathy as emp
+from . import tables as emp
 
 #: the notebook's `matrix` kinds: with `a person` (exclusion over all cells) and without it
 FULL, SPECIFIED = "full", "specified"

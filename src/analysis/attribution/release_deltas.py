@@ -1,6 +1,6 @@
 """The paper's Δd and SMD on the `*_release` configs (issue #40). No I/O.
 
-The release's analysis scripts (`analysis.attribution_release`) compare persons within one
+The release's analysis scripts (`analysis.attribution.release`) compare persons within one
 prompt; the paper's comparisons are against the single-actor setting. This module computes them
 on the release's own items with the release's per-row metric (`release_rows`), so a model
 scored on the released prompts has the paper's actor-actor and actor-observer tables too:
@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .attribution import TWO_SAMPLE_COLUMNS, two_sample_row
-from .attribution_release import OBSERVER, ONE_SAMPLE, PAIR, SINGLE, grouped_table, one_sample_row, refused_count
-from .columns import RUN_COLUMNS, require_columns
+from ..columns import RUN_COLUMNS, require_columns
+from .release import OBSERVER, ONE_SAMPLE, PAIR, SINGLE, grouped_table, one_sample_row, refused_count
+from .tables import TWO_SAMPLE_COLUMNS, two_sample_row
 
 _require = partial(require_columns, fallback="release attribution results")
 #: a paired or observer row's actor is matched to the single-actor rows with these (and the run)

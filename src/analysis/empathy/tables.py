@@ -34,12 +34,12 @@ import pandas as pd
 
 from promptgen.empathy.prompts import identity_rows
 
-from .columns import RUN_COLUMNS
-from .refusals import refusal_mask
-from .stats import bonferroni, paired_t
+from ..columns import NUMBER_SCORES, RUN_COLUMNS
+from ..refusals import refusal_mask
+from ..stats import bonferroni, paired_t
 
 Score = Literal["expected_value", "argmax_value", "parsed_value"]
-SCORES: tuple[str, ...] = ("expected_value", "argmax_value", "parsed_value")
+SCORES = NUMBER_SCORES
 #: keys that split the items into matrices, in this order, where the frame has them: the run
 #: (model, revision, scoring settings: two scorings of one model are two analyses), then the design
 GROUP_KEYS: tuple[str, ...] = (*RUN_COLUMNS, "category", "setting")

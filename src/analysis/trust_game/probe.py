@@ -1,7 +1,7 @@
 """The name-based Trust Game in the report: the ANOVA, post hoc tests, cell means, probing accuracy, figures.
 
 The probe's analysis module (`ProbeSpec.analysis`; the contract is `analysis.probe_analysis`).
-The metrics are `analysis.trust_game`. Its `race_probe` rows (the curation input) are not read
+The metrics are `analysis.trust_game.tables`. Its `race_probe` rows (the curation input) are not read
 here: the report gives their refusals only. Pure.
 """
 
@@ -11,10 +11,10 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from . import plots as fig
-from . import probe_analysis as probe
-from . import trust_game as tg
-from .headlines import RUN_LABEL, Run
+from .. import probe_analysis as probe
+from ..headlines import RUN_LABEL, Run
+from . import figures as fig
+from . import tables as tg
 
 #: the `probe` values of this probe's rows: the games, and the probing questions that check the construct
 GAMES, PROBING = "trust_game", "probing"

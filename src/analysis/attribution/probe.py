@@ -1,9 +1,9 @@
 """Talent or Luck? in the report: the designed configs' tables, the release's own metrics, figures, headline.
 
 The probe's analysis module (`ProbeSpec.analysis`; the contract is `analysis.probe_analysis`).
-The metrics themselves are `analysis.attribution` and `analysis.attribution_observer` (the
+The metrics themselves are `analysis.attribution.tables` and `analysis.attribution.observer` (the
 design's d, Δd, SMD, shares; every table of the designed configs: `attribution_tables`),
-`analysis.attribution_release` and `analysis.attribution_release_deltas` (the release's code on its
+`analysis.attribution.release` and `analysis.attribution.release_deltas` (the release's code on its
 exact `*_release` items). Pure.
 """
 
@@ -16,10 +16,13 @@ from markupsafe import Markup
 
 from promptgen.core.errors import ProbeError
 
-from . import attribution_release as attr_release
-from . import attribution_release_deltas as attr_release_deltas
-from . import plots as fig
-from .attribution import (
+from ..headlines import RUN_LABEL, Run
+from ..probe_analysis import AnalysisOptions, AnalysisStep, Figures, has_rows, headline_rows
+from . import figures as fig
+from . import release as attr_release
+from . import release_deltas as attr_release_deltas
+from .observer import actor_observer_table
+from .tables import (
     DOMAIN_GROUPS,
     actor_actor_delta_table,
     actor_actor_pair_table,
@@ -27,9 +30,6 @@ from .attribution import (
     compute_items,
     single_actor_table,
 )
-from .attribution_observer import actor_observer_table
-from .headlines import RUN_LABEL, Run
-from .probe_analysis import AnalysisOptions, AnalysisStep, Figures, has_rows, headline_rows
 
 #: the `probe` value of this probe's rows
 ROWS = "attribution"
@@ -63,7 +63,7 @@ def attribution_tables(
 
 
 def attribution_analysis(by_config: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
-    """Single-actor d, Δd, Δd_pair, Δd1/Δd2 with SMD, shares (`analysis.attribution`) of the designed configs."""
+    """Single-actor d, Δd, Δd_pair, Δd1/Δd2 with SMD, shares (`analysis.attribution.tables`) of the designed configs."""
     by_config = designed_configs(by_config)
     single = by_config.get("single_actor")
     if single is None:
@@ -76,7 +76,7 @@ def attribution_release_analysis(
     by_config: dict[str, pd.DataFrame], options: AnalysisOptions
 ) -> dict[str, pd.DataFrame]:
     """The release's own metrics of the `*_release` configs, and the paper's Δd / SMD on them
-    (`analysis.attribution_release`, `analysis.attribution_release_deltas`)."""
+    (`analysis.attribution.release`, `analysis.attribution.release_deltas`)."""
     release = {c: f for c, f in by_config.items() if attr_release.is_release_config(c)}
     rows = attr_release.rows_by_config(release, rounding=options.release_rounding)
     tables = {**attr_release.tables_of_rows(rows), **attr_release_deltas.paper_tables(rows)}
