@@ -52,6 +52,8 @@ class RemoteFile:
 
 @dataclass(frozen=True)
 class PlanEntry:
+    """One file of a publish: its path in the repo, its size in bytes, and what the publish does to it."""
+
     path: str
     size: int
     action: Action

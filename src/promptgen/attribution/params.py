@@ -20,6 +20,8 @@ CONDITIONS = ("context", "context+identity")
 
 @dataclass(frozen=True)
 class ActorActorParams:
+    """`parameters.actor_actor`: the two-actor items' outcome configs, gender pairs, scenarios and target cue."""
+
     outcome_configs: tuple[str, ...]
     gender_pairs: tuple[str, ...]
     scenarios_per_pair: int
@@ -28,6 +30,8 @@ class ActorActorParams:
 
 @dataclass(frozen=True)
 class ActorObserverParams:
+    """`parameters.actor_observer`: the conditions, scenarios per cell and the anonymous observer."""
+
     conditions: tuple[str, ...]
     scenarios_per_cell: int
     anonymous_observer: str
@@ -35,6 +39,8 @@ class ActorObserverParams:
 
 @dataclass(frozen=True)
 class AttributionParams:
+    """The recipe's whole `parameters` block, each section parsed."""
+
     seed: int
     names_per_group: int
     option_order: str
@@ -48,6 +54,8 @@ class AttributionParams:
 
 @dataclass(frozen=True)
 class LabelFix:
+    """`corrections.labels`: one option label of `dimension` the release misspells, as it should read, and why."""
+
     dimension: str
     original: str
     corrected: str
@@ -56,6 +64,8 @@ class LabelFix:
 
 @dataclass(frozen=True)
 class Corrections:
+    """The recipe's `corrections` block: its version, the label fixes and the text rules applied on reading."""
+
     version: str
     labels: tuple[LabelFix, ...]
     texts: tuple[TextRule, ...]

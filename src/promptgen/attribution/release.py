@@ -133,6 +133,8 @@ class NameGroup:
 
 @dataclass(frozen=True)
 class TextRule:
+    """`corrections.texts`: one text fix applied to every release string that holds `find`, and why."""
+
     find: str
     replace: str
     reason: str
@@ -140,6 +142,8 @@ class TextRule:
 
 @dataclass
 class Release:
+    """The release's templates and name groups as read, with the corrections applied counted per rule and file."""
+
     single: list[SingleTemplate] = field(default_factory=list)
     pairs: list[PairTemplate] = field(default_factory=list)
     observer: list[ObserverTemplate] = field(default_factory=list)

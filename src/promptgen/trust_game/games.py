@@ -110,12 +110,16 @@ TRUSTEE_GROUPS: tuple[Group, ...] = tuple(Group(race, gender) for race in RACES 
 
 @dataclass(frozen=True)
 class Amounts:
+    """`parameters.games.amounts`: the dollars the investor and the trustee start with."""
+
     investor: int
     trustee: int
 
 
 @dataclass(frozen=True)
 class GamesParams:
+    """`parameters.games`: whose pairs the games use, the investor groups, the prompt variants, the amounts."""
+
     models: tuple[str, ...]
     investors: tuple[Group, ...]
     variants: tuple[str, ...]
@@ -124,6 +128,8 @@ class GamesParams:
 
 @dataclass(frozen=True)
 class ProbingParams:
+    """`parameters.probing`: the probing games (DESIGN section 5): whose pairs, how many, seeded, which variants."""
+
     models: tuple[str, ...]
     games_per_condition: int
     seed: int
@@ -210,6 +216,8 @@ def pair_source(model: str) -> str:
 
 @dataclass(frozen=True)
 class Player:
+    """One named player of a group: the title and surname its games show, and its index in the group's pairs."""
+
     group: Group
     title: str
     surname: str
@@ -226,6 +234,8 @@ class Player:
 
 @dataclass(frozen=True)
 class Game:
+    """One investor-trustee game: two players, and the pair source their names come from."""
+
     source: str  # `pair_source`, e.g. pairs_paper/Llama2-13B
     source_key: str  # e.g. paper_llama2_13b
     investor: Player

@@ -20,6 +20,8 @@ from .race_probe import RACE_PROBE_VARIANTS, RaceProbeParams
 
 @dataclass(frozen=True)
 class CensusParams:
+    """`parameters.census`: how many surnames each group keeps, by the Bayesian posterior and by its threshold."""
+
     bayesian_top: int
     threshold: float
     threshold_top: int
@@ -29,12 +31,16 @@ class CensusParams:
 
 @dataclass(frozen=True)
 class PaperPairsParams:
+    """`parameters.paper_pairs`: the models whose curated pairs the paper's games use, and pairs per gender."""
+
     models: tuple[str, ...]
     pairs_per_gender: int
 
 
 @dataclass(frozen=True)
 class TrustGameParams:
+    """The recipe's whole `parameters` block, each section parsed."""
+
     rows_per_shard: int
     census: CensusParams
     paper_pairs: PaperPairsParams
