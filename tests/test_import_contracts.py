@@ -53,92 +53,75 @@ def test_the_tree_keeps_every_import_contract():
     assert "0 broken" in done.stdout
 
 
-def test_an_upward_import_inside_a_function_breaks_the_stage_contract(tmp_path):
+def _in_function(statement: str) -> str:
+    """An import hidden in a function body: the kind a lazy import is, which the contracts see all the same."""
+    return f"\n\ndef _added():\n    {statement}  # noqa: F401\n"
+
+
+#: (module under src/, text appended to it, what `lint-imports` must then report): each contract can fail
+BROKEN_BY = {
+    # the stages: promptgen is the bottom stage
+    "stage-upward": (
+        "promptgen/core/errors.py",
+        _in_function("from runners import results"),
+        ["Stages import one way", "BROKEN", "promptgen.core.errors -> runners.results"],
+    ),
+    # `exclude_type_checking_imports = false`: an annotation naming a higher layer's type is an upward arrow too
+    "type-only": (
+        "promptgen/hub/cards.py",
+        "\n\nfrom typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from ..empathy import dataset  # noqa: F401\n",
+        ["promptgen.hub is not allowed to import promptgen.empathy"],
+    ),
+    # probe-layers: the probes' one line keeps their promptgen packages apart ...
+    "probe-builder-sideways": (
+        "promptgen/attribution/items.py",
+        "\n\nfrom promptgen.empathy.prompts import identity_rows  # noqa: E402,F401\n",
+        ["no probe imports another BROKEN", "promptgen.attribution.items -> promptgen.empathy.prompts"],
+    ),
+    # ... and their analysis packages, the same line for both stages
+    "probe-analysis-sideways": (
+        "analysis/trust_game/tables.py",
+        _in_function("from analysis.empathy import tables"),
+        ["analysis.trust_game.tables -> analysis.empathy.tables"],
+    ),
+    # what every probe's analysis uses (figures' helpers, the columns, stats) sits below the probes
+    "shared-analysis-upward": (
+        "analysis/plots.py",
+        _in_function("from analysis.empathy import tables"),
+        ["analysis.plots -> analysis.empathy.tables"],
+    ),
+    # a probe's metrics sit below the report that writes them
+    "metric-upward": (
+        "analysis/empathy/tables.py",
+        _in_function("from analysis import report"),
+        ["analysis.empathy.tables -> analysis.report"],
+    ),
+    # inside `runners`: scoring sits below the backends and the run (above only `exchange`, the types they trade)
+    "runners-upward": (
+        "runners/scoring/parse.py",
+        _in_function("from runners.backends import load"),
+        ["runners.scoring.parse -> runners.backends.load"],
+    ),
+    # what two backends share has a room of its own (`runners.backends.prompt_logprobs`), never another backend
+    "backend-sideways": (
+        "runners/backends/openai/accounting.py",
+        _in_function("from runners.backends.vllm import backend"),
+        ["runners.backends.openai is not allowed to import runners.backends.vllm"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN_BY))
+def test_one_forbidden_import_breaks_its_contract(case: str, tmp_path: Path) -> None:
+    path, added, reported = BROKEN_BY[case]
     src = _copy_src(tmp_path)
-    module = src / "promptgen" / "core" / "errors.py"
-    module.write_text(module.read_text() + "\n\ndef _upward():\n    from runners import results  # noqa: F401\n")
-    done = _lint_imports(src)
-    assert done.returncode != 0
-    assert "Stages import one way" in done.stdout and "BROKEN" in done.stdout
-    assert "promptgen.core.errors -> runners.results" in done.stdout
-
-
-def test_a_type_only_import_counts_as_an_import(tmp_path):
-    """`exclude_type_checking_imports = false`: an annotation naming a higher layer's type is an upward arrow too."""
-    src = _copy_src(tmp_path)
-    module = src / "promptgen" / "hub" / "cards.py"
-    text = module.read_text()
-    module.write_text(
-        text
-        + "\n\nfrom typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from ..empathy import dataset  # noqa: F401\n"
-    )
-    done = _lint_imports(src)
-    assert done.returncode != 0
-    assert "promptgen.hub is not allowed to import promptgen.empathy" in done.stdout
-
-
-def test_one_probe_importing_another_breaks_their_independence(tmp_path):
-    src = _copy_src(tmp_path)
-    module = src / "promptgen" / "attribution" / "items.py"
-    upward = "\n\nfrom promptgen.empathy.prompts import identity_rows  # noqa: E402,F401\n"
-    module.write_text(module.read_text() + upward)
+    module = src / path
+    module.write_text(module.read_text() + added)
     done = _lint_imports(src)
     assert done.returncode != 0
     out = " ".join(done.stdout.split())
-    assert "no probe imports another BROKEN" in out
-    assert "promptgen.attribution.items -> promptgen.empathy.prompts" in out
-
-
-def test_one_probe_s_analysis_importing_another_s_breaks_their_independence(tmp_path):
-    """The same contract line keeps the probes' analysis packages apart: one line per probe for both stages."""
-    src = _copy_src(tmp_path)
-    module = src / "analysis" / "trust_game" / "tables.py"
-    sideways = "\n\ndef _sideways():\n    from analysis.empathy import tables  # noqa: F401\n"
-    module.write_text(module.read_text() + sideways)
-    done = _lint_imports(src)
-    assert done.returncode != 0
-    assert "analysis.trust_game.tables -> analysis.empathy.tables" in done.stdout
-
-
-def test_a_shared_analysis_module_importing_a_probe_breaks_the_layers(tmp_path):
-    """What every probe's analysis uses (figures' helpers, the columns, stats) sits below the probes."""
-    src = _copy_src(tmp_path)
-    module = src / "analysis" / "plots.py"
-    upward = "\n\ndef _upward():\n    from analysis.empathy import tables  # noqa: F401\n"
-    module.write_text(module.read_text() + upward)
-    done = _lint_imports(src)
-    assert done.returncode != 0
-    assert "analysis.plots -> analysis.empathy.tables" in done.stdout
-
-
-def test_a_room_of_runners_importing_a_higher_one_breaks_the_runners_layers(tmp_path):
-    """Inside `runners`: scoring sits below the backends and the run (above only `exchange`, the types they trade)."""
-    src = _copy_src(tmp_path)
-    module = src / "runners" / "scoring" / "parse.py"
-    module.write_text(module.read_text() + "\n\ndef _upward():\n    from runners.backends import load  # noqa: F401\n")
-    done = _lint_imports(src)
-    assert done.returncode != 0
-    assert "runners.scoring.parse -> runners.backends.load" in done.stdout
-
-
-def test_one_backend_importing_another_breaks_their_independence(tmp_path):
-    """What two backends share has a room of its own (`runners.backends.prompt_logprobs`), never another backend."""
-    src = _copy_src(tmp_path)
-    module = src / "runners" / "backends" / "openai" / "accounting.py"
-    sideways = "\n\ndef _sideways():\n    from runners.backends.vllm import backend  # noqa: F401\n"
-    module.write_text(module.read_text() + sideways)
-    done = _lint_imports(src)
-    assert done.returncode != 0
-    assert "runners.backends.openai is not allowed to import runners.backends.vllm" in done.stdout
-
-
-def test_a_metric_importing_the_report_breaks_the_analysis_layers(tmp_path):
-    src = _copy_src(tmp_path)
-    module = src / "analysis" / "empathy" / "tables.py"
-    module.write_text(module.read_text() + "\n\ndef _upward():\n    from analysis import report  # noqa: F401\n")
-    done = _lint_imports(src)
-    assert done.returncode != 0
-    assert "analysis.empathy.tables -> analysis.report" in done.stdout
+    for text in reported:
+        assert text in out, (text, done.stdout[-3000:])
 
 
 #: function-level imports of the project's own modules: each hides an edge of the import graph from a
