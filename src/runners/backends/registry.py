@@ -131,10 +131,18 @@ class Resolved:
 BACKENDS: dict[str, BackendSpec] = {}
 
 
+def _identity(spec: BackendSpec) -> tuple[Any, ...]:
+    """What makes two registrations the same: every field, the options class by its qualified name (a module
+    imported again makes a new class object of the same name, and a new spec that is the same)."""
+    options = spec.options
+    named = None if options is None else f"{options.__module__}.{options.__qualname__}"
+    return tuple(named if f.name == "options" else getattr(spec, f.name) for f in fields(spec))
+
+
 def register(spec: BackendSpec) -> BackendSpec:
     """Add a backend; a name registered twice must be the same spec (a module imported again is fine)."""
     known = BACKENDS.get(spec.name)
-    if known is not None and known != spec:
+    if known is not None and _identity(known) != _identity(spec):
         raise ValueError(f"backend {spec.name!r} is registered already, differently")
     BACKENDS[spec.name] = spec
     return spec

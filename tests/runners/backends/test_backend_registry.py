@@ -7,6 +7,7 @@ driver and the result folder all find the backend by its spec.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import math
 import os
@@ -43,6 +44,16 @@ def test_a_name_cannot_be_registered_twice_differently() -> None:
     assert register(spec) is spec  # the same spec again (a module imported twice) is fine
     with pytest.raises(ValueError, match="registered already"):
         register(type(spec)(name="hf", loader="elsewhere:load"))
+    with pytest.raises(ValueError, match="registered already"):  # other options are another spec
+        register(dataclasses.replace(spec, options=backend_spec("vllm").options))
+
+
+def test_a_backend_module_imported_again_registers_the_same_spec(fake_backend) -> None:
+    """Its options class is a new object of the same name: the same registration (the fixture imports it afresh)."""
+    first = fake_backend.SPEC
+    sys.modules.pop("fake_backend")
+    again = importlib.import_module("fake_backend")
+    assert again.FakeOptions is not first.options and backend_spec(fake_backend.NAME) is again.SPEC
 
 
 @pytest.fixture()
