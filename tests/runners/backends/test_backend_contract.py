@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from runners.backends import backend_spec
+from runners.backends.vllm.spec import VllmOptions
 from runners.exchange import ScoreRequest
 from runners_fixtures import full_forward_logprobs, load_folder, require_extra
 
@@ -67,7 +68,9 @@ def _vllm(model: Any) -> Iterator[tuple[Any, Oracle, float]]:
     require_extra("vllm")
     from runners.backends.vllm.backend import VLLMBackend
 
-    backend = VLLMBackend.from_pretrained(str(load_folder()), dtype="float32", enforce_eager=True, max_model_len=512)
+    backend = VLLMBackend.from_pretrained(
+        str(load_folder()), VllmOptions(enforce_eager=True), dtype="float32", max_model_len=512
+    )
     yield backend, _model_oracle(model), 1e-3
 
 

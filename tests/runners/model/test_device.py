@@ -153,6 +153,7 @@ def test_hf_loads_straight_onto_the_gpu_with_a_budget_from_free_memory(
     import transformers
 
     from runners.backends.hf.backend import HFBackend
+    from runners.backends.hf.spec import HfOptions
 
     seen: dict = {}
 
@@ -163,7 +164,7 @@ def test_hf_loads_straight_onto_the_gpu_with_a_budget_from_free_memory(
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", from_pretrained)
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (40 * 2**30, 80 * 2**30))
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: f"NVIDIA H100 80GB HBM3 #{device}")
-    backend = HFBackend.from_pretrained("m", dtype="bfloat16", device="cuda", device_map=device_map)
+    backend = HFBackend.from_pretrained("m", HfOptions(device_map=device_map), dtype="bfloat16", device="cuda")
     # weights go straight to the GPU (or over all GPUs), never through host memory and .to()
     assert seen["device_map"] == (device_map or "cuda") and seen["dtype"] == torch.bfloat16
     assert backend.max_logit_rows == device.MAX_LOGIT_ROWS["cuda"] == 4096
@@ -171,5 +172,7 @@ def test_hf_loads_straight_onto_the_gpu_with_a_budget_from_free_memory(
     hardware = backend.hardware()
     assert hardware["dtype"] == "bfloat16" and hardware["device"] == "cuda:0" and hardware["device_map"] == ["0", "1"]
     assert hardware["gpu"].startswith("NVIDIA H100") and len(hardware["gpus"]) == 2
-    given = HFBackend.from_pretrained("m", dtype="bfloat16", device="cuda", max_batch_tokens=5000, max_logit_rows=7)
+    given = HFBackend.from_pretrained(
+        "m", HfOptions(max_batch_tokens=5000, max_logit_rows=7), dtype="bfloat16", device="cuda"
+    )
     assert (given.max_batch_tokens, given.max_logit_rows) == (5000, 7)  # given values are kept

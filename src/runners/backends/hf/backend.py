@@ -103,17 +103,16 @@ class HFBackend:
     def from_pretrained(
         cls,
         model_id: str,
+        options: HfOptions | None = None,
         *,
         revision: str | None = None,
         dtype: str = "float32",
         device: str = "cpu",
-        device_map: str | None = None,
-        gguf_file: str | None = None,
-        max_batch_tokens: int | None = None,
-        max_logit_rows: int | None = None,
         **kwargs: Any,
     ) -> HFBackend:
-        """Load `model_id` (Hub id or local folder; with `gguf_file`, that GGUF file in it) in `dtype` on `device`.
+        """Load `model_id` (Hub id or local folder; with `options.gguf_file`, that GGUF file in it) in `dtype`
+        on `device`, with the backend's own options (`HfOptions`, declared once in `spec`: `--device-map`,
+        `--gguf-file`, `--max-batch-tokens`, `--max-logit-rows`; None: their defaults).
 
         The weights are loaded straight onto `device` (transformers' `device_map`), never first
         into host memory and then moved: an 8B bf16 model is 16 GB. `device_map="auto"` spreads
@@ -133,7 +132,9 @@ class HFBackend:
             free_cuda_memory,
         )
 
-        extra: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
+        options = options or HfOptions()
+        device_map, max_batch_tokens = options.device_map, options.max_batch_tokens
+        extra: dict[str, Any] = {"gguf_file": options.gguf_file} if options.gguf_file else {}
         if dtype in QUANTIZED:
             extra["quantization_config"] = quantization_config(dtype)
         if device_map is not None:
@@ -143,7 +144,7 @@ class HFBackend:
         weights = getattr(torch, compute_dtype(dtype))
         model = AutoModelForCausalLM.from_pretrained(model_id, revision=revision, dtype=weights, **extra)
         kind = model.device.type
-        rows = max_logit_rows or MAX_LOGIT_ROWS.get(kind, MAX_LOGIT_ROWS["cuda"])
+        rows = options.max_logit_rows or MAX_LOGIT_ROWS.get(kind, MAX_LOGIT_ROWS["cuda"])
         if max_batch_tokens is None:
             max_batch_tokens = DEFAULT_MAX_BATCH_TOKENS
             if kind == "cuda":
@@ -398,14 +399,7 @@ class HFBackend:
 
 def load(model: str, options: HfOptions, resolved: Resolved) -> HFBackend:
     """The registry's loader (`runners.backends.hf.spec`): its own options and what `load_backend` settled."""
+    on, tokenizer = resolved.device, resolved.tokenizer
     return HFBackend.from_pretrained(
-        model,
-        revision=resolved.revision,
-        dtype=resolved.dtype,
-        device=resolved.device,
-        device_map=options.device_map,
-        tokenizer=resolved.tokenizer,
-        max_batch_tokens=options.max_batch_tokens,
-        max_logit_rows=options.max_logit_rows,
-        **resolved.extra,
+        model, options, revision=resolved.revision, dtype=resolved.dtype, device=on, tokenizer=tokenizer
     )

