@@ -1,7 +1,7 @@
 """Check the model options and load a model into a backend: the one loader both drivers use.
 
 `LoadOptions` holds the options every backend reads and the backend's own options object (declared
-in its `spec`), and refuses a bad one when it is made (`check_load_options` and the options class's
+in its package), and refuses a bad one when it is made (`check_load_options` and the options class's
 own checks: one line per bad flag, before any input is read). `load_backend` locates
 and keys the model (`model_identity.locate`), loads the shared transformers tokenizer and the hf
 or vLLM backend with `auto` settings resolved for the machine (`runners.model.device`), and checks the

@@ -40,9 +40,9 @@ from typing import Any
 import numpy as np
 
 from promptgen.core.errors import ProbeError
-from runners.backends.openai.client import ServerClient
+from runners.backends.openai.client import ServerClient, ServerOptions
 from runners.backends.openai.identity import served_identity
-from runners.backends.openai.spec import OPENAI, ServerOptions
+from runners.backends.openai.spec import OPENAI
 
 # the server speaks vLLM: its candidate groups (at most 128 ids per prompt), query planner and readers
 from runners.backends.prompt_logprobs.bounded import score_bounded
@@ -155,7 +155,7 @@ class OpenAIBackend:
         settings = self.client.settings
         return {
             "server": self.identity,
-            "server_api": settings.api,
+            "server_api": settings.server_api,
             # the variable's name, never its value: publish masks what it holds in the publishing shell too
             "api_key_env": settings.api_key_env,
             "system_fingerprint": self.fingerprint,
@@ -174,7 +174,7 @@ class OpenAIBackend:
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         if not requests:
             return []
-        if self.client.settings.api != "completions":
+        if self.client.settings.server_api != "completions":
             raise ProbeError(
                 f"{self.client.url}: --server-api chat returns no prompt log-probabilities, so it cannot score "
                 f"choices or numbers; it can run {GENERATION_ONLY}. To score, serve the model with vLLM and "
@@ -268,7 +268,7 @@ class OpenAIBackend:
         answer `gpt-4o-2024-08-06` for `gpt-4o`), and the same in every answer of the run.
         """
         now = answer.get("system_fingerprint")
-        if self.client.settings.api == "completions" and now != self.fingerprint:
+        if self.client.settings.server_api == "completions" and now != self.fingerprint:
             raise ProbeError(
                 f"{self.client.url}: the server's system_fingerprint changed during the run ({self.fingerprint} -> "
                 f"{now}): {self.model_id!r} is no longer what this run's key names. The rows written so far keep "
@@ -301,7 +301,7 @@ class OpenAIBackend:
     def generate(self, requests: Sequence[GenerateRequest]) -> list[Generation]:
         if not requests:
             return []
-        chat = self.client.settings.api == "chat"
+        chat = self.client.settings.server_api == "chat"
         if chat and any(not r.messages for r in requests):
             raise ProbeError(
                 "--server-api chat sends chat messages, and these items are plain prompts (--no-chat): "
@@ -352,7 +352,7 @@ class OpenAIBackend:
 
 def load(model: str, options: ServerOptions, resolved: Resolved) -> OpenAIBackend:
     """The registry's loader (`runners.backends.openai.spec`): reach the server and find `model` among its models."""
-    client = ServerClient(options.settings())
+    client = ServerClient(options)
     try:
         listed = client.get("/models").get("data") or []
         card = next((c for c in listed if isinstance(c, Mapping) and c.get("id") == model), None)
@@ -360,7 +360,7 @@ def load(model: str, options: ServerOptions, resolved: Resolved) -> OpenAIBacken
             names = ", ".join(str(c.get("id")) for c in listed if isinstance(c, Mapping)) or "none"
             raise ProbeError(f"{client.url} serves no model named {model!r} (it serves: {names}): pass one as --model")
         fingerprint, answer = None, None
-        if client.settings.api == "completions":  # one token in, one out: what the server says it runs
+        if client.settings.server_api == "completions":  # one token in, one out: what the server says it runs
             token = getattr(resolved.tokenizer, "eos_token_id", None) or 0
             probe = {"model": model, "prompt": [int(token)], "max_tokens": 1, "temperature": 0.0, "n": 1}
             answer = client.post("/completions", probe)

@@ -30,44 +30,79 @@ from urllib.parse import urlsplit, urlunsplit
 
 from promptgen.core.errors import ProbeError
 from promptgen.core.secrets import watch_secret_env
+from runners.backends.registry import load_flag
+from runners.model.device import AUTO
 
 #: the API a run talks to: `/v1/completions` (token-id prompts: scoring and generation) or `/v1/chat/completions`
 APIS = ("completions", "chat")
 
 
 @dataclass(frozen=True)
-class ServerSettings:
-    """Where the server is and how to talk to it (the `probes run` flags of the same names)."""
+class ServerOptions:
+    """Where the server is and how to talk to it: `--backend openai`'s own flags (`BackendSpec.options`, declared
+    once here as `load_flag` fields) and what `ServerClient` takes, checked whole when made (one line per bad flag,
+    before anything is sent)."""
 
-    base_url: str
+    base_url: str | None = load_flag(
+        "the server's OpenAI-compatible root (e.g. http://localhost:8000/v1); --model is the name it serves the "
+        "model under."
+    )
     #: the environment variable holding the key (never the key itself: it must not reach a file or a process list)
-    api_key_env: str = "OPENAI_API_KEY"
-    max_concurrency: int = 8
+    api_key_env: str = load_flag(
+        "the environment variable holding the server's key (never a flag: a key must not reach the shell history; "
+        "it is never printed or written).",
+        "OPENAI_API_KEY",
+    )
+    max_concurrency: int = load_flag("requests in flight to the server at most.", 8, min=1)
     #: seconds one attempt may take before it is retried
-    request_timeout: float = 600.0
-    max_retries: int = 5
-    api: str = "completions"
+    request_timeout: float = load_flag("seconds one request may take before it is retried.", 600.0, min=0.001)
+    max_retries: int = load_flag(
+        "retries of a request that timed out, dropped its connection or was answered 429/5xx, with exponential "
+        "back-off (Retry-After honoured).",
+        5,
+        min=0,
+    )
+    #: the API a run talks to (`APIS`)
+    server_api: str = load_flag(
+        "completions (token-id prompts on /v1/completions: scoring and generation) or chat "
+        "(the items' messages on /v1/chat/completions, the server's chat template: generation only).",
+        "completions",
+    )
+    #: where the tokenizer is (read by `runners.backends.load.load_served`, not by the client)
+    tokenizer: str | None = load_flag(
+        "the served model's tokenizer, a Hub id or folder (default: --model); prompts are tokenised here with it, "
+        "and its revision is part of the result key."
+    )
 
+    def __post_init__(self) -> None:
+        if not self.base_url:
+            raise ProbeError(
+                "--backend openai needs --base-url: the server's OpenAI-compatible root, e.g. http://localhost:8000/v1"
+            )
+        parts = urlsplit(self.base_url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ProbeError(
+                f"--base-url must be an http(s) URL such as http://localhost:8000/v1, got {public_url(self.base_url)!r}"
+            )
+        if parts.username or parts.password:
+            raise ProbeError("--base-url must not carry credentials: put the key in the variable --api-key-env names")
+        if self.max_concurrency < 1:
+            raise ProbeError(f"--max-concurrency must be positive, got {self.max_concurrency}")
+        if not 0 < self.request_timeout < math.inf:  # inf would overflow the socket's timeout mid-request
+            raise ProbeError(f"--request-timeout must be a positive number of seconds, got {self.request_timeout}")
+        if self.max_retries < 0:
+            raise ProbeError(f"--max-retries must be 0 or more, got {self.max_retries}")
+        if self.server_api not in APIS:
+            raise ProbeError(f"--server-api must be one of {', '.join(APIS)}, got {self.server_api!r}")
+        if not self.api_key_env.replace("_", "").isalnum():
+            raise ProbeError(f"--api-key-env must name an environment variable, got {self.api_key_env!r}")
 
-def check_server_settings(settings: ServerSettings) -> None:
-    """One `ProbeError` line per bad flag, before anything is sent."""
-    parts = urlsplit(settings.base_url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ProbeError(
-            f"--base-url must be an http(s) URL such as http://localhost:8000/v1, got {public_url(settings.base_url)!r}"
-        )
-    if parts.username or parts.password:
-        raise ProbeError("--base-url must not carry credentials: put the key in the variable --api-key-env names")
-    if settings.max_concurrency < 1:
-        raise ProbeError(f"--max-concurrency must be positive, got {settings.max_concurrency}")
-    if not 0 < settings.request_timeout < math.inf:  # inf would overflow the socket's timeout mid-request
-        raise ProbeError(f"--request-timeout must be a positive number of seconds, got {settings.request_timeout}")
-    if settings.max_retries < 0:
-        raise ProbeError(f"--max-retries must be 0 or more, got {settings.max_retries}")
-    if settings.api not in APIS:
-        raise ProbeError(f"--server-api must be one of {', '.join(APIS)}, got {settings.api!r}")
-    if not settings.api_key_env.replace("_", "").isalnum():
-        raise ProbeError(f"--api-key-env must name an environment variable, got {settings.api_key_env!r}")
+    def check_load(self, load: Any) -> None:
+        """The weights' dtype is the server's: a run cannot ask for another."""
+        if load.dtype != AUTO:
+            raise ProbeError(
+                f"--dtype is the server's with --backend {load.backend} (e.g. vllm serve MODEL --dtype ...)"
+            )
 
 
 def public_url(url: str) -> str:
@@ -82,10 +117,10 @@ def public_url(url: str) -> str:
 class ServerClient:
     """POSTs JSON bodies to one server, at most `max_concurrency` at a time (see the module docstring)."""
 
-    def __init__(self, settings: ServerSettings) -> None:
-        check_server_settings(settings)
+    def __init__(self, settings: ServerOptions) -> None:
         import openai
 
+        assert settings.base_url is not None  # ServerOptions refuses none when made
         self.settings = settings
         self.url = public_url(settings.base_url)
         self.requests = 0
