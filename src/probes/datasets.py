@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from promptgen.build import build
+from promptgen.build import build, built_name
 from promptgen.core.errors import ProbeError
 from promptgen.core.plugins import resolve_reference
 from promptgen.hub.read import built_folders, read_build_manifest
@@ -115,14 +115,13 @@ def find_or_build(
             found = find_built(reuse, recipe, asked)
             if found is not None:
                 return found
-            path = build(recipe, out_dir=build_into, sources=source, **asked).path
-            stale = reuse / path.name
-            if build_into != reuse and stale.exists():  # it would take this folder's place
+            stale = reuse / built_name(recipe, **asked)
+            if build_into != reuse and stale.exists():  # the build would take this folder's place: say so before it
                 raise ProbeError(
                     f"{stale} holds another build of {name} (another version of its recipe, or other build "
                     f"options); move it away to build it again, or name the folder that holds it with --datasets"
                 )
-            return path
+            return build(recipe, out_dir=build_into, sources=source, **asked).path
 
         out.folders[name] = progress(name, make)
     return out

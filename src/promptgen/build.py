@@ -97,6 +97,28 @@ def build_manifest(recipe: Recipe, draft: DatasetDraft, sources: dict[str, Resol
     }
 
 
+def _options(
+    *,
+    full: bool = False,
+    max_events: int | None = None,
+    curated_pairs: Sequence[Any] = (),
+    rewrites: Any | None = None,
+    configs: Sequence[str] | None = None,
+) -> BuildOptions:
+    return BuildOptions(
+        full=full,
+        max_events=max_events,
+        curated_pairs=tuple(curated_pairs),
+        rewrites=rewrites,
+        configs=chosen_configs(configs),
+    )
+
+
+def built_name(name_or_path: str, **options: Any) -> str:
+    """The folder name `build(name_or_path, **options)` writes under its `out_dir`, known before any work."""
+    return _options(**options).dataset_name(load_recipe(name_or_path).name)
+
+
 def build(
     name_or_path: str,
     *,
@@ -122,12 +144,8 @@ def build(
     """
     recipe = load_recipe(name_or_path)
     sources = SourceOptions.of(sources)
-    options = BuildOptions(
-        full=full,
-        max_events=max_events,
-        curated_pairs=tuple(curated_pairs),
-        rewrites=rewrites,
-        configs=chosen_configs(configs),
+    options = _options(
+        full=full, max_events=max_events, curated_pairs=curated_pairs, rewrites=rewrites, configs=configs
     )
     if max_events is not None and max_events < 1:
         raise RecipeError(f"--max-events must be a positive number, got {max_events}")

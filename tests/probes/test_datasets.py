@@ -79,6 +79,7 @@ def test_a_dataset_of_another_recipe_version_is_not_reused(fake, tmp_path: Path,
     staging.mkdir()
     with pytest.raises(ProbeError, match=r"holds another build of fake-probe \(another version of its recipe"):
         find_or_build([fake.NAME], _sources(), reuse=out, build_into=staging, synthetic_dir=tmp_path)
+    assert list(staging.iterdir()) == []  # said before the build: nothing was built to be thrown away
     # a folder the user names is theirs: found by the recipe file that built it, whatever its version
     assert find_datasets(out, [fake.NAME]) == {fake.NAME: folder}
 
