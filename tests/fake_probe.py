@@ -9,6 +9,8 @@ Its files, all of them:
 
 Named in `PROBES_PLUGINS`, it is part of every `probes` command; imported, it is registered. Its
 metric: the probability the model gives the choice it agrees with, per group of the statement.
+It has a command of its own, `probes fake-groups DATASET` (`probes.api.fake_groups`), as the
+Trust Game has `curate-pairs`.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from __future__ import annotations
 import csv
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pandas as pd
+import typer
 from datasets import Value
 from matplotlib.figure import Figure
 
@@ -109,6 +112,23 @@ DESCRIPTIONS = {SCORES: "Mean probability of agreeing with the statements, per g
 HEADLINE_TABLES = (SCORES,)
 
 
+# ----------------------------------------------------------------------------- its own command
+
+
+def fake_groups(dataset: Path) -> dict[str, int]:
+    """Statements per group of a built fake-probe folder: the probe's own step (`probes.api.fake_groups`)."""
+    files = sorted((Path(dataset) / "data" / "items").glob("*.parquet"))
+    return pd.concat([pd.read_parquet(f) for f in files])["group"].value_counts().sort_index().to_dict()
+
+
+def fake_groups_cmd(
+    dataset: Annotated[Path, typer.Argument(help="A fake-probe folder from probes build.", file_okay=False)],
+) -> None:
+    """Count the fake probe's statements per group (a probe's own command, from its spec)."""
+    for group, n in fake_groups(dataset).items():
+        print(f"{group}\t{n}")
+
+
 SPEC = register_probe(
     ProbeSpec(
         name=NAME,
@@ -119,5 +139,7 @@ SPEC = register_probe(
         section=SECTION,
         table_prefix=PREFIX,
         row_probes=(ROWS,),
+        commands={"fake-groups": f"{__name__}:fake_groups_cmd"},
+        api={"fake_groups": f"{__name__}:fake_groups"},
     )
 )

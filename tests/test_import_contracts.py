@@ -96,6 +96,18 @@ BROKEN_BY = {
         _in_function("from analysis import report"),
         ["analysis.empathy.tables -> analysis.report"],
     ),
+    # a probe's own room in the top stage is found through its spec: the command line never imports it ...
+    "probe-command-downward": (
+        "probes/cli/commands.py",
+        _in_function("from probes.trust_game import pair_curation"),
+        ["probes.cli.commands -> probes.trust_game.pair_curation"],
+    ),
+    # ... and it imports no other probe's room
+    "probe-command-sideways": (
+        "probes/empathy/t2_rewrites.py",
+        _in_function("from probes.trust_game import pair_curation"),
+        ["probes.empathy.t2_rewrites -> probes.trust_game.pair_curation"],
+    ),
     # inside `runners`: scoring sits below the backends and the run (above only `exchange`, the types they trade)
     "runners-upward": (
         "runners/scoring/parse.py",

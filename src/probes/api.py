@@ -15,8 +15,8 @@ For notebooks and scripts that want what the CLI does without a subprocess::
 | `probes lint` | `lint` | `LintResult` (recipe, report) |
 | `probes run` | `run` (a `RunRequest`, or its fields); `run_many` (configs or globs, one load) | `RunSummary`; a list |
 | `probes sweep` | `sweep(SweepRequest(...), confirm=...)` | `SweepResult` (plan, summaries, reports) |
-| `probes curate-pairs` | `curate_pairs` | `CurateResult` |
-| `probes rewrite` | `rewrite` | `RewriteRun` |
+| `probes curate-pairs` | `curate_pairs` (the Trust Game's, from its spec) | `CurateResult` |
+| `probes rewrite` | `rewrite` (the empathy probe's, from its spec) | `RewriteRun` |
 | `probes analyze` | `analyze` (`AnalysisRequest(...)`, or its fields) | (`Analysis`, report folder) |
 | `probes export` | `export(ExportRequest(...))` | `ExportResult` (folder, files and their rows) |
 | `probes import` | `import_results(ImportRequest(...))` | `ImportResult` (folder, key, rows per config) |
@@ -24,6 +24,9 @@ For notebooks and scripts that want what the CLI does without a subprocess::
 | `probes publish` | `publish` | `PublishResult`; `plan_table` shows its file plan |
 | `probes demo` | `demo` | `DemoResult` |
 | `probes recipes` | `recipes` | a `RecipeEntry` per recipe in builders/ |
+
+A probe's own commands and their functions are declared by its spec (`ProbeSpec.commands`, `.api`) and
+resolved here by name, so a plugin probe's functions are attributes of `probes.api` too.
 
 Errors in the input raise `ProbeError` (the CLI prints its message as one line); a missing
 optional dependency raises `MissingExtraError`, a `ProbeError` naming the extra to install.
@@ -42,6 +45,8 @@ from analysis.pipeline import AnalysisOptions, AnalysisRequest
 from analysis.report import analyze
 from promptgen.build import BuildResult, LintResult, build, lint
 from promptgen.core.errors import ProbeError
+from promptgen.core.plugins import resolve_reference
+from promptgen.probe_registry import probe_extras
 from promptgen.recipe import Recipe, list_recipes, load_recipe
 from promptgen.sources import SourceOptions
 from runners.extras import MissingExtraError
@@ -53,16 +58,13 @@ from runners.summary import RunSummary
 
 from .demo import demo
 from .importer import ImportRequest, ImportResult, import_results
-from .pair_curation import CurateResult, curate_pairs
 from .publish import plan_table, publish
 from .sweep import SweepPlan, SweepRequest, SweepResult, sweep
-from .t2_rewrites import RewriteRun, rewrite
 
 __all__ = [
     "AnalysisOptions",
     "AnalysisRequest",
     "BuildResult",
-    "CurateResult",
     "ExportRequest",
     "ExportResult",
     "ImportRequest",
@@ -73,7 +75,6 @@ __all__ = [
     "PlanRequest",
     "ProbeError",
     "RecipeEntry",
-    "RewriteRun",
     "RunRequest",
     "RunSummary",
     "ScoringSettings",
@@ -83,7 +84,6 @@ __all__ = [
     "SweepResult",
     "analyze",
     "build",
-    "curate_pairs",
     "demo",
     "export",
     "import_results",
@@ -93,12 +93,20 @@ __all__ = [
     "plan_table",
     "publish",
     "recipes",
-    "rewrite",
     "run",
     "run_many",
     "scoring_settings",
     "sweep",
+    *probe_extras("api"),
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """A probe's own API (`ProbeSpec.api`: `curate_pairs`, `rewrite`, ...), imported on first use (PEP 562)."""
+    target = probe_extras("api").get(name)
+    if target is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return resolve_reference(target)
 
 
 def plan(request: PlanRequest, *, progress: Callable[[str], None] | None = None) -> dict[str, Any]:

@@ -138,9 +138,10 @@ def build(
     `sources`: a folder of source files (nothing is downloaded), or `SourceOptions` (the download
     cache, offline); None downloads into the default cache.
 
-    `curated_pairs` (trust game only) adds per-model pairs and their games; see `probes.pair_curation.curate_pairs`.
-    `rewrites` (intergroup-empathy only) replaces rule-based T2 narratives with a model's; see
-    `probes.t2_rewrites.apply_rewrites`. `configs`: build only these (written to `out_dir/<name>-<config>...`).
+    `curated_pairs` (trust game only) adds per-model pairs and their games (`probes curate-pairs`).
+    `rewrites` (intergroup-empathy only) replaces rule-based T2 narratives with a model's (`probes rewrite`).
+    Those two are the probes' own commands, which rebuild with them. `configs`: build only these (written to
+    `out_dir/<name>-<config>...`).
     """
     recipe = load_recipe(name_or_path)
     sources = SourceOptions.of(sources)

@@ -23,7 +23,8 @@ _REGISTERED: dict[str, ProbeSpec] = {}
 
 
 def register_probe(spec: ProbeSpec) -> ProbeSpec:
-    """Add a probe; a name, alias or builder registered twice must be the same spec."""
+    """Add a probe; a name, alias or builder registered twice must be the same spec, and no two probes
+    may add the same command or `probes.api` name."""
     taken = {alias: name for name, known in _REGISTERED.items() for alias in (name, *known.aliases)}
     for alias in (spec.name, *spec.aliases):
         if alias in taken and _REGISTERED[taken[alias]] != spec:
@@ -31,8 +32,25 @@ def register_probe(spec: ProbeSpec) -> ProbeSpec:
     builders = {known.builder: name for name, known in _REGISTERED.items()}
     if spec.builder in builders and _REGISTERED[builders[spec.builder]] != spec:
         raise ValueError(f"builder {spec.builder!r} is registered already, by probe {builders[spec.builder]!r}")
+    for kind in ("commands", "api"):
+        owners = {
+            name: known.name
+            for known in _REGISTERED.values()
+            if known.name != spec.name
+            for name in getattr(known, kind)
+        }
+        for name in getattr(spec, kind):
+            if name in owners:
+                raise ValueError(
+                    f"probe {spec.name!r}: {kind} name {name!r} is registered already, by {owners[name]!r}"
+                )
     _REGISTERED[spec.name] = spec
     return spec
+
+
+def probe_extras(kind: str) -> dict[str, str]:
+    """Every probe's `commands` or `api` entries in one mapping, in registry order: name -> "module:attribute"."""
+    return {name: target for spec in probes().values() for name, target in getattr(spec, kind).items()}
 
 
 def probes() -> dict[str, ProbeSpec]:

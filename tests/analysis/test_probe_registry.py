@@ -41,7 +41,7 @@ def test_each_built_in_probe_is_one_name_in_both_stages_and_its_references_resol
 
     contract = (TESTS.parent / "pyproject.toml").read_text(encoding="utf-8").split('id = "probe-layers"', 1)[1]
     (probe_line,) = [line for line in contract.splitlines() if "attribution" in line and "|" in line]
-    listed = {name.strip(' ",') for name in probe_line.split("|")}
+    listed = {name.strip(' ",()') for name in probe_line.split("|")}
     built_in = [spec for spec in probes().values() if spec.draft.startswith("promptgen.")]
     assert {spec.builder for spec in built_in} == listed == {"attribution", "empathy", "trust_game"}
     for spec in built_in:
@@ -50,6 +50,32 @@ def test_each_built_in_probe_is_one_name_in_both_stages_and_its_references_resol
         assert callable(resolve_reference(spec.draft)) and resolve_reference(spec.demo).runs
         module = importlib.import_module(spec.analysis)
         assert callable(module.steps) and callable(module.figures) and callable(module.headline)
+        # a probe's own commands and API live in its own room of the top stage, `probes/<p>/`
+        for target in (*spec.commands.values(), *spec.api.values()):
+            assert target.startswith(f"probes.{spec.builder}."), target
+            assert resolve_reference(target) is not None
+
+
+def test_a_probe_s_own_commands_and_api_come_from_its_spec() -> None:
+    """`curate-pairs` and `rewrite` are the Trust Game's and the empathy probe's, found through the registry."""
+    from probes import api
+    from probes.cli import commands
+    from promptgen.core.plugins import resolve_reference
+    from promptgen.probe_registry import probe_extras
+
+    by_name = dict(commands.COMMANDS)
+    for spec in probes().values():
+        for name, target in spec.commands.items():
+            assert by_name[name] is resolve_reference(target)
+        for name, target in spec.api.items():
+            assert getattr(api, name) is resolve_reference(target) and name in api.__all__
+    assert set(probe_extras("commands")) == {"curate-pairs", "rewrite"}
+    names = [name for name, _ in commands.COMMANDS]
+    assert names.index("lint") + 1 == names.index("curate-pairs") and names.index("rewrite") + 1 == names.index(
+        "analyze"
+    )
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        api.nope  # noqa: B018
 
 
 def test_a_plugin_probe_is_listed_by_probes_sweep_help() -> None:
@@ -73,6 +99,44 @@ def test_a_plugin_probe_is_listed_by_probes_sweep_help() -> None:
         timeout=300,
     )
     assert "fake-probe" not in without.stdout and "talent-or-luck" in without.stdout
+
+
+def test_a_plugin_probe_s_own_command_and_api_are_in_probes_help_and_probes_api() -> None:
+    env = {**os.environ, "PROBES_PLUGINS": "fake_probe", "PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path])}
+    code = "from probes import api; print(api.fake_groups.__module__, 'fake_groups' in api.__all__)"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.stdout.split() == ["fake_probe", "True"], done.stderr
+    env = {**env, "COLUMNS": "250", "NO_COLOR": "1"}
+    done = subprocess.run([sys.executable, "-m", "probes.cli", "--help"], env=env, capture_output=True, text=True)
+    assert re.search(r"fake-groups +Count the fake probe's statements per group", done.stdout), done.stdout
+
+
+def test_the_command_line_with_the_probes_own_commands_imports_no_data_library() -> None:
+    """Every command is registered, the probes' own too, and `--help` still imports no pandas or `datasets`."""
+    code = (
+        "import sys; from probes.cli import app; print(len(app.registered_commands), sorted(m for m in "
+        "('datasets', 'pandas', 'pyarrow', 'huggingface_hub', 'torch') if m in sys.modules))"
+    )
+    env = {**os.environ, "PROBES_PLUGINS": ""}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.stdout.split() == ["13", "[]"], done.stderr
+
+
+def test_a_probe_command_named_like_a_command_of_probes_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "clashing_probe.py").write_text(
+        "from promptgen.core.probe_spec import ProbeSpec\nfrom promptgen.probe_registry import register_probe\n"
+        "register_probe(ProbeSpec(name='clash', builder='clash', draft='m:f', analysis='m', section='Clash',\n"
+        "    table_prefix='clash_', row_probes=('clash',), commands={'run': 'clashing_probe:nothing'}))\n"
+    )
+    env = {**os.environ, "PROBES_PLUGINS": "clashing_probe", "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    done = subprocess.run(
+        [sys.executable, "-m", "probes.cli", "recipes"], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "error: a probe's command 'run' (clashing_probe:nothing) is a command of probes already"
+    ), done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
 
 
 def test_a_plugin_that_cannot_be_imported_is_one_line() -> None:
@@ -119,3 +183,17 @@ def test_finding_the_probes_imports_no_data_library() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_no_module_outside_a_probe_s_own_rooms_names_a_probe() -> None:
+    """Issue #49's rule: `grep -rn 'trust_game\\|"empathy"\\|"attribution"' src` finds only the probes' own rooms."""
+    found = subprocess.run(
+        ["git", "grep", "-n", "-e", "trust_game", "-e", '"empathy"', "-e", '"attribution"', "--", "src"],
+        cwd=TESTS.parent,
+        capture_output=True,
+        text=True,
+    )
+    assert found.returncode in (0, 1), found.stderr
+    rooms = re.compile(r"src/(promptgen|analysis|probes)/(attribution|empathy|trust_game)/")
+    outside = [line for line in found.stdout.splitlines() if not rooms.match(line)]
+    assert found.stdout and outside == []

@@ -259,7 +259,7 @@ def test_corrupt_result_part_in_rewrite_is_one_line(empathy_dataset, tmp_path):
 
 
 def test_corrupt_result_part_in_curate_pairs_is_one_line(built_trust_game, shared_sources, tmp_path):
-    from probes.pair_curation import RACE_PROBE
+    from probes.trust_game.pair_curation import RACE_PROBE
     from release_fixture import load_config
 
     dataset = built_trust_game

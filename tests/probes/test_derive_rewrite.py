@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from envent_fixture import write_recipe, write_sources
-from probes.t2_rewrites import apply_rewrites, compute_rewrites
+from probes.empathy.t2_rewrites import apply_rewrites, compute_rewrites
 from promptgen.build import build
 from promptgen.core.errors import ProbeError
 from promptgen.empathy.model_rewrites import ModelRewrites

@@ -84,3 +84,7 @@ def test_a_fourth_probe_is_built_run_and_analysed_by_registering_it(smollm2: Pat
         section.index("mean p(agree)") < section.index("fake_probe_agreement.png") < section.index("fake_probe_scores")
     )
     assert (tmp_path / "report" / "figures" / "fake_probe_agreement.png").is_file()
+
+    # its own command, declared by its spec, is a command of `probes`
+    counted = _probes(["fake-groups", dataset]).stdout.split()
+    assert dict(zip(counted[::2], map(int, counted[1::2]), strict=True)) == prompts["group"].value_counts().to_dict()

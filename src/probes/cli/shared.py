@@ -71,9 +71,14 @@ def load_plugins_or_exit() -> None:
     try:
         load_plugins()
     except Exception as exc:
-        text = str(exc) if isinstance(exc, ProbeError) else f"PROBES_PLUGINS: {type(exc).__name__}: {exc}"
-        err.print(f"error: {' '.join(text.split())}", highlight=False, markup=False, soft_wrap=True)
-        raise SystemExit(2) from None
+        plugin_failed(exc)
+
+
+def plugin_failed(exc: Exception) -> NoReturn:
+    """What a plugin broke while the command line is put together: one scrubbed line on stderr, exit code 2."""
+    text = str(exc) if isinstance(exc, ProbeError) else f"PROBES_PLUGINS: {type(exc).__name__}: {exc}"
+    err.print(f"error: {' '.join(text.split())}", highlight=False, markup=False, soft_wrap=True)
+    raise SystemExit(2) from None
 
 
 def one_line_errors(command: F) -> F:

@@ -53,6 +53,12 @@ class ProbeSpec:
     synthetic_sources: str | None = None
     #: "module:attribute" of its `DemoPlan` (what `probes demo` builds and scores of it); None: not in the demo
     demo: str | None = None
+    #: steps only this probe has (a model's results -> a new version of its dataset, say), as commands of
+    #: `probes`: command name -> "module:function", a typer command, listed after `probes lint`
+    commands: Mapping[str, str] = field(default_factory=dict)
+    #: what `probes.api` offers of it, the functions its commands call and what they return:
+    #: attribute name -> "module:attribute"
+    api: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def in_project(cls, package: str, **fields: Any) -> ProbeSpec:

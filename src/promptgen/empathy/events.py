@@ -2,7 +2,7 @@
 `rewrite_t2` (one LLM rewrite prompt per event, run with `probes rewrite`).
 
 Split from `prompts` because these rows are one per event, independent of the identities and
-settings that `prompts` expands: `probes.t2_rewrites` needs only `REWRITE_CONFIG` and
+settings that `prompts` expands: `probes.empathy.t2_rewrites` needs only `REWRITE_CONFIG` and
 `rewrite_item_id`, and `prompts` stays the perceiver x experiencer x event expansion. Pure functions.
 """
 

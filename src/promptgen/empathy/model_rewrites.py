@@ -1,6 +1,6 @@
 """A model's third-person rewrites (T2) of the empathy narratives, as a build input (docs/DESIGN.md section 4).
 
-The LLM half of T2: `probes.t2_rewrites.apply_rewrites` reads a model's `rewrite_t2` generations
+The LLM half of T2: `probes.empathy.t2_rewrites.apply_rewrites` reads a model's `rewrite_t2` generations
 from a results folder into `ModelRewrites`, and the empathy builder (`dataset`) puts them in
 place of the rule-based T2 narratives, with `t2_method` = the model id and a version of its own.
 """

@@ -1,7 +1,8 @@
 """The intergroup empathy gap: this probe as the project knows it, found by `promptgen.probe_registry`.
 
 Its narratives are not redistributed (`private_source`): a sweep without them builds from the
-synthetic corpus, and says so.
+synthetic corpus, and says so. `probes rewrite` (a model's third-person rewrites -> a version of the
+dataset with them as T2) is this probe's own command, in `probes/empathy/`.
 """
 
 from ..core.probe_spec import ProbeSpec
@@ -16,4 +17,6 @@ SPEC = ProbeSpec.in_project(
     rank=30,
     private_source="intergroup-empathy-release",
     synthetic_sources=f"{__package__}.synthetic:write_synthetic_corpus",
+    commands={"rewrite": "probes.empathy.cli:rewrite_cmd"},
+    api={"rewrite": "probes.empathy.t2_rewrites:rewrite", "RewriteRun": "probes.empathy.t2_rewrites:RewriteRun"},
 )

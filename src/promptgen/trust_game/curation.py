@@ -20,7 +20,7 @@ log-probabilities and would give a different ratio).
 A group with fewer than `per_gender` candidates keeps what it has: the shortfall is recorded
 per group (never padded with non-candidates), and the games built on such pairs have
 unequal cells (see `dataset`). Everything here is pure; reading the result folder
-and writing the dataset is `probes.pair_curation`.
+and writing the dataset is `probes.trust_game.pair_curation`.
 """
 
 from __future__ import annotations

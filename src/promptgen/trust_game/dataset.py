@@ -207,7 +207,7 @@ def draft_trust_game(
 ) -> DatasetDraft:
     """Everything needed to write `trust-game-names`; item rows are generated lazily by the writer.
 
-    `curated`: per-model pairs (`probes.pair_curation.curate_pairs`); each adds `pairs_<slug>` and
+    `curated`: per-model pairs (`probes.trust_game.pair_curation.curate_pairs`); each adds `pairs_<slug>` and
     `games_<slug>`, its record joins the parameters, and the version gets a `+pairs.<hash>` suffix.
     """
     if full:

@@ -1,7 +1,8 @@
 """The name-based Trust Game: this probe as the project knows it, found by `promptgen.probe_registry`.
 
 Its `race_probe` rows (the curation input of `probes curate-pairs`) are not analysed: the report
-gives their refusals only.
+gives their refusals only. That command, a model's race-probe results -> a version of the dataset
+with its curated pairs, is this probe's own, in `probes/trust_game/`.
 """
 
 from ..core.probe_spec import ProbeSpec
@@ -15,4 +16,9 @@ SPEC = ProbeSpec.in_project(
     table_prefix="trust_game_",
     row_probes=("trust_game", "probing"),
     rank=20,
+    commands={"curate-pairs": "probes.trust_game.cli:curate_pairs_cmd"},
+    api={
+        "curate_pairs": "probes.trust_game.pair_curation:curate_pairs",
+        "CurateResult": "probes.trust_game.pair_curation:CurateResult",
+    },
 )
