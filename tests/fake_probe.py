@@ -10,16 +10,19 @@ Its files, all of them:
 Named in `PROBES_PLUGINS`, it is part of every `probes` command; imported, it is registered. Its
 metric: the probability the model gives the choice it agrees with, per group of the statement.
 It has a command of its own, `probes fake-groups DATASET` (`probes.api.fake_groups`), as the
-Trust Game has `curate-pairs`.
+Trust Game has `curate-pairs`, and a release format, `probes import --format fake-release`
+(another team's `answers.csv`), as the Talent-or-Luck release has its scorer files.
 """
 
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterator, Mapping
+import io
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
+import numpy as np
 import pandas as pd
 import typer
 from datasets import Value
@@ -28,12 +31,15 @@ from matplotlib.figure import Figure
 from analysis.columns import RUN_COLUMNS
 from analysis.headlines import with_run_label
 from analysis.probe_analysis import AnalysisOptions, AnalysisStep
+from probes.importer.common import ParsedFile, SourceFile, empty_row, row_error
 from promptgen.core.build_options import BuildOptions
 from promptgen.core.contract import contract_row, item_features, user_messages
-from promptgen.core.probe_spec import ProbeSpec
+from promptgen.core.errors import ProbeError
+from promptgen.core.probe_spec import ProbeSpec, ReleaseFormat
 from promptgen.hub.draft import DatasetDraft
 from promptgen.hub.folder import ConfigData, row_batches
 from promptgen.probe_registry import register_probe
+from runners.scoring.settings import ScoringSettings, scoring_settings
 
 NAME, SECTION, PREFIX, ROWS = "fake-probe", "Fake probe", "fake_probe_", "fake"
 FILES = Path(__file__).resolve().parent / "fake_probe_files"
@@ -129,6 +135,56 @@ def fake_groups_cmd(
         print(f"{group}\t{n}")
 
 
+# ----------------------------------------------------------------------------- another team's released answers
+
+
+class FakeRelease:
+    """`answers.csv` (id, p_yes, p_no): another team's probabilities for the items (`probes import`)."""
+
+    name = "fake-release"
+    backend = f"import:{name}"
+    layout = "answers.csv with columns id, p_yes, p_no"
+
+    def scoring(self) -> tuple[ScoringSettings, bool]:
+        return scoring_settings("sentence"), False
+
+    def configs(self) -> Collection[str]:
+        return ("items",)
+
+    def discover(self, folder: Path, source_model: str | None) -> list[SourceFile]:
+        if source_model is not None:
+            raise ProbeError(f"--format {self.name} has no model folders")
+        path = folder / "answers.csv"
+        if not path.is_file():
+            raise ProbeError(f"{folder}: no answers.csv (--format {self.name} reads {self.layout})")
+        return [SourceFile(path, "answers.csv", "items")]
+
+    def prepare(self, prompts: Any) -> dict[str, int]:
+        return {item: k for k, item in enumerate(prompts.dataset["id"])}
+
+    def parse(self, source: SourceFile, data: bytes, prompts: Any, index: dict[str, int]) -> ParsedFile:
+        frame = pd.read_csv(io.BytesIO(data), dtype={"id": str})
+        for row, item in enumerate(frame["id"]):
+            if item not in index:
+                raise row_error(source, row, "id", f"{item!r} is no item of {prompts.path}")
+        for row, (yes, no) in enumerate(zip(frame["p_yes"], frame["p_no"], strict=True)):
+            if not (0 <= yes <= 1 and 0 <= no <= 1 and abs(yes + no - 1) < 1e-9):
+                raise row_error(source, row, "p_yes", f"{yes!r} and p_no {no!r} are not a distribution")
+
+        def rows() -> list[dict[str, Any]]:
+            out = []
+            for item, yes, no in zip(frame["id"], frame["p_yes"], frame["p_no"], strict=True):
+                row = empty_row(item, self.backend)
+                row.update(choice_probs=[float(yes), float(no)], chosen_index=int(no > yes))
+                out.append(row)
+            return out
+
+        return ParsedFile(np.array([index[item] for item in frame["id"]], dtype=np.int64), rows)
+
+
+FORMAT = FakeRelease()
+
+
 SPEC = register_probe(
     ProbeSpec(
         name=NAME,
@@ -141,5 +197,6 @@ SPEC = register_probe(
         row_probes=(ROWS,),
         commands={"fake-groups": f"{__name__}:fake_groups_cmd"},
         api={"fake_groups": f"{__name__}:fake_groups"},
+        import_formats={"fake-release": ReleaseFormat(f"{__name__}:FORMAT", "another team's answers.csv")},
     )
 )

@@ -14,17 +14,20 @@ import importlib
 import pkgutil
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from .core.errors import ProbeError, RecipeError
 from .core.plugins import load_plugins
 from .core.probe_spec import ProbeSpec
 
 _REGISTERED: dict[str, ProbeSpec] = {}
+#: what a probe adds to the project's shared commands, by name: no two probes may take the same name
+EXTRAS = ("commands", "api", "import_formats")
 
 
 def register_probe(spec: ProbeSpec) -> ProbeSpec:
     """Add a probe; a name, alias or builder registered twice must be the same spec, and no two probes
-    may add the same command or `probes.api` name."""
+    may add the same command, `probes.api` name or import format."""
     taken = {alias: name for name, known in _REGISTERED.items() for alias in (name, *known.aliases)}
     for alias in (spec.name, *spec.aliases):
         if alias in taken and _REGISTERED[taken[alias]] != spec:
@@ -32,7 +35,7 @@ def register_probe(spec: ProbeSpec) -> ProbeSpec:
     builders = {known.builder: name for name, known in _REGISTERED.items()}
     if spec.builder in builders and _REGISTERED[builders[spec.builder]] != spec:
         raise ValueError(f"builder {spec.builder!r} is registered already, by probe {builders[spec.builder]!r}")
-    for kind in ("commands", "api"):
+    for kind in EXTRAS:
         owners = {
             name: known.name
             for known in _REGISTERED.values()
@@ -48,8 +51,8 @@ def register_probe(spec: ProbeSpec) -> ProbeSpec:
     return spec
 
 
-def probe_extras(kind: str) -> dict[str, str]:
-    """Every probe's `commands` or `api` entries in one mapping, in registry order: name -> "module:attribute"."""
+def probe_extras(kind: str) -> dict[str, Any]:
+    """Every probe's `commands`, `api` or `import_formats` in one mapping, in registry order (`EXTRAS`)."""
     return {name: target for spec in probes().values() for name, target in getattr(spec, kind).items()}
 
 

@@ -22,6 +22,7 @@ from analysis.pipeline import Analysis, AnalysisOptions
 from analysis.probes import section_headlines, section_of, sections
 from analysis.report import render_html
 from promptgen.core.errors import ProbeError
+from promptgen.core.probe_spec import ProbeSpec
 from promptgen.probe_registry import probe_names, probes
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -54,6 +55,10 @@ def test_each_built_in_probe_is_one_name_in_both_stages_and_its_references_resol
         for target in (*spec.commands.values(), *spec.api.values()):
             assert target.startswith(f"probes.{spec.builder}."), target
             assert resolve_reference(target) is not None
+        for name, release in spec.import_formats.items():  # a reader keys its rows by its own name
+            assert (
+                release.reader.startswith(f"probes.{spec.builder}.") and resolve_reference(release.reader).name == name
+            )
 
 
 def test_a_probe_s_own_commands_and_api_come_from_its_spec() -> None:
@@ -197,3 +202,21 @@ def test_no_module_outside_a_probe_s_own_rooms_names_a_probe() -> None:
     rooms = re.compile(r"src/(promptgen|analysis|probes)/(attribution|empathy|trust_game)/")
     outside = [line for line in found.stdout.splitlines() if not rooms.match(line)]
     assert found.stdout and outside == []
+
+
+def test_two_probes_cannot_add_the_same_command_api_name_or_import_format(fake_probe) -> None:
+    from promptgen.core.probe_spec import ReleaseFormat
+    from promptgen.probe_registry import register_probe
+
+    base = {"builder": "other", "draft": "m:f", "analysis": "m", "section": "Other", "table_prefix": "other_"}
+    taken = {
+        "commands": {"fake-groups": "m:f"},
+        "api": {"fake_groups": "m:f"},
+        "import_formats": {"fake-release": ReleaseFormat("m:F", "x")},
+    }
+    for kind, extra in taken.items():
+        with pytest.raises(
+            ValueError, match=f"{kind} name '{next(iter(extra))}' is registered already, by 'fake-probe'"
+        ):
+            register_probe(ProbeSpec(name="other", row_probes=("other",), **base, **{kind: extra}))
+    assert "other" not in probes()

@@ -88,3 +88,18 @@ def test_a_fourth_probe_is_built_run_and_analysed_by_registering_it(smollm2: Pat
     # its own command, declared by its spec, is a command of `probes`
     counted = _probes(["fake-groups", dataset]).stdout.split()
     assert dict(zip(counted[::2], map(int, counted[1::2]), strict=True)) == prompts["group"].value_counts().to_dict()
+
+    # its release format: another team's answers, imported and analysed like a run of ours
+    answers = tmp_path / "release" / "answers.csv"
+    answers.parent.mkdir()
+    p_yes = [round(0.1 + 0.15 * k, 2) for k in range(len(prompts))]
+    pd.DataFrame({"id": prompts["id"], "p_yes": p_yes, "p_no": [round(1 - p, 2) for p in p_yes]}).to_csv(
+        answers, index=False
+    )
+    imported = tmp_path / "imported"
+    release = ["import", answers.parent, "--format", "fake-release", "--prompts", dataset, "--model-name", "team/m"]
+    _probes([*release, "--out", imported])
+    _probes(["analyze", "--prompts", dataset, "--results", imported, "--out", tmp_path / "report2", "--no-figures"])
+    table = pd.read_csv(tmp_path / "report2" / "tables" / "fake_probe_scores.csv").set_index("group")
+    expected = prompts.assign(p_yes=p_yes).groupby("group")["p_yes"].mean()  # TYPES: the first choice agrees
+    assert table["p_agree"].to_dict() == pytest.approx(expected.to_dict(), abs=1e-12)

@@ -6,6 +6,8 @@ from typing import Annotated
 
 import typer
 
+from promptgen.probe_registry import probe_extras
+
 from . import options as opt
 from .shared import err, out
 
@@ -13,22 +15,13 @@ from .shared import err, out
 def import_cmd(
     source: Annotated[
         str,
-        typer.Argument(
-            help="Folder of released outputs. talent-or-luck-csv: the release's outputs/ folder "
-            "(closed_ended/<setting>/<dimension>/<model>/closed_ended_<mode>_<model>_<dimension>_all_<n>_runs.csv, as "
-            "probes export writes it); empathy-authors: the authors' generation folder "
-            "(<group>_<variation>_batch-<k>.tsv).",
-            metavar="DIR",
-        ),
+        typer.Argument(help="Folder of released outputs, in the layout of its --format.", metavar="DIR"),
     ],
     import_format: Annotated[
         str,
         typer.Option(
             "--format",
-            help="talent-or-luck-csv: the Talent-or-Luck release's scorer CSV files, into the *_release configs "
-            "(the inverse of probes export); empathy-authors: the intergroup-empathy authors' batch_pred_emotion.py "
-            "TSV files (idx, system_prompt, user_input, response), joined on the prompts' authors_index and parsed "
-            "by their first-integer rule.",
+            help="; ".join(f"{name}: {fmt.help}" for name, fmt in probe_extras("import_formats").items()) + ".",
         ),
     ],
     prompts: Annotated[
@@ -65,7 +58,7 @@ def import_cmd(
         str | None,
         typer.Option(
             "--source-model",
-            help="talent-or-luck-csv: the <model> folder to import where DIR holds several models' outputs.",
+            help="The <model> folder to import, where the layout has one and DIR holds several models' outputs.",
             metavar="SLUG",
         ),
     ] = None,
@@ -75,7 +68,7 @@ def import_cmd(
 
     Every file is checked against --prompts before anything is written; a bad cell, a row that does
     not match its prompt or a file outside the layout is one line naming the file, the row (counted
-    from 1 after the header; the idx for empathy-authors) and the column, and nothing is written.
+    from 1 after the header, or the row's own index where the format has one) and the column, and nothing is written.
     The rows are keyed by the files' content: importing the same files again adds nothing.
     """
     from probes import api

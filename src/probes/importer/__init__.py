@@ -1,11 +1,12 @@
 """`probes import`: another team's released model outputs -> a results folder that `analyze` and `publish` read.
 
-Two formats (`FORMATS`), each a module: `talent_or_luck` (the Talent-or-Luck release's scorer
-CSV files, the inverse of `probes export`) and `empathy_authors` (the intergroup-empathy
-authors' generation TSV files). Each file's rows are joined to the prompt dataset's rows and
-checked against them; the rows are then written with the results layer a run writes with
-(`runners.session.Session`: key folders, atomic parts, compaction, the manifest entry under its
-lock, the card), so an imported folder is one more results folder.
+Each format is a probe's own (`ProbeSpec.import_formats`: the Talent-or-Luck release's scorer CSV
+files, the inverse of `probes export`; the intergroup-empathy authors' generation TSV files), a
+reader in that probe's room (`common.ImportFormat`), found through the registry. Each file's rows
+are joined to the prompt dataset's rows and checked against them; the rows are then written with
+the results layer a run writes with (`runners.session.Session`: key folders, atomic parts,
+compaction, the manifest entry under its lock, the card), so an imported folder is one more
+results folder.
 
 - The result key: the model's content is the imported files' content, `model_revision =
   imported-<sha256>` of the format and every imported file's relative name and sha256 (one
@@ -36,6 +37,8 @@ from typing import Any
 import numpy as np
 
 from promptgen.core.errors import ProbeError
+from promptgen.core.plugins import resolve_reference
+from promptgen.probe_registry import probe_extras
 from runners.model import identity as model_identity
 from runners.out_folder import check_out_folder
 from runners.prompts import PromptConfig, load_prompt_config
@@ -43,10 +46,7 @@ from runners.results import ResultKey
 from runners.session import Session, result_key
 
 from .common import ImportFormat, SourceFile
-from .empathy_authors import FORMAT as EMPATHY_AUTHORS_FORMAT
-from .talent_or_luck import FORMAT as TALENT_OR_LUCK_FORMAT
 
-FORMATS: dict[str, ImportFormat] = {f.name: f for f in (TALENT_OR_LUCK_FORMAT, EMPATHY_AUTHORS_FORMAT)}
 #: the model revision of imported rows: this prefix and the digest of the files
 REVISION_PREFIX = "imported-"
 #: rows a part holds (an import writes as a run does, in parts, then compacts)
@@ -70,8 +70,17 @@ class ImportRequest:
     revision: str | None = None
 
     def __post_init__(self) -> None:
-        if self.format not in FORMATS:
-            raise ProbeError(f"--format must be one of {', '.join(FORMATS)}, got {self.format!r}")
+        known = probe_extras("import_formats")
+        if self.format not in known:
+            raise ProbeError(f"--format must be one of {', '.join(known)}, got {self.format!r}")
+
+
+def import_format(name: str) -> ImportFormat:
+    """The reader of `--format NAME`, from the probe that declares it (`ProbeSpec.import_formats`)."""
+    fmt = resolve_reference(probe_extras("import_formats")[name].reader)
+    if fmt.name != name:  # a spec naming another format's reader would key its rows under the wrong backend
+        raise ProbeError(f"--format {name}: its reader is format {fmt.name!r}")
+    return fmt
 
 
 @dataclass(frozen=True)
@@ -193,7 +202,7 @@ def _read(source: SourceFile) -> bytes:
 def import_results(request: ImportRequest, *, progress: Callable[[str], None] | None = None) -> ImportResult:
     """`probes import` (module docstring): check everything, then write the rows into `request.out`."""
     note = progress or (lambda _text: None)
-    fmt = FORMATS[request.format]
+    fmt = import_format(request.format)
     folder = Path(request.source).expanduser()
     if not folder.is_dir():
         raise ProbeError(f"{request.source}: not a folder (the released outputs to import: {fmt.layout})")

@@ -1,6 +1,10 @@
-"""Talent or Luck? (attribution bias): this probe as the project knows it, found by `promptgen.probe_registry`."""
+"""Talent or Luck? (attribution bias): this probe as the project knows it, found by `promptgen.probe_registry`.
 
-from ..core.probe_spec import ProbeSpec
+`probes import --format talent-or-luck-csv` reads the release's scorer files into its `*_release`
+configs; the reader is this probe's own, in `probes/attribution/`.
+"""
+
+from ..core.probe_spec import ProbeSpec, ReleaseFormat
 
 SPEC = ProbeSpec.in_project(
     __package__,
@@ -10,4 +14,12 @@ SPEC = ProbeSpec.in_project(
     table_prefix="attribution_",
     row_probes=("attribution",),
     rank=10,
+    import_formats={
+        "talent-or-luck-csv": ReleaseFormat(
+            reader="probes.attribution.release_import:FORMAT",
+            help="the Talent-or-Luck release's scorer CSV files, in its outputs/ folder "
+            "(closed_ended/<setting>/<dimension>/<model>/closed_ended_<mode>_<model>_<dimension>_all_<n>_runs.csv, "
+            "as probes export writes it), into the *_release configs (the inverse of probes export)",
+        )
+    },
 )

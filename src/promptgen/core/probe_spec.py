@@ -19,6 +19,16 @@ from .build_options import PROBE_BUILD_OPTIONS
 
 
 @dataclass(frozen=True)
+class ReleaseFormat:
+    """Another team's released outputs for a probe, which `probes import --format NAME` reads into its configs."""
+
+    #: "module:attribute" of the reader (`probes.importer.common.ImportFormat`), imported on first use
+    reader: str
+    #: what it reads, for `probes import --help` (one sentence)
+    help: str
+
+
+@dataclass(frozen=True)
 class ProbeSpec:
     """One probe: its dataset's recipe and builder, the rows it writes, and its analysis."""
 
@@ -59,6 +69,8 @@ class ProbeSpec:
     #: what `probes.api` offers of it, the functions its commands call and what they return:
     #: attribute name -> "module:attribute"
     api: Mapping[str, str] = field(default_factory=dict)
+    #: released model outputs of its paper that `probes import --format NAME` turns into results: NAME -> format
+    import_formats: Mapping[str, ReleaseFormat] = field(default_factory=dict)
 
     @classmethod
     def in_project(cls, package: str, **fields: Any) -> ProbeSpec:

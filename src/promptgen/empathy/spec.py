@@ -2,10 +2,11 @@
 
 Its narratives are not redistributed (`private_source`): a sweep without them builds from the
 synthetic corpus, and says so. `probes rewrite` (a model's third-person rewrites -> a version of the
-dataset with them as T2) is this probe's own command, in `probes/empathy/`.
+dataset with them as T2) is this probe's own command, and `probes import --format empathy-authors`
+(the authors' released generations) its own reader, both in `probes/empathy/`.
 """
 
-from ..core.probe_spec import ProbeSpec
+from ..core.probe_spec import ProbeSpec, ReleaseFormat
 
 SPEC = ProbeSpec.in_project(
     __package__,
@@ -19,4 +20,12 @@ SPEC = ProbeSpec.in_project(
     synthetic_sources=f"{__package__}.synthetic:write_synthetic_corpus",
     commands={"rewrite": "probes.empathy.cli:rewrite_cmd"},
     api={"rewrite": "probes.empathy.t2_rewrites:rewrite", "RewriteRun": "probes.empathy.t2_rewrites:RewriteRun"},
+    import_formats={
+        "empathy-authors": ReleaseFormat(
+            reader="probes.empathy.authors_import:FORMAT",
+            help="the intergroup-empathy authors' batch_pred_emotion.py TSV files (<group>_<variation>_batch-<k>.tsv: "
+            "idx, system_prompt, user_input, response), joined on the prompts' authors_index and parsed by their "
+            "first-integer rule",
+        )
+    },
 )

@@ -1,4 +1,4 @@
-"""`probes import --format empathy-authors` (`probes.importer.empathy_authors`): the authors' generation files.
+"""`probes import --format empathy-authors` (`probes.empathy.authors_import`): the authors' generation files.
 
 A 2-event build of the intergroup-empathy dataset (from the release's files in ../shared/sources)
 gives the prompts; the authors' `batch_pred_emotion.py` output is written from them as their code
@@ -22,8 +22,8 @@ from typer.testing import CliRunner
 import empathy_reference as ref
 from cli_fixture import one_line_error
 from probes.cli import app
+from probes.empathy.authors_import import FORMAT as EMPATHY_AUTHORS
 from probes.importer import ImportRequest, import_results
-from probes.importer.empathy_authors import FORMAT as EMPATHY_AUTHORS
 from promptgen.build import build
 from promptgen.core.errors import ProbeError
 from runners.prompts import PromptConfig, load_prompt_config

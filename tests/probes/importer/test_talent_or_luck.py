@@ -1,4 +1,4 @@
-"""`probes import --format talent-or-luck-csv` (`probes.importer.talent_or_luck`): the inverse of `probes export`.
+"""`probes import --format talent-or-luck-csv` (`probes.attribution.release_import`): the inverse of `probes export`.
 
 A model's `*_release` results, made by a run's session on the small synthetic release, are
 exported at full precision in the release's CSV layout, imported into a new results folder and

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from probes.importer.common import ParsedFile, SourceFile, first, first_difference, need_columns, row_error
 from promptgen.core.contract import arrow_table
 from promptgen.core.errors import ProbeError
 from promptgen.empathy.prompts import AUTHORS_GROUPS, AUTHORS_VARIATIONS
@@ -38,8 +39,6 @@ from runners.exchange import GenerateRequest, Generation
 from runners.prompts import PromptConfig
 from runners.rows import generated_row
 from runners.scoring.settings import ScoringSettings, scoring_settings
-
-from .common import ParsedFile, SourceFile, first, first_difference, need_columns, row_error
 
 NAME = "empathy-authors"
 #: the authors' group (`--group_option`) -> our category; variation (`--prompt_variation`) -> our setting
@@ -88,7 +87,9 @@ class EmpathyAuthors:
 
     def discover(self, folder: Path, source_model: str | None) -> list[SourceFile]:
         if source_model is not None:
-            raise ProbeError(f"--source-model names a model folder of --format talent-or-luck-csv; {NAME} has none")
+            raise ProbeError(
+                f"--source-model picks a model folder in a layout that has several; --format {NAME} has none"
+            )
         found = []
         for path in sorted(p for p in folder.iterdir() if p.suffix == ".tsv" and p.is_file()):
             m = _FILE.match(path.name)

@@ -45,12 +45,11 @@ from analysis.attribution.release import OBSERVER, PAIR, SINGLE, key_table
 from analysis.csv_cells import FORMULA_STARTS
 from analysis.export import SETTINGS, TALENT_OR_LUCK_CSV, statements
 from analysis.export_files import RELEASE_TOP
+from probes.importer.common import ParsedFile, SourceFile, empty_row, first, need_columns, row_error
 from promptgen.core.contract import arrow_table
 from promptgen.core.errors import ProbeError
 from runners.prompts import PromptConfig
 from runners.scoring.settings import ScoringSettings, scoring_settings
-
-from .common import ParsedFile, SourceFile, empty_row, first, need_columns, row_error
 
 NAME = TALENT_OR_LUCK_CSV
 LAYOUT = (
