@@ -75,14 +75,6 @@ class ImportRequest:
             raise ProbeError(f"--format must be one of {', '.join(known)}, got {self.format!r}")
 
 
-def import_format(name: str) -> ImportFormat:
-    """The reader of `--format NAME`, from the probe that declares it (`ProbeSpec.import_formats`)."""
-    fmt = resolve_reference(probe_extras("import_formats")[name].reader)
-    if fmt.name != name:  # a spec naming another format's reader would key its rows under the wrong backend
-        raise ProbeError(f"--format {name}: its reader is format {fmt.name!r}")
-    return fmt
-
-
 @dataclass(frozen=True)
 class ImportedConfig:
     """What one config's import did."""
@@ -197,6 +189,14 @@ def _read(source: SourceFile) -> bytes:
         return source.path.read_bytes()
     except OSError as exc:
         raise ProbeError(f"{source.name}: cannot read it ({exc.strerror or exc})") from exc
+
+
+def import_format(name: str) -> ImportFormat:
+    """The reader of `--format NAME`, from the probe that declares it (`ProbeSpec.import_formats`)."""
+    fmt = resolve_reference(probe_extras("import_formats")[name].reader)
+    if fmt.name != name:  # a spec naming another format's reader would key its rows under the wrong backend
+        raise ProbeError(f"--format {name}: its reader is format {fmt.name!r}")
+    return fmt
 
 
 def import_results(request: ImportRequest, *, progress: Callable[[str], None] | None = None) -> ImportResult:

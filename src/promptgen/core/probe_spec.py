@@ -19,16 +19,6 @@ from .build_options import PROBE_BUILD_OPTIONS
 
 
 @dataclass(frozen=True)
-class ReleaseFormat:
-    """Another team's released outputs for a probe, which `probes import --format NAME` reads into its configs."""
-
-    #: "module:attribute" of the reader (`probes.importer.common.ImportFormat`), imported on first use
-    reader: str
-    #: what it reads, for `probes import --help` (one sentence)
-    help: str
-
-
-@dataclass(frozen=True)
 class ProbeSpec:
     """One probe: its dataset's recipe and builder, the rows it writes, and its analysis."""
 
@@ -131,3 +121,13 @@ class DemoPlan:
     #: sizes also passed to the build under their own names (`max_events`, say)
     sized_build: tuple[str, ...] = ()
     note: str | None = None
+
+
+@dataclass(frozen=True)
+class ReleaseFormat:
+    """Another team's released outputs for a probe, which `probes import --format NAME` reads into its configs."""
+
+    #: "module:attribute" of the reader (`probes.importer.common.ImportFormat`), imported on first use
+    reader: str
+    #: what it reads, for `probes import --help` (one sentence)
+    help: str
