@@ -10,8 +10,9 @@ Its files, all of them:
 Named in `PROBES_PLUGINS`, it is part of every `probes` command; imported, it is registered. Its
 metric: the probability the model gives the choice it agrees with, per group of the statement.
 It has a command of its own, `probes fake-groups DATASET` (`probes.api.fake_groups`), as the
-Trust Game has `curate-pairs`, and a release format, `probes import --format fake-release`
-(another team's `answers.csv`), as the Talent-or-Luck release has its scorer files.
+Trust Game has `curate-pairs`; a release format, `probes import --format fake-release`
+(another team's `answers.csv`), as the Talent-or-Luck release has its scorer files; and an export
+format, `probes export --format fake-agreement-csv`, its default for its results.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from datasets import Value
 from matplotlib.figure import Figure
 
 from analysis.columns import RUN_COLUMNS
+from analysis.export_format import ExportFiles
 from analysis.headlines import with_run_label
 from analysis.probe_analysis import AnalysisOptions, AnalysisStep
 from probes.importer.common import ParsedFile, SourceFile, empty_row, row_error
@@ -185,6 +187,25 @@ class FakeRelease:
 FORMAT = FakeRelease()
 
 
+class FakeAgreementCsv:
+    """`agreement.csv`: the agreement table of the exported results, for another tool (`probes export`)."""
+
+    name = "fake-agreement-csv"
+    rounds = False
+    files = ("agreement.csv",)
+    folders: tuple[str, ...] = ()
+
+    def export(self, by_probe: Mapping, *, decimals: int | None, configs_given: bool, results: str) -> ExportFiles:
+        others = sorted(set(by_probe) - {ROWS})
+        if others:
+            raise ProbeError(f"results {results}: {others[0]} rows are not the fake probe's")
+        table = agreement(pd.concat(list(by_probe[ROWS].values()), ignore_index=True))
+        return ExportFiles({"agreement.csv": table.to_csv(index=False)}, {"agreement.csv": len(table)}, ["items"])
+
+
+EXPORT = FakeAgreementCsv()
+
+
 SPEC = register_probe(
     ProbeSpec(
         name=NAME,
@@ -198,5 +219,6 @@ SPEC = register_probe(
         commands={"fake-groups": f"{__name__}:fake_groups_cmd"},
         api={"fake_groups": f"{__name__}:fake_groups"},
         import_formats={"fake-release": ReleaseFormat(f"{__name__}:FORMAT", "another team's answers.csv")},
+        export_formats={"fake-agreement-csv": ReleaseFormat(f"{__name__}:EXPORT", "the agreement table as CSV")},
     )
 )

@@ -1,4 +1,4 @@
-"""`probes export` at the edges: read and check the results, convert (`analysis.export`), write the folder atomically.
+"""`probes export` at the edges: read and check the results, convert (the format's writer), write the folder atomically.
 
 Everything is checked before anything is written: the output target (`check_output`: never an
 input, never another command's folder), the format and `--round`, the results against the
@@ -7,6 +7,11 @@ format can hold. The files are then written into a staging folder beside the tar
 renamed into place, so a refused or failed export leaves nothing behind. The folder carries
 `export_manifest.json` (what was exported, from which prompts and results), which also marks
 it as an export that `--overwrite` may replace.
+
+The formats: `jsonl` (`analysis.export`), the project's own, and each probe's own, declared by its
+spec (`ProbeSpec.export_formats`), which this module finds through the registry and names none of.
+Without `--format`, the results' probe's first format is written where it has one (its paper's
+tool reads it), else JSONL (`default_format`).
 """
 
 from __future__ import annotations
@@ -17,22 +22,45 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from promptgen.core.errors import OutputError, ProbeError
 from promptgen.core.files import make_staging_dir, removed_on_error, swap_into_place, write_text, writing
 from promptgen.core.outputs import Layout, Output, check_output
+from promptgen.core.plugins import resolve_reference
 from promptgen.core.version import __version__
+from promptgen.probe_registry import probe_extras, probes
 
-from .attribution.probe import ROWS as RELEASE_ROWS  # the `probe` value of the release's items
-from .attribution.release import RELEASE_CONFIGS, is_release_config
-from .csv_cells import csv_text
-from .export import FORMATS, TALENT_OR_LUCK_CSV, check_decimals, jsonl_lines, release_csv_files
+from . import export as jsonl
+from .export_format import ExportFormat, check_decimals, format_helps
 from .pipeline import collect
 
 EXPORT_MANIFEST = "export_manifest.json"
-#: the top folder of the release layout (the release's `outputs/closed_ended/...`)
-RELEASE_TOP = "closed_ended"
+
+
+def export_format(name: str) -> ExportFormat:
+    """The writer of `--format NAME`: `jsonl`, or the probe's that declares it (`ProbeSpec.export_formats`)."""
+    if name == jsonl.JSONL:
+        return jsonl.FORMAT
+    fmt = resolve_reference(probe_extras("export_formats")[name].format)
+    if fmt.name != name:  # a spec naming another format's writer would record the wrong format
+        raise ProbeError(f"--format {name}: its writer is format {fmt.name!r}")
+    return fmt
+
+
+def default_format(row_probes: Sequence[str]) -> str:
+    """`--format`'s default for results holding these `probe` values: their probe's first export format when
+    they are one probe's rows and it has one (its paper's tool reads them), else `jsonl`."""
+    owners = {spec.name: spec for spec in probes().values() for value in row_probes if value in spec.row_probes}
+    if len(owners) == 1:
+        (spec,) = owners.values()
+        if spec.export_formats:
+            return next(iter(spec.export_formats))
+    return jsonl.JSONL
+
+
+def _rounding_check(name: str, decimals: int | None) -> None:
+    if decimals is not None and not export_format(name).rounds:
+        rounding = [n for n in format_helps() if export_format(n).rounds]
+        raise ProbeError(f"--round applies to --format {', '.join(rounding)}; {name} keeps every value")
 
 
 def _exported_files(folder: Path) -> list[str] | None:
@@ -44,15 +72,17 @@ def _exported_files(folder: Path) -> list[str] | None:
     return [EXPORT_MANIFEST, *(f for f in files if isinstance(f, str))] if isinstance(files, dict) else None
 
 
-#: an earlier export: its manifest and the files it lists (the JSONL files, or the release layout's
-#: `closed_ended/<setting>/<dimension>/<model>/*.csv`), and nothing else anywhere in it
-EXPORT_LAYOUT = Layout(
-    required=(EXPORT_MANIFEST,),
-    files=(EXPORT_MANIFEST, "*.jsonl", f"{RELEASE_TOP}/**/*.csv"),
-    folders=(RELEASE_TOP, f"{RELEASE_TOP}/**"),
-    listed=_exported_files,
-)
-EXPORT_OUTPUT = Output("export folder", owns=EXPORT_LAYOUT)
+def export_output() -> Output:
+    """An earlier export: its manifest and the files it lists (any format's: the JSONL files, the release
+    layout's `closed_ended/<setting>/<dimension>/<model>/*.csv`, ...), and nothing else anywhere in it."""
+    formats = [export_format(name) for name in format_helps()]
+    layout = Layout(
+        required=(EXPORT_MANIFEST,),
+        files=(EXPORT_MANIFEST, *(pattern for fmt in formats for pattern in fmt.files)),
+        folders=tuple(pattern for fmt in formats for pattern in fmt.folders),
+        listed=_exported_files,
+    )
+    return Output("export folder", owns=layout)
 
 
 @dataclass(frozen=True)
@@ -62,8 +92,9 @@ class ExportRequest:
     results: str | Path
     prompts: str | Path
     out: str | Path
-    format: str = TALENT_OR_LUCK_CSV
-    #: decimals of the written probabilities (talent-or-luck-csv); None: full precision
+    #: None: the results' probe's own format where it has one, else jsonl (`default_format`)
+    format: str | None = None
+    #: decimals of the written probabilities (formats that round); None: full precision
     decimals: int | None = None
     configs: Sequence[str] | None = None
     revision: str | None = None
@@ -71,11 +102,12 @@ class ExportRequest:
     overwrite: bool = False
 
     def __post_init__(self) -> None:
-        if self.format not in FORMATS:
-            raise ProbeError(f"--format must be one of {', '.join(FORMATS)}, got {self.format!r}")
+        known = format_helps()
+        if self.format is not None and self.format not in known:
+            raise ProbeError(f"--format must be one of {', '.join(known)}, got {self.format!r}")
         check_decimals(self.decimals)
-        if self.decimals is not None and self.format != TALENT_OR_LUCK_CSV:
-            raise ProbeError(f"--round applies to --format {TALENT_OR_LUCK_CSV}; {self.format} keeps every value")
+        if self.format is not None:
+            _rounding_check(self.format, self.decimals)
 
 
 @dataclass(frozen=True)
@@ -86,12 +118,14 @@ class ExportResult:
     files: dict[str, int] = field(default_factory=dict)
     #: configs of the results that the format cannot hold, left out (with why)
     skipped: list[str] = field(default_factory=list)
+    #: the format written (the default's choice, when none was given)
+    format: str = jsonl.JSONL
 
 
 def export(request: ExportRequest) -> ExportResult:
     """`probes export`: check everything, convert, and write the export folder `request.out` (atomically)."""
     inputs = [("--prompts", request.prompts), ("RESULTS", request.results)]
-    out = check_output(request.out, EXPORT_OUTPUT, inputs=inputs, overwrite=request.overwrite)
+    out = check_output(request.out, export_output(), inputs=inputs, overwrite=request.overwrite)
     collected = collect(
         request.prompts,
         [request.results],
@@ -101,56 +135,31 @@ def export(request: ExportRequest) -> ExportResult:
         drop=(),
         allow_flag=None,  # an export writes the results as scored: it has no flag to take other prompts
     )
-    joined = {config: frame for by_config in collected.joined.values() for config, frame in by_config.items()}
-    if not joined:
+    if not any(collected.joined.values()):
         raise ProbeError(f"results {request.results}: no result rows to export")
-    skipped: list[str] = []
-    if request.format == TALENT_OR_LUCK_CSV:
-        joined, skipped = _release_configs(request, collected.joined)
-        frames = release_csv_files(joined, request.decimals)
-        texts = {path: csv_text(frame) for path, frame in frames.items()}
-        rows = {path: len(frame) for path, frame in frames.items()}
-    else:
-        texts = {f"{c}.jsonl": "".join(f"{line}\n" for line in jsonl_lines(frame)) for c, frame in joined.items()}
-        rows = {f"{config}.jsonl": len(frame) for config, frame in joined.items()}
-    manifest = _manifest(request, collected.provenance, sorted(joined), rows, skipped)
-    _write(out, texts, manifest, overwrite=request.overwrite)
-    return ExportResult(out, dict(sorted(rows.items())), skipped)
-
-
-def _release_configs(
-    request: ExportRequest, by_probe: dict[str, dict[str, pd.DataFrame]]
-) -> tuple[dict[str, pd.DataFrame], list[str]]:
-    """The `*_release` configs to write, and the others left out; an error when nothing can be written."""
-    foreign = {config: probe for probe, configs in by_probe.items() if probe != RELEASE_ROWS for config in configs}
-    if foreign:
-        config, probe = sorted(foreign.items())[0]
-        raise ProbeError(
-            f"results {request.results}: config {config!r} holds {probe} items, not Talent-or-Luck ones; "
-            f"--format {TALENT_OR_LUCK_CSV} writes the Talent-or-Luck release's files only"
-        )
-    attribution = by_probe.get(RELEASE_ROWS, {})
-    release = {c: f for c, f in attribution.items() if is_release_config(c)}
-    others = sorted(set(attribution) - set(release))
-    if request.configs is not None and others:
-        raise ProbeError(
-            f"--config {others[0]} cannot be written in the release's layout: only the release's own items "
-            f"({', '.join(RELEASE_CONFIGS)}) can"
-        )
-    if not release:
-        raise ProbeError(
-            f"results {request.results} hold no *_release config (found {', '.join(others) or 'none'}); "
-            f"--format {TALENT_OR_LUCK_CSV} needs a model scored on {', '.join(RELEASE_CONFIGS)} "
-            "(probes run DATASET --config single_actor_release ...)"
-        )
-    return release, [f"{c}: not one of the release's configs" for c in others]
+    name = request.format or default_format(list(collected.joined))
+    _rounding_check(name, request.decimals)
+    files = export_format(name).export(
+        collected.joined,
+        decimals=request.decimals,
+        configs_given=request.configs is not None,
+        results=str(request.results),
+    )
+    manifest = _manifest(request, name, collected.provenance, files.configs, files.rows, files.skipped)
+    _write(out, files.texts, manifest, overwrite=request.overwrite)
+    return ExportResult(out, dict(sorted(files.rows.items())), files.skipped, name)
 
 
 def _manifest(
-    request: ExportRequest, provenance: dict[str, Any], configs: list[str], rows: dict[str, int], skipped: list[str]
+    request: ExportRequest,
+    name: str,
+    provenance: dict[str, Any],
+    configs: list[str],
+    rows: dict[str, int],
+    skipped: list[str],
 ) -> dict[str, Any]:
     return {
-        "format": request.format,
+        "format": name,
         "decimals": request.decimals,
         "configs": configs,
         "skipped": skipped,

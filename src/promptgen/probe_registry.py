@@ -22,12 +22,12 @@ from .core.probe_spec import ProbeSpec
 
 _REGISTERED: dict[str, ProbeSpec] = {}
 #: what a probe adds to the project's shared commands, by name: no two probes may take the same name
-EXTRAS = ("commands", "api", "import_formats")
+EXTRAS = ("commands", "api", "import_formats", "export_formats")
 
 
 def register_probe(spec: ProbeSpec) -> ProbeSpec:
     """Add a probe; a name, alias or builder registered twice must be the same spec, and no two probes
-    may add the same command, `probes.api` name or import format."""
+    may add the same command, `probes.api` name, import or export format."""
     taken = {alias: name for name, known in _REGISTERED.items() for alias in (name, *known.aliases)}
     for alias in (spec.name, *spec.aliases):
         if alias in taken and _REGISTERED[taken[alias]] != spec:
@@ -52,7 +52,7 @@ def register_probe(spec: ProbeSpec) -> ProbeSpec:
 
 
 def probe_extras(kind: str) -> dict[str, Any]:
-    """Every probe's `commands`, `api` or `import_formats` in one mapping, in registry order (`EXTRAS`)."""
+    """Every probe's `commands`, `api`, `import_formats` or `export_formats` in one mapping, in registry order."""
     return {name: target for spec in probes().values() for name, target in getattr(spec, kind).items()}
 
 

@@ -1,4 +1,4 @@
-"""`probes export` (`analysis.export`, `analysis.export_files`): the release's CSV layout and JSONL.
+"""`probes export` (`analysis.attribution.release_export`, `analysis.export`, `export_files`): CSV and JSONL.
 
 The central check: the release's own analysis arithmetic (`sinact_barplot_aggregate.py`,
 `sinact_delta_aggregate.py`, `actact_heatmap.py`, `obseerver_influence.py`), written out here
@@ -18,8 +18,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis import export as ex
+from analysis.attribution import release_export as ex
 from analysis.export_files import ExportRequest, export
+from analysis.export_format import check_decimals
 from analysis.pipeline import AnalysisOptions, analyze
 from promptgen.core.errors import ProbeError
 from release_configs_fixture import (
@@ -335,9 +336,9 @@ def test_jsonl_is_every_joined_row_per_config(scored) -> None:
 def test_round_outside_0_to_6_is_refused() -> None:
     for bad in (-1, 7):
         with pytest.raises(ProbeError, match="between 0 and 6"):
-            ex.check_decimals(bad)
-    ex.check_decimals(0)
-    ex.check_decimals(6)
+            check_decimals(bad)
+    check_decimals(0)
+    check_decimals(6)
 
 
 def test_only_release_configs_have_the_release_layout() -> None:

@@ -56,9 +56,11 @@ def test_each_built_in_probe_is_one_name_in_both_stages_and_its_references_resol
             assert target.startswith(f"probes.{spec.builder}."), target
             assert resolve_reference(target) is not None
         for name, release in spec.import_formats.items():  # a reader keys its rows by its own name
-            assert (
-                release.reader.startswith(f"probes.{spec.builder}.") and resolve_reference(release.reader).name == name
-            )
+            reader = resolve_reference(release.format)
+            assert release.format.startswith(f"probes.{spec.builder}.") and reader.name == name
+        for name, release in spec.export_formats.items():  # a writer is its probe's analysis, named as declared
+            writer = resolve_reference(release.format)
+            assert release.format.startswith(f"analysis.{spec.builder}.") and writer.name == name
 
 
 def test_a_probe_s_own_commands_and_api_come_from_its_spec() -> None:
@@ -204,7 +206,7 @@ def test_no_module_outside_a_probe_s_own_rooms_names_a_probe() -> None:
     assert found.stdout and outside == []
 
 
-def test_two_probes_cannot_add_the_same_command_api_name_or_import_format(fake_probe) -> None:
+def test_two_probes_cannot_add_the_same_command_api_name_or_format(fake_probe) -> None:
     from promptgen.core.probe_spec import ReleaseFormat
     from promptgen.probe_registry import register_probe
 
@@ -213,6 +215,7 @@ def test_two_probes_cannot_add_the_same_command_api_name_or_import_format(fake_p
         "commands": {"fake-groups": "m:f"},
         "api": {"fake_groups": "m:f"},
         "import_formats": {"fake-release": ReleaseFormat("m:F", "x")},
+        "export_formats": {"fake-agreement-csv": ReleaseFormat("m:F", "x")},
     }
     for kind, extra in taken.items():
         with pytest.raises(

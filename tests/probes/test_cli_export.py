@@ -168,9 +168,12 @@ def test_results_of_another_probe_are_one_line(tmp_path: Path) -> None:
     write_results(tmp_path / "results", "religion_P0S0T0", result_rows(rows, rng))
     out = tmp_path / "outputs"
     scored = {"prompts": tmp_path / "prompts", "results": tmp_path / "results"}
-    one_line_error(_export(scored, out), "religion_P0S0T0", "empathy", "not Talent-or-Luck")
+    one_line_error(_export(scored, out, "--format", "talent-or-luck-csv"), "religion_P0S0T0", "empathy", "not Talent")
     _nothing_written(out)
-    assert _export(scored, out, "--format", "jsonl").exit_code == 0  # any probe's rows go to JSONL
+    # without --format, a probe with no format of its own gets JSONL (any probe's rows go there)
+    assert _export(scored, out).exit_code == 0
+    assert sorted(p.name for p in out.iterdir()) == ["export_manifest.json", "religion_P0S0T0.jsonl"]
+    one_line_error(_export(scored, tmp_path / "rounded", "--round", "2"), "--round applies to", "jsonl keeps every")
 
 
 def test_results_without_release_configs_are_one_line(tmp_path: Path) -> None:

@@ -103,3 +103,8 @@ def test_a_fourth_probe_is_built_run_and_analysed_by_registering_it(smollm2: Pat
     table = pd.read_csv(tmp_path / "report2" / "tables" / "fake_probe_scores.csv").set_index("group")
     expected = prompts.assign(p_yes=p_yes).groupby("group")["p_yes"].mean()  # TYPES: the first choice agrees
     assert table["p_agree"].to_dict() == pytest.approx(expected.to_dict(), abs=1e-12)
+
+    # its export format, the default for its results: the agreement table, for another tool
+    _probes(["export", imported, "--prompts", dataset, "--out", tmp_path / "exported"])
+    exported = pd.read_csv(tmp_path / "exported" / "agreement.csv").set_index("group")
+    assert exported["p_agree"].to_dict() == pytest.approx(expected.to_dict(), abs=1e-12)

@@ -1,6 +1,6 @@
 """`--format talent-or-luck-csv`: the Talent-or-Luck release's scorer CSV files -> result rows.
 
-The inverse of `probes export --format talent-or-luck-csv` (`analysis.export`): the files the
+The inverse of `probes export --format talent-or-luck-csv` (`analysis.attribution.release_export`): the files the
 release's scorers (chahatraj/TalentorLuck `src/closed_ended/*_mcq.py`, commit 57d6938) write,
 `closed_ended/<setting>/<dimension>/<model>/closed_ended_<mode>_<model>_<dimension>_all_<n>_runs.csv`
 under its `outputs/` folder, one per setting, outcome (or outcome configuration), dimension and
@@ -42,9 +42,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.attribution.release import OBSERVER, PAIR, SINGLE, key_table
+from analysis.attribution.release_export import RELEASE_TOP, SETTINGS, TALENT_OR_LUCK_CSV, statements
 from analysis.csv_cells import FORMULA_STARTS
-from analysis.export import SETTINGS, TALENT_OR_LUCK_CSV, statements
-from analysis.export_files import RELEASE_TOP
 from probes.importer.common import ParsedFile, SourceFile, empty_row, first, need_columns, row_error
 from promptgen.core.contract import arrow_table
 from promptgen.core.errors import ProbeError
@@ -256,7 +255,7 @@ class TalentOrLuckCsv:
 
 
 def _orders(config: str, keys: list[list[str]], labels: list[list[str]]) -> dict[str, list[str]]:
-    """The option-order cells the release's scorer writes for each row (`analysis.export`'s formats)."""
+    """The option-order cells the release's scorer writes for each row (`analysis.attribution.release_export`)."""
     if config == SINGLE:
         return {"shuffled_options": [str(dict(zip(lab, k, strict=True))) for lab, k in zip(labels, keys, strict=True)]}
     if config == OBSERVER:

@@ -1,10 +1,13 @@
-"""`probes export`: results + their prompts -> the Talent-or-Luck release's CSV files or JSONL (`probes.api.export`)."""
+"""`probes export`: results + their prompts -> another tool's files, or JSONL (`probes.api.export`)."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 import typer
+
+from analysis.export_format import format_helps
+from promptgen.probe_registry import probes
 
 from . import options as opt
 from .shared import err, out
@@ -19,27 +22,26 @@ def export_cmd(
         str,
         typer.Option(
             "--out",
-            help="Export folder (a new one; with --overwrite, an empty one or an earlier export). "
-            "talent-or-luck-csv: the release's outputs/ folder (closed_ended/<setting>/<dimension>/<model>/"
-            "closed_ended_<mode>_<model>_<dimension>_all_1_runs.csv), so the release's src/viz scripts read it as "
-            "../../outputs.",
+            help="Export folder (a new one; with --overwrite, an empty one or an earlier export), in the format's "
+            "layout.",
             metavar="DIR",
         ),
     ],
     output_format: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--format",
-            help="talent-or-luck-csv: the CSV files the Talent-or-Luck release's scorers wrote, from the *_release "
-            "configs (one per setting, outcome, dimension and model, in the release's row order and columns); "
-            "jsonl: every result row joined to its prompt, one JSON object a line, one file per config.",
+            help="; ".join(f"{name}: {text}" for name, text in format_helps().items())
+            + ". Default: the results' probe's own format where it has one ("
+            + ", ".join(f"{next(iter(s.export_formats))} for {s.name}" for s in probes().values() if s.export_formats)
+            + "), else jsonl.",
         ),
-    ] = "talent-or-luck-csv",
+    ] = None,
     decimals: Annotated[
         int | None,
         typer.Option(
             "--round",
-            help="talent-or-luck-csv: round the written probabilities to N decimals, 0 to 6 (the release wrote 2). "
+            help="Round the written probabilities to N decimals, 0 to 6, where the format takes it (see --format). "
             "Default: full precision.",
             metavar="N",
         ),
@@ -49,12 +51,13 @@ def export_cmd(
     results_revision: opt.ResultsRevision = None,
     overwrite: opt.OverwriteOutput = False,
 ) -> None:
-    """Write a model's results in another tool's layout: the Talent-or-Luck release's CSV files, or JSONL.
+    """Write a model's results in another tool's layout (a probe's paper's files, see --format), or JSONL.
 
     The results are checked against --prompts first (their manifest's prompt fingerprint and each
     row's prompt hash), so the files hold the answers to exactly these prompts. Refused, as one line
-    and with nothing written: results of another probe or with no *_release config (talent-or-luck-csv),
-    prompts other than the ones scored, --round outside 0-6.
+    and with nothing written: results the format cannot hold (another probe's, or no config its layout
+    has), prompts other than the ones scored, --round outside 0-6 or with a format that keeps
+    every value.
     """
     from probes import api
 

@@ -193,7 +193,7 @@ def _read(source: SourceFile) -> bytes:
 
 def import_format(name: str) -> ImportFormat:
     """The reader of `--format NAME`, from the probe that declares it (`ProbeSpec.import_formats`)."""
-    fmt = resolve_reference(probe_extras("import_formats")[name].reader)
+    fmt = resolve_reference(probe_extras("import_formats")[name].format)
     if fmt.name != name:  # a spec naming another format's reader would key its rows under the wrong backend
         raise ProbeError(f"--format {name}: its reader is format {fmt.name!r}")
     return fmt

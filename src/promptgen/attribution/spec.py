@@ -1,7 +1,8 @@
 """Talent or Luck? (attribution bias): this probe as the project knows it, found by `promptgen.probe_registry`.
 
 `probes import --format talent-or-luck-csv` reads the release's scorer files into its `*_release`
-configs; the reader is this probe's own, in `probes/attribution/`.
+configs (the reader is this probe's own, in `probes/attribution/`), and `probes export` writes them
+from its results (the writer is in `analysis/attribution/`).
 """
 
 from ..core.probe_spec import ProbeSpec, ReleaseFormat
@@ -16,10 +17,20 @@ SPEC = ProbeSpec.in_project(
     rank=10,
     import_formats={
         "talent-or-luck-csv": ReleaseFormat(
-            reader="probes.attribution.release_import:FORMAT",
+            format="probes.attribution.release_import:FORMAT",
             help="the Talent-or-Luck release's scorer CSV files, in its outputs/ folder "
             "(closed_ended/<setting>/<dimension>/<model>/closed_ended_<mode>_<model>_<dimension>_all_<n>_runs.csv, "
             "as probes export writes it), into the *_release configs (the inverse of probes export)",
+        )
+    },
+    export_formats={
+        "talent-or-luck-csv": ReleaseFormat(
+            format="analysis.attribution.release_export:FORMAT",
+            help="the CSV files the Talent-or-Luck release's scorers wrote, from the *_release configs (one per "
+            "setting, outcome, dimension and model, in the release's row order and columns), in the release's "
+            "outputs/ folder (closed_ended/<setting>/<dimension>/<model>/"
+            "closed_ended_<mode>_<model>_<dimension>_all_1_runs.csv), so its src/viz scripts read it as "
+            "../../outputs; --round rounds their probabilities (the release wrote 2 decimals)",
         )
     },
 )

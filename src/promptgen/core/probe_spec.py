@@ -61,6 +61,9 @@ class ProbeSpec:
     api: Mapping[str, str] = field(default_factory=dict)
     #: released model outputs of its paper that `probes import --format NAME` turns into results: NAME -> format
     import_formats: Mapping[str, ReleaseFormat] = field(default_factory=dict)
+    #: files of another tool that `probes export --format NAME` writes from its results: NAME -> format; the
+    #: first is `probes export`'s default for its results
+    export_formats: Mapping[str, ReleaseFormat] = field(default_factory=dict)
 
     @classmethod
     def in_project(cls, package: str, **fields: Any) -> ProbeSpec:
@@ -125,9 +128,11 @@ class DemoPlan:
 
 @dataclass(frozen=True)
 class ReleaseFormat:
-    """Another team's released outputs for a probe, which `probes import --format NAME` reads into its configs."""
+    """Another tool's files for a probe's results: `probes import --format NAME` reads them into its configs,
+    `probes export --format NAME` writes them from its results."""
 
-    #: "module:attribute" of the reader (`probes.importer.common.ImportFormat`), imported on first use
-    reader: str
-    #: what it reads, for `probes import --help` (one sentence)
+    #: "module:attribute" of the format, imported on first use: a reader (`probes.importer.common.ImportFormat`)
+    #: or a writer (`analysis.export_format.ExportFormat`)
+    format: str
+    #: what it reads or writes, for `--help` (one sentence)
     help: str

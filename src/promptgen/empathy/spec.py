@@ -22,7 +22,7 @@ SPEC = ProbeSpec.in_project(
     api={"rewrite": "probes.empathy.t2_rewrites:rewrite", "RewriteRun": "probes.empathy.t2_rewrites:RewriteRun"},
     import_formats={
         "empathy-authors": ReleaseFormat(
-            reader="probes.empathy.authors_import:FORMAT",
+            format="probes.empathy.authors_import:FORMAT",
             help="the intergroup-empathy authors' batch_pred_emotion.py TSV files (<group>_<variation>_batch-<k>.tsv: "
             "idx, system_prompt, user_input, response), joined on the prompts' authors_index and parsed by their "
             "first-integer rule",
