@@ -30,7 +30,7 @@ from datasets import Value
 from matplotlib.figure import Figure
 
 from analysis.columns import RUN_COLUMNS
-from analysis.export_format import ExportFiles
+from analysis.export_format import ExportFiles, ExportRows
 from analysis.headlines import with_run_label
 from analysis.probe_analysis import AnalysisOptions, AnalysisStep
 from probes.importer.common import ParsedFile, SourceFile, empty_row, row_error
@@ -195,11 +195,11 @@ class FakeAgreementCsv:
     files = ("agreement.csv",)
     folders: tuple[str, ...] = ()
 
-    def export(self, by_probe: Mapping, *, decimals: int | None, configs_given: bool, results: str) -> ExportFiles:
-        others = sorted(set(by_probe) - {ROWS})
+    def export(self, rows: ExportRows) -> ExportFiles:
+        others = sorted(set(rows.by_probe) - {ROWS})
         if others:
-            raise ProbeError(f"results {results}: {others[0]} rows are not the fake probe's")
-        table = agreement(pd.concat(list(by_probe[ROWS].values()), ignore_index=True))
+            raise ProbeError(f"results {rows.results}: {others[0]} rows are not the fake probe's")
+        table = agreement(pd.concat(list(rows.by_probe[ROWS].values()), ignore_index=True))
         return ExportFiles({"agreement.csv": table.to_csv(index=False)}, {"agreement.csv": len(table)}, ["items"])
 
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from .columns import RESULT_FILE_COLUMN, RUN_COLUMNS
-from .export_format import JSONL, ExportFiles
+from .export_format import JSONL, ExportFiles, ExportRows
 
 
 def _json_value(value: Any) -> Any:
@@ -56,15 +56,8 @@ class Jsonl:
     files = ("*.jsonl",)
     folders: tuple[str, ...] = ()
 
-    def export(
-        self,
-        by_probe: Mapping[str, Mapping[str, pd.DataFrame]],
-        *,
-        decimals: int | None,
-        configs_given: bool,
-        results: str,
-    ) -> ExportFiles:
-        joined = {config: frame for by_config in by_probe.values() for config, frame in by_config.items()}
+    def export(self, rows: ExportRows) -> ExportFiles:
+        joined = {config: frame for by_config in rows.by_probe.values() for config, frame in by_config.items()}
         return ExportFiles(
             texts={f"{c}.jsonl": "".join(f"{line}\n" for line in jsonl_lines(frame)) for c, frame in joined.items()},
             rows={f"{config}.jsonl": len(frame) for config, frame in joined.items()},

@@ -30,7 +30,7 @@ from promptgen.core.version import __version__
 from promptgen.probe_registry import probe_extras, probes
 
 from . import export as jsonl
-from .export_format import ExportFormat, check_decimals, format_helps
+from .export_format import ExportFormat, ExportRows, check_decimals, format_helps
 from .pipeline import collect
 
 EXPORT_MANIFEST = "export_manifest.json"
@@ -139,12 +139,8 @@ def export(request: ExportRequest) -> ExportResult:
         raise ProbeError(f"results {request.results}: no result rows to export")
     name = request.format or default_format(list(collected.joined))
     _rounding_check(name, request.decimals)
-    files = export_format(name).export(
-        collected.joined,
-        decimals=request.decimals,
-        configs_given=request.configs is not None,
-        results=str(request.results),
-    )
+    rows = ExportRows(collected.joined, request.decimals, request.configs is not None, str(request.results))
+    files = export_format(name).export(rows)
     manifest = _manifest(request, name, collected.provenance, files.configs, files.rows, files.skipped)
     _write(out, files.texts, manifest, overwrite=request.overwrite)
     return ExportResult(out, dict(sorted(files.rows.items())), files.skipped, name)

@@ -38,6 +38,20 @@ def check_decimals(decimals: int | None) -> None:
 
 
 @dataclass(frozen=True)
+class ExportRows:
+    """What a format is given: the joined prompt + result rows, and what the request says of them."""
+
+    #: `probe` value -> config -> joined rows (`analysis.pipeline.collect`)
+    by_probe: Mapping[str, Mapping[str, pd.DataFrame]]
+    #: `--round` (None: full precision), checked against the format's `rounds` already
+    decimals: int | None = None
+    #: the user named the configs (`--config`): one the format cannot write is an error, not skipped
+    configs_given: bool = False
+    #: the results' name, for messages
+    results: str = ""
+
+
+@dataclass(frozen=True)
 class ExportFiles:
     """What a format writes: each file's text and rows (by path relative to the export folder), and which configs."""
 
@@ -59,16 +73,6 @@ class ExportFormat(Protocol):
     files: tuple[str, ...]
     folders: tuple[str, ...]
 
-    def export(
-        self,
-        by_probe: Mapping[str, Mapping[str, pd.DataFrame]],
-        *,
-        decimals: int | None,
-        configs_given: bool,
-        results: str,
-    ) -> ExportFiles:
-        """The files of the joined rows (`probe` value -> config -> rows); what it cannot write is one `ProbeError`.
-
-        `configs_given`: the user named the configs (`--config`), so one it cannot write is an error, not skipped.
-        """
+    def export(self, rows: ExportRows) -> ExportFiles:
+        """The files of the joined rows; what the format cannot write is one `ProbeError`."""
         ...

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,7 +31,7 @@ from runners.results import ResultKey, short_model_name
 
 from ..columns import RUN_COLUMNS
 from ..csv_cells import csv_text
-from ..export_format import ExportFiles, check_decimals
+from ..export_format import ExportFiles, ExportRows, check_decimals
 from .probe import ROWS  # the `probe` value of the release's items
 from .release import (
     METRIC_PERSONS,
@@ -370,15 +370,9 @@ class TalentOrLuckCsv:
     files = (f"{RELEASE_TOP}/**/*.csv",)
     folders = (RELEASE_TOP, f"{RELEASE_TOP}/**")
 
-    def export(
-        self,
-        by_probe: Mapping[str, Mapping[str, pd.DataFrame]],
-        *,
-        decimals: int | None,
-        configs_given: bool,
-        results: str,
-    ) -> ExportFiles:
+    def export(self, rows: ExportRows) -> ExportFiles:
         """The release's files of the `*_release` configs; other configs are left out (an error when named)."""
+        by_probe, results = rows.by_probe, rows.results
         foreign = {config: probe for probe, configs in by_probe.items() if probe != ROWS for config in configs}
         if foreign:
             config, probe = sorted(foreign.items())[0]
@@ -389,7 +383,7 @@ class TalentOrLuckCsv:
         attribution = by_probe.get(ROWS, {})
         release = {c: f for c, f in attribution.items() if is_release_config(c)}
         others = sorted(set(attribution) - set(release))
-        if configs_given and others:
+        if rows.configs_given and others:
             raise ProbeError(
                 f"--config {others[0]} cannot be written in the release's layout: only the release's own items "
                 f"({', '.join(RELEASE_CONFIGS)}) can"
@@ -400,7 +394,7 @@ class TalentOrLuckCsv:
                 f"--format {TALENT_OR_LUCK_CSV} needs a model scored on {', '.join(RELEASE_CONFIGS)} "
                 "(probes run DATASET --config single_actor_release ...)"
             )
-        frames = release_csv_files(release, decimals)
+        frames = release_csv_files(release, rows.decimals)
         return ExportFiles(
             texts={path: csv_text(frame) for path, frame in frames.items()},
             rows={path: len(frame) for path, frame in frames.items()},
