@@ -25,9 +25,8 @@ from typing import Any
 from promptgen.core.errors import OutputError, ProbeError
 from promptgen.core.files import make_staging_dir, removed_on_error, swap_into_place, write_text, writing
 from promptgen.core.outputs import Layout, Output, check_output
-from promptgen.core.plugins import resolve_reference
 from promptgen.core.version import __version__
-from promptgen.probe_registry import probe_extras, probes
+from promptgen.probe_registry import probe_format, probes
 
 from . import export as jsonl
 from .export_format import ExportFormat, ExportRows, check_decimals, format_helps
@@ -40,10 +39,7 @@ def export_format(name: str) -> ExportFormat:
     """The writer of `--format NAME`: `jsonl`, or the probe's that declares it (`ProbeSpec.export_formats`)."""
     if name == jsonl.JSONL:
         return jsonl.FORMAT
-    fmt = resolve_reference(probe_extras("export_formats")[name].format)
-    if fmt.name != name:  # a spec naming another format's writer would record the wrong format
-        raise ProbeError(f"--format {name}: its writer is format {fmt.name!r}")
-    return fmt
+    return probe_format("export_formats", name)
 
 
 def default_format(row_probes: Sequence[str]) -> str:
@@ -52,8 +48,7 @@ def default_format(row_probes: Sequence[str]) -> str:
     owners = {spec.name: spec for spec in probes().values() for value in row_probes if value in spec.row_probes}
     if len(owners) == 1:
         (spec,) = owners.values()
-        if spec.export_formats:
-            return next(iter(spec.export_formats))
+        return spec.default_export or jsonl.JSONL
     return jsonl.JSONL
 
 

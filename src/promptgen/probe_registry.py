@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .core.errors import ProbeError, RecipeError
-from .core.plugins import load_plugins
+from .core.plugins import load_plugins, resolve_reference
 from .core.probe_spec import ProbeSpec
 
 _REGISTERED: dict[str, ProbeSpec] = {}
@@ -54,6 +54,17 @@ def register_probe(spec: ProbeSpec) -> ProbeSpec:
 def probe_extras(kind: str) -> dict[str, Any]:
     """Every probe's `commands`, `api`, `import_formats` or `export_formats` in one mapping, in registry order."""
     return {name: target for spec in probes().values() for name, target in getattr(spec, kind).items()}
+
+
+def probe_format(kind: str, name: str) -> Any:
+    """The format object of `--format NAME` (`kind`: "import_formats" or "export_formats"), from the probe that
+    declares it, imported on first use; one whose object names another format is refused (its rows or files
+    would be recorded under the wrong format)."""
+    target = probe_extras(kind)[name].format
+    fmt = resolve_reference(target)
+    if fmt.name != name:
+        raise ProbeError(f"--format {name}: {target} is format {fmt.name!r}")
+    return fmt
 
 
 def probes() -> dict[str, ProbeSpec]:

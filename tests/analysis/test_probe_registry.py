@@ -223,3 +223,16 @@ def test_two_probes_cannot_add_the_same_command_api_name_or_format(fake_probe) -
         ):
             register_probe(ProbeSpec(name="other", row_probes=("other",), **base, **{kind: extra}))
     assert "other" not in probes()
+
+
+def test_a_format_whose_object_names_another_format_is_refused(fake_probe) -> None:
+    """A spec pointing `--format other-release` at the fake probe's `fake-release` reader would key its rows wrongly."""
+    from promptgen.core.probe_spec import ReleaseFormat
+    from promptgen.probe_registry import probe_format, register_probe
+
+    other = ReleaseFormat("fake_probe:FORMAT", "x")
+    base = {"builder": "other", "draft": "m:f", "analysis": "m", "section": "Other", "table_prefix": "other_"}
+    register_probe(ProbeSpec(name="other", row_probes=("other",), import_formats={"other-release": other}, **base))
+    assert probe_format("import_formats", "fake-release") is fake_probe.FORMAT
+    with pytest.raises(ProbeError, match="--format other-release: fake_probe:FORMAT is format 'fake-release'"):
+        probe_format("import_formats", "other-release")

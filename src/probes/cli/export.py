@@ -33,7 +33,7 @@ def export_cmd(
             "--format",
             help="; ".join(f"{name}: {text}" for name, text in format_helps().items())
             + ". Default: the results' probe's own format where it has one ("
-            + ", ".join(f"{next(iter(s.export_formats))} for {s.name}" for s in probes().values() if s.export_formats)
+            + ", ".join(f"{s.default_export} for {s.name}" for s in probes().values() if s.default_export)
             + "), else jsonl.",
         ),
     ] = None,

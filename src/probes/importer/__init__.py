@@ -37,8 +37,7 @@ from typing import Any
 import numpy as np
 
 from promptgen.core.errors import ProbeError
-from promptgen.core.plugins import resolve_reference
-from promptgen.probe_registry import probe_extras
+from promptgen.probe_registry import probe_extras, probe_format
 from runners.model import identity as model_identity
 from runners.out_folder import check_out_folder
 from runners.prompts import PromptConfig, load_prompt_config
@@ -191,18 +190,10 @@ def _read(source: SourceFile) -> bytes:
         raise ProbeError(f"{source.name}: cannot read it ({exc.strerror or exc})") from exc
 
 
-def import_format(name: str) -> ImportFormat:
-    """The reader of `--format NAME`, from the probe that declares it (`ProbeSpec.import_formats`)."""
-    fmt = resolve_reference(probe_extras("import_formats")[name].format)
-    if fmt.name != name:  # a spec naming another format's reader would key its rows under the wrong backend
-        raise ProbeError(f"--format {name}: its reader is format {fmt.name!r}")
-    return fmt
-
-
 def import_results(request: ImportRequest, *, progress: Callable[[str], None] | None = None) -> ImportResult:
     """`probes import` (module docstring): check everything, then write the rows into `request.out`."""
     note = progress or (lambda _text: None)
-    fmt = import_format(request.format)
+    fmt: ImportFormat = probe_format("import_formats", request.format)
     folder = Path(request.source).expanduser()
     if not folder.is_dir():
         raise ProbeError(f"{request.source}: not a folder (the released outputs to import: {fmt.layout})")

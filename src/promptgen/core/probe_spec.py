@@ -83,6 +83,11 @@ class ProbeSpec:
         }
         return cls(**{**laid_out, **fields})
 
+    @property
+    def default_export(self) -> str | None:
+        """`probes export`'s format for its results when none is named: its first export format (None: jsonl)."""
+        return next(iter(self.export_formats), None)
+
     def __post_init__(self) -> None:
         unknown = sorted(set(self.build_options) - set(PROBE_BUILD_OPTIONS))
         if unknown:
