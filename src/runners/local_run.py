@@ -1,7 +1,7 @@
 """The local driver (docs/DESIGN.md section 7): a prompt config + a model -> result parts, resumable and shardable.
 
-1. The prompt config is loaded with `datasets` (a local Hub-ready folder or a Hub repo id)
-   and checked against the item contract before anything is written.
+1. The prompt config was loaded and checked before the model loaded (`runners.run.resolve_protocol`:
+   the item contract, the protocol, the results folder); the session checks what needs the tokenizer.
 2. `runners.session` selects the shard's items and those still to score under the
    `ResultKey` (same id and same prompt hash are done). A served model resumed scores one
    done item again first (`runners.served_recheck`): other weights behind its name are refused.

@@ -1,7 +1,8 @@
 """The `--out` guard: a run writes only into a results folder or a new one.
 
-Checked before a model loads, by `probes run` (`runners.run`), `probes import` and every
-`runners.session.Session`, so a wrong `--out` is one line, not a traceback after the scoring.
+Checked before a model loads, for every config a run resolves (`runners.run.resolve_protocol`:
+`probes run`, the sweep, the demo, `probes rewrite`) and by `probes import`, so a wrong `--out`
+is one line, not a traceback after the loading and scoring.
 """
 
 from __future__ import annotations

@@ -187,8 +187,6 @@ def run_config_ray(
     shard, limit, batch_size = request.shard_range, request.limit, request.batch_size
     require_for_scoring(backend=backend, ray=True, what="run_config_ray")
     started = time.perf_counter()
-    if num_workers < 1:
-        raise ProbeError("--ray-workers must be positive")
     located = load.locate_model(model, load_options)
     tokenizer, ref, weights = located.tokenizer, located.ref, located.dtype
     session = Session.start(

@@ -62,6 +62,13 @@ class RunRequest:
         # None is "the default", as the keyword arguments this request replaces took it
         if self.load is None:
             object.__setattr__(self, "load", LoadOptions())
+        # the counts a run takes: refused here, as the request is made, never after a model has loaded
+        if (self.batch_size is not None and self.batch_size < 1) or self.flush_every < 1:
+            raise ProbeError("--batch-size and --flush-every must be positive")
+        if self.limit is not None and self.limit < 1:
+            raise ProbeError(f"--limit must be positive, got {self.limit}")
+        if self.ray_workers < 1:
+            raise ProbeError("--ray-workers must be positive")
         if self.ray and backend_spec(self.load.backend).served:
             raise ProbeError(
                 f"--backend {self.load.backend} scores a model behind a server, which scales it itself: drop --ray "

@@ -42,6 +42,7 @@ from runners.prompts import (
     select_rows,
 )
 from runners.request import LoadOptions, RunRequest
+from runners.results.check import check_same_prompts
 from runners.scoring.settings import resolve_scoring
 from runners.summary import RunSummary
 
@@ -225,9 +226,7 @@ def run_many(
     if not configs:
         raise ProbeError("give at least one --config")
     require_for_scoring(backend=template.load.backend, ray=template.ray, what="probes run")
-    # empty, a file, a prompt dataset, an input or unwritable: one line before a model loads
-    inputs = [("DATASET", template.dataset), Reference("--model", template.model)]
-    template = replace(template, shard=template.shard_range, results=check_out_folder(template.results, inputs=inputs))
+    template = replace(template, shard=template.shard_range)
     ref = hub_ref(str(template.dataset), template.revision)  # one commit for every config of the run
     names = expand_configs(template.dataset, configs, ref=ref)
     resolved = [resolve_protocol(replace(template, config=name), ref=ref) for name in names]
@@ -253,9 +252,18 @@ def resolve_protocol(request: RunRequest, *, ref: HubRef | None = None) -> tuple
 
     Returns the config restricted to the rows scored (the protocol's or the request's `where`),
     the request with a `ScoringSettings`, the prompt form and the selection decided, and the
-    run summary's protocol line. Every check here runs before a model loads. `ref`: the Hub
-    dataset's revision already resolved to a commit (`hub_ref`); else it is resolved here.
+    run summary's protocol line. `ref`: the Hub dataset's revision already resolved to a commit
+    (`hub_ref`); else it is resolved here.
+
+    Every check of a config that needs no model is here, so each caller (`run_many`, the sweep,
+    the demo, `probes rewrite`) makes all of them for every config before it loads one: the
+    results folder (empty, a file, a prompt dataset, an input, unwritable, a damaged manifest),
+    the rows it holds being scored on this build of the prompts (else `--rescore-changed`), the
+    protocol, the prompt form and the scoring mode. The session checks only what needs the tokenizer.
     """
+    # empty, a file, a prompt dataset, an input or unwritable: one line before a model loads
+    inputs = [("DATASET", request.dataset), Reference("--model", request.model)]
+    request = replace(request, results=check_out_folder(request.results, inputs=inputs))
     # the protocol's rows, or the request's, then its shard and limit: with a shard or a limit, only those are read
     rows = RowSpec(
         lambda protocol: request.where if request.where is not None else (protocol.where if protocol else None),
@@ -271,5 +279,7 @@ def resolve_protocol(request: RunRequest, *, ref: HubRef | None = None) -> tuple
     if scoring.chat is not None:
         check_chat_form(prompts, scoring.chat)
     check_scoring_mode(prompts, scoring.settings)
+    # a folder of another build's rows: refused before any config of a sweep is scored, not after its load
+    check_same_prompts(request.results, prompts.provenance(), rescore_changed=request.rescore_changed)
     request = replace(request, settings=scoring.settings, chat=scoring.chat, where=scoring.where)
     return prompts, request, scoring.label

@@ -16,7 +16,7 @@
    under the manifest's lock.
 
 Drivers only load models and move items to scorers and rows back. What a run returns is
-`runners.summary.RunSummary`; the `--out` guard the session checks first is `runners.out_folder`;
+`runners.summary.RunSummary`; the `--out` guard checked before the model loads is `runners.out_folder`;
 the positions the selected items need, for an engine sized to them, are `runners.positions_needed`.
 """
 
@@ -36,11 +36,9 @@ from promptgen.core.errors import ProbeError
 from promptgen.core.version import __version__
 from runners import results as res
 from runners.model import identity as model_identity
-from runners.out_folder import check_out_folder
 from runners.prompts import chat_for, check_chat_form, check_chat_template, check_number_mode
 from runners.request import RunRequest
 from runners.results import resume
-from runners.results.check import check_same_prompts
 from runners.scoring.settings import ScoringSettings
 from runners.summary import REFUSED_EXAMPLES, RunSummary, refused_answer
 
@@ -158,7 +156,6 @@ class Session:
             flush_every=request.flush_every,
             started=started,
             name_given=request.model_name is not None,
-            rescore_changed=request.rescore_changed,
         )
 
     @classmethod
@@ -175,22 +172,16 @@ class Session:
         flush_every: int = 64,
         started: float | None = None,
         name_given: bool = True,
-        rescore_changed: bool = False,
     ) -> Session:
-        """Check the options, select the shard's items and those still to score (`batch_size` None: the driver's).
+        """Select the shard's items and those still to score (`batch_size` None: the driver's).
 
-        `name_given`: the key's model name is the user's `--model-name`, not a default
-        (`keep_one_name`). `rescore_changed`: the results folder may hold another build of the
-        config's prompts; its stored items this run selects are checked and the changed ones
-        rescored (`runners.results.check.check_same_prompts`); else such a run is refused.
+        The checks that need no model ran before it, once: the counts as the `RunRequest` was made,
+        the results folder (`runners.out_folder.check_out_folder`) and its prompt build
+        (`runners.results.check.check_same_prompts`) in `runners.run.resolve_protocol`, or in the
+        importer for the rows it writes. `name_given`: the key's model name is the user's
+        `--model-name`, not a default (`keep_one_name`).
         """
-        if (batch_size is not None and batch_size < 1) or flush_every < 1:
-            raise ProbeError("--batch-size and --flush-every must be positive")
-        if limit is not None and limit < 1:
-            raise ProbeError(f"--limit must be positive, got {limit}")
         results = Path(results)
-        check_out_folder(results)
-        check_same_prompts(results, prompts.provenance(), rescore_changed=rescore_changed)
         key = keep_one_name(results, key, name_given=name_given)
         folder = res.key_dir(results, prompts.config, key)
         remove_stale_temp_files(folder)

@@ -260,3 +260,25 @@ def test_probes_rewrite_on_smollm2_for_10_events(built, tmp_path, smollm2) -> No
     assert "0 items scored (10 already done)" in proc.stderr
     again = json.loads((new_path / "build_manifest.json").read_text())
     assert again["fingerprint"] == manifest["fingerprint"]
+
+
+def test_rewrite_with_a_model_refuses_its_target_before_the_model_loads(built, tmp_path, monkeypatch) -> None:
+    """`probes rewrite --model`: an --out whose version folder it may not take is one line before any generation."""
+    from probes.empathy import t2_rewrites
+
+    path, sources, recipe = built
+
+    def never(*_args: Any, **_kwargs: Any) -> Any:
+        raise AssertionError("the model was loaded before the target was checked")
+
+    monkeypatch.setattr(t2_rewrites.Runner, "load", never)
+    taken = tmp_path / "out" / path.name
+    taken.mkdir(parents=True)
+    (taken / "notes.txt").write_text("a user's file")
+    with pytest.raises(ProbeError, match=rf"{taken.name}"):
+        t2_rewrites.rewrite(path, tmp_path / "out", model="org/m", recipe=str(recipe), sources=sources)
+    with pytest.raises(ProbeError, match=r"it is the input DATASET"):  # --overwrite cannot take DATASET's place
+        t2_rewrites.rewrite(path, path.parent, model="org/m", recipe=str(recipe), sources=sources, overwrite=True)
+    with pytest.raises(ProbeError, match="was not built from the recipe"):
+        t2_rewrites.rewrite(path, tmp_path / "v2", model="org/m", sources=sources)  # the repo's recipe
+    assert (taken / "notes.txt").read_text() == "a user's file" and not (tmp_path / "v2").exists()

@@ -214,3 +214,27 @@ def test_a_sweep_of_a_served_model_is_priced_by_the_prompts_the_server_is_sent(
     assert all(s.items == LIMIT for _, s in result.summaries) and len(result.summaries) == 2
     rows = _rows(tmp_path / "s")
     assert {r["backend"] for r in rows.values()} == {"openai"} and {r["model"] for r in rows.values()} == {MODEL}
+
+
+def test_a_stale_results_folder_is_refused_before_the_model_loads(
+    small_datasets_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """A sweep whose OUT/results holds another build's rows of its last config is refused before the one load, so
+    no config before it is scored and then left half a sweep."""
+    from probes import api
+    from runners import results as res
+    from runners.backends import load as models
+
+    def never(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("the model was loaded before every config was checked")
+
+    monkeypatch.setattr(models, "load_backend", never)
+    out = tmp_path / "s"
+    stale = {"prompt_dataset": {"name": "trust-game-names", "config": "race_probe", "fingerprint": "f" * 64}}
+    res.update_manifest(out / "results" / "trust-game-names", "race_probe/k1/shard-0of1", {**stale, "key": "k1"})
+    request = api.SweepRequest(
+        str(tiny_llama_folder("float32")), out, datasets=small_datasets_dir, configs=("single_actor", "race_probe")
+    )
+    with pytest.raises(ProbeError, match=r"config 'race_probe' holds rows scored on another build of its prompts"):
+        api.sweep(request)
+    assert not list((out / "results").glob("*/data"))  # single_actor, resolved first, was not scored

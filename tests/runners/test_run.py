@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -150,3 +151,49 @@ def test_several_configs_share_one_model_load(built_small_release: Path, tmp_pat
         with pytest.raises(TypeError, match="run_many"):
             run(built_small_release, configs, str(tiny_llama_folder("float32")), tmp_path / "r3", limit=2)
     assert len(loads) == 1
+
+
+def _refuse_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    from runners.backends import load as models
+
+    def never(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a model was loaded before the request was checked")
+
+    monkeypatch.setattr(models, "load_backend", never)
+
+
+def test_a_results_folder_of_another_build_is_refused_before_the_model_loads(tmp_path: Path, monkeypatch) -> None:
+    """Every config `run_many` resolves is checked against the builds its results folder records before the one load:
+    a folder holding another build's rows costs no model load (a sweep: no scoring of the configs before it)."""
+    from runners import results as res
+    from runners_fixtures import number_items, write_prompt_folder
+
+    prompts = write_prompt_folder(tmp_path / "prompts", number_items(4))
+    out = tmp_path / "out"
+    other = {"prompt_dataset": {"name": "tiny", "config": "items", "fingerprint": "f" * 64}, "key": "k1"}
+    res.update_manifest(out, "items/k1/shard-0of1", other)
+    _refuse_loads(monkeypatch)
+    with pytest.raises(ProbeError, match=r"config 'items' holds rows scored on another build of its prompts"):
+        run_many(prompts, ["items"], "org/model", out, settings=scoring_settings("sentence"))
+    assert not (out / "data").exists()
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("limit", 0, "--limit must be positive, got 0"),
+        ("batch_size", 0, "--batch-size and --flush-every must be positive"),
+        ("flush_every", 0, "--batch-size and --flush-every must be positive"),
+        ("ray_workers", 0, "--ray-workers must be positive"),
+    ],
+)
+def test_a_run_s_counts_are_refused_as_the_request_is_made(
+    tmp_path: Path, monkeypatch, field: str, value: int, message: str
+) -> None:
+    from runners.request import RunRequest
+
+    _refuse_loads(monkeypatch)
+    with pytest.raises(ProbeError, match=re.escape(message)):
+        RunRequest(tmp_path, "items", "org/model", tmp_path / "out", **{field: value})
+    with pytest.raises(ProbeError, match=re.escape(message)):  # the keyword form of `run` makes the same request
+        run(tmp_path, "items", "org/model", tmp_path / "out", **{field: value})

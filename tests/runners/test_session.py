@@ -53,7 +53,7 @@ def hashed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def _open(prompts: PromptConfig, out: Path, **kw: Any) -> Session:
-    return Session.open(prompts, out, KEY, chat=False, rescore_changed=True, **kw)  # these runs score rebuilds
+    return Session.open(prompts, out, KEY, chat=False, **kw)  # these runs score rebuilds (checked before a run opens)
 
 
 def _score(session: Session) -> None:

@@ -109,6 +109,33 @@ class RewriteResult:
     rewrites: ModelRewrites
 
 
+def check_rewrite_target(
+    results: Path,
+    dataset: Path,
+    out_dir: Path,
+    *,
+    recipe: str,
+    sources: SourceOptions | str | Path | None,
+    overwrite: bool,
+) -> int | None:
+    """Refuse, in one line, a DATASET not built from `recipe` or an `out_dir/<name>` the new version may not take.
+
+    Returns DATASET's `--max-events` (the new version is built at the same). `probes rewrite
+    --model` checks this before it generates, and `apply_rewrites` again before it writes.
+    """
+    # the name differs from the recipe's with --max-events (`intergroup-empathy-events24`)
+    manifest, spec = read_built_from(dataset, recipe, flag="DATASET", expected="an intergroup-empathy folder")
+    max_events = manifest.get("parameters", {}).get("max_events")
+    target = output_path(out_dir, "--out") / BuildOptions(max_events=max_events).dataset_name(spec.name)
+    inputs = [
+        ("--results", results),
+        ("DATASET", dataset),
+        *SourceOptions.of(sources).references(),
+    ]
+    check_dataset_target(target, overwrite=overwrite, inputs=inputs)
+    return max_events
+
+
 def apply_rewrites(
     results: Path,
     dataset: Path,
@@ -121,16 +148,7 @@ def apply_rewrites(
 ) -> RewriteResult:
     """Write the version of DATASET whose T2 narratives are the rewrites in RESULTS to `out_dir/<name>` (atomic)."""
     dataset = Path(dataset)
-    # the name differs from the recipe's with --max-events (`intergroup-empathy-events24`)
-    manifest, spec = read_built_from(dataset, recipe, flag="DATASET", expected="an intergroup-empathy folder")
-    max_events = manifest.get("parameters", {}).get("max_events")
-    target = output_path(out_dir, "--out") / BuildOptions(max_events=max_events).dataset_name(spec.name)
-    inputs = [
-        ("--results", results),
-        ("DATASET", dataset),
-        *SourceOptions.of(sources).references(),
-    ]
-    check_dataset_target(target, overwrite=overwrite, inputs=inputs)
+    max_events = check_rewrite_target(results, dataset, out_dir, recipe=recipe, sources=sources, overwrite=overwrite)
     found = load_key_rows(
         results,
         REWRITE_CONFIG,
@@ -198,6 +216,8 @@ def rewrite(
             raise ProbeError(
                 f"DATASET {dataset} has no {REWRITE_CONFIG} config; rebuild it with this version of probes build"
             )
+        # the version's target before the generation, so an --out it may not take costs no model load
+        check_rewrite_target(results, Path(dataset), out_dir, recipe=recipe, sources=sources, overwrite=overwrite)
         settings = ScoringSettings(mode="generate", temperature=0.0, max_new_tokens=max_new_tokens)
         request = RunRequest(
             dataset,

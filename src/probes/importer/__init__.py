@@ -18,7 +18,7 @@ results folder.
 - The manifest entry of each config records `imported`: the format, the digest and each file
   (its name relative to the imported folder, never a local path, its sha256 and rows).
 - Everything is checked before anything is written: the output folder, every file of every
-  config against its prompts, the results folder's own checks of a run (`Session.open`). Then
+  config against its prompts, the results folder's prompt build (`check_same_prompts`). Then
   the files are read again to write their rows, each checked against the sha256 it had.
 - Only the configs found are imported (a subset is fine), and of a config only the items its
   files hold.
@@ -42,6 +42,7 @@ from runners.model import identity as model_identity
 from runners.out_folder import check_out_folder
 from runners.prompts import PromptConfig, load_prompt_config
 from runners.results import ResultKey
+from runners.results.check import check_same_prompts
 from runners.session import Session, result_key
 
 from .common import ImportFormat, SourceFile
@@ -209,6 +210,7 @@ def import_results(request: ImportRequest, *, progress: Callable[[str], None] | 
     for config, entry in checked.items():  # the results folder's checks of a run, for every config, before writing
         positions = np.sort(np.concatenate(entry.positions))
         narrowed = replace(entry.prompts, dataset=entry.prompts.dataset.select(positions))
+        check_same_prompts(out, narrowed.provenance())
         sessions[config] = Session.open(narrowed, out, key, chat=chat, batch_size=None, flush_every=FLUSH_EVERY)
     imported = []
     for config, entry in checked.items():
