@@ -1,10 +1,10 @@
 """Load and check one config of a prompt dataset (docs/DESIGN.md section 7, step 1), before any model loads.
 
-`load_prompt_config` is how both drivers (`runners.local_run`, `runners.ray_run`), `probes rewrite`
-and the demo read a prompt config: a local Hub-ready folder or a Hub repo id, loaded with
-`datasets` and checked against the item contract. The checks that need the tokenizer's choice
-of prompt form or scoring mode (`check_chat_form`, `check_number_mode`) run once it is known,
-still before anything is written.
+`load_prompt_config` is how a run reads a prompt config (`runners.run.resolve_protocol`, for
+`probes run`, the sweep, the demo and `probes rewrite`), and `probes import` the prompts it
+answers: a local Hub-ready folder or a Hub repo id, loaded with `datasets` and checked against
+the item contract. The checks that need the tokenizer's choice of prompt form or scoring mode
+(`check_chat_form`, `check_number_mode`) run once it is known, still before anything is written.
 """
 
 from __future__ import annotations
@@ -181,7 +181,6 @@ def load_prompt_config(
     config: str,
     *,
     revision: str | None = None,
-    chat: bool | None = None,
     ref: remote.HubRef | None = None,
     rows: RowSpec | None = None,
 ) -> PromptConfig:
@@ -190,9 +189,9 @@ def load_prompt_config(
     Checked before any model loads: the config name is one path segment (it names the result
     folder `data/<config>/`), a local folder's data files of the config are the ones its
     build_manifest.json lists (`check_data_files`; a Hub dataset's too, once downloaded), and
-    the rows keep the item contract with the prompt form `chat` reads (`check_prompt_config`;
-    None: either form). A Hub dataset is read at one commit (`ref`, else `revision` resolved
-    here): rows, build manifest and card.
+    the rows keep the item contract with either prompt form (`check_prompt_config`; the form a
+    run reads is checked once it is decided, `check_chat_form`). A Hub dataset is read at one
+    commit (`ref`, else `revision` resolved here): rows, build manifest and card.
     `rows` with a shard or a limit: a local config holds only the rows the run selects (`RowSpec`).
     """
     check_path_segment(config, "config name (--config)")
@@ -232,7 +231,7 @@ def load_prompt_config(
         files = config_data_files(folder, config)
     header = read_card_header(folder) if ref is None else remote.read_card_header(ref)
     license = header.get("license", "other")
-    check_prompt_config(ds, f"{dataset} config {config!r}", chat=chat)
+    check_prompt_config(ds, f"{dataset} config {config!r}")
     content = (
         local_content(config, files, built, total) if ref is None else hub_content(dataset, ref.commit, config, len(ds))
     )
@@ -380,8 +379,8 @@ def check_scoring_mode(prompts: PromptConfig, settings: ScoringSettings) -> None
 def check_chat_form(prompts: PromptConfig, chat: bool) -> None:
     """Once the tokenizer has decided `chat`, every item must have the form it reads (`check_prompt_forms`).
 
-    `load_prompt_config` checks this already when --chat/--no-chat was given; left to the
-    tokenizer, it is known only here, still before anything is written.
+    `runners.run.resolve_protocol` checks it before the load when --chat/--no-chat or the
+    protocol decided; left to the tokenizer, the session checks it, still before anything is written.
     """
     check_prompt_forms(prompts.dataset, f"{prompts.path} config {prompts.config!r}", chat)
 

@@ -205,7 +205,8 @@ def make_plan(req: PlanRequest, *, progress: Callable[[str], None] | None = None
     settings = default_batching(req, config, shape)
     given = {k: v for k, v in (("scoring", req.scoring), ("max_new_tokens", req.max_new_tokens)) if v is not None}
     # each config's scoring as `probes run` resolves it without flags (those given laid over the protocol)
-    scorings = {c: resolve_scoring(protocols.get(c), given or None, req.chat).settings for c in configs}
+    resolved = {c: resolve_scoring(protocols.get(c), given or None, req.chat) for c in configs}
+    scorings = {c: resolved[c].settings for c in configs}
     generated = [c for c in configs if scorings[c].mode == "generate"]
     profile = None
     if req.number_tolerance:
@@ -220,9 +221,9 @@ def make_plan(req: PlanRequest, *, progress: Callable[[str], None] | None = None
     machine = decode_machine(shape, req.gpu)
     per_config: dict[str, Any] = {}
     for name in configs:
-        # the form and rows a run without flags scores: the config's protocol, unless --chat/--no-chat was given
+        # the form and rows a run without flags scores: --chat/--no-chat, else the protocol's, else the tokenizer's
         protocol = protocols.get(name)
-        form = chat if req.chat is not None or protocol is None or protocol.chat is None else protocol.chat
+        form = chat_for(tokenizer, resolved[name].chat)
         check_chat_template(name, tokenizer, form)
         rows = ConfigRows(files[name], where=None if protocol is None else protocol.where, limit=req.limit)
         scoring = scorings[name]
