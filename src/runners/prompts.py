@@ -18,8 +18,10 @@ from promptgen.core.contract import EMPTY_CONFIG, arrow_table, check_prompt_conf
 from promptgen.core.errors import ProbeError, dataset_load_errors
 from promptgen.core.layout import BUILD_MANIFEST
 from promptgen.hub import remote
-from promptgen.hub.folder import check_data_files, check_path_segment, config_data_files
+from promptgen.hub.folder import check_path_segment
 from promptgen.hub.read import (
+    check_data_files,
+    config_data_files,
     config_files,
     config_schema,
     has_build_manifest,

@@ -39,8 +39,8 @@ from promptgen.core.outputs import output_path
 from promptgen.empathy.events import REWRITE_CONFIG, rewrite_item_id
 from promptgen.empathy.model_rewrites import ModelRewrites
 from promptgen.empathy.third_person import RULE_METHOD, parse_rewrite
-from promptgen.hub.folder import check_dataset_target, read_built_from
-from promptgen.hub.read import config_files, config_folder, read_parquet_files
+from promptgen.hub.folder import check_dataset_target
+from promptgen.hub.read import config_files, config_folder, read_built_from, read_parquet_files
 from promptgen.sources import SourceOptions
 from runners.backends import require_for_scoring
 from runners.request import LoadOptions, RunRequest

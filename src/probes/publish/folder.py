@@ -15,8 +15,7 @@ from typing import Any
 
 from promptgen.core.errors import ProbeError
 from promptgen.core.layout import BUILD_MANIFEST
-from promptgen.hub.folder import check_data_files
-from promptgen.hub.read import read_build_manifest
+from promptgen.hub.read import check_data_files, read_build_manifest
 from runners.results import CARD_NAME, MANIFEST_NAME, read_manifest
 from runners.results.check import foreign_files, validate_results
 
@@ -105,7 +104,7 @@ def _results_folder(root: Path, files: tuple[LocalFile, ...]) -> LocalFolder:
 
 
 def _check_prompt_files(manifest_path: Path, manifest: Mapping[str, Any], files: Iterable[LocalFile]) -> None:
-    """The data files must be exactly the manifest's, byte for byte (`promptgen.hub.folder.check_data_files`).
+    """The data files must be exactly the manifest's, byte for byte (`promptgen.hub.read.check_data_files`).
 
     Publishing a folder whose parquet files were edited or mixed with another build would put
     rows on the Hub that the fingerprint and the card do not describe.

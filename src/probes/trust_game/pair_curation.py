@@ -35,8 +35,8 @@ from promptgen.build import build
 from promptgen.core.errors import ProbeError
 from promptgen.core.layout import BUILD_MANIFEST
 from promptgen.core.outputs import output_path
-from promptgen.hub.folder import check_dataset_target, read_built_from
-from promptgen.hub.read import config_files, config_folder, read_parquet_files
+from promptgen.hub.folder import check_dataset_target
+from promptgen.hub.read import config_files, config_folder, read_built_from, read_parquet_files
 from promptgen.sources import SourceOptions
 from promptgen.trust_game.curation import (
     DEFAULT_PER_GENDER,

@@ -1,4 +1,4 @@
-"""Write a Hub-ready dataset folder (docs/DESIGN.md section 2), atomically and deterministically; check a built one.
+"""Write a Hub-ready dataset folder (docs/DESIGN.md section 2), atomically and deterministically.
 
 Layout::
 
@@ -25,7 +25,7 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,7 +37,7 @@ from ..core.errors import OutputError, ProbeError
 from ..core.files import make_staging_dir, removed_on_error, sha256_file, swap_into_place, write_text, writing
 from ..core.layout import BUILD_MANIFEST
 from ..core.outputs import Input, Layout, Output, check_output
-from .read import config_folder, read_build_manifest
+from .read import config_folder
 
 if TYPE_CHECKING:  # a type only: readers of built folders (run, publish) need not import datasets
     from datasets import Features
@@ -327,96 +327,3 @@ DATASET_OUTPUT = Output(
 def check_dataset_target(target: Path, *, overwrite: bool, inputs: Iterable[Input] = ()) -> Path:
     """`promptgen.core.outputs.check_output` for a dataset folder `OUT/<name>` (before any work)."""
     return check_output(target, DATASET_OUTPUT, overwrite=overwrite, inputs=inputs)
-
-
-def read_built_from(
-    dataset: Path, recipe: str, *, flag: str, expected: str, same_name: bool = False
-) -> tuple[dict[str, Any], Any]:
-    """(manifest, recipe) of a built folder that a command rebuilds as a new version.
-
-    The folder must have been built from `recipe` (its sha256 is compared, and with `same_name`
-    the dataset name too), so the rebuilt configs are the ones its results were scored on.
-    """
-    from ..recipe import load_recipe
-
-    manifest = read_build_manifest(dataset, flag=flag, expected=expected)
-    spec = load_recipe(recipe)
-    built_from = manifest.get("recipe", {}).get("sha256")
-    if built_from != spec.sha256 or (same_name and manifest.get("name") != spec.name):
-        raise ProbeError(
-            f"{flag} {dataset} ({manifest.get('name')}, recipe sha256 {str(built_from)[:16]}…) was not built from "
-            f"the recipe {spec.path} ({spec.name}, sha256 {spec.sha256[:16]}…); rebuild it or pass --recipe"
-        )
-    return manifest, spec
-
-
-#: what `check_data_files` is given per data file: (size in bytes, sha256 or None when not hashed)
-FileFacts = tuple[int, str | None]
-
-
-def manifest_data_files(manifest: Mapping[str, Any], where: Path) -> dict[str, dict[str, Any]]:
-    """{path under the folder: its manifest entry (sha256, bytes)} of every config's data files."""
-    configs = manifest.get("configs")
-    if not isinstance(configs, dict) or not configs:
-        raise ProbeError(f"{where}: no `configs` with data files; rebuild the folder with `probes build`")
-    out: dict[str, dict[str, Any]] = {}
-    for name, info in configs.items():
-        files = info.get("files", []) if isinstance(info, dict) else None
-        if not isinstance(files, list) or not all(
-            isinstance(e, dict) and isinstance(e.get("path"), str) and isinstance(e.get("sha256"), str) for e in files
-        ):
-            raise ProbeError(
-                f"{where}: configs.{name}.files must be a list of {{path, sha256, bytes}} objects; "
-                "rebuild the folder with `probes build`"
-            )
-        out.update((entry["path"], entry) for entry in files)
-    return out
-
-
-def config_data_files(folder: Path, config: str) -> dict[str, FileFacts]:
-    """{path under `folder`: (size, sha256)} of the files in `data/<config>/`, hidden ones left out.
-
-    Hashing is cheap next to what reading a config costs anyway (`datasets` converts every byte
-    of a local folder again on each load): sha256 runs at about 500 MB/s here.
-    """
-    config_dir = config_folder(folder, config)
-    if not config_dir.is_dir():
-        return {}
-    return {
-        path.relative_to(folder).as_posix(): (path.stat().st_size, sha256_file(path))
-        for path in sorted(config_dir.rglob("*"))
-        if path.is_file() and not any(part.startswith(".") for part in path.relative_to(config_dir).parts)
-    }
-
-
-def check_data_files(
-    folder: Path | str,
-    manifest: Mapping[str, Any],
-    found: Mapping[str, FileFacts],
-    *,
-    config: str | None = None,
-    fix: str = "rebuild the folder with `probes build --overwrite`",
-) -> None:
-    """The data files must be exactly those `build_manifest.json` lists: none extra, none missing, same bytes.
-
-    One check for every reader of a built folder: `probes publish` (all configs) and `probes run`
-    (`config` only: the one it loads). An extra parquet beside a config's shards is read by
-    `datasets` with them and would be scored, analysed or uploaded under a fingerprint that does
-    not describe it. Sizes are compared always, sha256 where `found` has one. `folder` is a
-    local folder, or a Hub dataset's label (`ORG/NAME@<commit>`, `fix` then says to republish).
-    """
-    path = Path(folder) / BUILD_MANIFEST
-    expected = manifest_data_files(manifest, path)
-    if config is not None:
-        prefix = f"data/{config}/"
-        expected = {p: e for p, e in expected.items() if p.startswith(prefix)}
-        found = {p: f for p, f in found.items() if p.startswith(prefix)}
-    problems = [f"missing {p}" for p in sorted(expected.keys() - found.keys())]
-    problems += [f"not listed in the manifest: {p}" for p in sorted(found.keys() - expected.keys())]
-    for p in sorted(expected.keys() & found.keys()):
-        size, sha256 = found[p]
-        if ("bytes" in expected[p] and expected[p]["bytes"] != size) or (sha256 and sha256 != expected[p]["sha256"]):
-            problems.append(f"sha256 differs: {p}")
-    if problems:
-        shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
-        raise ProbeError(f"{folder}: the data files do not match {BUILD_MANIFEST} ({shown}); {fix}")

@@ -185,7 +185,7 @@ def config_data_files(
     from huggingface_hub.hf_api import RepoFile
 
     from ..core.files import sha256_file
-    from .folder import manifest_data_files
+    from .read import manifest_data_files
 
     prefix = f"data/{config}/"
     if constants.HF_HUB_OFFLINE:

@@ -64,7 +64,7 @@ def local_content(
 ) -> PromptContent | None:
     """The content of a local config, from its data files `files` ({path: (size, sha256)}, hashed from their bytes).
 
-    Only for files `promptgen.hub.folder.check_data_files` matched against `manifest` (the folder's
+    Only for files `promptgen.hub.read.check_data_files` matched against `manifest` (the folder's
     build manifest), and when the config loaded with the rows the manifest lists; else None
     (its rows are checked by hashing).
     """
