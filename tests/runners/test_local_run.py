@@ -1,4 +1,4 @@
-"""The run loop (runners.loop, runners.results, `probes run`) on a tiny prompt folder and SmolLM2."""
+"""The run loop (runners.local_run, runners.rows, runners.results, `probes run`) on a tiny prompt folder and SmolLM2."""
 
 from __future__ import annotations
 

@@ -42,7 +42,7 @@ MATCH = ("dimension", "identity", "gender", "outcome", "domain", "scenario")
 DELTA_GROUPS = ("outcome_config", "dimension", "identity", "gender", "outcome")
 OBSERVER_GROUPS = ("dimension", "identity", "gender", "outcome", "observer_cause")
 OBSERVER_COMPARISON = ("delta_d2", "context+identity")
-#: the designed comparison's columns (`attribution.TWO_SAMPLE_COLUMNS`) with the group's row count
+#: the designed comparison's columns (`analysis.attribution.tables.TWO_SAMPLE_COLUMNS`) with the group's row count
 TWO_SAMPLE = (*TWO_SAMPLE_COLUMNS[:2], "n_rows", *TWO_SAMPLE_COLUMNS[2:])
 #: the actor-actor row's columns of person X / Y, named as the single-actor rows name them
 _PERSON = {
