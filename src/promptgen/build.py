@@ -9,13 +9,13 @@ from typing import Any
 
 from .core.build_options import BuildOptions
 from .core.errors import RecipeError
-from .core.outputs import Reference, output_path
+from .core.outputs import Input, Reference, output_path
 from .core.plugins import resolve_reference
 from .core.version import __version__
 from .hub.cards import render_card
 from .hub.draft import DatasetDraft
 from .hub.folder import check_dataset_target, write_hub_folder
-from .hub.read import read_build_manifest
+from .hub.read import read_build_manifest, read_built_from
 from .probe_registry import spec_of_builder
 from .protocols import protocols_by_config
 from .recipe import Recipe, load_recipe
@@ -117,6 +117,33 @@ def _options(
 def built_name(name_or_path: str, **options: Any) -> str:
     """The folder name `build(name_or_path, **options)` writes under its `out_dir`, known before any work."""
     return _options(**options).dataset_name(load_recipe(name_or_path).name)
+
+
+def check_new_version(
+    dataset: Path,
+    recipe: str,
+    out_dir: Path,
+    *,
+    inputs: Sequence[Input],
+    sources: SourceOptions | str | Path | None,
+    overwrite: bool,
+    flag: str,
+    expected: str,
+    same_name: bool = False,
+) -> tuple[dict[str, Any], Recipe]:
+    """(manifest, recipe) of DATASET, which a derive step rebuilds as a new version, checked before any work.
+
+    `probes rewrite` and `probes curate-pairs` rebuild DATASET from `recipe` with a model's output
+    as an extra input, at DATASET's own --max-events: DATASET must have been built from `recipe`
+    (`read_built_from`), and the folder the rebuild writes (`built_name`) must be one `build` may
+    take, none of `inputs` (the results read, DATASET) or the sources.
+    """
+    manifest, spec = read_built_from(Path(dataset), recipe, flag=flag, expected=expected, same_name=same_name)
+    # the name differs from the recipe's with --max-events (`intergroup-empathy-events24`)
+    name = BuildOptions(max_events=manifest.get("parameters", {}).get("max_events")).dataset_name(spec.name)
+    references = [*inputs, *SourceOptions.of(sources).references()]
+    check_dataset_target(output_path(out_dir, "--out") / name, overwrite=overwrite, inputs=references)
+    return manifest, spec
 
 
 def build(

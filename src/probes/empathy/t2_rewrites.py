@@ -32,15 +32,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from promptgen.build import build
-from promptgen.core.build_options import BuildOptions
+from promptgen.build import build, check_new_version
 from promptgen.core.errors import ProbeError
 from promptgen.core.outputs import output_path
 from promptgen.empathy.events import REWRITE_CONFIG, rewrite_item_id
 from promptgen.empathy.model_rewrites import ModelRewrites
 from promptgen.empathy.third_person import RULE_METHOD, parse_rewrite
-from promptgen.hub.folder import check_dataset_target
-from promptgen.hub.read import config_files, config_folder, read_built_from, read_parquet_files
+from promptgen.hub.read import config_files, config_folder, read_parquet_files
 from promptgen.sources import SourceOptions
 from runners.backends import require_for_scoring
 from runners.request import LoadOptions, RunRequest
@@ -109,31 +107,14 @@ class RewriteResult:
     rewrites: ModelRewrites
 
 
-def check_rewrite_target(
-    results: Path,
-    dataset: Path,
-    out_dir: Path,
-    *,
-    recipe: str,
-    sources: SourceOptions | str | Path | None,
-    overwrite: bool,
-) -> int | None:
-    """Refuse, in one line, a DATASET not built from `recipe` or an `out_dir/<name>` the new version may not take.
-
-    Returns DATASET's `--max-events` (the new version is built at the same). `probes rewrite
-    --model` checks this before it generates, and `apply_rewrites` again before it writes.
-    """
-    # the name differs from the recipe's with --max-events (`intergroup-empathy-events24`)
-    manifest, spec = read_built_from(dataset, recipe, flag="DATASET", expected="an intergroup-empathy folder")
-    max_events = manifest.get("parameters", {}).get("max_events")
-    target = output_path(out_dir, "--out") / BuildOptions(max_events=max_events).dataset_name(spec.name)
-    inputs = [
-        ("--results", results),
-        ("DATASET", dataset),
-        *SourceOptions.of(sources).references(),
-    ]
-    check_dataset_target(target, overwrite=overwrite, inputs=inputs)
-    return max_events
+def _version_target(results: Path, dataset: Path, out_dir: Path, recipe: str, sources: Any, overwrite: bool) -> dict:
+    """DATASET's build manifest, once its recipe and the new version's `out_dir/<name>` are checked
+    (`check_new_version`): before `probes rewrite --model` generates, and again before the version is written."""
+    manifest, _ = check_new_version(
+        dataset, recipe, out_dir, inputs=[("--results", results), ("DATASET", dataset)], sources=sources,
+        overwrite=overwrite, flag="DATASET", expected="an intergroup-empathy folder",
+    )  # fmt: skip
+    return manifest
 
 
 def apply_rewrites(
@@ -148,7 +129,8 @@ def apply_rewrites(
 ) -> RewriteResult:
     """Write the version of DATASET whose T2 narratives are the rewrites in RESULTS to `out_dir/<name>` (atomic)."""
     dataset = Path(dataset)
-    max_events = check_rewrite_target(results, dataset, out_dir, recipe=recipe, sources=sources, overwrite=overwrite)
+    manifest = _version_target(results, dataset, out_dir, recipe, sources, overwrite)
+    max_events = manifest.get("parameters", {}).get("max_events")  # the new version is built at the same
     found = load_key_rows(
         results,
         REWRITE_CONFIG,
@@ -217,7 +199,7 @@ def rewrite(
                 f"DATASET {dataset} has no {REWRITE_CONFIG} config; rebuild it with this version of probes build"
             )
         # the version's target before the generation, so an --out it may not take costs no model load
-        check_rewrite_target(results, Path(dataset), out_dir, recipe=recipe, sources=sources, overwrite=overwrite)
+        _version_target(results, Path(dataset), out_dir, recipe, sources, overwrite)
         settings = ScoringSettings(mode="generate", temperature=0.0, max_new_tokens=max_new_tokens)
         request = RunRequest(
             dataset,

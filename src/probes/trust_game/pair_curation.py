@@ -31,12 +31,10 @@ from typing import Any
 
 import pandas as pd
 
-from promptgen.build import build
+from promptgen.build import build, check_new_version
 from promptgen.core.errors import ProbeError
 from promptgen.core.layout import BUILD_MANIFEST
-from promptgen.core.outputs import output_path
-from promptgen.hub.folder import check_dataset_target
-from promptgen.hub.read import config_files, config_folder, read_built_from, read_parquet_files
+from promptgen.hub.read import config_files, config_folder, read_parquet_files
 from promptgen.sources import SourceOptions
 from promptgen.trust_game.curation import (
     DEFAULT_PER_GENDER,
@@ -188,15 +186,10 @@ def curate_pairs(
 ) -> CurateResult:
     """Curate one model's pairs and write the next version of the dataset to `out_dir/<name>` (atomic)."""
     dataset = Path(dataset)
-    manifest, spec = read_built_from(
-        dataset, recipe, flag="--prompts", expected="a trust-game-names folder", same_name=True
-    )
-    inputs = [
-        ("RESULTS", results),
-        ("--prompts", dataset),
-        *SourceOptions.of(sources).references(),
-    ]
-    check_dataset_target(output_path(out_dir, "--out") / spec.name, overwrite=overwrite, inputs=inputs)
+    manifest, _ = check_new_version(
+        dataset, recipe, out_dir, inputs=[("RESULTS", results), ("--prompts", dataset)], sources=sources,
+        overwrite=overwrite, flag="--prompts", expected="a trust-game-names folder", same_name=True,
+    )  # fmt: skip
     if per_gender < 1:
         raise ProbeError(f"--per-gender must be positive, got {per_gender}")
     found = load_race_probe_results(results, key=key)
