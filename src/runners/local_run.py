@@ -24,7 +24,6 @@ from runners.model.device import default_batch_size
 from runners.prompts import PromptConfig
 from runners.request import RunRequest
 from runners.rows import scored_batches
-from runners.scoring.settings import ScoringSettings
 from runners.served_recheck import check_served_unchanged
 from runners.session import Session
 from runners.summary import RunSummary
@@ -53,18 +52,13 @@ def run_config(
     `on_start(total, done)` and `on_advance(n)` report progress.
     """
     started = time.perf_counter()
-    # `run.resolve_protocol` lays a dataset's protocol under a request; called directly, the driver
-    # scores a request's own settings, None being the project's defaults
-    settings = ScoringSettings() if request.settings is None else request.settings
-    if not isinstance(settings, ScoringSettings):  # a bug, not input
-        raise TypeError("run_config needs complete ScoringSettings; resolve flags with runners.run.resolve_protocol")
+    settings = request.scoring  # the protocol's as resolved, else (called directly) the request's or the defaults
     batch_size = default_batch_size(backend.device) if request.batch_size is None else request.batch_size
     dtype = backend.dtype or request.load.dtype  # what the backend loaded; what was asked when it does not say
     session = Session.start(
         prompts,
         request,
         tokenizer,
-        settings=settings,
         model_id=backend.model_id,
         revision=model_revision,
         dtype=dtype,

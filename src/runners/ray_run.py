@@ -179,10 +179,7 @@ def run_config_ray(
     (`RAY_ADDRESS`), or starts a local one, unless Ray is initialised already. Ray Data's own
     progress bars are off during the run: `on_start(total, done)` and `on_advance(n)` report progress.
     """
-    load_options, model, settings = request.load, request.model, request.settings
-    # `run.resolve_protocol` lays a dataset's protocol under a request; called directly, the driver
-    # scores a request's own settings, None being the project's defaults (as `local_run.run_config`)
-    settings = ScoringSettings() if settings is None else settings
+    load_options, model, settings = request.load, request.model, request.scoring
     backend, device, num_workers = load_options.backend, load_options.device, request.ray_workers
     shard, limit, batch_size = request.shard_range, request.limit, request.batch_size
     require_for_scoring(backend=backend, ray=True, what="run_config_ray")
@@ -193,7 +190,6 @@ def run_config_ray(
         prompts,
         request,
         tokenizer,
-        settings=settings,
         model_id=model,
         revision=ref.revision,
         dtype=weights,

@@ -76,6 +76,20 @@ class RunRequest:
             )
 
     @property
+    def scoring(self) -> ScoringSettings:
+        """The settings a driver scores with, defined once for both drivers and the session.
+
+        `runners.run.resolve_protocol` lays the dataset's protocol under the request and passes on
+        complete settings; a driver called directly scores the request's own, None being the
+        project's defaults. A mapping of flags here is a caller's bug (it skipped the resolving).
+        """
+        if self.settings is None:
+            return ScoringSettings()
+        if not isinstance(self.settings, ScoringSettings):
+            raise TypeError("a driver needs complete ScoringSettings; resolve flags with runners.run.resolve_protocol")
+        return self.settings
+
+    @property
     def shard_range(self) -> tuple[int, int]:
         """(i, n): the shard to score (`results.parse_shard` of the text; (0, 1) when none)."""
         return self.shard if isinstance(self.shard, tuple) else parse_shard(self.shard)

@@ -123,7 +123,6 @@ class Session:
         request: RunRequest,
         tokenizer: Any,
         *,
-        settings: ScoringSettings,
         model_id: str,
         revision: str,
         dtype: str | None,
@@ -131,14 +130,14 @@ class Session:
         batch_size: int | None,
         started: float,
     ) -> Session:
-        """The one way a driver starts a config: the chat default, the checks that need the tokenizer, the
-        model's name and the result key, then `open`.
+        """The one way a driver starts a config: its settings (`RunRequest.scoring`), the chat default, the
+        checks that need the tokenizer, the model's name and the result key, then `open`.
 
         `model_id` is what names the model when `request.model_name` does not (`model_name_for`),
         `revision` and `dtype` what the key records; the checks that need no model ran before the load
         (`runners.run.resolve_protocol`).
         """
-        chat = chat_for(tokenizer, request.chat)
+        settings, chat = request.scoring, chat_for(tokenizer, request.chat)
         if request.chat is None:  # decided by the tokenizer just now; a form decided before the load was checked then
             check_chat_form(prompts, chat)
         check_chat_template(prompts.config, tokenizer, chat)

@@ -197,3 +197,19 @@ def test_a_run_s_counts_are_refused_as_the_request_is_made(
         RunRequest(tmp_path, "items", "org/model", tmp_path / "out", **{field: value})
     with pytest.raises(ProbeError, match=re.escape(message)):  # the keyword form of `run` makes the same request
         run(tmp_path, "items", "org/model", tmp_path / "out", **{field: value})
+
+
+def test_a_driver_scores_resolved_settings_or_the_defaults(tmp_path: Path) -> None:
+    """`RunRequest.scoring`, what both drivers and the session read: the settings as resolved, the project's defaults
+    when none were given (a driver called directly), and a bug's TypeError for flags nobody resolved."""
+    from runners.request import RunRequest
+    from runners.scoring.settings import ScoringSettings
+
+    def request(settings: object) -> RunRequest:
+        return RunRequest(tmp_path, "items", "org/model", tmp_path / "out", settings=settings)
+
+    assert request(None).scoring == ScoringSettings()
+    letter = scoring_settings("letter")
+    assert request(letter).scoring is letter
+    with pytest.raises(TypeError, match=re.escape("resolve flags with runners.run.resolve_protocol")):
+        _ = request({"scoring": "letter"}).scoring
