@@ -1,4 +1,4 @@
-"""The backend contract (`runners.backends.protocol.Backend.score`), one suite run on every backend.
+"""The backend contract (`runners.backends.protocol.Backend`: `score`, and `generate`), one suite run on every backend.
 
 Like cappr's `_base.py`: each backend is handed the same requests, and every number it returns is
 checked against an oracle that does not use it: the fake backend's and the scripted server's known
@@ -7,7 +7,10 @@ passes from the first token (`runners_fixtures.full_forward_logprobs`, no cache,
 The contract: one result per request, in order; a log-probability per continuation token and a row
 of candidate log-probabilities after the context and after each continuation token; the context's
 length; numbers that do not depend on which other requests share the call; a JSON-able
-`hardware()`; a name the registry knows. vLLM's engine is the slow tier's.
+`hardware()`; a name the registry knows. Generation, on the backends that decode a model (hf,
+vLLM): greedy tokens equal to argmax decoding by those full passes, up to `max_tokens`, a stop
+token id (left out of the text) or the first stop string (kept, the text cut after it), with the
+finish reason each gives. vLLM's engine is the slow tier's.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import pytest
 from runners.backends import backend_spec
 from runners.backends.vllm.spec import VllmOptions
 from runners.exchange import ScoreRequest
-from runners_fixtures import full_forward_logprobs, load_folder, require_extra
+from runners_fixtures import full_forward_logprobs, load_folder, load_tokenizer, require_extra
 
 #: every shape a request takes: continuations and candidates, continuations only, candidates only
 REQUESTS = (
@@ -61,7 +64,7 @@ def _model_oracle(model: Any) -> Oracle:
 def _hf(model: Any) -> Iterator[tuple[Any, Oracle, float]]:
     from runners.backends.hf.backend import HFBackend
 
-    yield HFBackend(model, model_id="m"), _model_oracle(model), 2e-4
+    yield HFBackend(model, model_id="m", tokenizer=load_tokenizer()), _model_oracle(model), 2e-4
 
 
 def _vllm(model: Any) -> Iterator[tuple[Any, Oracle, float]]:
@@ -139,3 +142,60 @@ def test_a_backend_says_what_it_ran_on_under_a_registered_name(contract: tuple[A
     assert backend_spec(backend.name).name == backend.name
     hardware = backend.hardware()
     assert isinstance(hardware, dict) and json.dumps(hardware)  # recorded in every result folder's manifest
+
+
+#: contexts to continue greedily, and how many tokens at the most
+GENERATE_CONTEXTS = ("The capital of France is", "Once upon a time, a small cat")
+GENERATE_TOKENS = 8
+
+
+def _greedy(model: Any, context: tuple[int, ...], max_tokens: int, stop_ids: tuple[int, ...] = ()) -> list[int]:
+    """Argmax decoding by full forward passes from the first token (no cache), stopping before a stop id."""
+    tokens: list[int] = []
+    while len(tokens) < max_tokens:
+        prefix = [*context, *tokens]
+        (row,) = full_forward_logprobs(model, [prefix], [[len(prefix) - 1]])[0:1]
+        token = int(np.argmax(row[0]))
+        if token in stop_ids:
+            break
+        tokens.append(token)
+    return tokens
+
+
+def test_greedy_generation_is_argmax_decoding_with_its_stops(contract: tuple[Any, Oracle, float], request) -> None:
+    """One call of three shapes per context: to `max_tokens` ("length"), to a stop token id ("stop", the id left out)
+    and to a stop string ("stop", the text cut after its first occurrence); all against the model's own argmax."""
+    from runners.exchange import GenerateRequest
+
+    backend = contract[0]
+    if getattr(backend, "name", None) not in ("hf", "vllm"):
+        pytest.skip(
+            f"{backend.name} decodes no model to compare with (the server's scripted answers: test_openai_backend)"
+        )
+    model, tokenizer = request.getfixturevalue("smollm2_model"), load_tokenizer()
+    asked, expected = [], []
+    for text in GENERATE_CONTEXTS:
+        context = tuple(tokenizer(text, add_special_tokens=False)["input_ids"])
+        greedy = _greedy(model, context, GENERATE_TOKENS)
+        full = tokenizer.decode(greedy)
+        asked.append(GenerateRequest(context, max_tokens=GENERATE_TOKENS))
+        expected.append((full, greedy, "length"))
+        stop_id = greedy[3]  # the 4th greedy token, as a stop id: generation ends before its first occurrence
+        upto = greedy[: greedy.index(stop_id)]
+        asked.append(GenerateRequest(context, max_tokens=GENERATE_TOKENS, stop_token_ids=(stop_id,)))
+        expected.append((tokenizer.decode(upto), upto, "stop"))
+        stop = full.split()[1][:3]  # a string the greedy text holds, after its first word
+        assert stop in full[1:], (stop, full)
+        cut = full[: full.index(stop) + len(stop)]
+        asked.append(GenerateRequest(context, max_tokens=GENERATE_TOKENS, stop=(stop,)))
+        expected.append((cut, None, "stop"))
+    answers = backend.generate(asked)
+    assert len(answers) == len(asked)
+    for question, answer, (text, tokens, finish) in zip(asked, answers, expected, strict=True):
+        assert (answer.text, answer.finish_reason) == (text, finish), question
+        if tokens is not None:
+            assert list(answer.token_ids) == tokens, question
+        else:  # a stop string ends in the token that completes it: a prefix of the greedy tokens, decoding past it
+            greedy = expected[asked.index(question) - 2][1]
+            assert list(answer.token_ids) == greedy[: len(answer.token_ids)]
+            assert tokenizer.decode(list(answer.token_ids)).startswith(text), question

@@ -197,7 +197,8 @@ def test_the_installed_vllm_has_every_field_the_backend_uses(monkeypatch: pytest
             backend = vllm_backend.VLLMBackend.from_pretrained("m", VllmOptions(block_size=16), max_model_len=64)
         backend._score_params(True, (1, 2, 3))
         backend.llm.generate = lambda prompts, params, use_tqdm: []
-        backend.generate([GenerateRequest(context=(1, 2), stop=("x",))])
+        with pytest.raises(RuntimeError, match="returned 0 generations for 1 requests"):  # the params were built
+            backend.generate([GenerateRequest(context=(1, 2), stop=("x",))])
         with pytest.raises(RuntimeError):  # the stub returns no outputs; the params were built
             backend.score([ScoreRequest((1, 2), ((3,),), (4,))])
     engine_kwargs = set(seen.engine)
