@@ -62,6 +62,9 @@ def _stub_vllm(monkeypatch: pytest.MonkeyPatch, start_error: Exception | None) -
             )
             self.llm_engine = SimpleNamespace(vllm_config=config)
 
+        def get_tokenizer(self) -> Any:
+            return SimpleNamespace(all_special_ids=[0], eos_token_id=0)
+
     def sampling_params(**kwargs: Any) -> dict[str, Any]:
         seen.params.append(kwargs)
         return kwargs
@@ -415,3 +418,42 @@ def test_positions_from_the_prefix_cache_are_never_read(monkeypatch: pytest.Monk
                 np.testing.assert_array_equal(x.next_logprobs, y.next_logprobs)
             np.testing.assert_array_equal(a.next_logprobs, b.next_logprobs)
     assert max(cached.llm.reads) == 8 and cached.cache_retries > 0  # the cache was read, and its rows never
+
+
+def test_a_generation_leaves_out_the_token_it_stopped_on(smollm2_tokenizer: Any) -> None:
+    """vLLM's outputs (as `LLM.generate` answers them) -> `Generation`s as hf's: the stop id or EOS it stopped on out of
+    the tokens, and out of the text where it is no special token (re-decoded by the tokenizer); a stop string kept."""
+    from runners.backends.vllm.generations import generations_of
+    from runners.exchange import GenerateRequest
+
+    tok = smollm2_tokenizer
+    words = tok(" Paris.\nThe", add_special_tokens=False)["input_ids"]
+    newline = tok("\n", add_special_tokens=False)["input_ids"][0]
+    head = words[: words.index(newline)]
+    eos = tok.eos_token_id
+    assert eos in tok.all_special_ids and newline not in tok.all_special_ids
+
+    def out(ids: list[int], text: str, finish: str, stop: int | str | None) -> Any:
+        return SimpleNamespace(
+            outputs=[SimpleNamespace(token_ids=ids, text=text, finish_reason=finish, stop_reason=stop)]
+        )
+
+    requests = [GenerateRequest((1,), stop_token_ids=(newline,))] * 3 + [GenerateRequest((1,), stop=("Par",))] * 2
+    outputs = [
+        out([*head, newline], tok.decode([*head, newline]), "stop", newline),  # a stop id that is no special token
+        out([*head, eos], tok.decode(head), "stop", None),  # EOS: never in the text (skip_special_tokens)
+        out(head, tok.decode(head), "length", None),  # max_tokens: nothing to drop
+        out(head[:1], " Par", "stop", "Par"),  # a stop string: kept, as include_stop_str_in_output asks
+        out([*head, newline], tok.decode([*head, newline]), "length", None),  # ran out on a newline: it stays
+    ]
+    got = generations_of(requests, outputs, tok)
+    text = tok.decode(head)
+    assert [(g.text, list(g.token_ids), g.finish_reason) for g in got] == [
+        (text, head, "stop"),
+        (text, head, "stop"),
+        (text, head, "length"),
+        (" Par", head[:1], "stop"),
+        (tok.decode([*head, newline]), [*head, newline], "length"),
+    ]
+    with pytest.raises(RuntimeError, match="returned 4 generations for 5 requests"):
+        generations_of(requests, outputs[:4], tok)

@@ -52,6 +52,7 @@ from runners.backends.prompt_logprobs.bounded import score_bounded
 from runners.backends.prompt_logprobs.queries import MAX_LOGPROB_TOKEN_IDS, assemble, candidate_groups, plan_queries
 from runners.backends.prompt_logprobs.read import candidate_logprobs, continuation_logprobs, may_be_cached
 from runners.backends.registry import Resolved
+from runners.backends.vllm.generations import generations_of
 from runners.backends.vllm.spec import VLLM, VllmOptions
 from runners.exchange import GenerateRequest, Generation, ScoreRequest, ScoreResult
 from runners.model.device import RunnerWarning
@@ -450,35 +451,7 @@ class VLLMBackend:
         params = [self.generate_params(r) for r in requests]
         prompts = [TokensPrompt(prompt_token_ids=list(r.context)) for r in requests]
         outputs = self.llm.generate(prompts, params, use_tqdm=False)
-        if len(outputs) != len(requests):
-            raise RuntimeError(f"vLLM returned {len(outputs)} generations for {len(requests)} requests")
-        tokenizer = self.llm.get_tokenizer()
-        special = set(getattr(tokenizer, "all_special_ids", ()) or ())
-        generations = []
-        for request, out in zip(requests, outputs, strict=True):
-            completion = out.outputs[0]
-            ids, text = list(completion.token_ids), completion.text
-            reason = "length" if completion.finish_reason == "length" else "stop"
-            # stopped on a token (EOS: stop_reason None; a stop id: that id): vLLM keeps it in token_ids and,
-            # when it is no special token, in the text; the contract (`GenerateRequest.stop_token_ids`) leaves it
-            # out of both, as the hf backend does
-            ended_on = _ended_on(
-                completion.stop_reason, getattr(tokenizer, "eos_token_id", None), request.stop_token_ids
-            )
-            if reason == "stop" and ids and ids[-1] in ended_on:
-                last = ids.pop()
-                if last not in special:
-                    text = tokenizer.decode(ids, skip_special_tokens=True)
-            generations.append(Generation(text, tuple(ids), reason))
-        return generations
-
-
-def _ended_on(stop_reason: int | str | None, eos: int | None, stop_ids: Sequence[int]) -> set[int | None]:
-    """The token a generation vLLM stopped may end on: the stop id it names, else (None) EOS or a stop id;
-    none after a stop string (kept in the text, as `include_stop_str_in_output` asks)."""
-    if isinstance(stop_reason, str):
-        return set()
-    return {stop_reason} if stop_reason is not None else {eos, *stop_ids}
+        return generations_of(requests, outputs, self.llm.get_tokenizer())
 
 
 def load(model: str, options: VllmOptions, resolved: Resolved) -> VLLMBackend:
