@@ -14,7 +14,7 @@ For notebooks and scripts that want what the CLI does without a subprocess::
 | `probes build` | `build` (`sources=`: a folder or `SourceOptions`) | `BuildResult` (folder, manifest) |
 | `probes lint` | `lint` | `LintResult` (recipe, report) |
 | `probes run` | `run` (a `RunRequest`, or its fields); `run_many` (configs or globs, one load) | `RunSummary`; a list |
-| `probes sweep` | `sweep(SweepRequest(...), confirm=...)` | `SweepResult` (plan, summaries, reports) |
+| `probes sweep` | `sweep(SweepRequest(...), confirm=...)` (`runs=`: `SweepRun`s) | `SweepResult` |
 | `probes curate-pairs` | `curate_pairs` (the Trust Game's, from its spec) | `CurateResult` |
 | `probes rewrite` | `rewrite` (the empathy probe's, from its spec) | `RewriteRun` |
 | `probes analyze` | `analyze` (`AnalysisRequest(...)`, or its fields) | (`Analysis`, report folder) |
@@ -59,7 +59,7 @@ from runners.summary import RunSummary
 from .demo import demo
 from .importer import ImportRequest, ImportResult, import_results
 from .publish import plan_table, publish
-from .sweep import SweepPlan, SweepRequest, SweepResult, sweep
+from .sweep import SweepPlan, SweepRequest, SweepResult, SweepRun, sweep
 
 __all__ = [
     "AnalysisOptions",
@@ -82,6 +82,7 @@ __all__ = [
     "SweepPlan",
     "SweepRequest",
     "SweepResult",
+    "SweepRun",
     "analyze",
     "build",
     "demo",

@@ -25,22 +25,25 @@ from promptgen.core.errors import ProbeError
 from promptgen.core.files import atomic_write_text
 from promptgen.core.outputs import Output, Reference, check_output, holds_only
 from promptgen.core.plugins import resolve_reference
+from promptgen.core.probe_spec import DemoRun
 from promptgen.probe_registry import probes
 from promptgen.sources import SourceOptions
 from runners.backends import require_for_scoring
-from runners.request import LoadOptions, RunRequest
 from runners.results import row_counts
-from runners.run import Runner, resolve_protocol
 from runners.scoring.settings import scoring_settings
+from runners.summary import RunSummary
 from runners.testmodel import MODEL_NAME, ensure_smollm2
 
 from .datasets import check_local_sources, find_or_build
 from .demo_page import DemoResult, DemoStep, index_html
+from .sweep import SWEEP_JSON, SweepRequest, SweepRun, sweep
 
 #: a demo folder: the demo adds to it (resuming) only when it holds nothing but what a demo writes
 DEMO_OUTPUT = Output(
     "demo folder",
-    owns=holds_only(required=[], allowed=["datasets", "results", "reports", "synthetic-sources", "report.html"]),
+    owns=holds_only(
+        required=[], allowed=["datasets", "results", "reports", "synthetic-sources", "report.html", SWEEP_JSON]
+    ),
     replaces=False,
 )
 
@@ -88,39 +91,18 @@ def demo(
         progress=lambda name, make: step(f"build {name}", make),
     )  # fmt: skip
     result.synthetic = datasets.synthetic
-    load = LoadOptions()  # the default backend (transformers), one load for every run
-    runs = []  # (probe, its results folder, the rows scored, the request): each checked before the model loads
-    for name, plan in plans.items():
-        for run in plan.runs:
-            folder = f"{name}{run.results_suffix}"
-            settings = None
-            if run.settings is not None:  # complete settings: a preset with some fields replaced
-                given = dict(run.settings)
-                settings = replace(scoring_settings(given.pop("scoring", "sentence")), **given)
-            request = RunRequest(
-                datasets.folders[name], run.config, model_path, out / "results" / folder,
-                model_name=None if model else MODEL_NAME,  # results name the model portably, never by its cache path
-                load=load, settings=settings, limit=run.limit,
-            )  # fmt: skip
-            prompts, request, _ = resolve_protocol(request)
-            if run.rows is not None:
-                rows = resolve_reference(run.rows)(prompts.dataset, sized[name])
-                prompts = replace(prompts, dataset=prompts.dataset.select(rows))  # results record the full config
-            runs.append((name, folder, prompts, request))
-    runner = step("load model", lambda: Runner.load(model_path, load, sized_for=[r[2:] for r in runs]))
+    runs = {name: tuple(_sweep_run(name, run, sized[name]) for run in plan.runs) for name, plan in plans.items()}
+    request = SweepRequest(
+        model_path, out, datasets=datasets.folders, probes=tuple(plans), runs=runs, reports=False,
+        model_name=None if model else MODEL_NAME,  # results name the model portably, never by its cache path
+    )  # fmt: skip
+    swept = sweep(request, output=DEMO_OUTPUT, stage=lambda label, make: step(label, make, _detail))
     counted: dict[str, dict[str, Any]] = {}
-    with runner:
-        for name, folder, prompts, request in runs:
-            summary = step(
-                f"score {folder} {request.config} ({len(prompts.dataset)} items)",
-                lambda p=prompts, r=request: runner.run(p, r),
-                lambda s: (
-                    f"({s.items} scored, {s.skipped} already done, {s.refusals} refused, {s.items_per_s:.2f} items/s)"
-                ),
-            )
-            if folder != name:
-                _, refused = row_counts(summary.key_dir)  # a rerun of the demo scores nothing and still counts them
-                counted[name] = {"items": summary.selected, "refused": refused, "results": f"results/{folder}"}
+    for name, summary in swept.summaries:  # type: ignore[union-attr]  # a demo's plan is always confirmed
+        folder = summary.key_dir.parents[2].name  # results/<folder>/data/<config>/<key>
+        if folder != name:
+            _, refused = row_counts(summary.key_dir)  # a rerun of the demo scores nothing and still counts them
+            counted[name] = {"items": summary.selected, "refused": refused, "results": f"results/{folder}"}
     for name, plan in plans.items():
         if plan.note:
             result.notes[name] = plan.note.format(**counted.get(name, {}))
@@ -133,6 +115,30 @@ def demo(
     result.report.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(result.report, index_html(result, reports))
     return result
+
+
+def _sweep_run(name: str, run: DemoRun, sizes: Mapping[str, int]) -> SweepRun:
+    """A probe's `DemoRun` as the sweep scores it: its row selector bound to the demo's sizes, its settings complete."""
+    settings = None
+    if run.settings is not None:  # complete settings: a preset with some fields replaced
+        given = dict(run.settings)
+        settings = replace(scoring_settings(given.pop("scoring", "sentence")), **given)
+    select = resolve_reference(run.rows) if run.rows is not None else None
+    return SweepRun(
+        run.config,
+        rows=None if select is None else lambda dataset: select(dataset, sizes),
+        settings=settings,
+        limit=run.limit,
+        results=f"{name}{run.results_suffix}" if run.results_suffix else None,
+    )
+
+
+def _detail(value: Any) -> str:
+    """What a step's line says after its time: a scoring's counts."""
+    if not isinstance(value, RunSummary):
+        return ""
+    s = value
+    return f"({s.items} scored, {s.skipped} already done, {s.refusals} refused, {s.items_per_s:.2f} items/s)"
 
 
 def _sizes(name: str, defaults: Mapping[str, int], given: Mapping[str, int]) -> dict[str, int]:

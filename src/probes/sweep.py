@@ -2,10 +2,12 @@
 
 1. Datasets: each probe's dataset from `--datasets DIR` (folders `probes build` wrote), or
    found or built from `--sources` by `probes.datasets` (builds go to a staging folder first, so
-   a refused plan leaves nothing).
+   a refused plan leaves nothing); through the API, each probe's folder by name.
 2. Configs: every config a dataset declares its paper's protocol for (the item configs: see
-   `promptgen.protocols`), narrowed by `probes` (dataset names) and `configs` (glob patterns).
-   Each is resolved as `probes run` resolves it (protocol with the flags given laid over it).
+   `promptgen.protocols`), narrowed by `probes` (dataset names) and `configs` (glob patterns);
+   or the request's own `runs`, each a config with a row selector, settings, a limit and a
+   results folder of its own (`probes demo` is such a sweep). Each is resolved as `probes run`
+   resolves it (protocol with the flags given laid over it).
 3. Plan: the model loads once; each config is priced on the device it loaded on
    (`runners.plan.loaded`). A plan over `max_hours` is refused, and the caller's
    `confirm(plan)` decides whether to go on.
@@ -56,13 +58,29 @@ SWEEP_OUTPUT = Output(
 
 
 @dataclass(frozen=True)
+class SweepRun:
+    """One config a sweep scores, where the request names them (`SweepRequest.runs`, as `probes demo` does)."""
+
+    config: str
+    #: the config's rows (a `datasets.Dataset`, after its protocol's selection) -> the positions to score; None: all
+    rows: Callable[[Any], Sequence[int]] | None = None
+    #: complete settings for this config; None: the request's (else the config's protocol)
+    settings: ScoringSettings | None = None
+    #: score only the first `limit` rows (None: the request's `limit_per_config`)
+    limit: int | None = None
+    #: its results folder under OUT/results (None: the dataset's own, the one analysed)
+    results: str | None = None
+
+
+@dataclass(frozen=True)
 class SweepRequest:
     """Everything `probes sweep` asks; `settings`, `chat` and `where` left as None are each dataset's protocol."""
 
     model: str
     out: str | Path
-    #: a folder of built datasets; None builds them from `sources` (a folder, else downloads)
-    datasets: str | Path | None = None
+    #: a folder of built datasets, or each probe's built folder by name (found or built by the caller);
+    #: None builds them from `sources` (a folder, else downloads)
+    datasets: str | Path | Mapping[str, Path] | None = None
     sources: SourceOptions = field(default_factory=SourceOptions)
     probes: tuple[str, ...] = ()
     configs: tuple[str, ...] = ()
@@ -78,6 +96,10 @@ class SweepRequest:
     rescore_changed: bool = False
     mfu: float = 0.5
     max_hours: float | None = None
+    #: each probe's configs to score (None: every config its dataset declares a protocol for, narrowed by `configs`)
+    runs: Mapping[str, Sequence[SweepRun]] | None = None
+    #: analyse each dataset into OUT/report/<dataset>/report.html
+    reports: bool = True
 
     def __post_init__(self) -> None:
         # `probes` and `configs` may come as lists (repeated flags) or None (none given): tuples either way
@@ -102,6 +124,13 @@ def sweep_configs(dataset: Path, patterns: Sequence[str]) -> list[str]:
     return [c for c in declared if not patterns or any(fnmatchcase(c, p) for p in patterns)]
 
 
+def sweep_runs(request: SweepRequest, name: str, dataset: Path) -> list[SweepRun]:
+    """The configs a sweep scores of one dataset: the request's runs, else every declared config its patterns match."""
+    if request.runs is not None:
+        return list(request.runs.get(name, ()))
+    return [SweepRun(config) for config in sweep_configs(dataset, request.configs)]
+
+
 def sweep(
     request: SweepRequest,
     *,
@@ -109,8 +138,15 @@ def sweep(
     on_config: Callable[[RunRequest], tuple[Callable | None, Callable | None]] | None = None,
     on_warning: Callable[[str], None] | None = None,
     progress: Callable[[str], None] = lambda _line: None,
+    stage: Callable[[str, Callable[[], Any]], Any] = lambda _label, make: make(),
+    output: Output = SWEEP_OUTPUT,
 ) -> SweepResult | None:
-    """Run a sweep (module docstring); None when `confirm` declines the plan (nothing written)."""
+    """Run a sweep (module docstring); None when `confirm` declines the plan (nothing written).
+
+    `stage(label, make)` runs each step that takes time (the load, the pricing, each config's
+    scoring) and returns what `make()` returns: the demo times them so. `output`: what OUT may
+    hold (the demo's folder holds its reports and page too).
+    """
     started = time.perf_counter()
     names = probe_names(request.probes)
     if request.limit_per_config is not None and request.limit_per_config < 1:
@@ -118,13 +154,15 @@ def sweep(
     if request.max_hours is not None and not request.max_hours > 0:
         raise ProbeError(f"--max-hours must be positive, got {request.max_hours}")
     inputs = [Reference("--model", request.model)]
-    if request.datasets is not None:
+    if isinstance(request.datasets, (str, Path)):
         inputs.append(("--datasets", request.datasets))
     inputs.extend(request.sources.references())
-    out = check_output(request.out, SWEEP_OUTPUT, inputs=inputs)
+    out = check_output(request.out, output, inputs=inputs)
     staging: Path | None = None
     try:
-        if request.datasets is not None:
+        if isinstance(request.datasets, Mapping):
+            folders, synthetic = {name: Path(request.datasets[name]) for name in names}, []
+        elif request.datasets is not None:
             folders, synthetic = find_datasets(Path(request.datasets), names), []
         else:
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -135,36 +173,21 @@ def sweep(
                 progress=lambda name, make: (progress(f"finding or building {name}"), make())[1],
             )  # fmt: skip
             folders, synthetic = built.folders, built.synthetic
-        configs = {name: sweep_configs(folders[name], request.configs) for name in names}
+        configs = {name: sweep_runs(request, name, folders[name]) for name in names}
         if request.configs and not any(configs.values()):
             raise ProbeError(f"--config {', '.join(request.configs)} matches no scoreable config of {', '.join(names)}")
-        resolved = []
-        for name in names:
-            template = RunRequest(
-                folders[name],
-                "",
-                request.model,
-                out / "results" / name,
-                model_name=request.model_name,
-                load=request.load,
-                settings=request.settings,
-                chat=request.chat,
-                shard=request.shard,
-                limit=request.limit_per_config,
-                batch_size=request.batch_size,
-                flush_every=request.flush_every,
-                rescore_changed=request.rescore_changed,
-            )
-            template = replace(template, shard=template.shard_range)
-            for config in configs[name]:
-                prompts, run_request, label = resolve_protocol(replace(template, config=config))
-                resolved.append((name, prompts, run_request, label))
+        resolved = _resolve(request, names, folders, configs, out)
         progress(f"loading {request.model}")
         pairs = [(p, r) for _, p, r, _ in resolved]
-        runner = Runner.load(request.model, request.load, sized_for=pairs, on_warning=on_warning)
+        runner = stage(
+            "load model", lambda: Runner.load(request.model, request.load, sized_for=pairs, on_warning=on_warning)
+        )
         try:
-            plan = price_loaded(
-                [(n, p, r) for n, p, r, _ in resolved], runner.backend, runner.tokenizer, request.model, request.mfu
+            plan = stage(
+                "price the plan",
+                lambda: price_loaded(
+                    [(n, p, r) for n, p, r, _ in resolved], runner.backend, runner.tokenizer, request.model, request.mfu
+                ),
             )
             if request.max_hours is not None and (plan.hours is None or plan.hours > request.max_hours):
                 priced = "cannot be priced here" if plan.hours is None else f"is priced at {plan.hours:.3g} h"
@@ -185,7 +208,13 @@ def sweep(
             runs = []
             for _, prompts, run_request, _ in resolved:
                 start, advance = on_config(run_request) if on_config is not None else (None, None)
-                runs.append(runner.run(prompts, run_request, on_start=start, on_advance=advance))
+                label = f"score {Path(run_request.results).name} {run_request.config} ({len(prompts.dataset)} items)"
+                runs.append(
+                    stage(
+                        label,
+                        lambda p=prompts, r=run_request, s=start, a=advance: runner.run(p, r, on_start=s, on_advance=a),
+                    )
+                )
             summaries = [
                 (name, replace(summary, protocol=label))
                 for (name, _, _, label), summary in zip(resolved, runs, strict=True)
@@ -196,7 +225,7 @@ def sweep(
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
     reports = {}
-    for name in names:
+    for name in names if request.reports else ():
         if not configs[name]:
             continue
         progress(f"analysing {name}")
@@ -205,6 +234,48 @@ def sweep(
     result = SweepResult(out, plan, summaries, reports, time.perf_counter() - started, synthetic)
     atomic_write_text(out / SWEEP_JSON, json.dumps(sweep_record(request, result), indent=2) + "\n")
     return result
+
+
+def _resolve(
+    request: SweepRequest,
+    names: Sequence[str],
+    folders: Mapping[str, Path],
+    configs: Mapping[str, list[SweepRun]],
+    out: Path,
+) -> list[tuple[str, Any, RunRequest, str]]:
+    """(dataset, its rows to score, the run request, the protocol line) of every run, each checked before the load."""
+    resolved = []
+    for name in names:
+        template = RunRequest(
+            folders[name],
+            "",
+            request.model,
+            out / "results" / name,
+            model_name=request.model_name,
+            load=request.load,
+            settings=request.settings,
+            chat=request.chat,
+            shard=request.shard,
+            limit=request.limit_per_config,
+            batch_size=request.batch_size,
+            flush_every=request.flush_every,
+            rescore_changed=request.rescore_changed,
+        )
+        template = replace(template, shard=template.shard_range)
+        for run in configs[name]:
+            prompts, run_request, label = resolve_protocol(
+                replace(
+                    template,
+                    config=run.config,
+                    results=out / "results" / (run.results or name),
+                    settings=template.settings if run.settings is None else run.settings,
+                    limit=template.limit if run.limit is None else run.limit,
+                )
+            )
+            if run.rows is not None:  # the results record the full config
+                prompts = replace(prompts, dataset=prompts.dataset.select(run.rows(prompts.dataset)))
+            resolved.append((name, prompts, run_request, label))
+    return resolved
 
 
 def sweep_record(request: SweepRequest, result: SweepResult) -> dict[str, Any]:

@@ -238,3 +238,47 @@ def test_a_stale_results_folder_is_refused_before_the_model_loads(
     with pytest.raises(ProbeError, match=r"config 'race_probe' holds rows scored on another build of its prompts"):
         api.sweep(request)
     assert not list((out / "results").glob("*/data"))  # single_actor, resolved first, was not scored
+
+
+def test_a_sweep_of_named_runs_scores_the_rows_each_selects_into_its_folder(
+    small_datasets_dir: Path, tmp_path: Path
+) -> None:
+    """`SweepRequest.runs` (what `probes demo` sends): each run's row selector, limit, settings and results folder,
+    checked against the config's own parquet rows; only the dataset's own folder is analysed."""
+    from probes import api
+    from probes.sweep import SweepRun
+    from runners.scoring.settings import scoring_settings
+
+    folder = small_datasets_dir / "talent-or-luck"
+    config_ids = [
+        r["id"]
+        for p in sorted((folder / "data" / "single_actor").glob("*.parquet"))
+        for r in pq.read_table(p).to_pylist()
+    ]
+    picked = [1, 4, 9]
+    runs = {
+        "talent-or-luck": (
+            SweepRun("single_actor", rows=lambda dataset: picked),
+            SweepRun("single_actor", limit=2, settings=scoring_settings("letter"), results="talent-or-luck-letter"),
+        )
+    }
+    out = tmp_path / "s"
+    request = api.SweepRequest(
+        str(tiny_llama_folder("float32")), out, datasets={"talent-or-luck": folder}, probes=("talent-or-luck",),
+        runs=runs, reports=False,
+    )  # fmt: skip
+    stages: list[str] = []
+    result = api.sweep(request, stage=lambda label, make: stages.append(label) or make())
+    assert stages == [
+        "load model",
+        "price the plan",
+        "score talent-or-luck single_actor (3 items)",
+        "score talent-or-luck-letter single_actor (2 items)",
+    ]
+    rows = _rows(out)
+    assert {i for (f, i) in rows if f == "talent-or-luck"} == {config_ids[k] for k in picked}
+    letter = {i: r for (f, i), r in rows.items() if f == "talent-or-luck-letter"}
+    assert set(letter) == set(config_ids[:2])  # the protocol's rows are all of single_actor: its first two
+    assert all(json.loads(r["scoring"])["choice_mode"] == "letter" for r in letter.values())
+    assert result.reports == {} and not (out / "report").exists()
+    assert [s.key_dir.parents[2].name for _, s in result.summaries] == ["talent-or-luck", "talent-or-luck-letter"]

@@ -12,7 +12,10 @@ from .shared import err, out
 
 def demo_cmd(
     out_dir: Annotated[
-        str, typer.Option("--out", help="Demo folder: datasets/, results/, reports/, report.html.", metavar="DIR")
+        str,
+        typer.Option(
+            "--out", help="Demo folder: datasets/, results/, reports/, report.html, sweep.json.", metavar="DIR"
+        ),
     ] = "probes-demo",
     sources: opt.Sources = None,
     cache_dir: opt.Cache = None,
