@@ -13,7 +13,7 @@ For notebooks and scripts that want what the CLI does without a subprocess::
 |---|---|---|
 | `probes build` | `build` (`sources=`: a folder or `SourceOptions`) | `BuildResult` (folder, manifest) |
 | `probes lint` | `lint` | `LintResult` (recipe, report) |
-| `probes run` | `run` (a `RunRequest`, or its fields); `run_many` (configs or globs, one load) | `RunSummary`; a list |
+| `probes run` | `run` (a `RunRequest`, or its fields); `run_many` (requests, or configs) | `RunSummary`; a list |
 | `probes sweep` | `sweep(SweepRequest(...), confirm=...)` (`runs=`: `SweepRun`s) | `SweepResult` |
 | `probes curate-pairs` | `curate_pairs` (the Trust Game's, from its spec) | `CurateResult` |
 | `probes rewrite` | `rewrite` (the empathy probe's, from its spec) | `RewriteRun` |

@@ -189,7 +189,7 @@ def run(
         request = RunRequest(request, config, model, results, **options)
     if is_pattern(request.config):
         raise TypeError(f"run() scores one config, got {request.config!r}; run_many() takes glob patterns")
-    (summary,) = run_many(request, [request.config], on_config=lambda _r: (on_start, on_advance), on_warning=on_warning)
+    (summary,) = run_many([request], on_config=lambda _r: (on_start, on_advance), on_warning=on_warning)
     return summary
 
 
@@ -199,8 +199,8 @@ def is_pattern(config: str) -> bool:
 
 
 def run_many(
-    template: RunRequest | str | Path,
-    configs: str | Sequence[str],
+    template: RunRequest | Sequence[RunRequest] | str | Path,
+    configs: str | Sequence[str] | None = None,
     model: str | None = None,
     results: str | Path | None = None,
     *,
@@ -208,31 +208,50 @@ def run_many(
     on_warning: Callable[[str], None] | None = None,
     **options: Any,
 ) -> list[RunSummary]:
-    """`template` (its `config` aside) for each config `configs` names, the model loaded once; a summary per config.
+    """Several configs scored with the model loaded once; a summary per config, in order.
 
-    `configs` are names or glob patterns (`["race_*", "religion_P0S0T0"]`, or one pattern), each
-    config scored once, in order. `template` is a `RunRequest`, or a dataset with the request's
-    other fields (`run_many(dataset, ["race_*"], model, results, limit=...)`). Every config is
-    loaded and checked (protocol, prompt form, scoring mode) before the model loads, so a mistake
-    in the last costs no scoring of the first. `on_config(request)` gives a config's
-    (on_start, on_advance) progress hooks.
+    `run_many(requests)` scores a list of `RunRequest`s (any datasets, configs, settings and
+    results folders) that name one model, load and driver. Or `template` (its `config` aside) for
+    each config `configs` names: names or glob patterns (`["race_*", "religion_P0S0T0"]`, or one
+    pattern), each config once, in order; `template` is a `RunRequest`, or a dataset with the
+    request's other fields (`run_many(dataset, ["race_*"], model, results, limit=...)`). Every
+    config is loaded and checked (`resolve_protocol`) before the model loads, so a mistake in the
+    last costs no scoring of the first. `on_config(request)` gives a config's (on_start,
+    on_advance) progress hooks.
     """
-    if isinstance(template, RunRequest):
-        if model is not None or results is not None or options:
-            raise TypeError("run_many() takes a RunRequest or its fields, not both")
+    if isinstance(template, (list, tuple)):
+        if configs is not None or model is not None or results is not None or options:
+            raise TypeError("run_many() takes a list of RunRequests, or a template and its configs, not both")
+        requests = list(template)
+        if not requests or not all(isinstance(r, RunRequest) for r in requests):
+            raise TypeError("run_many() takes a non-empty list of RunRequests")
+        if len({(r.model, r.load, r.ray, r.ray_workers) for r in requests}) > 1:
+            raise ValueError("run_many() loads one model: every request names the same model, load and driver")
+        require_for_scoring(backend=requests[0].load.backend, ray=requests[0].ray, what="probes run")
+        refs: dict[tuple[str, str | None], HubRef | None] = {}  # each Hub dataset resolved once, for all its configs
     else:
-        template = RunRequest(template, "", model, results, **options)
-    configs = [configs] if isinstance(configs, str) else list(configs)
-    if not configs:
-        raise ProbeError("give at least one --config")
-    require_for_scoring(backend=template.load.backend, ray=template.ray, what="probes run")
-    template = replace(template, shard=template.shard_range)
-    ref = hub_ref(str(template.dataset), template.revision)  # one commit for every config of the run
-    names = expand_configs(template.dataset, configs, ref=ref)
-    resolved = [resolve_protocol(replace(template, config=name), ref=ref) for name in names]
+        if isinstance(template, RunRequest):
+            if model is not None or results is not None or options:
+                raise TypeError("run_many() takes a RunRequest or its fields, not both")
+        else:
+            template = RunRequest(template, "", model, results, **options)
+        configs = [configs] if isinstance(configs, str) else list(configs or ())
+        if not configs:
+            raise ProbeError("give at least one --config")
+        require_for_scoring(backend=template.load.backend, ray=template.ray, what="probes run")
+        ref = hub_ref(str(template.dataset), template.revision)  # one commit for every config of the run
+        requests = [replace(template, config=name) for name in expand_configs(template.dataset, configs, ref=ref)]
+        refs = {(str(template.dataset), template.revision): ref}
+    first = requests[0]
+    resolved = []
+    for request in requests:
+        where = (str(request.dataset), request.revision)
+        if where not in refs:
+            refs[where] = hub_ref(*where)
+        resolved.append(resolve_protocol(replace(request, shard=request.shard_range), ref=refs[where]))
     hooks = on_config or (lambda _request: (None, None))
     summaries = []
-    if template.ray:
+    if first.ray:
         from runners.ray_run import run_config_ray
 
         for prompts, request, _ in resolved:
@@ -240,7 +259,7 @@ def run_many(
             summaries.append(run_config_ray(prompts, request, on_start=start, on_advance=advance))
     else:
         pairs = [(p, r) for p, r, _ in resolved]
-        with Runner.load(template.model, template.load, sized_for=pairs, on_warning=on_warning) as runner:
+        with Runner.load(first.model, first.load, sized_for=pairs, on_warning=on_warning) as runner:
             for prompts, request in pairs:
                 start, advance = hooks(request)
                 summaries.append(runner.run(prompts, request, on_start=start, on_advance=advance))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -213,3 +214,40 @@ def test_a_driver_scores_resolved_settings_or_the_defaults(tmp_path: Path) -> No
     assert request(letter).scoring is letter
     with pytest.raises(TypeError, match=re.escape("resolve flags with runners.run.resolve_protocol")):
         _ = request({"scoring": "letter"}).scoring
+
+
+def test_run_many_scores_a_list_of_requests_with_one_load(
+    built_small_release: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """`run_many(requests)`: each request's own config, settings, limit and folder, the model loaded once; the rows
+    equal those of one `run` per request."""
+    from runners.backends import load as models
+    from runners.request import RunRequest
+
+    model = str(tiny_llama_folder("float32"))
+    requests = [
+        RunRequest(built_small_release, "single_actor", model, tmp_path / "a", limit=3),
+        RunRequest(built_small_release, "actor_observer", model, tmp_path / "b", limit=2,
+                   settings=scoring_settings("letter")),
+    ]  # fmt: skip
+    loads = []
+    real = models.load_backend
+    monkeypatch.setattr(models, "load_backend", lambda *a, **k: loads.append(a) or real(*a, **k))
+    summaries = run_many(requests)
+    assert len(loads) == 1 and [(s.config, s.items) for s in summaries] == [("single_actor", 3), ("actor_observer", 2)]
+    for request in requests:
+        alone = tmp_path / f"alone-{request.config}"
+        run(dataclasses.replace(request, results=alone))
+        together = {r["id"]: r for r in _result_rows(Path(request.results), request.config)}
+        assert {r["id"]: r["choice_probs"] for r in _result_rows(alone, request.config)} == {
+            i: r["choice_probs"] for i, r in together.items()
+        }
+    assert all(
+        json.loads(r["scoring"])["choice_mode"] == "letter" for r in _result_rows(tmp_path / "b", "actor_observer")
+    )
+    with pytest.raises(ValueError, match="every request names the same model"):
+        run_many([requests[0], dataclasses.replace(requests[1], model="other/model")])
+    with pytest.raises(TypeError, match="a non-empty list of RunRequests"):
+        run_many([])
+    with pytest.raises(TypeError, match="not both"):
+        run_many(requests, ["single_actor"])
