@@ -85,6 +85,12 @@ def test_a_fourth_probe_is_built_run_and_analysed_by_registering_it(smollm2: Pat
     )
     assert (tmp_path / "report" / "figures" / "fake_probe_agreement.png").is_file()
 
+    # a sweep of it: its declared config scored with one load and analysed into the same table
+    sweep = ["sweep", "-m", smollm2, "--model-name", "smol", "--backend", "fake-third", "--probe", "fake-probe"]
+    _probes([*sweep, "--datasets", tmp_path / "datasets", "--out", tmp_path / "sweep", "--yes", "-q"])
+    swept = pd.read_csv(tmp_path / "sweep" / "report" / "fake-probe" / "tables" / "fake_probe_scores.csv")
+    assert swept.set_index("group")["p_agree"].to_dict() == pytest.approx(expected.to_dict(), abs=1e-12)
+
     # its own command, declared by its spec, is a command of `probes`
     counted = _probes(["fake-groups", dataset]).stdout.split()
     assert dict(zip(counted[::2], map(int, counted[1::2]), strict=True)) == prompts["group"].value_counts().to_dict()

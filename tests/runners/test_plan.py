@@ -399,3 +399,33 @@ def test_a_config_is_priced_with_its_fixed_cost_per_config_and_per_call() -> Non
     quote = Quote("c", 32, 32 * 300, 299, "choice", calls=3)
     assert quote.hours(shape, gpu="h100", mfu=0.5, tokens_per_s=None) * 3600 == pytest.approx(model_s + fixed_s)
     assert quote.hours(shape, gpu=None, mfu=0.5, tokens_per_s=1000.0) * 3600 == pytest.approx(9.6 + fixed_s)
+
+
+def test_a_backend_without_token_accounting_is_quoted_by_its_prompts_and_not_priced(tmp_path: Path) -> None:
+    """A plugin backend that declares no `token_counts` (the tests' third one): a sweep still quotes it, counting
+    its prompts' tokens (the plain context, re-encoded here), and leaves its hours unknown instead of refusing."""
+    import fake_backend
+    from runners.backends.load import LoadOptions
+    from runners.plan.pricing import count_params
+    from runners.plan.quote import quote_config
+    from runners.prompts import load_prompt_config
+    from runners.request import RunRequest
+    from runners.scoring.settings import ScoringSettings
+    from runners_fixtures import vocab_tokenizer
+
+    tokenizer = vocab_tokenizer("llama-bpe")
+    items = number_items(5)
+    prompts = load_prompt_config(str(write_prompt_folder(tmp_path / "ds", items)), "items")
+    load = LoadOptions.of(backend=fake_backend.NAME)
+    request = RunRequest(
+        tmp_path / "ds", "items", "m", tmp_path / "out", chat=False, settings=ScoringSettings(), load=load
+    )
+    quote = quote_config(prompts, request, tokenizer)
+    lengths = [len(tokenizer(item["prompt"], add_special_tokens=True)["input_ids"]) for item in items]
+    assert (quote.items, quote.priced) == (5, False)
+    assert quote.computed_tokens == pytest.approx(sum(lengths)) and quote.context_tokens_per_item == pytest.approx(
+        sum(lengths) / 5
+    )
+    shape = count_params({"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100,
+                          "intermediate_size": 128})  # fmt: skip
+    assert quote.hours(shape, gpu="h100", mfu=0.5, tokens_per_s=1e3) is None

@@ -59,7 +59,7 @@ class BackendSpec:
     #: Ray cluster with GPUs only an explicit `--device cpu` keeps it off them
     follows_device: bool = True
     #: "module:function" counting a call's token positions: `(requests, *, items_per_call)` -> `TokenCounts`;
-    #: None: plans and quotes cannot price it
+    #: None: `probes plan` cannot price it, and a sweep's quote counts its prompts' tokens, with no hours
     token_counts: str | None = None
     #: "module:function" pricing a sampled call for `probes plan` (`runners.plan.count.count_call`):
     #: `(token_accounting.SampledCall)` -> (`TokenCounts`, the number tries' positions)

@@ -60,6 +60,9 @@ class Quote:
     #: generated configs: one call of the run as the sample shows it, and the backend whose batching decodes it
     generation: GenerateCall | None = field(default=None, repr=False)
     backend: str | None = None
+    #: False: the backend declares no token accounting (`BackendSpec.token_counts`, a plugin's may not), so
+    #: `computed_tokens` are only its prompts' tokens and the config is not priced in hours
+    priced: bool = True
 
     def decode(self, shape: ModelShape, gpu: str | None) -> GenerateCounts | None:
         """The decode of one call on `gpu` (None: a CPU), by the backend's own batching; None: nothing decoded here."""
@@ -86,6 +89,8 @@ class Quote:
         decode positions at `decode_tokens_per_s` (`tokens_per_s` when not measured). Both add what the
         config costs besides the model's work (`pricing.fixed_hours`).
         """
+        if not self.priced:
+            return None
         decoded = self.decode(shape, gpu)
         scale = self.items / decoded.items if decoded is not None and decoded.items else 0.0
         if gpu is not None:
@@ -159,11 +164,15 @@ def quote_config(
             generation=call,
             backend=spec.name,
         )
+    kind = "/".join(sorted({str(item["task"]) for item in items}))
+    if spec.token_counts is None:  # nothing counts its calls' positions: its prompts are counted, not priced
+        return Quote(
+            prompts.config, len(rows), sum(contexts) * scale, sum(contexts) / len(items), kind, calls, priced=False
+        )
     digits = cached_digit_start_ids(tokenizer)
     requests = [prepare_request(item, tokenizer, chat, settings, digits) for item in items]
     counted = spec.function("token_counts")(requests, items_per_call=None)
     computed, sent = counted.computed_tokens, counted.prompts
-    kind = "/".join(sorted({str(item["task"]) for item in items}))
     sent = sent * scale if spec.served else 0.0
     return Quote(prompts.config, len(rows), computed * scale, sum(contexts) / len(items), kind, calls, sent)
 
