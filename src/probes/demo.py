@@ -93,7 +93,7 @@ def demo(
     result.synthetic = datasets.synthetic
     runs = {name: tuple(_sweep_run(name, run, sized[name]) for run in plan.runs) for name, plan in plans.items()}
     request = SweepRequest(
-        model_path, out, datasets=datasets.folders, probes=tuple(plans), runs=runs, reports=False,
+        model_path, out, datasets=datasets.folders, probes=tuple(plans), runs=runs, reports=False, price=False,
         model_name=None if model else MODEL_NAME,  # results name the model portably, never by its cache path
     )  # fmt: skip
     swept = sweep(request, output=DEMO_OUTPUT, stage=lambda label, make: step(label, make, _detail))

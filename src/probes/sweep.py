@@ -100,6 +100,8 @@ class SweepRequest:
     runs: Mapping[str, Sequence[SweepRun]] | None = None
     #: analyse each dataset into OUT/report/<dataset>/report.html
     reports: bool = True
+    #: price the plan in hours (False: its items and tokens only, no rate measured; `max_hours` then refuses it)
+    price: bool = True
 
     def __post_init__(self) -> None:
         # `probes` and `configs` may come as lists (repeated flags) or None (none given): tuples either way
@@ -183,10 +185,11 @@ def sweep(
             "load model", lambda: Runner.load(request.model, request.load, sized_for=pairs, on_warning=on_warning)
         )
         try:
+            quoted = [(n, p, r) for n, p, r, _ in resolved]
             plan = stage(
-                "price the plan",
+                "plan",
                 lambda: price_loaded(
-                    [(n, p, r) for n, p, r, _ in resolved], runner.backend, runner.tokenizer, request.model, request.mfu
+                    quoted, runner.backend, runner.tokenizer, request.model, request.mfu, hours=request.price
                 ),
             )
             if request.max_hours is not None and (plan.hours is None or plan.hours > request.max_hours):

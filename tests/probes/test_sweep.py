@@ -243,8 +243,8 @@ def test_a_stale_results_folder_is_refused_before_the_model_loads(
 def test_a_sweep_of_named_runs_scores_the_rows_each_selects_into_its_folder(
     small_datasets_dir: Path, tmp_path: Path
 ) -> None:
-    """`SweepRequest.runs` (what `probes demo` sends): each run's row selector, limit, settings and results folder,
-    checked against the config's own parquet rows; only the dataset's own folder is analysed."""
+    """`SweepRequest.runs` (what `probes demo` sends, unpriced): each run's row selector, limit, settings and results
+    folder, checked against the config's own parquet rows; no report asked, none written."""
     from probes import api
     from probes.sweep import SweepRun
     from runners.scoring.settings import scoring_settings
@@ -265,13 +265,13 @@ def test_a_sweep_of_named_runs_scores_the_rows_each_selects_into_its_folder(
     out = tmp_path / "s"
     request = api.SweepRequest(
         str(tiny_llama_folder("float32")), out, datasets={"talent-or-luck": folder}, probes=("talent-or-luck",),
-        runs=runs, reports=False,
+        runs=runs, reports=False, price=False,
     )  # fmt: skip
     stages: list[str] = []
     result = api.sweep(request, stage=lambda label, make: stages.append(label) or make())
     assert stages == [
         "load model",
-        "price the plan",
+        "plan",
         "score talent-or-luck single_actor (3 items)",
         "score talent-or-luck-letter single_actor (2 items)",
     ]
@@ -281,4 +281,5 @@ def test_a_sweep_of_named_runs_scores_the_rows_each_selects_into_its_folder(
     assert set(letter) == set(config_ids[:2])  # the protocol's rows are all of single_actor: its first two
     assert all(json.loads(r["scoring"])["choice_mode"] == "letter" for r in letter.values())
     assert result.reports == {} and not (out / "report").exists()
+    assert (result.plan.items, result.plan.hours) == (5, None)  # counted, not priced: no rate measured
     assert [s.key_dir.parents[2].name for _, s in result.summaries] == ["talent-or-luck", "talent-or-luck-letter"]

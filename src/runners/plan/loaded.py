@@ -49,15 +49,29 @@ def _device(backend: Any) -> tuple[str | None, str]:
 
 
 def price_loaded(
-    resolved: Sequence[tuple[str, Any, RunRequest]], backend: Any, tokenizer: Any, model: str, mfu: float
+    resolved: Sequence[tuple[str, Any, RunRequest]],
+    backend: Any,
+    tokenizer: Any,
+    model: str,
+    mfu: float,
+    *,
+    hours: bool = True,
 ) -> SweepPlan:
-    """Price each (name, resolved config, request) on the device the model loaded on (the module docstring)."""
+    """Price each (name, resolved config, request) on the device the model loaded on (the module docstring).
+
+    `hours=False`: each config's items and tokens only, no hours, and no rate measured (the CPU's
+    takes seconds of forward passes and generation: `probes demo` asks for no price).
+    """
     per_call = default_batch_size(backend.device) if getattr(backend, "device", None) else None
     budget = getattr(backend, "max_batch_tokens", None)  # the hf backend's: it batches generation too
     quotes = [
         (name, quote_config(prompts, request, tokenizer, items_per_call=per_call, max_batch_tokens=budget))
         for name, prompts, request in resolved
     ]
+    if not hours:
+        return SweepPlan(str(getattr(backend, "device", None) or "?"), "not priced (no hours asked)", [
+            (name, q, None) for name, q in quotes
+        ])  # fmt: skip
     if backend_spec(backend.name).served:  # no weights here to count: the time is the server's
         rate = "the tokens and prompts it is sent, not in hours (a served model's time is its server's)"
         return SweepPlan(f"a server (--backend {backend.name})", rate, [(name, q, None) for name, q in quotes])
