@@ -166,3 +166,23 @@ def built_empathy_events12(shared_sources: Path, tmp_path_factory: pytest.TempPa
         "intergroup-empathy-events12",
         lambda out: build("intergroup-empathy", out_dir=out, sources=shared_sources, max_events=12).path,
     )
+
+
+#: the fourth probe's recipe, card and source (tests/fake_probe.py's files)
+FAKE_PROBE_FILES = Path(__file__).resolve().parent / "fake_probe_files"
+
+
+@pytest.fixture()
+def fake_probe(monkeypatch: pytest.MonkeyPatch):
+    """The tests' fourth probe (tests/fake_probe.py) registered for one test, with its recipe and card found
+    (`PROBES_BUILDERS`, `PROBES_CARDS`): the registry is a copy, restored afterwards."""
+    import importlib
+    import sys
+
+    import promptgen.probe_registry as registry
+
+    monkeypatch.setattr(registry, "_REGISTERED", dict(registry._REGISTERED))
+    monkeypatch.setenv("PROBES_BUILDERS", str(FAKE_PROBE_FILES / "builders"))
+    monkeypatch.setenv("PROBES_CARDS", str(FAKE_PROBE_FILES / "cards"))
+    monkeypatch.delitem(sys.modules, "fake_probe", raising=False)
+    return importlib.import_module("fake_probe")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -101,17 +101,10 @@ def _options(
     *,
     full: bool = False,
     max_events: int | None = None,
-    curated_pairs: Sequence[Any] = (),
-    rewrites: Any | None = None,
+    derived: Mapping[str, Any] | None = None,
     configs: Sequence[str] | None = None,
 ) -> BuildOptions:
-    return BuildOptions(
-        full=full,
-        max_events=max_events,
-        curated_pairs=tuple(curated_pairs),
-        rewrites=rewrites,
-        configs=chosen_configs(configs),
-    )
+    return BuildOptions(full=full, max_events=max_events, derived=dict(derived or {}), configs=chosen_configs(configs))
 
 
 def built_name(name_or_path: str, **options: Any) -> str:
@@ -153,8 +146,7 @@ def build(
     sources: SourceOptions | str | Path | None = None,
     full: bool = False,
     max_events: int | None = None,
-    curated_pairs: Sequence[Any] = (),
-    rewrites: Any | None = None,
+    derived: Mapping[str, Any] | None = None,
     configs: Sequence[str] | None = None,
     overwrite: bool = False,
     on_rows: Callable[[str, int], None] | None = None,
@@ -165,16 +157,13 @@ def build(
     `sources`: a folder of source files (nothing is downloaded), or `SourceOptions` (the download
     cache, offline); None downloads into the default cache.
 
-    `curated_pairs` (trust game only) adds per-model pairs and their games (`probes curate-pairs`).
-    `rewrites` (intergroup-empathy only) replaces rule-based T2 narratives with a model's (`probes rewrite`).
-    Those two are the probes' own commands, which rebuild with them. `configs`: build only these (written to
-    `out_dir/<name>-<config>...`).
+    `derived`: what a probe's own derive step adds to the new version it rebuilds (`probes curate-pairs`'
+    pairs, `probes rewrite`'s narratives), by the names its spec's `build_options` lists; another probe's is
+    refused before any work. `configs`: build only these (written to `out_dir/<name>-<config>...`).
     """
     recipe = load_recipe(name_or_path)
     sources = SourceOptions.of(sources)
-    options = _options(
-        full=full, max_events=max_events, curated_pairs=curated_pairs, rewrites=rewrites, configs=configs
-    )
+    options = _options(full=full, max_events=max_events, derived=derived, configs=configs)
     if max_events is not None and max_events < 1:
         raise RecipeError(f"--max-events must be a positive number, got {max_events}")
     # fail before any work if the target may not be written (exists, foreign, an input, read-only)

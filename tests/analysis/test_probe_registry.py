@@ -156,16 +156,6 @@ def test_a_plugin_that_cannot_be_imported_is_one_line() -> None:
     assert "Traceback" not in done.stdout + done.stderr
 
 
-@pytest.fixture()
-def fake_probe(monkeypatch: pytest.MonkeyPatch):
-    """The fake probe registered for one test: the registry is a copy, restored afterwards."""
-    import promptgen.probe_registry as registry
-
-    monkeypatch.setattr(registry, "_REGISTERED", dict(registry._REGISTERED))
-    monkeypatch.delitem(sys.modules, "fake_probe", raising=False)
-    return importlib.import_module("fake_probe")
-
-
 def test_a_registered_probe_gets_its_report_section_and_headline(fake_probe) -> None:
     fake = fake_probe
     assert probe_names(["fake"]) == [fake.NAME] and sections()[-1] == fake.SECTION

@@ -6,9 +6,7 @@ test on a copy of the registry; a variant of it with a private corpus shows the 
 
 from __future__ import annotations
 
-import importlib
 import shutil
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,14 +20,9 @@ ASSETS = Path(__file__).resolve().parents[1] / "fake_probe_files"
 
 
 @pytest.fixture()
-def fake(monkeypatch: pytest.MonkeyPatch):
-    import promptgen.probe_registry as registry
-
-    monkeypatch.setattr(registry, "_REGISTERED", dict(registry._REGISTERED))
-    monkeypatch.setenv("PROBES_BUILDERS", str(ASSETS / "builders"))
-    monkeypatch.setenv("PROBES_CARDS", str(ASSETS / "cards"))
-    monkeypatch.delitem(sys.modules, "fake_probe", raising=False)
-    return importlib.import_module("fake_probe")
+def fake(fake_probe):
+    """The fourth probe, registered for the test (conftest's `fake_probe`)."""
+    return fake_probe
 
 
 def _sources() -> SourceOptions:

@@ -18,7 +18,7 @@ generates them with the runners, into an ordinary, resumable results folder:
    T2, and the count per status is recorded, so a weak model never puts a truncated
    sentence into the dataset silently.
 2. Rebuild the dataset from its recipe and sources with the rewrites as an extra input
-   (`build(rewrites=...)`), at the same `--max-events` as DATASET, so every writer guarantee
+   (`build(derived={REWRITES: ...})`), at the same `--max-events` as DATASET, so every writer guarantee
    holds (atomic, deterministic, fingerprinted). Rewritten events get `t2_method` = the
    model id; the version is `<recipe version>+t2.<hash of model, key and texts>`, so
    publishing it makes a new tag, and the T2 prompt configs carry the new narratives.
@@ -37,6 +37,7 @@ from promptgen.core.errors import ProbeError
 from promptgen.core.outputs import output_path
 from promptgen.empathy.events import REWRITE_CONFIG, rewrite_item_id
 from promptgen.empathy.model_rewrites import ModelRewrites
+from promptgen.empathy.spec import REWRITES
 from promptgen.empathy.third_person import RULE_METHOD, parse_rewrite
 from promptgen.hub.read import config_files, config_folder, read_parquet_files
 from promptgen.sources import SourceOptions
@@ -147,7 +148,7 @@ def apply_rewrites(
         out_dir=Path(out_dir),
         sources=sources,
         max_events=max_events,
-        rewrites=rewrites,
+        derived={REWRITES: rewrites},
         overwrite=overwrite,
     )
     return RewriteResult(built.path, built.manifest, rewrites)

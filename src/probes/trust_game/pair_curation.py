@@ -10,7 +10,7 @@ The I/O edge of step 7 (docs/DESIGN.md section 5); the selection itself is `prom
    `RESULTS/data/race_probe/<key>/part-*.parquet` (the rows `probes run` wrote), join them
    by `id`, and select the pairs (`compute_curated`).
 2. Rebuild the dataset from its recipe and sources with the curated pairs as an extra input
-   (`promptgen.build.build(curated_pairs=...)`): configs `pairs_<slug>` and `games_<slug>`.
+   (`promptgen.build.build(derived={CURATED_PAIRS: ...})`): configs `pairs_<slug>` and `games_<slug>`.
 
 Why a rebuild and not a copy of DATASET with two configs appended: the one writer that every
 build uses then also writes this version, so it is atomic, deterministic (recipe + sources +
@@ -49,6 +49,7 @@ from promptgen.trust_game.curation import (
     select_pairs,
 )
 from promptgen.trust_game.race_probe import RACE_PROBE_VARIANTS
+from promptgen.trust_game.spec import CURATED_PAIRS
 from runners.results import DATA_DIR, KEY_FILE, KeyRows, load_key_rows
 
 RACE_PROBE = "race_probe"
@@ -208,7 +209,7 @@ def curate_pairs(
         recipe,
         out_dir=Path(out_dir),
         sources=sources,
-        curated_pairs=[*carried, curated],
+        derived={CURATED_PAIRS: (*carried, curated)},
         overwrite=overwrite,
     )
     return CurateResult(built.path, built.manifest, curated, tuple(c.slug for c in carried))

@@ -1,13 +1,14 @@
 """The choices a build is asked for, common to every probe, and the ones only some probes take.
 
 Below the probes' packages, so each probe's drafter can take a `BuildOptions` (its `draft`
-function, named by its `ProbeSpec`); the probe-specific payloads (a trust game's curated pairs, an
-empathy build's model rewrites) are typed by their own packages, never here.
+function, named by its `ProbeSpec`); what a probe's own derive steps add (`BuildOptions.derived`)
+is named by its spec and typed by its own package, never here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import RecipeError
@@ -18,21 +19,19 @@ class BuildOptions:
     """Command-line choices that change what is built (and so the dataset's name).
 
     `full`: the full cross product instead of the recipe's sampling; `max_events`: a
-    stratified subset of N source events (empathy), for tests and quick runs;
-    `curated_pairs`: per-model pairs selected from race-probe results (trust game), each
-    added as `pairs_<slug>` + `games_<slug>` configs of a new dataset version; `rewrites`:
-    a model's third-person rewrites replacing the rule-based T2 narratives (empathy), also
-    a new dataset version; `configs`: only these configs of the recipe (sorted, once each), so
-    a run that scores one config does not wait for the others (the default talent-or-luck
-    build spends minutes on 3 M release rows that a `single_actor` run never reads).
+    stratified subset of N source events, for tests and quick runs (a probe whose dataset is
+    made of events takes it); `derived`: what a probe's own derive steps add to a new version of
+    its dataset, by the names its `ProbeSpec.build_options` lists, each value typed by the probe's
+    package (a model's pairs or rewrites, say), so no other module knows them; `configs`: only these
+    configs of the recipe (sorted, once each), so a run that scores one config does not wait for the
+    others (the default talent-or-luck build spends minutes on 3 M release rows that a `single_actor`
+    run never reads).
     """
 
     full: bool = False
     max_events: int | None = None
-    #: the trust game's curated pairs (its `CuratedPairs`), one per model
-    curated_pairs: tuple[Any, ...] = ()
-    #: the empathy probe's model rewrites (its `ModelRewrites`)
-    rewrites: Any | None = None
+    #: a derive step's additions: build option name -> value (read by the probe's drafter alone)
+    derived: Mapping[str, Any] = field(default_factory=dict)
     configs: tuple[str, ...] = ()
 
     def dataset_name(self, recipe_name: str) -> str:
@@ -45,15 +44,13 @@ class BuildOptions:
         return name + "".join(f"-{config}" for config in self.configs)
 
     def check_taken(self, recipe_name: str, taken: tuple[str, ...]) -> None:
-        """Refuse, before any work, a probe-specific option the probe does not take (`ProbeSpec.build_options`)."""
-        for option, refusal in PROBE_BUILD_OPTIONS.items():
-            if option not in taken and getattr(self, option) not in (None, ()):
-                raise RecipeError(refusal.format(name=recipe_name))
+        """Refuse, before any work, a build option the probe does not take (`ProbeSpec.build_options`)."""
+        if self.max_events is not None and MAX_EVENTS not in taken:
+            raise RecipeError(f"--max-events applies to event-based datasets; {recipe_name!r} has no events")
+        if unknown := sorted(set(self.derived) - set(taken)):
+            takes = ", ".join(t for t in taken if t != MAX_EVENTS) or "none"
+            raise RecipeError(f"{recipe_name!r} takes no build option {', '.join(unknown)} (its own: {takes})")
 
 
-#: `BuildOptions` fields that only some probes take -> the refusal when another probe is given one
-PROBE_BUILD_OPTIONS: dict[str, str] = {
-    "max_events": "--max-events applies to event-based datasets; {name!r} has no events",
-    "curated_pairs": "curated pairs apply to the trust game; {name!r} has no pairs",
-    "rewrites": "third-person rewrites apply to intergroup-empathy; {name!r} has no narratives",
-}
+#: the build option of a probe whose dataset is made of events (`probes build --max-events`)
+MAX_EVENTS = "max_events"

@@ -15,8 +15,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .build_options import PROBE_BUILD_OPTIONS
-
 
 @dataclass(frozen=True)
 class ProbeSpec:
@@ -40,7 +38,8 @@ class ProbeSpec:
     row_probes: tuple[str, ...]
     #: other names `--probe` accepts (a recipe's short name)
     aliases: tuple[str, ...] = ()
-    #: which of `PROBE_BUILD_OPTIONS` its drafter takes; another one given is refused before any work
+    #: the build options its drafter takes beyond `full` and `configs`: `max_events` (a dataset of events) and
+    #: the names its own derive steps give what they add (`BuildOptions.derived`); another is refused before any work
     build_options: tuple[str, ...] = ()
     #: "module:function" (recipe, resolved sources) -> report dict, for `probes lint`; None: no lint
     lint: str | None = None
@@ -89,11 +88,8 @@ class ProbeSpec:
         return next(iter(self.export_formats), None)
 
     def __post_init__(self) -> None:
-        unknown = sorted(set(self.build_options) - set(PROBE_BUILD_OPTIONS))
-        if unknown:
-            raise ValueError(
-                f"probe {self.name!r}: unknown build options {unknown} (known: {list(PROBE_BUILD_OPTIONS)})"
-            )
+        if bad := [option for option in self.build_options if not option.isidentifier()]:
+            raise ValueError(f"probe {self.name!r}: build options are names (BuildOptions.derived keys), got {bad}")
 
 
 @dataclass(frozen=True)
@@ -124,7 +120,7 @@ class DemoPlan:
     runs: tuple[DemoRun, ...]
     #: the demo's sizes (rows per cell, events, ...): the row selectors read them; a test may shrink them
     sizes: Mapping[str, int] = field(default_factory=dict)
-    #: build options (`PROBE_BUILD_OPTIONS` and `configs`) the demo builds with
+    #: build options (its `build_options` and `configs`) the demo builds with
     build: Mapping[str, Any] = field(default_factory=dict)
     #: sizes also passed to the build under their own names (`max_events`, say)
     sized_build: tuple[str, ...] = ()

@@ -32,6 +32,7 @@ from .prompts import (
     setting_rows,
 )
 from .release import RELEASE_EMOTIONS, load_release, source_id
+from .spec import REWRITES
 
 log = logging.getLogger(__name__)
 #: the optional extra: the crowd-enVent corpus (human intensity ratings, emotion-masked texts)
@@ -45,7 +46,7 @@ def draft(recipe: Recipe, sources: dict[str, ResolvedSource], options: BuildOpti
         sources,
         full=options.full,
         max_events=options.max_events,
-        rewrites=options.rewrites,
+        rewrites=options.derived.get(REWRITES),
         dataset_name=options.dataset_name(recipe.name),
     )
 

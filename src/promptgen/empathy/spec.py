@@ -6,12 +6,16 @@ dataset with them as T2) is this probe's own command, and `probes import --forma
 (the authors' released generations) its own reader, both in `probes/empathy/`.
 """
 
+from ..core.build_options import MAX_EVENTS
 from ..core.probe_spec import ProbeSpec, ReleaseFormat
+
+#: the build option (`BuildOptions.derived`) under which `probes rewrite` gives a build a model's T2 rewrites
+REWRITES = "rewrites"
 
 SPEC = ProbeSpec.in_project(
     __package__,
     name="intergroup-empathy",
-    build_options=("max_events", "rewrites"),
+    build_options=(MAX_EVENTS, REWRITES),
     section="Empathy",
     table_prefix="empathy_",
     row_probes=("empathy",),

@@ -67,6 +67,7 @@ from .report import (
     probing_report,
     threshold_variants_report,
 )
+from .spec import CURATED_PAIRS
 
 CENSUS_SOURCE = "census"
 PAIRS_SOURCE = "paper_pairs"
@@ -195,7 +196,7 @@ def curated_configs(
 
 def draft(recipe: Recipe, sources: dict[str, ResolvedSource], options: BuildOptions) -> DatasetDraft:
     """The probe's drafter (`spec.SPEC.draft`): `--full` and curated pairs."""
-    return draft_trust_game(recipe, sources, full=options.full, curated=options.curated_pairs)
+    return draft_trust_game(recipe, sources, full=options.full, curated=options.derived.get(CURATED_PAIRS, ()))
 
 
 def draft_trust_game(

@@ -7,11 +7,14 @@ with its curated pairs, is this probe's own, in `probes/trust_game/`.
 
 from ..core.probe_spec import ProbeSpec
 
+#: the build option (`BuildOptions.derived`) under which `probes curate-pairs` gives a build its models' pairs
+CURATED_PAIRS = "curated_pairs"
+
 SPEC = ProbeSpec.in_project(
     __package__,
     name="trust-game-names",
     aliases=("trust-game",),
-    build_options=("curated_pairs",),
+    build_options=(CURATED_PAIRS,),
     section="Trust Game",
     table_prefix="trust_game_",
     row_probes=("trust_game", "probing"),
