@@ -189,7 +189,7 @@ def sweep(
             plan = stage(
                 "plan",
                 lambda: price_loaded(
-                    quoted, runner.backend, runner.tokenizer, request.model, request.mfu, hours=request.price
+                    quoted, runner.backend, runner.tokenizer, runner.config, request.mfu, hours=request.price
                 ),
             )
             if request.max_hours is not None and (plan.hours is None or plan.hours > request.max_hours):

@@ -94,7 +94,8 @@ class _Replica:
 
             torch.set_num_threads(cpu_threads)
         try:
-            self.backend, self.tokenizer, revision = load.load_backend(model, load_options, needed_tokens=needed_tokens)
+            loaded = load.load_backend(model, load_options, needed_tokens=needed_tokens)
+            self.backend, self.tokenizer, revision = loaded.backend, loaded.tokenizer, loaded.revision
         except ProbeError as exc:
             self.error = str(exc)
             return

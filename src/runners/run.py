@@ -17,7 +17,7 @@ model, so a notebook gets exactly what the command line does::
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -77,9 +77,19 @@ class Runner:
     loading (`RunnerWarning`: a GPU-sized model on the CPU) go to `on_warning`.
     """
 
-    def __init__(self, model: str, load_options: LoadOptions, backend: Any, tokenizer: Any, revision: str) -> None:
+    def __init__(
+        self,
+        model: str,
+        load_options: LoadOptions,
+        backend: Any,
+        tokenizer: Any,
+        revision: str,
+        config: Mapping[str, Any] | None = None,
+    ) -> None:
         self.model, self.load_options = model, load_options
         self.backend, self.tokenizer, self.revision = backend, tokenizer, revision
+        #: the model's config as it loaded (`load.LoadedModel.config`): what a sweep prices it by
+        self.config = config
 
     @classmethod
     def load(
@@ -98,8 +108,8 @@ class Runner:
                 return max(size(tokenizer) for size in sizes)
 
         with warnings_to(on_warning):
-            backend, tokenizer, revision = load.load_backend(model, load_options, needed_tokens=needed)
-        return cls(model, load_options, backend, tokenizer, revision)
+            loaded = load.load_backend(model, load_options, needed_tokens=needed)
+        return cls(model, load_options, *loaded)
 
     def run(
         self,

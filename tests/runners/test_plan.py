@@ -429,3 +429,25 @@ def test_a_backend_without_token_accounting_is_quoted_by_its_prompts_and_not_pri
     shape = count_params({"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100,
                           "intermediate_size": 128})  # fmt: skip
     assert quote.hours(shape, gpu="h100", mfu=0.5, tokens_per_s=1e3) is None
+
+
+@pytest.mark.slow  # transformers de-quantises the GGUF on load: about 50 s on 2 cores
+def test_a_sweep_prices_a_gguf_model_by_the_config_it_loaded() -> None:
+    """A model loaded from `--gguf-file` (a folder with no config.json) is priced by the config transformers read
+    from the GGUF: its parameter count is the loaded model's. The sweep read `config.json` beside the model
+    again, by the model's name (no revision, no GGUF), and failed there with a traceback after the load."""
+    require_extra("hf")
+    from runners.backends.load import LoadOptions, load_backend
+    from runners.plan.loaded import price_loaded
+    from runners.plan.pricing import count_params
+    from runners.testmodel import ensure_smollm2
+
+    gguf, _ = ensure_smollm2()
+    assert not (gguf.parent / "config.json").exists()
+    loaded = load_backend(str(gguf.parent), LoadOptions.of(backend="hf", device="cpu", gguf_file=gguf.name))
+    try:
+        assert count_params(loaded.config).params == sum(p.numel() for p in loaded.backend.model.parameters())
+        plan = price_loaded([], loaded.backend, loaded.tokenizer, loaded.config, 0.4)
+        assert plan.device == "cpu" and "computed tokens/s" in plan.rate and plan.hours == 0
+    finally:
+        loaded.backend.close()

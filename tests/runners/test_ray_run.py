@@ -192,10 +192,11 @@ def test_replica_reports_input_errors_as_rows(prompts: PromptConfig, monkeypatch
     from runners.ray_run import ROW_SCHEMA, _Replica
 
     folder, settings = load_folder(), ScoringSettings()
-    loaded = (
+    loaded = models.LoadedModel(
         HFBackend(load_model(), model_id=str(folder)),
         load_tokenizer(),
         model_identity.locate(str(folder)).revision,
+        None,
     )
     monkeypatch.setattr(models, "load_backend", lambda model, load, **options: loaded)
     replica = _Replica(

@@ -97,7 +97,7 @@ def test_digit_start_ids_runs_once_per_run(prompts_dir: Path, tmp_path: Path, mo
 
     monkeypatch.setattr(run, "digit_start_ids", counting)
     folder = tiny_llama_folder("float32")
-    backend, tokenizer, revision = models.load_backend(str(folder), LoadOptions.of(backend="hf", device="cpu"))
+    backend, tokenizer, revision, _ = models.load_backend(str(folder), LoadOptions.of(backend="hf", device="cpu"))
     prompts = load_prompt_config(str(prompts_dir), "items")
 
     def request(out: str, batch_size: int) -> RunRequest:
@@ -107,7 +107,7 @@ def test_digit_start_ids_runs_once_per_run(prompts_dir: Path, tmp_path: Path, mo
     assert summary.items == 6 and len(calls) == 1  # three batches, one vocabulary pass
     local_run.run_config(prompts, backend, tokenizer, request("b", 2), model_revision=revision)
     assert len(calls) == 1  # the same tokenizer in a later run: still cached
-    _, other, _ = models.load_backend(str(folder), LoadOptions.of(backend="hf", device="cpu"))
+    _, other, _, _ = models.load_backend(str(folder), LoadOptions.of(backend="hf", device="cpu"))
     local_run.run_config(prompts, backend, other, request("c", 3), model_revision=revision)
     assert len(calls) == 2 and calls[1] is other  # another tokenizer object: computed for it
 
@@ -119,7 +119,7 @@ def test_a_request_s_end_of_turn_id_ends_its_row_in_a_padded_batch() -> None:
     first stop id, marked "stop", while the other rows of the batch come out unchanged.
     """
     folder = tiny_llama_folder("float32")
-    backend, tokenizer, _ = models.load_backend(str(folder), LoadOptions.of(backend="hf", device="cpu"))
+    backend, tokenizer, _, _ = models.load_backend(str(folder), LoadOptions.of(backend="hf", device="cpu"))
     contexts = [encode_context(tokenizer, c) for c in CONTEXTS]
     free = backend.generate([GenerateRequest(context=c, max_tokens=10) for c in contexts])
     assert all(g.finish_reason == "length" and len(g.token_ids) == 10 for g in free)

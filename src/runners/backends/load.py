@@ -2,7 +2,7 @@
 
 `LoadOptions` holds the options every backend reads and the backend's own options object (declared
 in its package), and refuses a bad one when it is made (`check_load_options` and the options class's
-own checks: one line per bad flag, before any input is read). `load_backend` locates
+own checks: one line per bad flag, before any input is read). `load_backend` (a `LoadedModel`) locates
 and keys the model (`model_identity.locate`), loads the shared transformers tokenizer and the hf
 or vLLM backend with `auto` settings resolved for the machine (`runners.model.device`), and checks the
 weights did not change while they loaded.
@@ -12,9 +12,9 @@ weights did not change while they loaded.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from promptgen.core.errors import ProbeError
 from runners.backends import BACKENDS, Resolved, backend_spec, require_for_scoring
@@ -111,8 +111,8 @@ def check_quantized_load(dtype: str, device: str) -> None:
         raise ProbeError(f"--dtype {dtype} needs the bitsandbytes package: pip install bitsandbytes")
 
 
-def load_served(model: str, load: LoadOptions) -> tuple[Any, Any, str]:
-    """(backend, tokenizer, revision for the result key) of a model behind a server (`BackendSpec.served`).
+def load_served(model: str, load: LoadOptions) -> LoadedModel:
+    """The backend, tokenizer and result key revision of a model behind a server (`BackendSpec.served`).
 
     Only the tokenizer loads here (`--tokenizer`, else the model name as a Hub id or folder), located and
     keyed like a model (`model_identity.locate`): the ids sent are what the server scores. The backend keys
@@ -137,7 +137,7 @@ def load_served(model: str, load: LoadOptions) -> tuple[Any, Any, str]:
         raise ProbeError(f"cannot load the tokenizer {source!r}: {exc}") from exc
     resolved = Resolved(tokenizer, ref.load_revision, AUTO, "server", None, None, {"tokenizer_revision": ref.revision})
     scorer: Any = spec.function("loader")(model, load.options, resolved)
-    return scorer, tokenizer, scorer.model_revision
+    return LoadedModel(scorer, tokenizer, scorer.model_revision, None)
 
 
 @dataclass(frozen=True)
@@ -173,10 +173,23 @@ def locate_model(model: str, load: LoadOptions) -> LocatedModel:
     return LocatedModel(ref, tokenizer, config, dtype, extra)
 
 
+class LoadedModel(NamedTuple):
+    """A model loaded into a backend (`load_backend`), with what was read of it to load it."""
+
+    backend: Any
+    #: the transformers tokenizer every backend's ids come from
+    tokenizer: Any
+    #: the result key's revision (`model_identity.ModelRef.revision`)
+    revision: str
+    #: the model's config as transformers read it at the loaded commit (and from `--gguf-file`), for whoever
+    #: prices or sizes work on it; None for a served model (its weights are the server's)
+    config: Mapping[str, Any] | None
+
+
 def load_backend(
     model: str, load: LoadOptions | None = None, *, needed_tokens: int | Callable[[Any], int] | None = None
-):
-    """(backend, tokenizer, revision for the result key) of a model folder or Hub id.
+) -> LoadedModel:
+    """The backend, tokenizer, result key revision and config (`LoadedModel`) of a model folder or Hub id.
 
     Both backends get the same transformers tokenizer, so they score the same token ids
     (`runners.scoring.tokenize`); vLLM's own tokenizer only detokenises generations. `auto` settings
@@ -233,4 +246,4 @@ def load_backend(
     except ProbeError:
         scorer.close()
         raise
-    return scorer, tokenizer, located.ref.revision
+    return LoadedModel(scorer, tokenizer, located.ref.revision, config.to_dict())

@@ -1,20 +1,20 @@
 """A sweep's price on the model it has loaded: each config quoted (`quote`) and priced on that device.
 
 `probes plan` prices a sweep before any load, from the tokenizer and `config.json`; a sweep has
-the model loaded already, so it prices on the device it got: a GPU `pricing.GPUS` knows at an
+the model loaded already, so it prices the config it loaded on the device it got: a GPU `pricing.GPUS` knows at an
 MFU, the CPU at its measured rate (a plain forward pass and a short greedy generate of this
 model), and a served model by the tokens and prompts it is sent (its time is its server's).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from runners.backends import backend_spec
 from runners.model.device import default_batch_size
-from runners.plan.pricing import GPUS, count_params, load_model_config
+from runners.plan.pricing import GPUS, count_params
 from runners.plan.quote import Quote, cpu_decode_tokens_per_s, cpu_tokens_per_s, quote_config
 from runners.request import RunRequest
 
@@ -52,15 +52,17 @@ def price_loaded(
     resolved: Sequence[tuple[str, Any, RunRequest]],
     backend: Any,
     tokenizer: Any,
-    model: str,
+    config: Mapping[str, Any] | None,
     mfu: float,
     *,
     hours: bool = True,
 ) -> SweepPlan:
     """Price each (name, resolved config, request) on the device the model loaded on (the module docstring).
 
-    `hours=False`: each config's items and tokens only, no hours, and no rate measured (the CPU's
-    takes seconds of forward passes and generation: `probes demo` asks for no price).
+    `config`: the model's config as it loaded (`Runner.config`: at the loaded commit, from the GGUF file
+    when there is one), whose parameters the FLOPs count. `hours=False`: each config's items and tokens
+    only, no hours, and no rate measured (the CPU's takes seconds of forward passes and generation:
+    `probes demo` asks for no price).
     """
     per_call = default_batch_size(backend.device) if getattr(backend, "device", None) else None
     budget = getattr(backend, "max_batch_tokens", None)  # the hf backend's: it batches generation too
@@ -75,7 +77,11 @@ def price_loaded(
     if backend_spec(backend.name).served:  # no weights here to count: the time is the server's
         rate = "the tokens and prompts it is sent, not in hours (a served model's time is its server's)"
         return SweepPlan(f"a server (--backend {backend.name})", rate, [(name, q, None) for name, q in quotes])
-    shape = count_params(load_model_config(model))
+    if config is None:
+        return SweepPlan(str(backend.device), "not priced: the backend read no config of the model", [
+            (name, q, None) for name, q in quotes
+        ])  # fmt: skip
+    shape = count_params(config)
     gpu, device = _device(backend)
     tokens_per_s = decode_tokens_per_s = None
     if gpu is not None:

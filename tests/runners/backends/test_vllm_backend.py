@@ -312,8 +312,8 @@ def test_llama3_vocabulary_vllm_equals_hf() -> None:
         ctx, paths = number_paths(tokenizer, item["prompt"], 0, 10, ("", " "))
         requests.append(number_request(ctx, build_number_trie(paths), digits))
 
-    hf, _, _ = models.load_backend(str(folder), LoadOptions.of(backend="hf", device="cpu"))
-    vllm, _, _ = models.load_backend(
+    hf, _, _, _ = models.load_backend(str(folder), LoadOptions.of(backend="hf", device="cpu"))
+    vllm, _, _, _ = models.load_backend(
         str(folder), LoadOptions.of(backend="vllm", device="cpu", enforce_eager=True, max_model_len=512)
     )
     asked: list[Any] = []

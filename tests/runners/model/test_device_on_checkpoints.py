@@ -49,8 +49,8 @@ def test_hf_loads_the_checkpoint_dtype_by_default_and_fp32_when_asked() -> None:
     folder = tiny_llama_folder("bfloat16")
     assert _stored_dtype(folder) == "bfloat16"
     with pytest.warns(RunnerWarning, match="stored in bfloat16"):  # auto picked the CPU for a GPU-typed model
-        default, _, _ = models.load_backend(str(folder), LoadOptions.of(backend="hf"))
-    asked, _, _ = models.load_backend(str(folder), LoadOptions.of(backend="hf", dtype="float32", device="cpu"))
+        default, _, _, _ = models.load_backend(str(folder), LoadOptions.of(backend="hf"))
+    asked, _, _, _ = models.load_backend(str(folder), LoadOptions.of(backend="hf", dtype="float32", device="cpu"))
     assert (default.dtype, default.device) == ("bfloat16", "cpu")
     assert {str(p.dtype) for p in default.model.parameters()} == {"torch.bfloat16"}
     assert (asked.dtype, asked.device) == ("float32", "cpu")
@@ -110,7 +110,7 @@ def test_vllm_loads_the_checkpoint_dtype_by_default_and_fp32_when_asked() -> Non
     folder = tiny_llama_folder("bfloat16")
     options = {"backend": "vllm", "enforce_eager": True, "max_model_len": 256, "device": "cpu"}
     for asked, want in (("auto", "bfloat16"), ("float32", "float32")):
-        backend, _, _ = models.load_backend(str(folder), LoadOptions.of(dtype=asked, **options))
+        backend, _, _, _ = models.load_backend(str(folder), LoadOptions.of(dtype=asked, **options))
         try:
             hardware = backend.hardware()
             assert backend.dtype == want and hardware["dtype"] == want and hardware["device"] == "cpu"

@@ -314,7 +314,7 @@ def test_vllm_equals_hf(family: str) -> None:
     digits = cached_digit_start_ids(tokenizer)
     requests = [prepare_request(item, tokenizer, False, settings, digits) for item in items]
     needed = max(len(r.context) + max(len(c) for c in r.continuations) + 1 for r in requests)
-    vllm, _, _ = models.load_backend(
+    vllm, _, _, _ = models.load_backend(
         str(folder), LoadOptions.of(backend="vllm", device="cpu", enforce_eager=True), needed_tokens=needed
     )
     bounded = ScoringSettings(number_tolerance=1e-3)
