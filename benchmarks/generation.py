@@ -78,8 +78,9 @@ def resolve(prompts: Path, config: str, model: str, results: Path, backend: str,
     return rows, resolved
 
 
-def load_like_run(rows: Any, request: Any) -> tuple[Any, Any, str]:
-    """The backend, tokenizer and key revision, loaded exactly as `run.Runner.load` loads them."""
+def load_like_run(rows: Any, request: Any) -> Any:
+    """The loaded model (`load.LoadedModel`: backend, tokenizer, key revision, config), loaded exactly as
+    `run.Runner.load` loads it."""
     from runners.backends import backend_spec, load
     from runners.positions_needed import needs_of
 
@@ -360,7 +361,7 @@ def bench_backend(args: argparse.Namespace, name: str, work: Path) -> dict[str, 
         public = time_public_run(args.prompts, args.config, args.model, work / f"{name}-public", name, args.items)
     rows, request = resolve(args.prompts, args.config, args.model, work / f"{name}-loaded-0", name, args.items)
     started = time.perf_counter()
-    backend, tokenizer, revision = load_like_run(rows, request)
+    backend, tokenizer, revision, _ = load_like_run(rows, request)
     load_s = time.perf_counter() - started
     try:
         items, calls, chat = run_requests(rows, request, backend, tokenizer)

@@ -100,15 +100,17 @@ def time_backend_alone(dataset: Path, config: str, items: int, model: Path, load
     """The same rows, tokenised as the run tokenises them (not timed), scored by the backend alone (timed)."""
     from runners.backends import load as models
     from runners.model.device import default_batch_size
+    from runners.prompts import chat_for
     from runners.request import RunRequest
     from runners.rows import cached_digit_start_ids, prepare_request
     from runners.run import resolve_protocol
 
     prompts, request, _ = resolve_protocol(RunRequest(dataset, config, str(model), "unused", load=load))
     rows = prompts.dataset.select(range(min(items, len(prompts.dataset)))).to_list()
-    backend, tokenizer, _ = models.load_backend(str(model), load)
+    loaded = models.load_backend(str(model), load)
+    backend, tokenizer = loaded.backend, loaded.tokenizer
     try:
-        chat = bool(getattr(tokenizer, "chat_template", None)) if request.chat is None else request.chat
+        chat = chat_for(tokenizer, request.chat)
         digits = cached_digit_start_ids(tokenizer)
         requests = [prepare_request(row, tokenizer, chat, request.settings, digits) for row in rows]
         batch = default_batch_size(backend.device)

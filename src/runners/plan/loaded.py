@@ -78,9 +78,8 @@ def price_loaded(
         rate = "the tokens and prompts it is sent, not in hours (a served model's time is its server's)"
         return SweepPlan(f"a server (--backend {backend.name})", rate, [(name, q, None) for name, q in quotes])
     if config is None:
-        return SweepPlan(str(backend.device), "not priced: the backend read no config of the model", [
-            (name, q, None) for name, q in quotes
-        ])  # fmt: skip
+        unpriced = [(name, q, None) for name, q in quotes]
+        return SweepPlan(str(getattr(backend, "device", None) or "?"), "not priced: no config was loaded", unpriced)
     shape = count_params(config)
     gpu, device = _device(backend)
     tokens_per_s = decode_tokens_per_s = None
