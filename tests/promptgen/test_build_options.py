@@ -58,6 +58,7 @@ def test_a_plugin_probes_own_build_option_reaches_its_drafter(fake_probe, tmp_pa
             "'intergroup-empathy' takes no build option curated_pairs (its own: rewrites)",
         ),
         ("talent-or-luck", {"max_events": 3}, "--max-events applies to event-based datasets; 'talent-or-luck' has no"),
+        ("intergroup-empathy", {"derived": {"max_events": 3}}, "max_events is BuildOptions.max_events (--max-events)"),
     ],
 )
 def test_another_probes_build_option_is_refused_before_any_work(

@@ -16,7 +16,8 @@ from .errors import RecipeError
 
 @dataclass(frozen=True)
 class BuildOptions:
-    """Command-line choices that change what is built (and so the dataset's name).
+    """Choices that change what is built (and, all but `derived`, the dataset's name: a derive step's new
+    version goes to a folder its command names).
 
     `full`: the full cross product instead of the recipe's sampling; `max_events`: a
     stratified subset of N source events, for tests and quick runs (a probe whose dataset is
@@ -47,6 +48,8 @@ class BuildOptions:
         """Refuse, before any work, a build option the probe does not take (`ProbeSpec.build_options`)."""
         if self.max_events is not None and MAX_EVENTS not in taken:
             raise RecipeError(f"--max-events applies to event-based datasets; {recipe_name!r} has no events")
+        if MAX_EVENTS in self.derived:
+            raise RecipeError(f"{MAX_EVENTS} is BuildOptions.max_events (--max-events), not a derived build option")
         if unknown := sorted(set(self.derived) - set(taken)):
             takes = ", ".join(t for t in taken if t != MAX_EVENTS) or "none"
             raise RecipeError(f"{recipe_name!r} takes no build option {', '.join(unknown)} (its own: {takes})")
