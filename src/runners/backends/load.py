@@ -214,6 +214,7 @@ def load_backend(
     located = locate_model(model, load)
     tokenizer, config, weights_dtype, extra = located.tokenizer, located.config, located.dtype, located.extra
     revision = located.ref.load_revision
+    config_dict = config.to_dict()  # what the context limit and, after the load, the sweep's price read
     try:
         on = resolve_device(device)
         check_quantized_load(weights_dtype, on)
@@ -222,7 +223,7 @@ def load_backend(
         if spec.takes("gpu_memory_utilization") and gpu_memory_utilization is None:
             gpu_memory_utilization = GPU_MEMORY_UTILIZATION.get(device_type(on), GPU_MEMORY_UTILIZATION["cuda"])
         if spec.sizes_context:
-            limit = context_length.position_limit(config.to_dict())
+            limit = context_length.position_limit(config_dict)
             if needed_tokens is not None:
                 needed = needed_tokens if isinstance(needed_tokens, int) else needed_tokens(tokenizer)
                 max_model_len = context_length.choose_max_model_len(max_model_len, needed, limit, model)
@@ -246,4 +247,4 @@ def load_backend(
     except ProbeError:
         scorer.close()
         raise
-    return LoadedModel(scorer, tokenizer, located.ref.revision, config.to_dict())
+    return LoadedModel(scorer, tokenizer, located.ref.revision, config_dict)
