@@ -266,7 +266,7 @@ def backend_flag(declared: list[LoadFlag]) -> Any:
     take it and the default, which the backend's options class applies when the flag is not given.
     """
     first = declared[0]
-    backends = " and ".join(flag.backend for flag in declared)
+    backends = " and ".join(flag.owner for flag in declared)
     default = first.default
     if first.kind is bool:  # a switch shows the side that is on by default, as typer does
         default = first.declaration.split("/")[0].removeprefix("--") if default else None

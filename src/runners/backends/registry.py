@@ -8,12 +8,12 @@ The package re-exports all of it; `runners.backends` stays the public name.
 
 from __future__ import annotations
 
-import typing
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from promptgen.core.errors import ProbeError
+from promptgen.core.flags import DeclaredFlag, declared_flags, flag_name, option_flag
 from promptgen.core.plugins import resolve_reference
 from runners.extras import require
 
@@ -24,12 +24,12 @@ DEFAULT_BACKEND = "hf"
 def load_flag(help: str, default: Any = None, *, flag: str | None = None, elsewhere: str = "", **limits: Any) -> Any:
     """A field of a backend's options class that is also a `probes run` flag (`BackendSpec.options`).
 
-    `help` is its `--help` text, `flag` its declaration when not `--<name>` (e.g. "--x/--no-x"),
-    `elsewhere` what to use instead on a backend that does not take it (added to the line refusing
-    it there), `limits` click's bounds (`min`, `max`). The command line builds its load flags from
-    these (`probes.cli.options`), so a backend's flag is declared once, in its own room.
+    `promptgen.core.flags.option_flag`: `help` is its `--help` text, `flag` its declaration when not
+    `--<name>`, `elsewhere` what to use instead on a backend that does not take it (added to the line
+    refusing it there), `limits` click's bounds. The command line builds its load flags from these
+    (`probes.cli.options`), so a backend's flag is declared once, in its own room.
     """
-    return field(default=default, metadata={"help": help, "flag": flag, "elsewhere": elsewhere, "limits": limits})
+    return option_flag(help, default, flag=flag, elsewhere=elsewhere, **limits)
 
 
 @dataclass(frozen=True)
@@ -161,44 +161,13 @@ def backends_taking(option: str) -> list[str]:
     return [name for name, spec in BACKENDS.items() if spec.takes(option)]
 
 
-@dataclass(frozen=True)
-class LoadFlag:
-    """One backend's load option as a flag: its field of the backend's options class, types resolved."""
-
-    backend: str
-    name: str
-    #: the value's type without None (`int`, `float`, `str`, `bool`)
-    kind: type
-    #: the field's default, which applies when the flag is not given
-    default: Any
-    help: str
-    #: its declaration when not `--<name>` (e.g. "--x/--no-x")
-    flag: str | None
-    elsewhere: str
-    limits: Mapping[str, Any]
-
-    @property
-    def declaration(self) -> str:
-        return self.flag or flag_name(self.name)
+#: one backend's load option as a flag (`owner` is the backend's name)
+LoadFlag = DeclaredFlag
 
 
 def load_flags(spec: BackendSpec) -> list[LoadFlag]:
     """A backend's own options as flags (none without an options class)."""
-    if spec.options is None:
-        return []
-    hints = typing.get_type_hints(spec.options)
-    flags = []
-    for option in fields(spec.options):
-        kind = next((t for t in typing.get_args(hints[option.name]) if t is not type(None)), hints[option.name])
-        meta = option.metadata
-        default = None if option.default is MISSING else option.default
-        flags.append(
-            LoadFlag(
-                spec.name, option.name, kind, default, meta.get("help", ""), meta.get("flag"),
-                meta.get("elsewhere", ""), meta.get("limits", {}),
-            )
-        )  # fmt: skip
-    return flags
+    return declared_flags(spec.name, spec.options)
 
 
 def backend_flags() -> dict[str, list[LoadFlag]]:
@@ -211,10 +180,6 @@ def backend_flags() -> dict[str, list[LoadFlag]]:
         for flag in load_flags(spec):
             flags.setdefault(flag.name, []).append(flag)
     return flags
-
-
-def flag_name(option: str) -> str:
-    return "--" + option.replace("_", "-")
 
 
 def refusal(option: str, backend: str) -> str:
