@@ -12,7 +12,9 @@ metric: the probability the model gives the choice it agrees with, per group of 
 It has a command of its own, `probes fake-groups DATASET` (`probes.api.fake_groups`), as the
 Trust Game has `curate-pairs`; a release format, `probes import --format fake-release`
 (another team's `answers.csv`), as the Talent-or-Luck release has its scorer files; and an export
-format, `probes export --format fake-agreement-csv`, its default for its results.
+format, `probes export --format fake-agreement-csv`, its default for its results; and an analysis
+option of its own, `probes analyze --fake-round N` (`FakeOptions`), as Talent-or-Luck has
+`--release-rounding`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -37,6 +40,7 @@ from probes.importer.common import ParsedFile, SourceFile, empty_row, row_error
 from promptgen.core.build_options import BuildOptions
 from promptgen.core.contract import contract_row, item_features, user_messages
 from promptgen.core.errors import ProbeError
+from promptgen.core.flags import option_flag
 from promptgen.core.probe_spec import ProbeSpec, ReleaseFormat
 from promptgen.hub.draft import DatasetDraft
 from promptgen.hub.folder import ConfigData, row_batches
@@ -90,10 +94,25 @@ def agreement(frame: pd.DataFrame) -> pd.DataFrame:
     return out.rename(columns={"mean": "p_agree", "count": "n"}).reset_index()
 
 
+@dataclass(frozen=True)
+class FakeOptions:
+    """Its own analysis option: `probes analyze` gains `--fake-round` from it (`ProbeSpec.analysis_options`)."""
+
+    round_to: int | None = option_flag(
+        "decimals fake_probe_scores rounds p_agree to (default: full precision).", flag="--fake-round", min=0
+    )
+
+
 def steps(rows: Mapping[str, dict[str, pd.DataFrame]], options: AnalysisOptions) -> list[AnalysisStep]:
     by_config = rows[ROWS]
     joined = pd.concat(list(by_config.values()), ignore_index=True)
-    return [AnalysisStep("fake", by_config, lambda: {SCORES: agreement(joined)})]
+    decimals = options.probe(FakeOptions).round_to
+
+    def scores() -> dict[str, pd.DataFrame]:
+        table = agreement(joined)
+        return {SCORES: table if decimals is None else table.assign(p_agree=table["p_agree"].round(decimals))}
+
+    return [AnalysisStep("fake", by_config, scores)]
 
 
 def figures(tables: dict[str, pd.DataFrame], options: AnalysisOptions) -> list[tuple[str, Figure]]:
@@ -213,6 +232,7 @@ SPEC = register_probe(
         builder="fake",
         draft=f"{__name__}:draft",
         analysis=__name__,
+        analysis_options=f"{__name__}:FakeOptions",
         section=SECTION,
         table_prefix=PREFIX,
         row_probes=(ROWS,),

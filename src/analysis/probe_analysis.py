@@ -13,22 +13,30 @@ The pipeline (`analysis.pipeline.compute` and `draw`) calls, for each registered
   `SECTION_NOTES` (table-name prefix -> a note above the section's tables) and
   `table_note(name, options) -> HTML | None`.
 
+`options` is an `AnalysisOptions`: the options every probe shares (seed, number score, α) and each
+probe's own (`ProbeSpec.analysis_options`, read as `options.probe(Class)`; `analysis.probe_options`).
+
 Pure: no I/O.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
 
 from promptgen.core.errors import ProbeError
+from promptgen.core.flags import declared_flags, flag_name
+from promptgen.probe_registry import probes
 
 from .columns import NUMBER_SCORES, RUN_COLUMNS
 from .headlines import Run, with_run_label
+from .probe_options import analysis_flags, options_class
+
+T = TypeVar("T")
 
 #: score used for number items: the expected value of the distribution when the run read one,
 #: else the number parsed from generated text
@@ -37,19 +45,54 @@ AUTO_SCORE = "auto"
 
 @dataclass(frozen=True)
 class AnalysisOptions:
-    """What the analysis computes with; recorded in the report."""
+    """What the analysis computes with; recorded in the report.
 
+    `seed`, `score` and `alpha` are every probe's; `probes` holds the probes' own options, one object of
+    each class a spec declares (`ProbeSpec.analysis_options`), which a probe's module reads with
+    `probe(Class)`. `from_flags` makes one from flag values, as `probes analyze` does.
+    """
+
+    #: the permutation tests' and the t-SNE layout's seed
     seed: int = 0
-    n_permutations: int = 10_000
     #: number items: auto | expected_value | argmax_value | parsed_value
     score: str = AUTO_SCORE
     alpha: float = 0.05
-    #: the `*_release` tables: round each probability (and actor-actor Δ) to 2 decimals as the release did
-    release_rounding: bool = False
+    #: the probes' own options (one object per options class; a probe without one here gets its defaults)
+    probes: tuple[Any, ...] = ()
 
     def __post_init__(self) -> None:
         if self.score not in (AUTO_SCORE, *NUMBER_SCORES):
             raise ProbeError(f"--score must be one of {', '.join((AUTO_SCORE, *NUMBER_SCORES))}, got {self.score!r}")
+        object.__setattr__(self, "probes", tuple(self.probes))
+
+    def probe(self, options: type[T]) -> T:
+        """A probe's own options: the object of that class given here, else the class's defaults."""
+        return next((o for o in self.probes if isinstance(o, options)), None) or options()
+
+    @classmethod
+    def from_flags(
+        cls, *, seed: int = 0, score: str = AUTO_SCORE, alpha: float = 0.05, **flags: Any
+    ) -> AnalysisOptions:
+        """The options of `probes analyze`'s flags: each of `flags` goes to every probe declaring it (None: its
+        default); a name no probe declares is one line listing the ones they do."""
+        if unknown := sorted(set(flags) - set(analysis_flags())):
+            own = "; ".join(
+                f"{spec.name}: {', '.join(f.declaration for f in declared_flags(spec.name, options_class(spec)))}"
+                for spec in probes().values()
+                if spec.analysis_options is not None
+            )
+            raise ProbeError(
+                f"{', '.join(flag_name(n) for n in unknown)}: no probe takes this analysis option "
+                f"(theirs: {own or 'none'})"
+            )
+        chosen = []
+        for spec in probes().values():
+            options = options_class(spec)
+            if options is None:
+                continue
+            values = {f.name: flags[f.name] for f in fields(options) if flags.get(f.name) is not None}
+            chosen.append(options(**values))
+        return cls(seed=seed, score=score, alpha=alpha, probes=tuple(chosen))
 
 
 @dataclass(frozen=True)

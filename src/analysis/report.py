@@ -28,6 +28,7 @@ from . import pipeline
 from .csv_cells import csv_text
 from .headlines import RUN_LABEL, run_labels, with_run_label
 from .pipeline import Analysis, AnalysisRequest
+from .probe_options import probe_option_values
 from .probes import analysis_modules, section_headlines, section_of
 from .probes import sections as section_order
 
@@ -134,6 +135,7 @@ def render_html(analysis: Analysis, figure_uris: dict[str, str], generated: str)
         sections=[(s, sections[s]) for s in order if s in sections],
         provenance=analysis.provenance,
         options=analysis.options,
+        probe_options=probe_option_values(analysis.options),
         problems=analysis.problems,
         warnings=getattr(analysis, "warnings", []),
         refused_all=getattr(analysis, "refused_all", []),

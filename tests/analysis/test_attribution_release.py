@@ -300,7 +300,9 @@ def test_the_pipeline_routes_release_configs_to_the_release_tables_only(
         pd.testing.assert_frame_equal(tables[f"attribution_{name}"], table)
     assert {n for n in tables if n.startswith("attribution_release_")} == {f"attribution_{n}" for n in expected}
 
-    alone, problems = compute(Collected(joined={"attribution": release}), AnalysisOptions(release_rounding=True))
+    alone, problems = compute(
+        Collected(joined={"attribution": release}), AnalysisOptions.from_flags(release_rounding=True)
+    )
     assert problems == [] and not any(n.startswith("attribution_single") for n in alone)
     rounded = rel.release_tables(release, rounding=True)
     pd.testing.assert_frame_equal(alone["attribution_release_single_actor"], rounded["release_single_actor"])
@@ -314,7 +316,7 @@ def test_the_report_says_which_tables_follow_the_release_code(single: pd.DataFra
 
     collected = Collected(joined={"attribution": {rel.SINGLE: single}})
     for rounding, words in ((False, "at full precision"), (True, "rounded to 2 decimals")):
-        options = AnalysisOptions(release_rounding=rounding)
+        options = AnalysisOptions.from_flags(release_rounding=rounding)
         tables, _ = compute(collected, options)
         provenance = {"prompts": {"path": "p"}, "results": []}
         html = render_html(Analysis(tables, [], provenance, options, []), {}, "now")

@@ -255,7 +255,7 @@ def test_the_pipeline_writes_the_paper_tables_and_heatmaps() -> None:
         for t in range(12)
     ]
     joined = pd.DataFrame(rows)
-    options = AnalysisOptions(n_permutations=50)
+    options = AnalysisOptions.from_flags(n_permutations=50)
     tables = empathy_analysis({"religion_P0S0T0": joined}, options)
     frame = pd.DataFrame(rows).rename(columns={"parsed_value": "intensity"}).drop(columns=["task", "id"])
     frame["refused"] = frame["intensity"].isna()

@@ -33,7 +33,7 @@ from release_configs_fixture import (
     write_results,
 )
 
-OPTIONS = AnalysisOptions(n_permutations=10)
+OPTIONS = AnalysisOptions.from_flags(n_permutations=10)
 MODEL = "model-a"  # the short name of org/model-a, as the files name it
 SUCCESS = ["opt1_higheffort", "opt2_highability", "opt3_easytask", "opt4_goodluck"]
 FAILURE = ["opt1_loweffort", "opt2_lowability", "opt3_difficulttask", "opt4_badluck"]
@@ -65,7 +65,7 @@ def tables(scored: dict[str, Path]) -> dict[str, dict[str, pd.DataFrame]]:
     """`probes analyze` tables without and with --release-rounding."""
     out = {}
     for name, rounding in (("full", False), ("rounded", True)):
-        options = AnalysisOptions(n_permutations=10, release_rounding=rounding)
+        options = AnalysisOptions.from_flags(n_permutations=10, release_rounding=rounding)
         out[name] = analyze(scored["prompts"], [scored["results"]], options=options, figures=False).tables
     return out
 

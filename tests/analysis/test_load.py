@@ -26,7 +26,7 @@ from release_fixture import load_config
 
 runner = CliRunner()
 SCORING = '{"choice_mode":"sentence"}'
-FAST = AnalysisOptions(n_permutations=50)
+FAST = AnalysisOptions.from_flags(n_permutations=50)
 
 
 def write_results(results: Path, config: str, rows: list[dict[str, Any]], *, fingerprint: str | None = None) -> Path:

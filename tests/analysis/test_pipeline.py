@@ -33,7 +33,7 @@ from promptgen.build import build
 from promptgen.core.errors import ProbeError
 
 SCORING = '{"choice_mode":"sentence"}'
-FAST = AnalysisOptions(n_permutations=200)
+FAST = AnalysisOptions.from_flags(n_permutations=200)
 
 
 def _read(folder: Path, config: str, columns: list[str]) -> pd.DataFrame:

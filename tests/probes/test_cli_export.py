@@ -199,7 +199,7 @@ def test_analyze_release_rounding_rounds_the_release_tables_only(scored) -> None
         tables[bool(flag)] = pd.read_csv(report / "tables" / "attribution_release_single_actor.csv")
         html = (report / "report.html").read_text()
         assert "Follows the release's code" in html
-        assert ("release rounding on" in html) is bool(flag)
+        assert ("Attribution: <code>--release-rounding</code> on" in html) is bool(flag)
     rows = join(
         load_prompts(scored["prompts"], "single_actor_release"), load_results(scored["results"], "single_actor_release")
     )

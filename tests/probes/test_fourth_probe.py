@@ -110,6 +110,13 @@ def test_a_fourth_probe_is_built_run_and_analysed_by_registering_it(smollm2: Pat
     expected = prompts.assign(p_yes=p_yes).groupby("group")["p_yes"].mean()  # TYPES: the first choice agrees
     assert table["p_agree"].to_dict() == pytest.approx(expected.to_dict(), abs=1e-12)
 
+    # its own analysis option, a flag of `probes analyze` (`FakeOptions`), applied and recorded in the report
+    rounded = ["analyze", "--prompts", dataset, "--results", imported, "--out", tmp_path / "report3", "--no-figures"]
+    _probes([*rounded, "--fake-round", "0"])
+    table = pd.read_csv(tmp_path / "report3" / "tables" / "fake_probe_scores.csv").set_index("group")
+    assert table["p_agree"].to_dict() == expected.round(0).to_dict() != expected.to_dict()
+    assert "Fake probe: <code>--fake-round</code> 0" in (tmp_path / "report3" / "report.html").read_text("utf-8")
+
     # its export format, the default for its results: the agreement table, for another tool
     _probes(["export", imported, "--prompts", dataset, "--out", tmp_path / "exported"])
     exported = pd.read_csv(tmp_path / "exported" / "agreement.csv").set_index("group")

@@ -22,6 +22,7 @@ from . import figures as fig
 from . import release as attr_release
 from . import release_deltas as attr_release_deltas
 from .observer import actor_observer_table
+from .options import AttributionOptions
 from .tables import (
     DOMAIN_GROUPS,
     actor_actor_delta_table,
@@ -78,7 +79,7 @@ def attribution_release_analysis(
     """The release's own metrics of the `*_release` configs, and the paper's Δd / SMD on them
     (`analysis.attribution.release`, `analysis.attribution.release_deltas`)."""
     release = {c: f for c, f in by_config.items() if attr_release.is_release_config(c)}
-    rows = attr_release.rows_by_config(release, rounding=options.release_rounding)
+    rows = attr_release.rows_by_config(release, rounding=options.probe(AttributionOptions).release_rounding)
     tables = {**attr_release.tables_of_rows(rows), **attr_release_deltas.paper_tables(rows)}
     return {f"attribution_{name}": table for name, table in tables.items()}
 
@@ -179,7 +180,7 @@ def table_note(name: str, options: AnalysisOptions) -> Markup | None:
         return None
     rounding = (
         Markup("rounded to 2 decimals as the release's scorers wrote them")
-        if options.release_rounding
+        if options.probe(AttributionOptions).release_rounding
         else Markup(
             "at full precision (the release rounded them to 2 decimals; <code>--release-rounding</code> does too)"
         )

@@ -17,6 +17,7 @@ from ..headlines import RUN_LABEL, Run
 from . import figures as fig
 from . import paper as emp_paper
 from . import tables as emp
+from .options import EmpathyOptions
 
 #: the `probe` value of this probe's rows
 ROWS = "empathy"
@@ -26,6 +27,7 @@ def empathy_analysis(by_config: dict[str, pd.DataFrame], options: probe.Analysis
     """M0, M, δ with the permutation test, per-cell tests, summaries, refusals (`analysis.empathy.tables`, the
     project's choices), and the paper's tables by the authors' notebook (`analysis.empathy.paper`:
     `empathy_paper_*`), all from the intensity `probe.number_score` picks for each run."""
+    permutations = options.probe(EmpathyOptions).n_permutations
     frames = [f for f in by_config.values() if (f["task"] == "number").all()]
     if not frames:
         return {}
@@ -39,7 +41,7 @@ def empathy_analysis(by_config: dict[str, pd.DataFrame], options: probe.Analysis
         cells = emp.compute_cells(frame)
         return {
             "empathy_cells": cells,
-            "empathy_gap": emp.compute_gap(cells, n_permutations=options.n_permutations, seed=options.seed),
+            "empathy_gap": emp.compute_gap(cells, n_permutations=permutations, seed=options.seed),
             "empathy_cell_tests": emp.cell_tests(frame, alpha=options.alpha),
             "empathy_matrix_summary": emp.matrix_summary(cells),
             "empathy_identity_summary": emp.identity_summary(cells),
@@ -50,7 +52,7 @@ def empathy_analysis(by_config: dict[str, pd.DataFrame], options: probe.Analysis
     # the paper's own numbers, by its notebook's rules (`analysis.empathy.paper`): its exclusion of a
     # refused event from every cell replaces the variants above, so these are computed once
     paper = {
-        "empathy_paper_gap": emp_paper.paper_gap(exclude, n_permutations=options.n_permutations, seed=options.seed),
+        "empathy_paper_gap": emp_paper.paper_gap(exclude, n_permutations=permutations, seed=options.seed),
         "empathy_paper_matrix": emp_paper.paper_matrix(exclude),
         "empathy_paper_cells": emp_paper.paper_mask(exclude),
     }

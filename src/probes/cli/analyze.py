@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
 from . import options as opt
+from .groups import takes
 from .shared import err, out
 
 
+@takes(opt.ANALYSIS)
 def analyze_cmd(
     prompts: Annotated[
         str, typer.Option("--prompts", help="Prompt dataset the results were scored on: local folder or Hub repo id.")
@@ -35,28 +37,6 @@ def analyze_cmd(
     configs: opt.ResultConfigs = None,
     revision: opt.Revision = None,
     results_revision: opt.ResultsRevision = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the permutation test and the t-SNE layout.")] = 0,
-    permutations: Annotated[
-        int, typer.Option("--permutations", min=1, help="Permutations of the empathy gap test.")
-    ] = 10_000,
-    score: Annotated[
-        str,
-        typer.Option(
-            "--score",
-            help="Number items' answer: auto (expected value when the run read distributions, else the parsed "
-            "generated number), expected_value, argmax_value or parsed_value.",
-        ),
-    ] = "auto",
-    alpha: Annotated[float, typer.Option("--alpha", min=0.0, max=1.0, help="Significance level of the masks.")] = 0.05,
-    release_rounding: Annotated[
-        bool,
-        typer.Option(
-            "--release-rounding",
-            help="Tables of the *_release configs (the release's own metrics): round each probability to 2 decimals "
-            "before the metric (actor-actor: after the per-person renormalisation, and each Δ too), as the "
-            "release's scorers and heatmap did. Default: full precision.",
-        ),
-    ] = False,
     no_figures: Annotated[bool, typer.Option("--no-figures", help="Tables and report only (faster).")] = False,
     overwrite: opt.OverwriteOutput = False,
     allow_fingerprint_mismatch: Annotated[
@@ -68,6 +48,7 @@ def analyze_cmd(
             "are refused even so: they were scored on another text, options or range.",
         ),
     ] = False,
+    options: Any = None,
 ) -> None:
     """Recompute every paper metric from released prompt and result datasets into tables, figures and report.html.
 
@@ -90,9 +71,7 @@ def analyze_cmd(
         prompts,
         results,
         out_dir,
-        options=api.AnalysisOptions(
-            seed=seed, n_permutations=permutations, score=score, alpha=alpha, release_rounding=release_rounding
-        ),
+        options=options,
         configs=configs,
         revision=revision,
         results_revision=results_revision,

@@ -12,7 +12,9 @@ from typing import Annotated, Any
 
 import typer
 
-from runners.backends import BACKENDS, DEFAULT_BACKEND, LoadFlag, backend_flags
+from analysis.probe_options import analysis_flags
+from promptgen.core.flags import DeclaredFlag
+from runners.backends import BACKENDS, DEFAULT_BACKEND, backend_flags
 from runners.model.device import ITEMS_PER_CALL
 
 from .groups import OptionGroup
@@ -259,22 +261,27 @@ def not_given(**flags: Any) -> dict[str, tuple[Any, None]]:
     return {name: (annotation, None) for name, annotation in flags.items()}
 
 
-def backend_flag(declared: list[LoadFlag]) -> Any:
-    """One flag of the backends' own load options (`runners.backends.backend_flags`), "not given" by default.
+def declared_flag(declared: list[DeclaredFlag], owners: str = "{} backend") -> Any:
+    """One flag of the options the registries declare (`promptgen.core.flags`), "not given" by default.
 
-    Its type, bounds and help come from the first backend declaring it; `--help` names the backends that
-    take it and the default, which the backend's options class applies when the flag is not given.
+    Its type, bounds and help come from the first owner declaring it; `--help` names the owners that
+    take it (`owners` formats their names: the backends, the probes) and the default, which the owner's
+    options class applies when the flag is not given.
     """
     first = declared[0]
-    backends = " and ".join(flag.owner for flag in declared)
+    named = owners.format(" and ".join(flag.owner for flag in declared))
     default = first.default
     if first.kind is bool:  # a switch shows the side that is on by default, as typer does
         default = first.declaration.split("/")[0].removeprefix("--") if default else None
     shown: bool | str = str(default) if default is not None else False
-    option = typer.Option(
-        first.declaration, help=f"{backends} backend: {first.help}", show_default=shown, **first.limits
-    )
+    option = typer.Option(first.declaration, help=f"{named}: {first.help}", show_default=shown, **first.limits)
     return Annotated[first.kind | None, option]
+
+
+def _analysis_options(**flags: Any) -> Any:
+    from analysis.probe_analysis import AnalysisOptions
+
+    return AnalysisOptions.from_flags(**flags)  # a probe's flag not given is None: its default
 
 
 def _given_scoring(**flags: Any) -> dict[str, Any] | None:
@@ -297,7 +304,7 @@ LOAD = OptionGroup(
         "device": (Device, "auto"),
         "model_revision": (ModelRevision, None),
         # each backend's own flags, as its spec declares them (`BackendSpec.options`)
-        **not_given(**{name: backend_flag(declared) for name, declared in backend_flags().items()}),
+        **not_given(**{name: declared_flag(declared) for name, declared in backend_flags().items()}),
     },
 )
 #: how each config is run, the same for `run` and `sweep`: `RunRequest` fields, by name
@@ -329,4 +336,30 @@ SCORING = OptionGroup(
         seed=Seed,
         number_parser=NumberParser,
     ),
+)
+#: what `probes analyze` computes with: `analysis.probe_analysis.AnalysisOptions`; each probe's own flags from the
+#: registry (`ProbeSpec.analysis_options`)
+ANALYSIS = OptionGroup(
+    "options",
+    _analysis_options,
+    {
+        "seed": (Annotated[int, typer.Option("--seed", help="Seed of the permutation test and the t-SNE layout.")], 0),
+        "score": (
+            Annotated[
+                str,
+                typer.Option(
+                    "--score",
+                    help="Number items' answer: auto (expected value when the run read distributions, else the "
+                    "parsed generated number), expected_value, argmax_value or parsed_value.",
+                ),
+            ],
+            "auto",
+        ),
+        "alpha": (
+            Annotated[float, typer.Option("--alpha", min=0.0, max=1.0, help="Significance level of the masks.")],
+            0.05,
+        ),
+        # each probe's own flags, as its spec declares them
+        **not_given(**{name: declared_flag(declared, "{}") for name, declared in analysis_flags().items()}),
+    },
 )

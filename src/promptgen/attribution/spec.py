@@ -10,6 +10,7 @@ from ..core.probe_spec import ProbeSpec, ReleaseFormat
 SPEC = ProbeSpec.in_project(
     __package__,
     name="talent-or-luck",
+    analysis_options="analysis.attribution.options:AttributionOptions",
     lint=f"{__package__}.dataset:lint",
     section="Attribution",
     table_prefix="attribution_",

@@ -15,6 +15,7 @@ REWRITES = "rewrites"
 SPEC = ProbeSpec.in_project(
     __package__,
     name="intergroup-empathy",
+    analysis_options="analysis.empathy.options:EmpathyOptions",
     build_options=(MAX_EVENTS, REWRITES),
     section="Empathy",
     table_prefix="empathy_",

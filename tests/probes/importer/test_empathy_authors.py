@@ -136,7 +136,7 @@ def test_the_imported_folder_is_analysed_publishable_and_records_its_files(promp
     which the analysis refuses as outside the item's range, as it would for a run with their parser)."""
     from analysis.pipeline import AnalysisOptions, analyze
 
-    options = AnalysisOptions(n_permutations=10)
+    options = AnalysisOptions.from_flags(n_permutations=10)
     tables = analyze(prompts, [imported["results"]], configs=["religion_P0S0T0"], options=options, figures=False).tables
     assert len(tables["empathy_paper_cells"]) > 0 and len(tables["empathy_cells"]) > 0
     manifest = read_manifest(imported["results"])

@@ -128,7 +128,7 @@ def test_the_imported_folder_is_analysed_and_published_like_a_run(scored, import
     manifest records each file by its relative name and sha256, and no local path."""
     import hashlib
 
-    options = AnalysisOptions(n_permutations=10)
+    options = AnalysisOptions.from_flags(n_permutations=10)
     tables = {
         name: analyze(scored["prompts"], [folder], options=options, figures=False).tables
         for name, folder in (("original", scored["results"]), ("imported", imported))
@@ -173,7 +173,9 @@ def test_rounded_files_are_renormalised_per_person(scored, tmp_path) -> None:
         mine = ~np.isnan(written)
         expected = written / np.nansum(written, axis=1, keepdims=True) / 2
         np.testing.assert_allclose(probs[mine], expected[mine], rtol=0, atol=1e-15)
-    assert analyze(scored["prompts"], [out], options=AnalysisOptions(n_permutations=10), figures=False).tables
+    assert analyze(
+        scored["prompts"], [out], options=AnalysisOptions.from_flags(n_permutations=10), figures=False
+    ).tables
 
 
 def _tree(folder: Path) -> dict[str, bytes]:
@@ -211,7 +213,9 @@ def test_a_subset_of_configs_imports_alone(scored, tmp_path) -> None:
     )
     picked = import_results(request)
     assert [c.config for c in picked.configs] == ["actor_observer_release"]
-    assert analyze(scored["prompts"], [out], options=AnalysisOptions(n_permutations=10), figures=False).tables
+    assert analyze(
+        scored["prompts"], [out], options=AnalysisOptions.from_flags(n_permutations=10), figures=False
+    ).tables
 
 
 def _import_cli(source: Path, prompts: Path, out: Path, *extra: str):

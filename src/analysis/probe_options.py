@@ -1,0 +1,52 @@
+"""Each probe's own analysis options (`ProbeSpec.analysis_options`), as classes, flags and recorded values.
+
+A light module (no pandas): `probes analyze` builds its flags from `analysis_flags` for `--help`,
+`analysis.probe_analysis.AnalysisOptions.from_flags` hands each probe its values, and the report
+records them (`probe_option_values`). A probe's module reads its own with `options.probe(Class)`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from promptgen.core.flags import DeclaredFlag, declared_flags
+from promptgen.core.plugins import resolve_reference
+from promptgen.core.probe_spec import ProbeSpec
+from promptgen.probe_registry import probes
+
+
+def options_class(spec: ProbeSpec) -> type | None:
+    """The class of the probe's own analysis options (`ProbeSpec.analysis_options`), or None."""
+    return None if spec.analysis_options is None else resolve_reference(spec.analysis_options)
+
+
+def analysis_flags() -> dict[str, list[DeclaredFlag]]:
+    """Every probe's own analysis options, by name, in report order (two probes may share a name).
+
+    The command line makes one `probes analyze` flag of each name (`probes.cli.options`); a flag's
+    owner is the probe's name.
+    """
+    flags: dict[str, list[DeclaredFlag]] = {}
+    for spec in probes().values():
+        for flag in declared_flags(spec.name, options_class(spec)):
+            flags.setdefault(flag.name, []).append(flag)
+    return flags
+
+
+def probe_option_values(options: Any) -> list[tuple[str, list[tuple[str, Any]]]]:
+    """(section, [(flag, value)]) of each probe that declares its own analysis options, in report order: what
+    the report records of them (`options` is an `AnalysisOptions`; a switch's value is on or off, None
+    is `default`)."""
+    out = []
+    for spec in probes().values():
+        cls = options_class(spec)
+        if cls is None:
+            continue
+        chosen = options.probe(cls)
+        values = []
+        for flag in declared_flags(spec.name, cls):
+            value = getattr(chosen, flag.name)
+            shown = ("on" if value else "off") if flag.kind is bool and value is not None else value
+            values.append((flag.declaration.split("/")[0], "default" if shown is None else shown))
+        out.append((spec.section, values))
+    return out
