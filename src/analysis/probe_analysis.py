@@ -29,12 +29,11 @@ import numpy as np
 import pandas as pd
 
 from promptgen.core.errors import ProbeError
-from promptgen.core.flags import declared_flags, flag_name
-from promptgen.probe_registry import probes
+from promptgen.core.flags import flag_name
 
 from .columns import NUMBER_SCORES, RUN_COLUMNS
 from .headlines import Run, with_run_label
-from .probe_options import analysis_flags, options_class
+from .probe_options import analysis_flags, option_classes
 
 T = TypeVar("T")
 
@@ -67,7 +66,8 @@ class AnalysisOptions:
 
     def probe(self, options: type[T]) -> T:
         """A probe's own options: the object of that class given here, else the class's defaults."""
-        return next((o for o in self.probes if isinstance(o, options)), None) or options()
+        given = next((o for o in self.probes if isinstance(o, options)), None)
+        return options() if given is None else given
 
     @classmethod
     def from_flags(
@@ -75,23 +75,21 @@ class AnalysisOptions:
     ) -> AnalysisOptions:
         """The options of `probes analyze`'s flags: each of `flags` goes to every probe declaring it (None: its
         default); a name no probe declares is one line listing the ones they do."""
-        if unknown := sorted(set(flags) - set(analysis_flags())):
+        declared = analysis_flags()
+        if unknown := sorted(set(flags) - set(declared)):
+            owners = [spec.name for spec, _ in option_classes()]
             own = "; ".join(
-                f"{spec.name}: {', '.join(f.declaration for f in declared_flags(spec.name, options_class(spec)))}"
-                for spec in probes().values()
-                if spec.analysis_options is not None
+                f"{owner}: {', '.join(f.declaration for g in declared.values() for f in g if f.owner == owner)}"
+                for owner in owners
             )
             raise ProbeError(
                 f"{', '.join(flag_name(n) for n in unknown)}: no probe takes this analysis option "
                 f"(theirs: {own or 'none'})"
             )
-        chosen = []
-        for spec in probes().values():
-            options = options_class(spec)
-            if options is None:
-                continue
-            values = {f.name: flags[f.name] for f in fields(options) if flags.get(f.name) is not None}
-            chosen.append(options(**values))
+        chosen = [
+            options(**{f.name: flags[f.name] for f in fields(options) if flags.get(f.name) is not None})
+            for _, options in option_classes()
+        ]
         return cls(seed=seed, score=score, alpha=alpha, probes=tuple(chosen))
 
 

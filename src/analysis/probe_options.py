@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from promptgen.core.flags import DeclaredFlag, declared_flags
+from promptgen.core.flags import DeclaredFlag, declared_flags, flags_by_name
 from promptgen.core.plugins import resolve_reference
 from promptgen.core.probe_spec import ProbeSpec
 from promptgen.probe_registry import probes
@@ -20,17 +20,18 @@ def options_class(spec: ProbeSpec) -> type | None:
     return None if spec.analysis_options is None else resolve_reference(spec.analysis_options)
 
 
+def option_classes() -> list[tuple[ProbeSpec, type]]:
+    """(spec, its options class) of each probe that declares its own analysis options, in report order."""
+    return [(spec, cls) for spec in probes().values() if (cls := options_class(spec)) is not None]
+
+
 def analysis_flags() -> dict[str, list[DeclaredFlag]]:
     """Every probe's own analysis options, by name, in report order (two probes may share a name).
 
     The command line makes one `probes analyze` flag of each name (`probes.cli.options`); a flag's
     owner is the probe's name.
     """
-    flags: dict[str, list[DeclaredFlag]] = {}
-    for spec in probes().values():
-        for flag in declared_flags(spec.name, options_class(spec)):
-            flags.setdefault(flag.name, []).append(flag)
-    return flags
+    return flags_by_name(flag for spec, cls in option_classes() for flag in declared_flags(spec.name, cls))
 
 
 def probe_option_values(options: Any) -> list[tuple[str, list[tuple[str, Any]]]]:
@@ -38,10 +39,7 @@ def probe_option_values(options: Any) -> list[tuple[str, list[tuple[str, Any]]]]
     the report records of them (`options` is an `AnalysisOptions`; a switch's value is on or off, None
     is `default`)."""
     out = []
-    for spec in probes().values():
-        cls = options_class(spec)
-        if cls is None:
-            continue
+    for spec, cls in option_classes():
         chosen = options.probe(cls)
         values = []
         for flag in declared_flags(spec.name, cls):

@@ -11,7 +11,7 @@ fields, so the classes stay usable from Python without a command line.
 from __future__ import annotations
 
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
@@ -64,6 +64,15 @@ def declared_flags(owner: str, options: type | None) -> list[DeclaredFlag]:
             )
         )  # fmt: skip
     return flags
+
+
+def flags_by_name(flags: Iterable[DeclaredFlag]) -> dict[str, list[DeclaredFlag]]:
+    """Flags grouped by name, in the order given (two owners may declare the same name): the command line
+    makes one flag of each name (`probes.cli.options`)."""
+    grouped: dict[str, list[DeclaredFlag]] = {}
+    for flag in flags:
+        grouped.setdefault(flag.name, []).append(flag)
+    return grouped
 
 
 def flag_name(option: str) -> str:

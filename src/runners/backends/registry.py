@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from promptgen.core.errors import ProbeError
-from promptgen.core.flags import DeclaredFlag, declared_flags, flag_name, option_flag
+from promptgen.core.flags import DeclaredFlag, declared_flags, flag_name, flags_by_name, option_flag
 from promptgen.core.plugins import resolve_reference
 from runners.extras import require
 
@@ -175,11 +175,7 @@ def backend_flags() -> dict[str, list[LoadFlag]]:
 
     The command line makes one flag of each name (`probes.cli.options`).
     """
-    flags: dict[str, list[LoadFlag]] = {}
-    for spec in BACKENDS.values():
-        for flag in load_flags(spec):
-            flags.setdefault(flag.name, []).append(flag)
-    return flags
+    return flags_by_name(flag for spec in BACKENDS.values() for flag in load_flags(spec))
 
 
 def refusal(option: str, backend: str) -> str:
