@@ -43,6 +43,24 @@ def test_help_lists_commands_and_documents_every_flag():
             assert len(line.split(flag, 1)[1].strip()) > 10, f"probes {name} --help shows no help for {flag}"
 
 
+def test_each_command_s_help_shows_its_docstring_paragraphs_unbroken():
+    """A paragraph is one line at a width that holds it, not the docstring's source lines (typer keeps
+    those: the terminal then wrapped each again, leaving lines of a word or two)."""
+    import inspect
+
+    import typer.main
+
+    group = typer.main.get_command(app)
+    for name, command in group.commands.items():
+        shown = _plain(runner.invoke(app, [name, "--help"], env={"COLUMNS": "400"}, terminal_width=400).output)
+        lines = {" ".join(line.split()) for line in shown.splitlines()}
+        doc = inspect.getdoc(command.callback) or ""
+        for paragraph in doc.split("\n\n"):
+            text = " ".join(paragraph.split())
+            if len(text) < 350:  # a longer one wraps even at 400 columns
+                assert text in lines, f"probes {name} --help breaks the paragraph {text[:60]!r}..."
+
+
 def test_build_then_second_build_needs_overwrite(fixture_release, tmp_path):
     sources, recipe = fixture_release
     out = tmp_path / "out"

@@ -22,7 +22,7 @@ from .importer import import_cmd
 from .plan import plan_cmd
 from .publish import publish_cmd
 from .run import run
-from .shared import _ENGINE_THREADS, _warn, app, entry, err, main, one_line_errors, out, plugin_failed
+from .shared import _ENGINE_THREADS, _warn, app, entry, err, main, one_line_errors, out, plugin_failed, reflowed_help
 from .sweep import sweep_cmd
 
 BEFORE_PROBES: tuple[tuple[str, Callable[..., Any]], ...] = (
@@ -58,6 +58,6 @@ def probe_commands() -> list[tuple[str, Callable[..., Any]]]:
 
 COMMANDS = (*BEFORE_PROBES, *probe_commands(), *AFTER_PROBES)
 for _name, _command in COMMANDS:
-    app.command(_name)(one_line_errors(_command))
+    app.command(_name, help=reflowed_help(_command.__doc__))(one_line_errors(_command))
 
 __all__ = ["COMMANDS", "_ENGINE_THREADS", "_warn", "app", "entry", "err", "main", "out"]

@@ -8,6 +8,7 @@ included, is scrubbed of Hub tokens first (`promptgen.core.secrets`).
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import os
 import sys
@@ -96,6 +97,16 @@ def one_line_errors(command: F) -> F:
             _fail(exc)
 
     return wrapper  # type: ignore[return-value]
+
+
+def reflowed_help(doc: str | None) -> str:
+    """A command's docstring as its `--help`: each paragraph one line, for the terminal to wrap.
+
+    typer's rich help keeps a docstring's single line breaks within a paragraph, so a paragraph
+    wrapped at the source's width broke again at the terminal's (a line of a word or two, each).
+    """
+    paragraphs = inspect.cleandoc(doc or "").split("\n\n")
+    return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
 
 
 def _warn(message: str) -> None:
