@@ -50,6 +50,8 @@ from runners.scoring.settings import ScoringSettings, scoring_settings
 NAME, SECTION, PREFIX, ROWS = "fake-probe", "Fake probe", "fake_probe_", "fake"
 FILES = Path(__file__).resolve().parent / "fake_probe_files"
 SCORES = f"{PREFIX}scores"
+#: its metrics as `probes analyze --help` lists them
+METRICS = f"the probability the model gives the choice it agrees with, per group ({SCORES})."
 CHOICES, TYPES = ["yes", "no"], ["agree", "disagree"]
 
 
@@ -236,6 +238,7 @@ SPEC = register_probe(
         section=SECTION,
         table_prefix=PREFIX,
         row_probes=(ROWS,),
+        metrics=METRICS,
         commands={"fake-groups": f"{__name__}:fake_groups_cmd"},
         api={"fake_groups": f"{__name__}:fake_groups"},
         import_formats={"fake-release": ReleaseFormat(f"{__name__}:FORMAT", "another team's answers.csv")},

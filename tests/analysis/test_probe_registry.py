@@ -108,6 +108,23 @@ def test_a_plugin_probe_is_listed_by_probes_sweep_help() -> None:
     assert "fake-probe" not in without.stdout and "talent-or-luck" in without.stdout
 
 
+def test_probes_analyze_help_lists_each_registered_probe_s_metrics() -> None:
+    """The help is composed from the specs (`ProbeSpec.metrics`): a plugin probe's sentence is in it too."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path]), "COLUMNS": "120", "NO_COLOR": "1"}
+
+    def shown(plugins: str) -> str:
+        args = [sys.executable, "-m", "probes.cli", "analyze", "--help"]
+        done = subprocess.run(args, env={**env, "PROBES_PLUGINS": plugins}, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return " ".join(done.stdout.split())  # the terminal's wrapping undone
+
+    fake = importlib.import_module("fake_probe")
+    with_plugin, without = shown("fake_probe"), shown("")
+    assert f"{fake.SECTION}: {fake.METRICS}" in with_plugin and fake.SECTION not in without
+    for spec in (s for s in probes().values() if s.name != fake.NAME):  # importing it registered it here
+        assert spec.metrics and f"{spec.section}: {spec.metrics}" in without
+
+
 def test_a_plugin_probe_s_own_command_and_api_are_in_probes_help_and_probes_api() -> None:
     env = {**os.environ, "PROBES_PLUGINS": "fake_probe", "PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path])}
     code = "from probes import api; print(api.fake_groups.__module__, 'fake_groups' in api.__all__)"

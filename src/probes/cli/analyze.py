@@ -8,6 +8,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from promptgen.probe_registry import probes
+
 from . import options as opt
 from .groups import takes
 from .shared import err, out
@@ -53,11 +55,7 @@ def analyze_cmd(
     """Recompute every paper metric from released prompt and result datasets into tables, figures and report.html.
 
     Joins results to prompts by id; the probe of each config comes from the prompts' probe
-    column. Attribution: d, single-actor t-tests, Δd, Δd_pair, Δd1/Δd2 with SMD, shares. Empathy:
-    M0, M, δ with the structured permutation test, per-cell tests, summaries. Trust Game: type III
-    ANOVA, post hoc gender t-tests with Cohen's d, probing accuracy. Refusal rates for all. The
-    *_release attribution configs (the release's exact items) get the release's own metrics, as
-    its analysis scripts compute them (attribution_release_* tables).
+    column. METRICS Refusal rates for all.
 
     Refused, naming the file, row id and column: probabilities outside [0, 1], distributions not
     summing to 1, NaN in the distribution of an item not refused, null ids, answers outside their
@@ -96,3 +94,12 @@ def analyze_cmd(
         f"({time.perf_counter() - started:.1f} s)",
         highlight=False,
     )
+
+
+def probe_metrics() -> str:
+    """Each registered probe's metrics in a sentence (`ProbeSpec.metrics`), in report order, for `--help`."""
+    return " ".join(f"{spec.section}: {spec.metrics}" for spec in probes().values() if spec.metrics)
+
+
+# the help lists what each registered probe computes, a plugin probe's too, so this module names none
+analyze_cmd.__doc__ = (analyze_cmd.__doc__ or "").replace("METRICS", probe_metrics())

@@ -9,9 +9,15 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from promptgen.core.build_options import MAX_EVENTS
+from promptgen.probe_registry import probes
+
 from . import options as opt
 from .groups import takes
 from .shared import err, out
+
+#: the registered probes whose datasets are built from events (they take `--max-events`)
+EVENT_PROBES = ", ".join(spec.name for spec in probes().values() if MAX_EVENTS in spec.build_options)
 
 
 @takes(opt.SOURCES)
@@ -34,7 +40,7 @@ def build(
         typer.Option(
             "--max-events",
             min=1,
-            help="Event-based datasets (intergroup-empathy): build from N source events drawn evenly across "
+            help=f"Event-based datasets ({EVENT_PROBES}): build from N source events drawn evenly across "
             "emotions (seeded), same structure; written to OUT/<name>-eventsN.",
         ),
     ] = None,

@@ -79,8 +79,7 @@ def plan_cmd(
             "--scoring",
             help="Price every config as `probes run --scoring` scores it: sentence or letter (choice items read "
             "from the logits; number items as exact numbers: the exact and first-token modes) or generate (prompt "
-            "tokens, then decoded tokens). Default: each config's declared protocol, as a run without flags (the "
-            "empathy configs: greedy generation of at most 128 tokens).",
+            "tokens, then decoded tokens). Default: each config's declared protocol, as a run without flags.",
         ),
     ] = None,
     max_new_tokens: Annotated[

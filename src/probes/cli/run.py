@@ -56,10 +56,9 @@ def run(
 ) -> None:
     """Score one config of a prompt dataset with a model into a Hub-ready result folder.
 
-    Without scoring flags it scores the way the dataset's paper did (its declared protocol:
-    Talent or Luck, mean option log-probabilities after the plain prompt; the empathy gap,
-    greedy generation on the chat form; the Trust Game, the number distribution); each flag
-    given replaces that part, and the summary says whether the paper's protocol ran.
+    Without scoring flags it scores the way the dataset's paper did: the protocol its build
+    manifest declares for the config (the dataset card describes each); each flag given replaces
+    that part, and the summary says whether the paper's protocol ran.
 
     Resumable: rerunning the same command skips the items already scored with the same model
     revision and scoring settings. `--shard i/n` workers can fill one OUT folder together. The

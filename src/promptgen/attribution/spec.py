@@ -13,6 +13,9 @@ SPEC = ProbeSpec.in_project(
     analysis_options="analysis.attribution.options:AttributionOptions",
     lint=f"{__package__}.dataset:lint",
     section="Attribution",
+    metrics="d, single-actor t-tests, Δd, Δd_pair, Δd1/Δd2 with SMD, shares; the *_release configs (the "
+    "release's exact items) get the release's own metrics, as its analysis scripts compute them "
+    "(attribution_release_* tables).",
     table_prefix="attribution_",
     row_probes=("attribution",),
     rank=10,

@@ -36,6 +36,8 @@ class ProbeSpec:
     table_prefix: str
     #: the `probe` values of the rows its analysis reads (rows with other values are reported as refusals only)
     row_probes: tuple[str, ...]
+    #: what its analysis computes, a sentence for `probes analyze --help` (the help lists every probe's)
+    metrics: str = ""
     #: "module:Class" of its own `probes analyze` options: a frozen dataclass of `promptgen.core.flags.option_flag`
     #: fields, in a module without pandas (the command line builds their flags for `--help`); its analysis reads
     #: the values as `options.probe(Class)`, and the report records them. None: it takes none

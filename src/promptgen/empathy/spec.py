@@ -18,6 +18,7 @@ SPEC = ProbeSpec.in_project(
     analysis_options="analysis.empathy.options:EmpathyOptions",
     build_options=(MAX_EVENTS, REWRITES),
     section="Empathy",
+    metrics="M0, M, δ with the structured permutation test, per-cell tests, summaries.",
     table_prefix="empathy_",
     row_probes=("empathy",),
     rank=30,

@@ -16,6 +16,7 @@ SPEC = ProbeSpec.in_project(
     aliases=("trust-game",),
     build_options=(CURATED_PAIRS,),
     section="Trust Game",
+    metrics="type III ANOVA, post hoc gender t-tests with Cohen's d, probing accuracy.",
     table_prefix="trust_game_",
     row_probes=("trust_game", "probing"),
     rank=20,
