@@ -108,7 +108,7 @@ def test_a_plugin_probe_is_listed_by_probes_sweep_help() -> None:
     assert "fake-probe" not in without.stdout and "talent-or-luck" in without.stdout
 
 
-def test_probes_analyze_help_lists_each_registered_probe_s_metrics() -> None:
+def test_probes_analyze_help_lists_each_registered_probe_s_metrics(fake_probe) -> None:
     """The help is composed from the specs (`ProbeSpec.metrics`): a plugin probe's sentence is in it too."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path]), "COLUMNS": "120", "NO_COLOR": "1"}
 
@@ -118,10 +118,10 @@ def test_probes_analyze_help_lists_each_registered_probe_s_metrics() -> None:
         assert done.returncode == 0, done.stderr
         return " ".join(done.stdout.split())  # the terminal's wrapping undone
 
-    fake = importlib.import_module("fake_probe")
+    fake = fake_probe  # registered for this test only (its SECTION and METRICS)
     with_plugin, without = shown("fake_probe"), shown("")
     assert f"{fake.SECTION}: {fake.METRICS}" in with_plugin and fake.SECTION not in without
-    for spec in (s for s in probes().values() if s.name != fake.NAME):  # importing it registered it here
+    for spec in (s for s in probes().values() if s.name != fake.NAME):  # the fixture registered it here
         assert spec.metrics and f"{spec.section}: {spec.metrics}" in without
 
 
