@@ -909,3 +909,135 @@ def test_publish_refuses_rows_whose_numbers_break_the_rule(tmp_path):
     line = _dry_run_error(folder)
     assert f"part {rel}: row id {ids[1]!r}, column 'choice_probs' holds NaN, and the row is not refused" in line
     assert f"part {rel}: row id {ids[3]!r}, column 'chosen_index' is not the option of highest choice_probs" in line
+
+
+# --------------------------------------------------------------------------- content: parquet schema and field metadata
+
+#: what a tool run in a shell holding keys wrote into a parquet file's metadata (issue #69, finding 4)
+META_KEY = "sk-" + "a" * 40
+META_TOKEN = "hf_" + "Qz" * 17
+
+
+def _annotated(schema: pa.Schema, metadata: dict[str, str], fields: dict[str, dict[str, str]]) -> pa.Schema:
+    """`schema` with `metadata` added to its own and each field that `fields` names (by the path publish names
+    it by: `note`, `messages[].content`, `choice_probs[]`) given that metadata."""
+
+    def annotate(field: pa.Field, path: str) -> pa.Field:
+        kind = field.type
+        if pa.types.is_list(kind):
+            kind = pa.list_(annotate(kind.value_field, f"{path}[]"))
+        elif pa.types.is_struct(kind):
+            kind = pa.struct([annotate(kind.field(i), f"{path}.{kind.field(i).name}") for i in range(kind.num_fields)])
+        field = field.with_type(kind)
+        return field.with_metadata({**(field.metadata or {}), **fields[path]}) if path in fields else field
+
+    return pa.schema([annotate(f, f.name) for f in schema], metadata={**(schema.metadata or {}), **metadata})
+
+
+def _rewrite_with_metadata(
+    path: Path,
+    metadata: dict[str, str] | None = None,
+    fields: dict[str, dict[str, str]] | None = None,
+    file_metadata: dict[str, str] | None = None,
+) -> None:
+    """Rewrite the parquet file `path` with the same rows and the given schema, field and footer metadata."""
+    table = pq.read_table(path)
+    schema = _annotated(table.schema, metadata or {}, fields or {})
+    table = pa.Table.from_arrays([c.cast(f.type) for c, f in zip(table.columns, schema, strict=True)], schema=schema)
+    with pq.ParquetWriter(path, schema) as writer:
+        writer.write_table(table)
+        if file_metadata:
+            writer.add_key_value_metadata(file_metadata)
+    written = pq.ParquetFile(path).schema_arrow
+    assert written.equals(schema, check_metadata=True), (written, schema)  # the metadata did reach the file
+
+
+def _rehash_build_manifest(folder: Path) -> None:
+    """Record the data files' new sizes and sha256 in build_manifest.json (as a rebuild would)."""
+    path = folder / "build_manifest.json"
+    manifest = json.loads(path.read_text())
+    for config in manifest["configs"].values():
+        for entry in config["files"]:
+            data = (folder / entry["path"]).read_bytes()
+            entry["bytes"], entry["sha256"] = len(data), hashlib.sha256(data).hexdigest()
+    path.write_text(json.dumps(manifest, indent=2))
+
+
+#: (schema metadata, field metadata, footer metadata) -> where the refusal says the leak is, and what it is
+METADATA_CASES = [
+    ({"note": META_KEY}, {}, {}, "schema metadata key 'note': an OpenAI-style API key"),
+    ({"built_with": f'{{"token": "{META_TOKEN}"}}'}, {}, {}, "schema metadata key 'built_with': a Hugging Face token"),
+    ({}, {"TOP": {"comment": META_TOKEN}}, {}, "field 'TOP' metadata key 'comment': a Hugging Face token"),
+    ({}, {"NESTED": {"key": META_KEY}}, {}, "field 'NESTED' metadata key 'key': an OpenAI-style API key"),
+    ({}, {}, {"extra": META_TOKEN}, "file metadata key 'extra': a Hugging Face token"),
+    # JSON that escapes its slashes hides a path from a plain search: its strings are read decoded
+    ({"tool": '{"cache": "\\/home\\/alice\\/hf"}'}, {}, {}, "schema metadata key 'tool': a home-folder path"),
+]
+
+
+@pytest.mark.parametrize("kind", ["results", "prompts"])
+def test_publish_refuses_a_secret_in_parquet_schema_or_field_metadata(tmp_path, kind):
+    """A results part's or a prompt shard's schema metadata, a column's field metadata, a nested field's, or the
+    footer's key-value metadata holding a key: `--dry-run` passed all of them (issue #69, finding 4); each is now
+    refused in one line naming the file, where in it and the key, never the secret."""
+    if kind == "results":
+        folder = results_folder(tmp_path / "r", parts=1, generated="ok")
+        (part,) = folder.rglob("part-*.parquet")
+        top, nested = "generated_text", "choice_probs[]"
+    else:
+        folder = prompt_folder_with(tmp_path / "p", {}, {})
+        part = folder / "data" / "main" / "test-00001-of-00003.parquet"
+        top, nested = "note", "messages[].content"
+    rel = part.relative_to(folder).as_posix()
+    clean = part.read_bytes()
+    for metadata, fields, footer, where in METADATA_CASES:
+        fields = {{"TOP": top, "NESTED": nested}[name]: meta for name, meta in fields.items()}
+        where = where.replace("'TOP'", repr(top)).replace("'NESTED'", repr(nested))
+        _rewrite_with_metadata(part, metadata, fields, footer)
+        if kind == "prompts":
+            _rehash_build_manifest(folder)
+        line = _dry_run_error(folder)
+        assert f"{rel} {where}" in line and "1 problem(s)" in line, (where, line)
+        assert META_KEY not in line and META_TOKEN not in line and META_TOKEN[3:] not in line
+        part.write_bytes(clean)
+    if kind == "prompts":
+        _rehash_build_manifest(folder)
+        assert b"huggingface" in pq.ParquetFile(part).schema_arrow.metadata  # datasets' own metadata passes
+    assert publish(folder, "org/x", api=FakeHub(), dry_run=True).will_commit
+
+
+def test_parquet_metadata_that_is_ordinary_passes_and_leaky_names_are_not_printed(tmp_path):
+    """Ordinary metadata (datasets' `huggingface` features, pandas', a description naming `hf_transfer` and an
+    https URL) passes; a key or a column name that is itself a secret is named by position, not printed; a
+    bidirectional control in metadata is refused as it is in JSON."""
+    folder = prompt_folder_with(tmp_path / "p", {}, {})
+    part = folder / "data" / "main" / "test-00000-of-00003.parquet"
+    rel = part.relative_to(folder).as_posix()
+    clean = part.read_bytes()
+    pandas = json.dumps({"index_columns": [], "columns": [{"name": "id"}], "pandas_version": "2.2.3"})
+    _rewrite_with_metadata(
+        part,
+        {"pandas": pandas, "description": "see https://example.org/tmp/x; pip install hf_transfer"},
+        {"messages[].content": {"description": "what the user says, in plain words"}},
+    )
+    _rehash_build_manifest(folder)
+    assert publish(folder, "org/x", api=FakeHub(), dry_run=True).will_commit
+
+    part.write_bytes(clean)
+    _rewrite_with_metadata(part, {META_KEY: "x"})
+    _rehash_build_manifest(folder)
+    line = _dry_run_error(folder)
+    assert f"{rel} schema metadata key #" in line and "an OpenAI-style API key" in line and META_KEY not in line
+
+    part.write_bytes(clean)
+    table = pq.read_table(part)
+    pq.write_table(table.rename_columns(["id", META_TOKEN, "messages"]), part)
+    _rehash_build_manifest(folder)
+    line = _dry_run_error(folder)
+    assert f"{rel} field '#1' name: a Hugging Face token" in line and META_TOKEN not in line, line
+
+    part.write_bytes(clean)
+    _rewrite_with_metadata(part, {}, {"note": {"model": "org/\u202eevil"}})
+    _rehash_build_manifest(folder)
+    line = _dry_run_error(folder)
+    assert f"{rel} field 'note' metadata key 'model': a bidirectional control character" in line, line

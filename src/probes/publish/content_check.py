@@ -20,6 +20,16 @@ credentials are also looked for across line breaks (a token wrapped over two lin
 Names and metadata (every JSON file, the card, the parquet columns naming a model or run) may not
 hold a bidirectional control either: `org/\u202eevil` displays as `org/live`.
 
+A parquet file uploads more than its rows, and all of it is read (`scan_parquet_schema`): the
+schema's metadata (`huggingface` written by `datasets`, `pandas`, any other key), every field's
+metadata, nested fields' too (a list's element, a struct's fields), every field's name, the
+footer's key-value metadata (a key added beside the schema's; the Arrow schema stored there is
+decoded and read like the file's own), the physical schema's column paths and the writer's
+`created_by`. Each key and value is matched as a name (bidirectional controls refused), a value
+that is JSON also string by string (its escapes decoded); one problem per entry, named by file,
+`schema metadata`, `field '<path>' metadata` or `file metadata`, and the key. A key or a name that
+is itself the leak is named by its position (`key #1`, `field '#2'`), never printed.
+
 Parquet columns are matched with Arrow compute (RE2, vectorised, batch by batch): a result or
 prompt folder can hold millions of rows. Python only looks at the rows that matched, to name
 the first one and what it holds.
@@ -27,9 +37,11 @@ the first one and what it holds.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -244,10 +256,11 @@ def scan_parquet(path: Path, rel: str, needles: Needles, *, id_column: str = "id
         parquet = pq.ParquetFile(path)
     except (OSError, pa.ArrowException) as exc:
         return [f"{rel}: cannot be read as parquet to check its content ({' '.join(str(exc).split())})"]
+    problems = scan_parquet_schema(parquet, rel, needles)
     schema = parquet.schema_arrow
     columns = [f.name for f in schema if _has_strings(f.type)]
     if not columns:
-        return []
+        return problems
     read = columns + ([id_column] if id_column in schema.names and id_column not in columns else [])
     first: dict[str, tuple[Any, str]] = {}
     counts: dict[str, int] = {}
@@ -268,7 +281,7 @@ def scan_parquet(path: Path, rel: str, needles: Needles, *, id_column: str = "id
                         ids[row].as_py() if ids is not None else f"#{row}",
                         needles.find(value, name=names) or "a token or a home-folder path",
                     )
-    return [
+    return problems + [
         f"{rel} row id {row_id!r} column {field!r}: {kind}"
         + (f" ({counts[field]:,} rows)" if counts[field] > 1 else "")
         for field, (row_id, kind) in first.items()
@@ -310,3 +323,119 @@ def _string_leaves(array: pa.Array, name: str) -> Iterator[tuple[str, pa.Array, 
                 if _has_strings(kind.field(i).type):
                     child = pc.struct_field(values, [i])
                     stack.append((f"{field}.{kind.field(i).name}", child, rows))
+
+
+#: the footer key where Arrow stores the schema it wrote (an IPC message, base64): decoded and read as a schema
+ARROW_SCHEMA_KEY = b"ARROW:schema"
+
+
+def scan_parquet_schema(parquet: pq.ParquetFile, rel: str, needles: Needles) -> list[str]:
+    """Every byte of a parquet file that is not a row: metadata (schema, fields, footer) and names.
+
+    The schema as Arrow reads it and the one stored in the footer are both read (they may differ:
+    another writer's list element name); a footer entry is read unless the schema holds it as it is.
+    One problem per metadata entry or name, each once.
+    """
+    schema = parquet.schema_arrow
+    problems = _schema_problems(schema, needles)
+    footer = parquet.metadata
+    own = schema.metadata or {}
+    stored = None
+    for n, (key, value) in enumerate((footer.metadata or {}).items()):
+        if key == ARROW_SCHEMA_KEY:
+            stored = _stored_schema(value)
+            if stored is None:
+                problems.append(f"file metadata key {key.decode()!r}: not an Arrow schema, cannot be checked")
+            else:
+                problems += _schema_problems(stored, needles)
+        elif own.get(key) != value:
+            problems += _metadata_problems("file metadata", {key: value}, needles, first=n)
+    # the physical schema's column paths: the Arrow schema's names (a leak among them is refused above, once),
+    # unless another writer named its groups and columns otherwise
+    read = [schema] + ([stored] if stored is not None else [])
+    if not any(needles.find(field.name, name=True) for arrow in read for field, _ in _fields(arrow, needles)):
+        for i in range(len(parquet.schema)):
+            kind = needles.find(parquet.schema.column(i).path, name=True)
+            if kind:
+                problems.append(f"parquet column #{i} path: {kind}")
+                break
+    kind = needles.find(footer.created_by or "", name=True)
+    if kind:
+        problems.append(f"file created_by: {kind}")
+    return [f"{rel} {problem}" for problem in dict.fromkeys(problems)]
+
+
+def _stored_schema(value: bytes) -> pa.Schema | None:
+    """The Arrow schema a footer's `ARROW:schema` holds (base64, or raw as old writers stored it); None if none."""
+    try:
+        candidates = [base64.b64decode(value, validate=True), value]
+    except (binascii.Error, ValueError):
+        candidates = [value]
+    for data in candidates:
+        try:
+            return pa.ipc.read_schema(pa.py_buffer(data))
+        except (pa.ArrowException, ValueError):
+            continue
+    return None
+
+
+def _schema_problems(schema: pa.Schema, needles: Needles) -> list[str]:
+    """The schema's metadata, then each field's name and metadata, nested ones too (named as columns are)."""
+    problems = _metadata_problems("schema metadata", schema.metadata, needles)
+    for field, path in _fields(schema, needles):
+        kind = needles.find(field.name, name=True)
+        if kind:
+            problems.append(f"field {path!r} name: {kind}")
+        problems += _metadata_problems(f"field {path!r} metadata", field.metadata, needles)
+    return problems
+
+
+def _fields(schema: pa.Schema, needles: Needles) -> Iterator[tuple[pa.Field, str]]:
+    """(field, its path) of every field, depth first: a struct's or union's by name (`a.b`), a list's or map's
+    element as `a[]` (the paths `scan_parquet` names columns by)."""
+    stack = [(field, _label(field.name, i, needles)) for i, field in reversed(list(enumerate(schema)))]
+    while stack:
+        field, path = stack.pop()
+        yield field, path
+        kind = field.type
+        while isinstance(kind, pa.ExtensionType) or pa.types.is_dictionary(kind):
+            kind = kind.storage_type if isinstance(kind, pa.ExtensionType) else kind.value_type
+        named = pa.types.is_struct(kind) or pa.types.is_union(kind)
+        children = [kind.field(i) for i in range(kind.num_fields)]
+        stack += reversed(
+            [(c, f"{path}.{_label(c.name, i, needles)}" if named else f"{path}[]") for i, c in enumerate(children)]
+        )
+
+
+def _label(name: str, index: int, needles: Needles) -> str:
+    """A field's name in a problem line, or its position (`#2`) when the name itself is a leak."""
+    return f"#{index}" if needles.find(name, name=True) else name
+
+
+def _metadata_problems(
+    where: str, metadata: Mapping[bytes, bytes] | None, needles: Needles, *, first: int = 0
+) -> list[str]:
+    """Each leaky key-value entry of `metadata`, named by its key (by position when the key is the leak)."""
+    problems = []
+    for n, (key, value) in enumerate((metadata or {}).items(), start=first):
+        name = key.decode("utf-8", errors="replace")
+        kind = needles.find(name, name=True)
+        if kind:
+            problems.append(f"{where} key #{n} (the key itself): {kind}")
+            continue
+        kind = _find_in_value(value.decode("utf-8", errors="replace"), needles)
+        if kind:
+            problems.append(f"{where} key {name!r}: {kind}")
+    return problems
+
+
+def _find_in_value(text: str, needles: Needles) -> str | None:
+    """The first leak in a metadata value: as text, and when it is JSON, in each of its strings and keys too."""
+    kind = needles.find(text, name=True)
+    if kind or not text.lstrip().startswith(("{", "[", '"')):
+        return kind
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return next((kind for _, string in _json_strings(data, "$") if (kind := needles.find(string, name=True))), None)
