@@ -6,7 +6,7 @@ not refused), a number answer outside its item's range, a choice index past its 
 scored choice item without its `choice_probs`, an expected or most probable number that is not
 its own `number_probs`, a `refused` that contradicts its `valid_mass`. Each check refuses the
 first such value with one error naming its file, row id and column, and how many such values
-the config holds. `analysis.load` runs them: `check_probabilities` as results are read,
+the config holds. `analysis.load` runs them: `check_probabilities` (with `check_logprobs`) as results are read,
 `check_result_values` as they are joined to their prompts (and `_bad_value` words its
 prompt-hash check).
 """
@@ -18,8 +18,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from promptgen.core.errors import ProbeError
+from runners.results.rules import breaches
 from runners.scoring.parse import FIRST_INTEGER_MAX
 
 from .columns import RESULT_FILE_COLUMN
@@ -80,6 +82,36 @@ def check_probabilities(frame: pd.DataFrame) -> None:
             _bad_value(
                 frame, int(present[k]), column, f"sums to {float(sums[k])!r}, not 1", f"{int(off.sum())} such rows"
             )
+    check_logprobs(frame)
+
+
+#: the columns the rule of raw log-probabilities reads (`runners.results.rules`)
+LOGPROB_RULE_COLUMNS = {
+    "id": pa.string(),
+    "choice_logprobs": pa.list_(pa.float64()),
+    "choice_probs": pa.list_(pa.float64()),
+    "choice_tokens": pa.list_(pa.int64()),
+    "refused": pa.bool_(),
+}
+
+
+def check_logprobs(frame: pd.DataFrame) -> None:
+    """Refuse rows whose `choice_logprobs` break the rule of result numbers (`runners.results.rules`).
+
+    A published log-probability column must be log-probabilities (finite or -inf, at most 0) that
+    give the distribution beside it: `[5.0]*4` next to a uniform `choice_probs` contradicts it.
+    The rule is the runners' own, applied to the rows as read; the first breach is named.
+    """
+    if "choice_logprobs" not in frame.columns or not frame["choice_logprobs"].notna().any():
+        return
+    columns = {name: kind for name, kind in LOGPROB_RULE_COLUMNS.items() if name in frame.columns}
+    table = pa.table({name: pa.array(frame[name], kind, from_pandas=True) for name, kind in columns.items()})
+    found = [b for b in breaches(table) if b.column == "choice_logprobs"]
+    if found:
+        b = min(found, key=lambda b: b.rows[0])
+        row = int(b.rows[0])
+        shown = [float(v) for v in frame["choice_logprobs"].iloc[row]]
+        _bad_value(frame, row, b.column, f"{shown!r} {b.problem}", f"{len(b.rows)} such rows")
 
 
 def _bad_value(frame: pd.DataFrame, row: int, column: str, problem: str, count: str) -> None:

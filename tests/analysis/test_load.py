@@ -53,6 +53,14 @@ def _rows(n: int = 6) -> list[dict[str, Any]]:
         ({"valid_mass": 1.5}, "valid_mass", "value 1.5 is outside [0, 1]"),
         ({"number_probs": [0.2, 0.2]}, "number_probs", "sums to 0.4, not 1"),
         ({"choice_probs": [0.5, math.nan, 0.25, 0.25]}, "choice_probs", "NaN in the distribution of an item"),
+        # issue #69, finding 5: raw log-probabilities that contradict the distribution beside them
+        ({"choice_logprobs": [5.0] * 4}, "choice_logprobs", "[5.0, 5.0, 5.0, 5.0] holds a value above 0"),
+        ({"choice_logprobs": [math.nan] * 4}, "choice_logprobs", "[nan, nan, nan, nan] holds NaN, and the row"),
+        (
+            {"choice_logprobs": [math.log(0.25)] * 4},
+            "choice_logprobs",
+            f"{[math.log(0.25)] * 4!r} does not give choice_probs",
+        ),
     ],
 )
 def test_impossible_probabilities_are_refused_naming_file_row_and_column(tmp_path, change, column, problem):
@@ -70,6 +78,8 @@ def test_what_the_runners_write_is_accepted(tmp_path):
     rows[1].update(choice_probs=[math.nan] * 4, valid_mass=0.0, refused=True)
     rows[2].update(choice_probs=[0.5 + 4e-7, 0.5 - 4e-7, 0.0, 0.0])
     rows[3].update(choice_probs=None, number_probs=list(np.full(101, 1 / 101)), valid_mass=0.93)
+    rows[4].update(choice_logprobs=[math.log(p * 0.9) for p in rows[4]["choice_probs"]], choice_tokens=[1] * 4)
+    rows[5].update(choice_logprobs=[math.log(p) * 3 for p in rows[5]["choice_probs"]], choice_tokens=[3] * 4)
     write_results(tmp_path / "r", "single_actor", rows)
     frame = load_results(tmp_path / "r", "single_actor")
     assert len(frame) == 6

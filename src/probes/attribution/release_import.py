@@ -23,8 +23,12 @@ parsing, so a file written at full precision gives back the exact floats. What t
   distribution between X and Y is not in the file, so `choice_probs` gives each person half
   the mass (the release's metrics renormalise per person, so they are unchanged).
 
-Written at full precision they sum to 1 and are kept as they are; rounded files (the release
-wrote 2 decimals) are renormalised per person, since the analysis reads distributions. The
+Written at full precision they sum to 1 and are kept as they are. A rounded file (the release
+wrote 2 decimals) sums to 1 only as closely as its rounding explains: each person's values
+must sum to 1 within half a unit in the finest place the row prints, per value, plus float
+noise (`runners.results.rules.printed_sum_slack`), and are then renormalised per person, since
+the analysis reads distributions. Any other row (1/1/1/1, 0.5/0/0/0) is no distribution the
+scorer wrote and is refused, naming the file, row and sum, never divided by its sum. The
 release knows no refusals: no row is `refused`. Cells a spreadsheet would run were written by
 `probes export` with a leading `'` (`analysis.csv_cells`); it is taken off again.
 """
@@ -48,6 +52,7 @@ from probes.importer.common import ParsedFile, SourceFile, empty_row, first, nee
 from promptgen.core.contract import arrow_table
 from promptgen.core.errors import ProbeError
 from runners.prompts import PromptConfig
+from runners.results.rules import FLOAT_NOISE, PROBABILITY_TOLERANCE, last_place, printed_sum_slack
 from runners.scoring.settings import ScoringSettings, scoring_settings
 
 NAME = TALENT_OR_LUCK_CSV
@@ -91,10 +96,8 @@ COPIED: dict[str, tuple[tuple[str, str], ...]] = {
 #: per config: the columns holding the presented option order (`shuffled_options`, or per person)
 ORDER_COLUMNS = {SINGLE: ("shuffled_options",), PAIR: ("shuffled_X_options", "shuffled_Y_options")}
 ORDER_COLUMNS[OBSERVER] = ("shuffled_options",)
-#: a probability may stray this far outside [0, 1] (float rounding; `analysis.result_checks.PROBABILITY_TOLERANCE`)
-TOLERANCE = 1e-6
-#: written probabilities whose sum is this close to 1 are kept as written (full precision)
-SUM_EXACT = 1e-9
+#: a probability may stray this far outside [0, 1] (float rounding; `runners.results.rules.PROBABILITY_TOLERANCE`)
+TOLERANCE = PROBABILITY_TOLERANCE
 
 
 def _plain(text: str) -> str:
@@ -285,6 +288,17 @@ def _numbers(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         return values, parsed
 
 
+def _places(texts: list[str]) -> np.ndarray:
+    """The power of ten of each cell's last printed digit (`runners.results.rules.last_place`), once per text."""
+    known: dict[str, int] = {}
+    for text in dict.fromkeys(texts):
+        try:
+            known[text] = last_place(text)
+        except ValueError:  # refused as no probability before its place is asked for
+            known[text] = 0
+    return np.fromiter((known[t] for t in texts), dtype=np.float64, count=len(texts))
+
+
 def _probabilities(source: SourceFile, frame: pd.DataFrame, keys: list[list[str]], ids: list[str]) -> np.ndarray:
     """Each row's `choice_probs` in presented order, from the option-key columns (module docstring)."""
     n = len(keys)
@@ -299,9 +313,11 @@ def _probabilities(source: SourceFile, frame: pd.DataFrame, keys: list[list[str]
         row = first((matrix == absent[0]).any(axis=1))
         assert row is not None
         raise row_error(source, row, absent[0], f"no such column, and item {ids[row]!r} presents option {absent[0]!r}")
-    parsed = [_numbers(frame[c].tolist()) for c in columns]
+    texts = [frame[c].tolist() for c in columns]
+    parsed = [_numbers(t) for t in texts]
     values = np.stack([v for v, _ in parsed], axis=1)[np.arange(n)[:, None], where]
     ok = np.stack([p for _, p in parsed], axis=1)[np.arange(n)[:, None], where]
+    places = np.stack([_places(t) for t in texts], axis=1)[np.arange(n)[:, None], where]
     with np.errstate(invalid="ignore"):
         ok &= np.isfinite(values) & (values >= -TOLERANCE) & (values <= 1 + TOLERANCE)
     if not ok.all():
@@ -318,7 +334,21 @@ def _probabilities(source: SourceFile, frame: pd.DataFrame, keys: list[list[str]
         if zero is not None:
             column = next(k for k, m in zip(matrix[zero], mine[zero], strict=True) if m)
             raise row_error(source, zero, column, f"the probabilities of {who or 'the'} options sum to 0")
-        off = np.abs(sums - 1) > SUM_EXACT
+        finest = np.where(mine, places, np.inf).min(axis=1)
+        slack = printed_sum_slack(finest, mine.sum(axis=1))
+        wrong = first(np.abs(sums - 1) > slack)
+        if wrong is not None:
+            column = next(k for k, m in zip(matrix[wrong], mine[wrong], strict=True) if m)
+            decimals = max(0, -int(finest[wrong]))
+            raise row_error(
+                source,
+                wrong,
+                column,
+                f"the probabilities of {who or 'the'} options sum to {float(sums[wrong])!r}: printed to {decimals} "
+                f"decimal(s), they may miss 1 by {float(slack[wrong]):.3g} at most, so they are no distribution "
+                "the release's scorer wrote",
+            )
+        off = np.abs(sums - 1) > FLOAT_NOISE
         scale = np.where(off, sums, 1.0)[:, None]
         values = np.where(mine, values / scale, values)
     return values / len(persons) if len(persons) > 1 else values

@@ -11,7 +11,17 @@ or a flat 0.5/0.5 that are never refused, and every mean built on them moves sil
   (`PROBABILITY_TOLERANCE` per value) and no NaN unless the row is refused (NaN is the runners'
   record of "no valid mass": such a row is always refused at any threshold above 0);
 - `chosen_index` of a row with a choice distribution is the option of highest probability (any
-  of tied ones), and null where that distribution is NaN.
+  of tied ones), and null where that distribution is NaN;
+- a row's raw log-probabilities (`choice_logprobs`) are finite or -inf, at most 0, as many as
+  its options, and give the distribution beside them: `choice_probs` is their softmax (the
+  letter and summed-sentence rules), or the softmax of their per-token means over
+  `choice_tokens` (the length-normalised sentence rule). NaN is allowed only in a refused row,
+  as in the distributions: a published column that contradicts the distribution next to it
+  is worse than none;
+- a distribution read from printed numbers (`printed_sum_slack`, an import of a released CSV)
+  sums to 1 as closely as its printed precision explains, plus float noise: four values
+  rounded to 2 decimals may miss 1 by 4 x 0.005, never more. A row that misses by more is no
+  distribution the writer rounded, and is refused rather than divided by its sum.
 
 `breaches` finds the rows of an Arrow table that break it, all at once; rows are made
 (`runners.rows`: `check_rows`, never written), reused (`runners.results.resume`: `valid_rows`,
@@ -23,6 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import numpy as np
@@ -33,8 +44,10 @@ import pyarrow.compute as pc
 LOGPROB_SLACK = 1e-6
 #: slack for float rounding of probabilities (a renormalised float64 distribution sums to 1 within ~1e-15)
 PROBABILITY_TOLERANCE = 1e-6
+#: how far from 1 a sum of float64 probabilities may be from float rounding alone (beyond printing)
+FLOAT_NOISE = 1e-9
 #: the columns the rule reads
-RULE_COLUMNS = ("id", "choice_probs", "number_probs", "chosen_index", "refused")
+RULE_COLUMNS = ("id", "choice_logprobs", "choice_probs", "choice_tokens", "number_probs", "chosen_index", "refused")
 DISTRIBUTION_COLUMNS = ("choice_probs", "number_probs")
 
 
@@ -50,6 +63,31 @@ def checked_logprob(value: Any, where: str) -> float:
     if math.isnan(number) or number > LOGPROB_SLACK:
         raise BadLogprob(f"{where}: {number!r} is not a log-probability (a number at most 0)")
     return number
+
+
+def last_place(text: str) -> int:
+    """The power of ten of the last digit `text` prints: "0.33" -> -2, "1e-05" -> -5, "1" -> 0, "0.0" -> -1.
+
+    A number that is not finite (or no number) has no printed precision: `ValueError`.
+    """
+    try:
+        exponent = Decimal(text.strip()).as_tuple().exponent
+    except InvalidOperation as exc:
+        raise ValueError(f"{text!r} is not a number") from exc
+    if not isinstance(exponent, int):  # 'n', 'N', 'F': NaN or infinity
+        raise ValueError(f"{text!r} is not a finite number")
+    return exponent
+
+
+def printed_sum_slack(finest_place: np.ndarray | int, count: np.ndarray | int) -> np.ndarray:
+    """How far from 1 the sum of `count` printed probabilities may be, the finest printed at `finest_place`.
+
+    Each value may be off by half a unit in the last place the row prints (the writer rounded
+    every value of the row alike; a trailing zero it dropped only prints fewer places), plus
+    float noise: 0.33/0.33/0.33/0.0 (2 places) may sum to 0.99, 1/1/1/1 (0 places) never to 4.
+    """
+    places = np.asarray(finest_place, dtype=np.float64)
+    return np.asarray(count, dtype=np.float64) * 0.5 * np.power(10.0, places) + FLOAT_NOISE
 
 
 @dataclass(frozen=True)
@@ -118,7 +156,71 @@ def breaches(table: pa.Table) -> list[Breach]:
             at_chosen[in_range] = flat[starts[in_range] + chosen[in_range]]
             add("chosen_index", "is not the option of highest choice_probs", rows & (chosen_null | (at_chosen != top)))
             add("chosen_index", "names an option, and choice_probs is NaN", present & has_nan & ~chosen_null)
+    logprobs = typed.get("choice_logprobs", pa.null())
+    if pa.types.is_list(logprobs) and _is_number(logprobs.value_type):
+        for problem, mask in _logprob_breaches(table, typed, refused):
+            add("choice_logprobs", problem, mask)
     return found
+
+
+def _row_softmax(values: np.ndarray, parents: np.ndarray, n: int) -> np.ndarray:
+    """The softmax of each row's values (flat, `parents` naming each value's row); NaN for a row of only -inf."""
+    top = np.full(n, -np.inf)
+    np.maximum.at(top, parents, values)
+    with np.errstate(invalid="ignore", over="ignore"):
+        exp = np.exp(values - top[parents])
+        return exp / np.bincount(parents, weights=exp, minlength=n)[parents]
+
+
+def _logprob_breaches(
+    table: pa.Table, typed: Mapping[str, pa.DataType], refused: np.ndarray
+) -> list[tuple[str, np.ndarray]]:
+    """How rows' `choice_logprobs` break the rule (module docstring): their values, and the distribution beside."""
+    n = len(table)
+    present, lengths, flat, parents = _list_cells(table["choice_logprobs"])
+    nan = np.isnan(flat)
+    has_nan = np.bincount(parents[nan], minlength=n).astype(bool)
+    with np.errstate(invalid="ignore"):
+        above = np.bincount(parents[~nan & (flat > LOGPROB_SLACK)], minlength=n).astype(bool)
+    out = [
+        ("is empty", present & (lengths == 0)),
+        ("holds NaN, and the row is not refused", present & has_nan & ~refused),
+        ("holds a value above 0 (no log-probability)", above),
+    ]
+    probs_type = typed.get("choice_probs", pa.null())
+    if not (pa.types.is_list(probs_type) and _is_number(probs_type.value_type)):
+        return out
+    p_present, p_lengths, p_flat, p_parents = _list_cells(table["choice_probs"])
+    p_nan = np.bincount(p_parents[np.isnan(p_flat)], minlength=n).astype(bool)
+    both = present & p_present & (lengths > 0) & (p_lengths > 0)
+    out.append(("has another length than choice_probs", both & (lengths != p_lengths)))
+    compared = both & (lengths == p_lengths) & ~has_nan & ~p_nan & ~above
+    mine, theirs = compared[parents], compared[p_parents]  # equal lengths: the flat values line up
+    lp, p, rows = flat[mine], p_flat[theirs], parents[mine]
+
+    def gives_probs(values: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore"):
+            off = ~(np.abs(_row_softmax(values, rows, n) - p) <= PROBABILITY_TOLERANCE)
+        return compared & ~np.bincount(rows[off], minlength=n).astype(bool)
+
+    consistent = gives_probs(lp)
+    tokens_type = typed.get("choice_tokens", pa.null())
+    if pa.types.is_list(tokens_type) and _is_number(tokens_type.value_type):
+        t_present, t_lengths, t_flat, t_parents = _list_cells(table["choice_tokens"])
+        counted = compared & t_present & (t_lengths == lengths)
+        counts = np.full(len(lp), np.nan)
+        t_mine = counted[t_parents]
+        counts[counted[rows]] = t_flat[t_mine]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means = np.where(counts > 0, lp / counts, np.nan)
+        consistent |= counted & gives_probs(means)
+    out.append(
+        (
+            "does not give choice_probs (neither their softmax nor that of their per-token means over choice_tokens)",
+            compared & ~consistent,
+        )
+    )
+    return out
 
 
 def valid_rows(table: pa.Table) -> np.ndarray:
@@ -149,7 +251,9 @@ def check_rows(rows: Sequence[Mapping[str, Any]]) -> None:
         pa.schema(
             [
                 ("id", pa.string()),
+                ("choice_logprobs", pa.list_(pa.float64())),
                 ("choice_probs", pa.list_(pa.float64())),
+                ("choice_tokens", pa.list_(pa.int64())),
                 ("number_probs", pa.list_(pa.float64())),
                 ("chosen_index", pa.int64()),
                 ("refused", pa.bool_()),

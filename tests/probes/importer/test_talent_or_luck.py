@@ -11,6 +11,7 @@ file, the row and the column, and nothing is written.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -176,6 +177,61 @@ def test_rounded_files_are_renormalised_per_person(scored, tmp_path) -> None:
     assert analyze(
         scored["prompts"], [out], options=AnalysisOptions.from_flags(n_permutations=10), figures=False
     ).tables
+
+
+@pytest.mark.parametrize(
+    ("cells", "decimals", "total"),
+    [
+        (("1", "1", "1", "1"), 0, 4.0),  # was stored as uniform
+        (("0.5", "0", "0", "0"), 1, 0.5),  # was stored as certainty
+        (("1e-300", "0.0", "0.0", "0.0"), 300, 1e-300),  # was stored as certainty
+        (("0.25", "0.25", "0.25", "0.2"), 2, 0.95),  # more than 2 decimals' rounding explains
+    ],
+)
+def test_a_row_whose_sum_its_printed_precision_does_not_explain_is_refused(
+    scored, tmp_path, cells, decimals, total
+) -> None:
+    """Issue #69, finding 2: a row was divided by its sum whatever it summed to. Now only a sum within half a unit
+    of the row's finest printed place per value (plus float noise) is a rounded distribution; any other row is
+    one line naming the file, row and sum, and nothing is written."""
+    import pandas as pd
+
+    outputs = tmp_path / "outputs"
+    shutil.copytree(scored["outputs"], outputs)
+    target = sorted(p for p in outputs.rglob("*.csv") if "single_actor" in p.parts)[0]
+    frame = pd.read_csv(target, dtype=str, keep_default_na=False)
+    options = sorted(c for c in frame.columns if re.fullmatch(r"opt[0-9]_.+", c))
+    assert len(options) == 4
+    frame.loc[2, options] = list(cells)
+    frame.to_csv(target, index=False)
+    out = tmp_path / "imported"
+    line = one_line_error(
+        _import_cli(outputs, scored["prompts"], out),
+        target.relative_to(outputs).as_posix(),
+        "row 3",
+        f"sum to {total!r}",
+        f"printed to {decimals} decimal(s)",
+    )
+    assert "no distribution" in line
+    assert not out.exists()
+
+
+def test_a_row_its_rounding_explains_is_renormalised(scored, tmp_path) -> None:
+    """0.33 x 3 + 0.0 sums to 0.99, within 4 x 0.005 of 1: a rounded distribution, kept as a third each."""
+    import pandas as pd
+
+    outputs = tmp_path / "outputs"
+    shutil.copytree(scored["outputs"], outputs)
+    target = sorted(p for p in outputs.rglob("*.csv") if "single_actor" in p.parts)[0]
+    frame = pd.read_csv(target, dtype=str, keep_default_na=False)
+    options = sorted(c for c in frame.columns if re.fullmatch(r"opt[0-9]_.+", c))
+    frame.loc[2, options] = ["0.33", "0.33", "0.33", "0.0"]
+    frame.to_csv(target, index=False)
+    result = _import_cli(outputs, scored["prompts"], tmp_path / "imported")
+    assert result.exit_code == 0, result.output
+    got = _rows(tmp_path / "imported", "single_actor_release")
+    probs = [sorted(p) for p in got["choice_probs"] if sorted(p)[0] == 0.0 and abs(sorted(p)[1] - 1 / 3) < 1e-12]
+    assert len(probs) == 1 and abs(sum(probs[0]) - 1) < 1e-15
 
 
 def _tree(folder: Path) -> dict[str, bytes]:

@@ -19,7 +19,7 @@ from openai_fake_server import MODEL, FakeServer
 from runners import results as res
 from runners.backends.load import LoadOptions
 from runners.results.check import validate_results
-from runners.results.rules import breaches, check_rows, valid_rows
+from runners.results.rules import breaches, check_rows, part_problems, valid_rows
 from runners.run import run
 from runners_fixtures import load_folder, number_items, require_extra, write_prompt_folder
 
@@ -117,3 +117,76 @@ def test_a_stored_nan_row_is_rescored_by_the_next_run_and_refused_by_publish(fin
     assert sorted(r["id"] for r in rows) == ["n0", "n1", "n2", "n3"]
     assert all(abs(sum(r["number_probs"]) - 1) < 1e-9 for r in rows)
     assert validate_results(out, res.read_manifest(out)).problems == []
+
+
+INF = math.inf
+LETTER = [0.2, 0.3, 0.5]  # a letter row: log(p x valid mass 0.8)
+LOGPROB_ROWS = [
+    # (choice_logprobs, choice_probs, choice_tokens, refused)
+    ([math.log(p * 0.8) for p in LETTER], LETTER, [1, 1, 1], False),
+    ([-1.0, -2.0], [1 / (1 + math.exp(-1)), 1 / (1 + math.exp(1))], [3, 5], False),  # summed sentence
+    ([-2.0, -6.0], [1 / (1 + math.exp(-1)), 1 / (1 + math.exp(1))], [2, 3], False),  # length-normalised
+    ([0.0, -INF], [1.0, 0.0], [1, 1], False),  # -inf: probability 0
+    ([5.0] * 4, [0.25] * 4, [1] * 4, False),  # the issue's repro: positive
+    ([NAN] * 4, [0.25] * 4, [1] * 4, False),  # the issue's repro: NaN beside a distribution
+    ([NAN] * 4, [NAN] * 4, [1] * 4, True),  # no valid mass: refused, NaN both
+    ([INF, -1.0], [1.0, 0.0], [1, 1], False),
+    ([-1.0, -2.0], [0.5, 0.5], [1, 1], False),  # contradicts the distribution
+    ([-1.0, -2.0, -3.0], [0.5, 0.5], [1, 1, 1], False),
+    ([-INF, -INF], [0.5, 0.5], [1, 1], False),
+    ([], [], [], False),
+    (None, [0.5, 0.5], None, False),  # an imported row: no raw numbers
+]
+
+
+def _spelled_out(lp, p, tokens, refused) -> set[str]:
+    """The rule of raw log-probabilities (rules.py's docstring), one row, in plain Python."""
+    if lp is None:
+        return set()
+    if not lp:
+        return {"is empty"}
+    found = set()
+    if any(math.isnan(v) for v in lp) and not refused:
+        found.add("holds NaN, and the row is not refused")
+    if any(not math.isnan(v) and v > 1e-6 for v in lp):
+        found.add("holds a value above 0 (no log-probability)")
+    if found or any(math.isnan(v) for v in lp) or not p or any(math.isnan(v) for v in p):
+        return found
+    if len(lp) != len(p):
+        return {"has another length than choice_probs"}
+
+    def softmax(values):
+        top = max(values)
+        if top == -INF:
+            return [NAN] * len(values)
+        exp = [math.exp(v - top) for v in values]
+        return [e / sum(exp) for e in exp]
+
+    def gives(values):
+        return all(abs(a - b) <= 1e-6 for a, b in zip(softmax(values), p, strict=True))
+
+    if not (gives(lp) or gives([v / t for v, t in zip(lp, tokens, strict=True)])):
+        found.add(
+            "does not give choice_probs (neither their softmax nor that of their per-token means over choice_tokens)"
+        )
+    return found
+
+
+def test_raw_logprobs_break_the_rule_as_spelled_out_row_by_row() -> None:
+    """Issue #69, finding 5: `[5.0]*4` or NaN beside an untouched distribution passed publish, analyze, export."""
+    rows = [
+        {"id": f"r{k}", "choice_logprobs": lp, "choice_probs": p, "choice_tokens": t, "refused": r}
+        for k, (lp, p, t, r) in enumerate(LOGPROB_ROWS)
+    ]
+    table = pa.Table.from_pylist(rows, res.RESULT_SCHEMA.empty_table().select(list(rows[0])).schema)
+    found: dict[tuple[str, str], list[int]] = {(b.column, b.problem): b.rows.tolist() for b in breaches(table)}
+    want: dict[tuple[str, str], list[int]] = {}
+    for k, row in enumerate(LOGPROB_ROWS):
+        for problem in sorted(_spelled_out(*row)):
+            want.setdefault(("choice_logprobs", problem), []).append(k)
+    found.pop(("choice_probs", "is empty"), None)  # the empty row breaks the distribution rule too
+    assert found == want
+    assert {k for rows in want.values() for k in rows} == {4, 5, 7, 8, 9, 10, 11}
+    with pytest.raises(ValueError, match=r"item 'r4': .* choice_logprobs holds a value above 0"):
+        check_rows([{**rows[0], "chosen_index": 2}, {**rows[4], "chosen_index": 0}])
+    assert any("column 'choice_logprobs' holds a value above 0" in line for line in part_problems("p", table))
