@@ -19,6 +19,7 @@ from typing import Any
 from promptgen.core.errors import ProbeError
 from runners.backends import backend_spec
 from runners.backends.load import LoadOptions
+from runners.model.identity import check_model_name
 from runners.results import parse_shard
 from runners.scoring.settings import ScoringSettings
 
@@ -67,6 +68,8 @@ class RunRequest:
             raise ProbeError("--batch-size and --flush-every must be positive")
         if self.limit is not None and self.limit < 1:
             raise ProbeError(f"--limit must be positive, got {self.limit}")
+        if self.model_name is not None:  # before the model loads, not once it has (`runners.session.model_name_for`)
+            check_model_name(self.model_name)
         if self.ray_workers < 1:
             raise ProbeError("--ray-workers must be positive")
         if self.ray and backend_spec(self.load.backend).served:

@@ -58,11 +58,16 @@ def result_key(
 
 
 def model_name_for(model: str, model_name: str | None) -> str:
-    """`--model-name`, checked, else the portable default for `model` (`model_identity.default_model_name`)."""
+    """`--model-name`, checked, else the portable default for `model` (`model_identity.default_model_name`), checked
+    alike (`model_identity.check_model_name`): a local folder's own name becomes the key's name, so it is the
+    name checked, never the path to it."""
     if model_name is not None:
         return model_identity.check_model_name(model_name)
     model_identity.refuse_spoofed_name(model, "--model")
-    return model_identity.default_model_name(model, local=Path(model).expanduser().exists())
+    name = model_identity.default_model_name(model, local=Path(model).expanduser().exists())
+    return model_identity.check_model_name(
+        name, "the model name taken from --model", fix="; name the results with --model-name ORG/MODEL"
+    )
 
 
 def keep_one_name(results: Path, key: res.ResultKey, *, name_given: bool) -> res.ResultKey:

@@ -889,6 +889,23 @@ def test_publish_refuses_a_model_name_with_bidirectional_controls(tmp_path):
     assert "\u202e" not in line
 
 
+@pytest.mark.parametrize(
+    ("model", "says"),
+    [
+        ("org/m1\u200b", "invisible or unprintable character (U+200B)"),
+        ("\uff4f\uff52\uff47/m1", "give it as 'org/m1'"),
+        ("org/../../x", "has a '..' part"),
+        ("org/", "has an empty part"),
+    ],
+)
+def test_publish_refuses_a_model_name_that_run_and_import_refuse(tmp_path, model, says):
+    """Issue #69: publish took `org/m1\u200b` (shown as `org/m1`), fullwidth letters and path steps as model names."""
+    folder = results_folder(tmp_path / "r", model=model)
+    line = _dry_run_error(folder)
+    assert "/key.json $.model: the model name" in line and says in line, line
+    assert "\u200b" not in line
+
+
 def test_publish_refuses_rows_whose_numbers_break_the_rule(tmp_path):
     """A non-refused NaN distribution and a `chosen_index` that is not the argmax (issue #51): each named by
     part file, row id and column. Before: `--dry-run` accepted both; only `analyze` refused the NaN."""

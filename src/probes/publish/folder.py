@@ -16,7 +16,8 @@ from typing import Any
 from promptgen.core.errors import ProbeError
 from promptgen.core.layout import BUILD_MANIFEST
 from promptgen.hub.read import check_data_files, read_build_manifest
-from runners.results import CARD_NAME, MANIFEST_NAME, read_manifest
+from runners.model.identity import model_name_problem
+from runners.results import CARD_NAME, KEY_FILE, MANIFEST_NAME, read_key_file, read_manifest
 from runners.results.check import foreign_files, validate_results
 
 from .content_check import scan_folder
@@ -95,6 +96,7 @@ def _results_folder(root: Path, files: tuple[LocalFile, ...]) -> LocalFolder:
     if report.problems:
         raise ProbeError(refusal(root, report.problems, "fix or rerun the affected configs with `probes run`"))
     _refuse_leaks(root, files)
+    _refuse_bad_model_names(root, files)
     checks = (
         f"checked: {len(files)} files, all defined by the result folder format, none a symlink",
         *report.lines(),
@@ -118,4 +120,18 @@ def _refuse_leaks(root: Path, files: Iterable[LocalFile]) -> None:
     problems = scan_folder(root, [f.path for f in files])
     if problems:
         fix = "remove them from the files (rebuild or rerun without them); a published file stays in the repo's history"
+        raise ProbeError(refusal(root, problems, fix))
+
+
+def _refuse_bad_model_names(root: Path, files: Iterable[LocalFile]) -> None:
+    """Refuse a key whose model name `probes run` and `probes import` would refuse (`model_name_problem`):
+    `org/m1\u200b` displays as `org/m1`, fullwidth letters as others, `org/../../x` reads as a path."""
+    problems = []
+    for rel in sorted(f.path for f in files if f.path.endswith("/" + KEY_FILE)):
+        name = read_key_file((root / rel).parent).get("model")
+        problem = model_name_problem(name) if isinstance(name, str) else "is not a string"
+        if problem:
+            problems.append(f"{rel} $.model: the model name {problem}")
+    if problems:
+        fix = "rerun or import those results under a model name that --model-name accepts"
         raise ProbeError(refusal(root, problems, fix))

@@ -29,7 +29,8 @@ the same revision, so one key.
 
 Name (`model_name`): rows, manifests, cards and reports carry a portable name, never a local
 path: `--model-name`, else the Hub id a local folder's config records (`_name_or_path`, when
-it is one), else the folder's name.
+it is one), else the folder's name. Given or derived, it is checked (`check_model_name`): no secret,
+no invisible or compatibility character, no empty, `.` or `..` part.
 """
 
 from __future__ import annotations
@@ -38,12 +39,13 @@ import hashlib
 import json
 import os
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
 from promptgen.core.errors import ProbeError
 from promptgen.core.files import atomic_write_text, sha256_file
-from promptgen.core.secrets import BIDI_CONTROLS_RE
+from promptgen.core.secrets import BIDI_CONTROLS_RE, INVISIBLE_RE, PUBLISH_LEAK_PATTERNS, SECRET_KINDS, named_secrets
 from promptgen.hub.read import is_path_like
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
@@ -61,6 +63,11 @@ _SNAPSHOT_DIR = re.compile(r"(?:^|/)models--[^/]+/snapshots/(?P<commit>[0-9a-f]{
 #: a file inside a snapshot of the HF cache, as huggingface_hub returns its path
 _SNAPSHOT_FILE = re.compile(r"/snapshots/(?P<commit>[0-9a-f]{40})/")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+#: why a model's name may not hold a secret (`model_name_problem`)
+_PRINTED = (
+    "a model's name is printed and written into every row, manifest, folder name and card; give the model's name, "
+    "never a credential"
+)
 
 
 def cache_root() -> Path:
@@ -261,14 +268,66 @@ def default_model_name(model: str, *, local: bool) -> str:
     return folder.resolve().name or "model"
 
 
-def check_model_name(name: str) -> str:
-    """`--model-name`: printable, one line, not a path of this machine, displayed as it is (`refuse_spoofed_name`)."""
-    if not name or not name.strip() or any(c in name for c in "\n\r\t\0"):
-        raise ProbeError(f"--model-name must be one non-empty line, got {name!r}")
-    refuse_spoofed_name(name, "--model-name")
-    if Path(name).is_absolute() or name.startswith("~"):
-        raise ProbeError(f"--model-name {name!r} is a local path; give a portable name such as ORG/MODEL")
+def check_model_name(name: str, flag: str = "--model-name", *, fix: str = "") -> str:
+    """A model's name for its results (`model_name_problem`), stripped; else one line starting with `flag`.
+
+    `fix`: what to do instead, for a name that was not given but derived (`session.model_name_for`).
+    """
+    problem = model_name_problem(name)
+    if problem:
+        raise ProbeError(f"{flag} {problem}{fix}")
     return name.strip()
+
+
+def model_name_problem(name: str) -> str | None:
+    """Why `name` cannot name a model's results (None when it can), as the rest of a line after the flag.
+
+    A model's name is printed, written into every row, manifest, card and key folder name, and published,
+    so it is refused when it holds: a known secret or a token's shape (`promptgen.core.secrets`; said by kind,
+    the name never shown), more than one line, an invisible or directional character (it would display as
+    another name: `org/m1\u200b` as `org/m1`), any other unprintable character, compatibility characters
+    (not NFKC-stable: fullwidth `ｏｒｇ` displays like `org`; the NFKC form is named, not taken silently),
+    a local path, an empty part (`org/`, `a//b`) or a `.` or `..` part (`org/../../x`).
+    """
+    visible = re.sub(INVISIBLE_RE, "", name)
+    for text in dict.fromkeys((name, visible, unicodedata.normalize("NFKC", visible))):
+        for secret, kind in named_secrets().items():
+            if secret in text:
+                return f"holds {kind} (not shown): {_PRINTED}"
+        for kind in SECRET_KINDS:
+            if re.search(PUBLISH_LEAK_PATTERNS[kind], text):
+                return f"holds what looks like {kind} (not shown): {_PRINTED}"
+    if not name.strip() or any(c in name for c in "\n\r\t\0"):
+        return f"must be one non-empty line, got {name!r}"
+    found = re.search(BIDI_CONTROLS_RE, name)
+    if found:
+        return (
+            f"{name!r} holds a bidirectional control character (U+{ord(found.group()):04X}), which makes it "
+            "display as another name; give the name without it"
+        )
+    found = re.search(INVISIBLE_RE, name) or next((c for c in name if not c.isprintable() and c != " "), None)
+    if found:
+        char = found if isinstance(found, str) else found.group()
+        return (
+            f"{name!r} holds an invisible or unprintable character (U+{ord(char):04X}), which makes it display as "
+            "another name; give the name without it"
+        )
+    normal = unicodedata.normalize("NFKC", name)
+    if normal != name:
+        return (
+            f"{name!r} holds compatibility characters (e.g. fullwidth letters) that display like others: it is not "
+            f"in NFKC form; give it as {normal.strip()!r}"
+        )
+    stripped = name.strip()
+    if Path(stripped).is_absolute() or stripped.startswith("~"):
+        return f"{name!r} is a local path; give a portable name such as ORG/MODEL"
+    parts = re.split(r"[/\\]", stripped)
+    if any(not part.strip() for part in parts):
+        return f"{name!r} has an empty part (nothing between, before or after a /); give a name such as ORG/MODEL"
+    dots = next((part for part in parts if part.strip() in (".", "..")), None)
+    if dots is not None:
+        return f"{name!r} has a {dots.strip()!r} part (a path step, not a name); give a name such as ORG/MODEL"
+    return None
 
 
 def refuse_spoofed_name(name: str, flag: str) -> None:

@@ -326,3 +326,50 @@ def test_bad_folders_and_flags_are_one_line(scored, tmp_path) -> None:
     one_line_error(bad_format, "--format")
     one_line_error(_import_cli(scored["outputs"], scored["prompts"], scored["outputs"]), "--out")
     assert not out.exists()
+
+
+#: a known secret of no token shape (only its being held in $HF_TOKEN says what it is), and token shapes
+HELD = "s3cret-held-in-env-42"
+HF_SHAPED = "hf_" + "Ab1" * 12
+SK_SHAPED = "sk-proj-" + "x9" * 12
+
+
+@pytest.mark.parametrize(
+    ("name", "secret", "says"),
+    [
+        (f"org/{HELD}", HELD, "holds a Hugging Face token held in $HF_TOKEN (not shown)"),
+        (f"org/{HF_SHAPED}", HF_SHAPED, "looks like a Hugging Face token (not shown)"),
+        (f"org/{SK_SHAPED}", SK_SHAPED, "looks like an OpenAI-style API key (not shown)"),
+        (f"org/hf_\u200b{HF_SHAPED[3:]}", HF_SHAPED[3:], "looks like a Hugging Face token (not shown)"),
+        ("org/m1\u200b", None, "invisible or unprintable character (U+200B)"),
+        ("org/\u202eevil", None, "bidirectional control character (U+202E)"),
+        ("\uff4f\uff52\uff47/m1", None, "not in NFKC form; give it as 'org/m1'"),
+        ("org/", None, "has an empty part"),
+        ("a//b", None, "has an empty part"),
+        ("/m", None, "is a local path"),
+        ("org/../../x", None, "has a '..' part"),
+        ("./m", None, "has a '.' part"),
+    ],
+)
+def test_a_model_name_that_would_leak_or_mislead_is_one_line(scored, tmp_path, monkeypatch, name, secret, says) -> None:
+    """Issue #69: the name is in every row, folder name and printed line; a secret in it is never echoed."""
+    monkeypatch.setenv("HF_TOKEN", HELD)
+    out = tmp_path / "imported"
+    args = ["import", str(scored["outputs"]), "--format", FORMAT, "--prompts", str(scored["prompts"])]
+    result = runner.invoke(app, [*args, "--model-name", name, "--out", str(out)], terminal_width=400)
+    line = one_line_error(result, "--model-name", says)
+    for text in (result.stdout, result.stderr):
+        assert secret is None or secret not in text, text
+        assert not any(c in text for c in "\u200b\u202e"), text
+    assert line.count("--model-name") == 1 and not out.exists()
+
+
+def test_a_good_model_name_still_imports(scored, tmp_path) -> None:
+    """Dots, dashes, underscores, spaces and brackets inside a part are a name, not a path step."""
+    good = "Org-2/model_v1.5 (int8)"
+    args = ["import", str(scored["outputs"]), "--format", FORMAT, "--prompts", str(scored["prompts"])]
+    other = tmp_path / "other"
+    args += ["--model-name", good, "--out", str(other), "--config", "actor_observer_release"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert set(_rows(other, "actor_observer_release")["model"]) == {good}

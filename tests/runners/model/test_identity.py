@@ -237,3 +237,29 @@ def test_a_model_name_with_bidirectional_controls_is_refused(model: str, model_n
     assert line.startswith(f"{flag} ") and "bidirectional control character" in line and "\n" not in line
     assert not any(c in line for c in "\u202e\u2066\u2069\u200f")  # named by code point, not printed
     assert model_name_for("org/m", None) == "org/m" and model_name_for("x", "org/m") == "org/m"
+
+
+def test_the_name_a_run_derives_is_checked_like_model_name(tmp_path: Path) -> None:
+    """Issue #69: a local folder's own name becomes the key's name (never the path to it), so that name is checked:
+    one line saying where it came from and to give --model-name; a good folder name and --model-name pass."""
+    from promptgen.core.errors import ProbeError
+    from runners.request import RunRequest
+    from runners.session import model_name_for
+
+    for folder, says in (("m1\u200b", "U+200B"), ("\uff4d1", "give it as 'm1'")):
+        model = tmp_path / folder
+        model.mkdir()
+        (model / "config.json").write_text("{}")
+        with pytest.raises(ProbeError) as caught:
+            model_name_for(str(model), None)
+        line = str(caught.value)
+        assert line.startswith("the model name taken from --model ") and says in line, line
+        assert line.endswith("name the results with --model-name ORG/MODEL") and "\n" not in line
+        assert model_name_for(str(model), "org/m1") == "org/m1"
+    good = tmp_path / "parent" / ".." / "tiny-model.v2"
+    good.mkdir(parents=True)
+    (good / "config.json").write_text("{}")
+    assert model_name_for(str(good), None) == "tiny-model.v2"  # the path's `..` is the path's, not the name's
+    # `probes run --model-name` is refused as the request is made, before any model loads
+    with pytest.raises(ProbeError, match=r"^--model-name 'org/\.\./x' has a '\.\.' part"):
+        RunRequest("d", "c", "org/m", tmp_path / "out", model_name="org/../x")
