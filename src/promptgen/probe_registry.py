@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .core.errors import ProbeError, RecipeError
-from .core.plugins import load_plugins, resolve_reference
+from .core.plugins import PluginCode, is_plugin_module, load_plugins, plugin_call, resolve_reference
 from .core.probe_spec import ProbeSpec
 
 _REGISTERED: dict[str, ProbeSpec] = {}
@@ -59,9 +59,15 @@ def probe_extras(kind: str) -> dict[str, Any]:
 def probe_format(kind: str, name: str) -> Any:
     """The format object of `--format NAME` (`kind`: "import_formats" or "export_formats"), from the probe that
     declares it, imported on first use; one whose object names another format is refused (its rows or files
-    would be recorded under the wrong format)."""
+    would be recorded under the wrong format). A plugin's format comes guarded (`promptgen.core.plugins.PluginCode`):
+    an exception its code raises is one line naming the format and the plugin's module, not a traceback."""
     target = probe_extras(kind)[name].format
-    fmt = resolve_reference(target)
+    module = target.partition(":")[0]
+    if not is_plugin_module(module):
+        fmt = resolve_reference(target)
+    else:  # a plugin's: whatever its code raises, on import or on use, is one line naming it (`PluginCode`)
+        label = f"--format {name} (plugin {module})"
+        fmt = PluginCode(label, plugin_call(label, f"importing {target}", resolve_reference, target))
     if fmt.name != name:
         raise ProbeError(f"--format {name}: {target} is format {fmt.name!r}")
     return fmt

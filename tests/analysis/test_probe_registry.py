@@ -240,6 +240,6 @@ def test_a_format_whose_object_names_another_format_is_refused(fake_probe) -> No
     other = ReleaseFormat("fake_probe:FORMAT", "x")
     base = {"builder": "other", "draft": "m:f", "analysis": "m", "section": "Other", "table_prefix": "other_"}
     register_probe(ProbeSpec(name="other", row_probes=("other",), import_formats={"other-release": other}, **base))
-    assert probe_format("import_formats", "fake-release") is fake_probe.FORMAT
+    assert probe_format("import_formats", "fake-release").__wrapped__ is fake_probe.FORMAT  # a plugin's, guarded
     with pytest.raises(ProbeError, match="--format other-release: fake_probe:FORMAT is format 'fake-release'"):
         probe_format("import_formats", "other-release")

@@ -8,6 +8,7 @@ its `--help` included, without touching the project's files (lm-eval's `--includ
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 from collections.abc import Callable
@@ -17,6 +18,9 @@ from .errors import ProbeError
 from .secrets import scrub
 
 PLUGINS_VARIABLE = "PROBES_PLUGINS"
+#: the project's own packages (pyproject.toml's `root_packages`): code under them is ours, and a bug of ours keeps
+#: its traceback; code anywhere else was registered by a plugin (`PluginCode`)
+PROJECT_PACKAGES = ("probes", "analysis", "runners", "promptgen")
 
 
 def plugin_modules() -> list[str]:
@@ -63,3 +67,69 @@ def resolve_reference(target: str) -> Callable[..., Any]:
     """The function a "module:function" reference names, imported now (registries import lazily)."""
     module, _, name = target.partition(":")
     return getattr(importlib.import_module(module), name)
+
+
+def is_plugin_module(module: str) -> bool:
+    """Whether `module` is a plugin's (any module outside `PROJECT_PACKAGES`), not the project's own."""
+    return module.partition(".")[0] not in PROJECT_PACKAGES
+
+
+class PluginCodeError(_PluginError):
+    """A plugin's code (a format it registered) raised on use: one line, exit code 2, as a plugin that cannot load."""
+
+
+def plugin_call(label: str, what: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """`call(*args, **kwargs)`, where `call` is a plugin's code; whatever it raises but a `ProbeError` (a plugin's
+    own one line, kept) is one scrubbed line, `<label>: <what> raised <Type>: <message>`, never a traceback: the
+    text is third-party and may repeat the environment, and the bug is the plugin's, which this line names."""
+    try:
+        return call(*args, **kwargs)
+    except ProbeError:
+        raise
+    except Exception as exc:
+        raise PluginCodeError(f"{label}: {what} raised {type(exc).__name__}: {_one_line(exc)}") from None
+
+
+class PluginCode:
+    """A plugin's object (a format its probe registered), each use of it through `plugin_call`.
+
+    Attributes read through; a method called is guarded, and so is the code a call returns for later (a callable
+    field of the dataclass it returns: an import format's `parse(...)` gives `ParsedFile.rows`, called once the
+    files are checked). `__wrapped__` is the plugin's object itself.
+    """
+
+    __slots__ = ("__wrapped__", "_label")
+
+    def __init__(self, label: str, target: Any) -> None:
+        self._label = label
+        self.__wrapped__ = target
+
+    def __getattr__(self, attr: str) -> Any:
+        missing = object()
+        value = plugin_call(self._label, f"reading {attr}", getattr, self.__wrapped__, attr, missing)
+        if value is missing:  # `hasattr` and `getattr(..., default)` work as on the object itself
+            raise AttributeError(f"{type(self.__wrapped__).__name__!r} object has no attribute {attr!r}")
+        if not callable(value) or isinstance(value, type):
+            return value
+
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            return self._returned(attr, plugin_call(self._label, attr, value, *args, **kwargs))
+
+        return guarded
+
+    def _returned(self, attr: str, result: Any) -> Any:
+        """`result` with each callable field guarded, when it is a dataclass instance (`ParsedFile`)."""
+        if not dataclasses.is_dataclass(result) or isinstance(result, type):
+            return result
+        code = {
+            f.name: getattr(result, f.name)
+            for f in dataclasses.fields(result)
+            if f.init and callable(getattr(result, f.name, None))
+        }
+        if not code:
+            return result
+
+        def guard(name: str, call: Callable[..., Any]) -> Callable[..., Any]:
+            return lambda *args, **kwargs: plugin_call(self._label, f"{attr}(...).{name}", call, *args, **kwargs)
+
+        return dataclasses.replace(result, **{name: guard(name, call) for name, call in code.items()})
