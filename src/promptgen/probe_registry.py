@@ -23,11 +23,15 @@ from .core.probe_spec import ProbeSpec
 _REGISTERED: dict[str, ProbeSpec] = {}
 #: what a probe adds to the project's shared commands, by name: no two probes may take the same name
 EXTRAS = ("commands", "api", "import_formats", "export_formats")
+#: the formats the project has of its own, outside every probe's spec: kind -> name -> the module that holds it
+#: (`analysis.export_format.JSONL`). No probe may take one's name: `--help` would show its text while ours runs.
+BUILTIN_FORMATS: dict[str, dict[str, str]] = {"import_formats": {}, "export_formats": {"jsonl": "analysis.export"}}
 
 
 def register_probe(spec: ProbeSpec) -> ProbeSpec:
     """Add a probe; a name, alias or builder registered twice must be the same spec, and no two probes
-    may add the same command, `probes.api` name, import or export format."""
+    may add the same command, `probes.api` name, import or export format, nor a format the project has of
+    its own (`BUILTIN_FORMATS`); a refusal names the name and the module that holds it."""
     taken = {alias: name for name, known in _REGISTERED.items() for alias in (name, *known.aliases)}
     for alias in (spec.name, *spec.aliases):
         if alias in taken and _REGISTERED[taken[alias]] != spec:
@@ -36,19 +40,20 @@ def register_probe(spec: ProbeSpec) -> ProbeSpec:
     if spec.builder in builders and _REGISTERED[builders[spec.builder]] != spec:
         raise ValueError(f"builder {spec.builder!r} is registered already, by probe {builders[spec.builder]!r}")
     for kind in EXTRAS:
-        owners = {
-            name: known.name
-            for known in _REGISTERED.values()
-            if known.name != spec.name
-            for name in getattr(known, kind)
-        }
+        owners = {name: f"the project's own, in {module}" for name, module in BUILTIN_FORMATS.get(kind, {}).items()}
+        for known in _REGISTERED.values():
+            if known.name != spec.name:
+                owners.update({name: f"{known.name!r}, in {_module_of(v)}" for name, v in getattr(known, kind).items()})
         for name in getattr(spec, kind):
             if name in owners:
-                raise ValueError(
-                    f"probe {spec.name!r}: {kind} name {name!r} is registered already, by {owners[name]!r}"
-                )
+                raise ValueError(f"probe {spec.name!r}: {kind} name {name!r} is registered already, by {owners[name]}")
     _REGISTERED[spec.name] = spec
     return spec
+
+
+def _module_of(extra: Any) -> str:
+    """The module that holds a probe's command, API name or format (its "module:attribute" reference)."""
+    return str(getattr(extra, "format", extra)).partition(":")[0]
 
 
 def probe_extras(kind: str) -> dict[str, Any]:

@@ -232,6 +232,31 @@ def test_two_probes_cannot_add_the_same_command_api_name_or_format(fake_probe) -
     assert "other" not in probes()
 
 
+@pytest.mark.parametrize(
+    ("kind", "name", "holder"),
+    [
+        ("export_formats", "jsonl", "by the project's own, in analysis.export"),
+        ("import_formats", "talent-or-luck-csv", "by 'talent-or-luck', in probes.attribution.release_import"),
+        ("export_formats", "talent-or-luck-csv", "by 'talent-or-luck', in analysis.attribution.release_export"),
+    ],
+)
+def test_a_format_name_a_built_in_has_is_refused_at_registration(kind: str, name: str, holder: str) -> None:
+    """Issue #69: a plugin's `jsonl` export format was registered; `--help` then showed its text while ours ran."""
+    from analysis.export_format import JSONL, format_helps
+    from promptgen.core.probe_spec import ReleaseFormat
+    from promptgen.probe_registry import BUILTIN_FORMATS, register_probe
+
+    assert JSONL in BUILTIN_FORMATS["export_formats"]  # the one list of our own formats holds analysis's
+    base = {"builder": "other", "draft": "m:f", "analysis": "m", "section": "Other", "table_prefix": "other_"}
+    with pytest.raises(ValueError) as caught:
+        register_probe(
+            ProbeSpec(name="other", row_probes=("other",), **base, **{kind: {name: ReleaseFormat("m:F", "x")}})
+        )
+    line = str(caught.value)
+    assert line == f"probe 'other': {kind} name {name!r} is registered already, {holder}" and "\n" not in line
+    assert "other" not in probes() and format_helps()[JSONL] != "x"
+
+
 def test_a_format_whose_object_names_another_format_is_refused(fake_probe) -> None:
     """A spec pointing `--format other-release` at the fake probe's `fake-release` reader would key its rows wrongly."""
     from promptgen.core.probe_spec import ReleaseFormat
