@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from promptgen.core.errors import OutputError
 from promptgen.core.files import make_staging_dir, removed_on_error, swap_into_place, writing
 from promptgen.core.outputs import Input, Layout, Output, check_output, write_inventory
+from promptgen.core.secrets import known_secrets, scrub, scrub_value
 from promptgen.core.version import __version__
 
 from . import pipeline
@@ -162,8 +163,47 @@ def check_report_target(out_dir: str | Path, *, overwrite: bool, inputs: Sequenc
     return check_output(out_dir, REPORT_OUTPUT, overwrite=overwrite, inputs=inputs)
 
 
+def scrubbed_table(table: pd.DataFrame, secrets: Sequence[str]) -> pd.DataFrame:
+    """`table` with every string cell and column name scrubbed (`promptgen.core.secrets.scrub`).
+
+    A report's tables quote what models answered (the refusal table's first refused answers) and
+    what users named (model names): either may hold a secret, and the tables are what people share.
+    """
+    out = table.rename(columns=lambda c: scrub_value(c, secrets))
+    for column in out.columns[[pd.api.types.is_object_dtype(t) or pd.api.types.is_string_dtype(t) for t in out.dtypes]]:
+        cache: dict[str, Any] = {}
+        out[column] = [
+            cache.setdefault(v, scrub_value(v, secrets)) if isinstance(v, str) else scrub_value(v, secrets)
+            for v in out[column]
+        ]
+    return out
+
+
+def for_people(analysis: Analysis) -> Analysis:
+    """The analysis as a report shows it: every text scrubbed of secrets, the figures' texts too (in place).
+
+    The one scrubber (`promptgen.core.secrets`) stderr, stdout and publish use: a report, its tables
+    and its figures are the files people mail and attach, and they quote model answers verbatim.
+    """
+    secrets = known_secrets()
+    for _, _, figure in analysis.figures:
+        for text in figure.findobj(lambda artist: hasattr(artist, "get_text") and hasattr(artist, "set_text")):
+            if isinstance(current := text.get_text(), str) and (clean := scrub(current, secrets)) != current:
+                text.set_text(clean)
+    return replace(
+        analysis,
+        tables={scrub(name, secrets): scrubbed_table(table, secrets) for name, table in analysis.tables.items()},
+        provenance=scrub_value(analysis.provenance, secrets),
+        problems=scrub_value(analysis.problems, secrets),
+        warnings=scrub_value(analysis.warnings, secrets),
+        refused_all=scrub_value(analysis.refused_all, secrets),
+        notes=scrub_value(analysis.notes, secrets),
+    )
+
+
 def write_report(analysis: Analysis, out_dir: Path, *, overwrite: bool = False) -> Path:
-    """Write tables/, figures/ and report.html into `out_dir` (atomically replaced as a whole)."""
+    """Write tables/, figures/ and report.html into `out_dir` (atomically replaced as a whole), scrubbed of secrets."""
+    analysis = for_people(analysis)
     out_dir = check_report_target(out_dir, overwrite=overwrite)
     try:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -183,7 +223,8 @@ def write_report(analysis: Analysis, out_dir: Path, *, overwrite: bool = False) 
             figure.savefig(png, dpi=150, bbox_inches="tight")
             uris[name] = png_data_uri(png.read_bytes())
         generated = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-        (tmp / "report.html").write_text(render_html(analysis, uris, generated), encoding="utf-8")
+        page = scrub(render_html(analysis, uris, generated))  # the page's own texts (labels, options) too
+        (tmp / "report.html").write_text(page, encoding="utf-8")
         write_inventory(tmp)  # what --overwrite may replace next time (`REPORT_OUTPUT`)
         swap_into_place(tmp, out_dir, overwrite=overwrite)
     return out_dir

@@ -26,6 +26,7 @@ from promptgen.core.files import atomic_write_text
 from promptgen.core.outputs import Output, Reference, check_output, holds_only
 from promptgen.core.plugins import resolve_reference
 from promptgen.core.probe_spec import DemoRun
+from promptgen.core.secrets import scrub
 from promptgen.probe_registry import probes
 from promptgen.sources import SourceOptions
 from runners.backends import require_for_scoring
@@ -113,7 +114,7 @@ def demo(
         analysis.notes.extend([result.notes[name]] if name in result.notes else [])
         reports[name] = write_report(analysis, out / "reports" / name, overwrite=True) / "report.html"
     result.report.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(result.report, index_html(result, reports))
+    atomic_write_text(result.report, scrub(index_html(result, reports)))
     return result
 
 

@@ -35,6 +35,7 @@ from analysis.report import write_report
 from promptgen.core.errors import ProbeError
 from promptgen.core.files import atomic_write_text
 from promptgen.core.outputs import Output, Reference, check_output, holds_only
+from promptgen.core.secrets import scrub_value
 from promptgen.hub.read import read_build_manifest
 from promptgen.probe_registry import probe_names
 from promptgen.sources import SourceOptions
@@ -235,7 +236,7 @@ def sweep(
         analysis = analyze(folders[name], [out / "results" / name])
         reports[name] = write_report(analysis, out / "report" / name, overwrite=True) / "report.html"
     result = SweepResult(out, plan, summaries, reports, time.perf_counter() - started, synthetic)
-    atomic_write_text(out / SWEEP_JSON, json.dumps(sweep_record(request, result), indent=2) + "\n")
+    atomic_write_text(out / SWEEP_JSON, json.dumps(scrub_value(sweep_record(request, result)), indent=2) + "\n")
     return result
 
 

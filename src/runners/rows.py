@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from promptgen.core.secrets import scrub
 from promptgen.seeding import hash_int
 from runners.backends.protocol import Backend, GeneratingBackend
 from runners.exchange import GenerateRequest, Generation, NumberBound, ScoreRequest, ScoreResult
@@ -201,24 +202,33 @@ def generation_request(
 
 
 def generated_row(
-    item: Mapping[str, Any], request: GenerateRequest, gen: Generation, number_parser: str = "scale-aware"
+    item: Mapping[str, Any],
+    request: GenerateRequest,
+    gen: Generation,
+    number_parser: str = "scale-aware",
+    secrets: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """The result row of a generated answer: raw text, parsed value, parse status; refused unless parsed.
+    """The result row of a generated answer: its text, parsed value, parse status; refused unless parsed.
 
-    A number item's answer is read by `number_parser` (`runners.scoring.parse.read_number`)."""
+    A number item's answer is read by `number_parser` (`runners.scoring.parse.read_number`). The
+    text is kept as generated except for secrets (`promptgen.core.secrets.scrub`; `secrets`, else
+    the known ones): an answer that repeats a token must not carry it into a result part, a
+    report's refusal table or a published dataset. The answer is parsed as stored, so every
+    row is read again from itself alone."""
+    text = scrub(gen.text, secrets)
     row = _empty_row(len(request.context))
-    row.update(generated_text=gen.text, finish_reason=gen.finish_reason, valid_mass=math.nan)
+    row.update(generated_text=text, finish_reason=gen.finish_reason, valid_mass=math.nan)
     task = item.get("task")
     if task == "number":
-        value, status = read_number(gen.text, item["number_min"], item["number_max"], number_parser)
+        value, status = read_number(text, item["number_min"], item["number_max"], number_parser)
         row.update(parsed_value=value)
     elif task == "choice":
-        value, status = parse_choice(gen.text, item.get("choice_labels") or [], item.get("choices") or [])
+        value, status = parse_choice(text, item.get("choice_labels") or [], item.get("choices") or [])
         row.update(parsed_value=value, chosen_index=value)
     elif task == "text":
         # the answer itself is `generated_text` cut at the stop string (`parse.parse_text`);
         # the row keeps the raw text and the status, so the result schema stays the same
-        _, status = parse_text(gen.text, item.get("stop") or (), gen.finish_reason)
+        _, status = parse_text(text, item.get("stop") or (), gen.finish_reason)
     else:
         raise ValueError(f"item {item.get('id')!r}: task must be `choice`, `number` or `text`, got {task!r}")
     row.update(parse_status=status, refused=status != "ok")

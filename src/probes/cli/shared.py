@@ -1,8 +1,8 @@
 """What every `probes` command shares: the app, its consoles, the one-line error, progress bars, `entry`.
 
 Errors caused by input (`ProbeError`) are printed as one clear message with exit code 1;
-anything else is a bug and keeps its traceback. Everything printed on stderr, tracebacks
-included, is scrubbed of Hub tokens first (`promptgen.core.secrets`).
+anything else is a bug and keeps its traceback. Everything printed on stdout and stderr,
+tracebacks included, is scrubbed of Hub tokens first (`promptgen.core.secrets`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from promptgen.core.errors import ProbeError
-from promptgen.core.secrets import install_log_scrubber, scrub, scrubbed_traceback
+from promptgen.core.secrets import ScrubbedStream, install_log_scrubber, scrub, scrubbed_traceback
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -35,18 +35,24 @@ app = typer.Typer(
 
 
 class _ScrubbingConsole(Console):
-    """stderr of the CLI: every text it prints (errors, warnings, notes, progress lines) is scrubbed.
+    """A console of the CLI: every text it prints (results, tables, errors, warnings, progress lines) is scrubbed.
 
-    Those texts repeat exception messages and library output, which may echo a Hub request with
-    its `Authorization` header; masking here covers every command, present and future.
+    Those texts repeat exception messages, library output (which may echo a Hub request with its
+    `Authorization` header) and what a user typed or a model answered: masking here covers every
+    command, present and future. Strings are scrubbed before rich lays them out (a token wrapped
+    over two lines of a table would escape a mask), and what rich writes passes the scrubber again
+    (`ScrubbedStream`: a table cell, a renderable).
     """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(file=ScrubbedStream(stream), stderr=stream == "stderr")
 
     def print(self, *objects: Any, **kwargs: Any) -> None:
         super().print(*(scrub(o) if isinstance(o, str) else o for o in objects), **kwargs)
 
 
-err = _ScrubbingConsole(stderr=True)
-out = Console()
+err = _ScrubbingConsole("stderr")
+out = _ScrubbingConsole("stdout")
 
 #: set once a vLLM engine has run in this process (see `entry`)
 _ENGINE_THREADS = {"started": False}

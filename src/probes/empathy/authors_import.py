@@ -34,6 +34,7 @@ import pandas as pd
 from probes.importer.common import ParsedFile, SourceFile, first, first_difference, need_columns, row_error
 from promptgen.core.contract import arrow_table
 from promptgen.core.errors import ProbeError
+from promptgen.core.secrets import known_secrets
 from promptgen.empathy.prompts import AUTHORS_GROUPS, AUTHORS_VARIATIONS
 from runners.exchange import GenerateRequest, Generation
 from runners.prompts import PromptConfig
@@ -172,8 +173,9 @@ class EmpathyAuthors:
             # the request is generated_row's record of the context; an import has none (context_tokens stays empty)
             request = GenerateRequest(context=(0,), max_tokens=MAX_NEW_TOKENS, temperature=TEMPERATURE)
             out = []
+            secrets = known_secrets()  # read once per file, not once per answer
             for item, text in zip(items, answers, strict=True):
-                row = generated_row(item, request, Generation(text, (), ""), NUMBER_PARSER)
+                row = generated_row(item, request, Generation(text, (), ""), NUMBER_PARSER, secrets)
                 row.update(id=item["id"], backend=self.backend, context_tokens=None, finish_reason=None)
                 out.append(row)
             return out

@@ -39,6 +39,7 @@ import warnings
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 #: environment variables huggingface_hub reads a token from
 TOKEN_ENV_VARS: tuple[str, ...] = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
@@ -223,6 +224,44 @@ def scrub(text: str, secrets: Iterable[str | None] | None = None) -> str:
     text = _AUTH_HEADER_RE.sub(lambda m: f"{m.group(1)}{MASK}", text)
     text = _BEARER_RE.sub(lambda m: f"{m.group(1)}{MASK}", text)
     return _TOKEN_ASSIGN_RE.sub(lambda m: f"{m.group(1)}{MASK}", text)
+
+
+def scrub_value(value: Any, secrets: Iterable[str | None] | None = None) -> Any:
+    """`value` with every string in it scrubbed (`scrub`): a string, or lists, tuples and dicts of them (keys too).
+
+    What the project writes for people (a report's provenance and notes, sweep.json, a page's
+    texts) is built from such values; other values (numbers, None) are returned as they are.
+    """
+    known = tuple(known_secrets() if secrets is None else (s for s in secrets if s))
+    if isinstance(value, str):
+        return scrub(value, known)
+    if isinstance(value, dict):
+        return {scrub_value(k, known): scrub_value(v, known) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(scrub_value(v, known) for v in value)
+    return value
+
+
+class ScrubbedStream:
+    """A text stream that writes to `sys.<name>` (looked up at each write: tests and pipes swap it), scrubbed.
+
+    The CLI's consoles print to it, so every line a command prints on stdout or stderr passes
+    the one scrubber, whatever printed it: a string, a table, a library's progress line.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    @property
+    def stream(self) -> Any:
+        return getattr(sys, self.name)
+
+    def write(self, text: str) -> int:
+        self.stream.write(scrub(text))
+        return len(text)
+
+    def __getattr__(self, attr: str) -> Any:  # isatty, fileno, flush, encoding: the stream's own
+        return getattr(self.stream, attr)
 
 
 def scrubbed_traceback(exc: BaseException) -> str:
