@@ -36,8 +36,10 @@ release knows no refusals: no row is `refused`. Cells a spreadsheet would run we
 from __future__ import annotations
 
 import contextlib
+import csv
 import io
 import re
+from collections import Counter
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
@@ -185,6 +187,10 @@ class TalentOrLuckCsv:
             frame = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False, na_filter=False)
         except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
             raise ProbeError(f"{source.name}: cannot read it as CSV ({' '.join(str(exc).split())})") from exc
+        header = next(csv.reader(io.StringIO(data.decode("utf-8", errors="replace").partition("\n")[0])), [])
+        repeated = [name for name, count in Counter(header).items() if count > 1]
+        if repeated:  # pandas would rename the second `x` to `x.1`, and the first would be read silently
+            raise ProbeError(f"{source.name}: row 1 (the header): column {repeated[0]!r} appears more than once")
         copied = tuple((c.replace("{dimension}", dimension), p) for c, p in COPIED[config])
         needed = ("initial_prompt", "run", "seed", *ORDER_COLUMNS[config], *(c for c, _ in copied))
         missing = [c for c in needed if c not in frame.columns]

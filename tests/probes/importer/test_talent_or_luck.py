@@ -234,6 +234,22 @@ def test_a_row_its_rounding_explains_is_renormalised(scored, tmp_path) -> None:
     assert len(probs) == 1 and abs(sum(probs[0]) - 1) < 1e-15
 
 
+def test_a_header_that_names_a_column_twice_is_one_line(scored, tmp_path) -> None:
+    """#69: pandas renamed the second of two `opt1_...` columns to `opt1_....1`, and the first was read silently."""
+    outputs = tmp_path / "outputs"
+    shutil.copytree(scored["outputs"], outputs)
+    target = sorted(p for p in outputs.rglob("*.csv") if "single_actor" in p.parts)[0]
+    lines = target.read_text(encoding="utf-8").split("\n")
+    names = lines[0].split(",")
+    option = next(n for n in names if re.fullmatch(r"opt[0-9]_.+", n))
+    lines[0] = ",".join(option if n == "option_probs" else n for n in names)
+    target.write_text("\n".join(lines), encoding="utf-8")
+    out = tmp_path / "imported"
+    rel = target.relative_to(outputs).as_posix()
+    one_line_error(_import_cli(outputs, scored["prompts"], out), rel, "row 1", f"column {option!r}", "more than once")
+    assert not out.exists()
+
+
 def _tree(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
