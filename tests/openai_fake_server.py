@@ -5,7 +5,8 @@ It speaks vLLM's JSON (`/v1/models`, `/v1/completions` with token-id prompts, `p
 known function of the prompt (`fake_logprob`), so a test can compute every expected number
 itself. Before answering a POST it plays the next step of its script: `"429"` and `"500"`
 answer that status (the 500 echoes the request's Authorization header back, as a leaky proxy
-would), `"drop"` closes the connection without an answer, `"hang"` never answers. `"nan"`, `"inf"`
+would), `"drop"` closes the connection without an answer, `"hang"` never answers, `"overlong"` answers a
+generation of 3 tokens more than its `max_tokens` (`usage.completion_tokens`). `"nan"`, `"inf"`
 and `"positive"` answer every log-probability of the answer as NaN, +inf or +3.0 (`BROKEN_LOGPROBS`);
 `"list-entry"`, `"null-logprob"`, `"string-choices"` and `"array-body"` answer a malformed shape
 (`malformed`). `models_answer`, when set, is the JSON `/v1/models` answers instead of its list.
@@ -112,6 +113,10 @@ class FakeServer:
                 elif step == "hang":
                     server._stop.wait(60)
                     self.close_connection = True
+                elif step == "overlong":  # a generation past the request's max_tokens (the server ignored it)
+                    answer = completion(body, server.owned_by)
+                    answer["usage"] = {"completion_tokens": int(body.get("max_tokens") or 16) + 3}
+                    self._send(200, server.as_served(answer))
                 elif step in BROKEN_LOGPROBS or step in MALFORMED:
                     self._send(200, malformed(server.as_served(completion(body, server.owned_by)), step))
                 elif self.path.endswith("/chat/completions"):

@@ -175,6 +175,17 @@ def test_generation_passes_the_sampling_fields_and_cuts_at_the_first_stop(owned_
     assert (gen.text, gen.finish_reason) == ("I pass $7.", "stop")
 
 
+def test_a_generation_past_max_tokens_is_refused() -> None:
+    """#69: a server that ignored `max_tokens` had its answer stored whole and parsed; now one line says so."""
+    with FakeServer([None, "overlong"]) as server:  # the first answers the fingerprint probe at load
+        backend = load_served(server)
+        with pytest.raises(ProbeError, match=r"generated 12 tokens where max_tokens was 9: it ignored the limit"):
+            backend.generate([GenerateRequest((1, 2, 3), max_tokens=9)])
+        (gen,) = backend.generate([GenerateRequest((1, 2, 3), max_tokens=9)])  # within the limit: kept
+        backend.close()
+    assert gen.text == "I pass $7. Done"
+
+
 def test_the_chat_api_sends_the_messages() -> None:
     messages = ({"role": "user", "content": "How much?"},)
     with FakeServer() as server:

@@ -343,6 +343,15 @@ class OpenAIBackend:
         choice = choices[0]
         text = ((choice.get("message") or {}).get("content") if chat else choice.get("text")) or ""
         reason = "length" if choice.get("finish_reason") == "length" else "stop"
+        usage = answer.get("usage")
+        counted = [len(choice.get("token_ids") or ())]
+        if isinstance(usage, Mapping) and isinstance(usage.get("completion_tokens"), int):
+            counted.append(usage["completion_tokens"])  # one prompt per request: its own count
+        if max(counted) > request.max_tokens:  # the answer would be stored whole and parsed past the protocol's cap
+            raise ProbeError(
+                f"{self.client.url}: the server generated {max(counted)} tokens where max_tokens was "
+                f"{request.max_tokens}: it ignored the limit, so its answers are not the protocol's; fix the server"
+            )
         if request.stop:  # vLLM stopped at the first one already (kept in the text); others ran on past it
             cut, found = cut_at_stop(text, request.stop)
             if found:
