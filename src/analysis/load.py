@@ -7,7 +7,9 @@ Hub repos go through `datasets.load_dataset(..., revision=...)`, which is what a
 published data does.
 
 Result rows carry their key (model, model revision, scoring settings) and where they were read
-from (`results_file`), so a bad join names the file to look at. The checks of their values are
+from (`results_file`), so a bad join names the file to look at. A local folder's keys are read
+only when a finished run or import recorded them (`runners.results.unfinished_problem`), as
+`probes publish` requires. The checks of their values are
 `analysis.result_checks`.
 """
 
@@ -39,6 +41,7 @@ from runners.results import (
     part_files,
     prompt_sha256,
     read_key_rows,
+    unfinished_problem,
 )
 from runners.results import read_manifest as read_results_manifest
 
@@ -103,6 +106,7 @@ def load_results(results: str | Path, config: str, *, revision: str | None = Non
         key_dirs = key_folders(folder, config)
         if not key_dirs:
             raise ProbeError(f"{folder / DATA_DIR / config}: no result parts (part-*.parquet) for config {config!r}")
+        _refuse_unfinished(folder, config, key_dirs)
         for path in (p for d in key_dirs for p in part_files(d)):
             missing = missing_columns(path, CORE_RESULT_COLUMNS)
             if missing:
@@ -123,6 +127,16 @@ def load_results(results: str | Path, config: str, *, revision: str | None = Non
     _check_unique_results(frame)
     check_probabilities(frame)
     return frame
+
+
+def _refuse_unfinished(folder: Path, config: str, key_dirs: Sequence[Path]) -> None:
+    """Only keys a finished run or import recorded are results (`runners.results.unfinished_problem`, the rule
+    `probes publish` refuses by): the parts of a killed one are refused, naming the command that finishes them."""
+    manifest = read_results_manifest(folder)
+    for key_dir in key_dirs:
+        problem = unfinished_problem(folder, manifest, config, key_dir.name)
+        if problem is not None:
+            raise ProbeError(problem)
 
 
 def _check_ids_present(frame: pd.DataFrame) -> None:

@@ -519,6 +519,8 @@ def _write_results(
     ]
     res.write_part(kdir, (0, 1), rows[:1])
     res.write_part(kdir, (0, 1), rows[1:])
+    entry = {"prompt_dataset": {"config": "single_actor"}, "model": model, "key": kdir.name, "items": len(rows)}
+    res.update_manifest(folder, f"single_actor/{kdir.name}/shard-0of1", entry)  # recorded, as a finished run is
     return kdir
 
 
@@ -552,7 +554,8 @@ def test_load_and_join_a_local_prompt_folder_and_results_folder(tmp_path: Path) 
     got = items.set_index(["model", "id"])["d"]
     for r, p in zip(rows, probs, strict=True):
         assert got[("org/m", r["id"])] == pytest.approx(expected_d(r["choice_types"], p))
-    assert load_results_manifest(tmp_path / "results") == {}
+    runs = load_results_manifest(tmp_path / "results")["runs"]
+    assert sorted(run["key"] for run in runs.values()) == sorted(set(results["result_key"]))
 
 
 def test_join_names_the_results_file_when_ids_are_not_in_the_prompts(tmp_path: Path) -> None:

@@ -232,3 +232,48 @@ def test_consistent_number_rows_and_a_bounded_refusal_are_accepted(tmp_path):
     # a bounded row scored before the interval rule (refused on its resolved mass alone) still loads
     old, results = _number_results(tmp_path / "old", {"valid_mass": 0.45, "number_bound": 0.2, "refused": True})
     assert len(join(load_prompts(old, "games"), load_results(results, "games"))) == 4
+
+
+# ----------------------------------------------------------------------------- keys no finished run recorded (#69)
+
+
+def _killed_run(prompts: Path, results: Path, n: int = 6) -> Path:
+    """A `probes run` killed after its first part: rows written through the runners' session, never finished."""
+    from runners.prompts import load_prompt_config
+    from runners.scoring.settings import resolve_scoring
+    from runners.session import Session, result_key
+
+    loaded = load_prompt_config(str(prompts), "single_actor")
+    settings = resolve_scoring(loaded.protocol, None, None).settings
+    key = result_key("org/killed", "b" * 40, settings, False, dtype="float32", backend="hf")
+    session = Session.open(loaded, results, key, chat=False, batch_size=None, flush_every=n)
+    ids = loaded.dataset.select(session.todo[:n])["id"]
+    fields = {"backend": "hf", "dtype": "float32", "device": "cpu", "choice_tokens": [3] * 4, "context_tokens": 40}
+    p = [0.7, 0.1, 0.1, 0.1]
+    rows = [{"id": i, "choice_probs": p, "chosen_index": 0, "valid_mass": math.nan, "refused": False, **fields}
+            for i in ids]  # fmt: skip
+    session.add(rows)  # n rows: one part flushed, as a run writes it; then the run is killed (no `finish`)
+    assert len(res.part_files(session.folder)) == 1
+    return session.folder
+
+
+def test_analyze_and_export_refuse_a_key_no_finished_run_recorded(two_builds, tmp_path):
+    """#69: the parts of a `probes run` killed part way (no run recorded) were analysed and exported as a run of
+    their model, beside the finished one; both commands now refuse them as publish does, naming the key folder and
+    the command that finishes it, and write nothing."""
+    from cli_fixture import LIBRARY_PROGRESS, one_line_error
+
+    first, _ = two_builds
+    results = tmp_path / "results"
+    _scored_on(first, results)  # a finished run of org/model
+    killed = _killed_run(first, results)
+    rel = killed.relative_to(results).as_posix()
+    analyze_args = ["analyze", "--prompts", str(first), "--results", str(results), "--no-figures"]
+    export_args = ["export", str(results), "--prompts", str(first), "--format", "jsonl"]
+    for args, out in ((analyze_args, tmp_path / "report"), (export_args, tmp_path / "export")):
+        result = runner.invoke(app, [*args, "--out", str(out)], terminal_width=400)
+        one_line_error(result, rel, "no finished run recorded", "rerun the same `probes run` command",
+                       f"delete {killed}", ignore=LIBRARY_PROGRESS)  # fmt: skip
+        assert not out.exists()
+    with pytest.raises(ProbeError, match="no finished run recorded"):
+        load_results(results, "single_actor")

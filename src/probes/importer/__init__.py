@@ -17,6 +17,13 @@ results folder.
   fewer) is another revision: import a release's files for one model together.
 - The manifest entry of each config records `imported`: the format, the digest and each file
   (its name relative to the imported folder, never a local path, its sha256 and rows).
+- Before any row is written the manifest records the import (`runners.results.record_import`:
+  its format, model and the key folder of each config), so an import killed part way, even
+  between configs, leaves keys that `analyze`, `export` and `publish` refuse as unfinished,
+  naming `probes import` (`runners.results.unfinished_problem`), until the same import run again
+  finishes them. One import of a set of files writes at a time (a lock in the results folder);
+  it removes the temporary files a killed one left in its key folders.
+- A file with no rows (a header only) is refused, as is anything else wrong, before anything is written.
 - Everything is checked before anything is written: the output folder, every file of every
   config against its prompts, the results folder's prompt build (`check_same_prompts`). Then
   the files are read again to write their rows, each checked against the sha256 it had.
@@ -41,8 +48,9 @@ from promptgen.probe_registry import probe_extras, probe_format
 from runners.model import identity as model_identity
 from runners.out_folder import check_out_folder
 from runners.prompts import PromptConfig, load_prompt_config
-from runners.results import ResultKey
+from runners.results import KEY_FILE, ResultKey, record_import
 from runners.results.check import check_same_prompts
+from runners.results.parts import file_lock
 from runners.session import Session, result_key
 
 from .common import ImportFormat, SourceFile
@@ -153,6 +161,11 @@ def _check(fmt: ImportFormat, request: ImportRequest, files: list[SourceFile], n
         note(f"checking {source.name}")
         data = _read(source)
         parsed = fmt.parse(source, data, entry.prompts, entry.index)
+        if not len(parsed.positions):
+            raise ProbeError(
+                f"{source.name}: no rows (a header, no answers); take it out of {request.source}, or import the "
+                "files that hold answers"
+            )
         entry.files.append((source, _sha256(data), len(parsed.positions)))
         entry.positions.append(parsed.positions)
     for config, entry in checked.items():
@@ -212,6 +225,23 @@ def import_results(request: ImportRequest, *, progress: Callable[[str], None] | 
         narrowed = replace(entry.prompts, dataset=entry.prompts.dataset.select(positions))
         check_same_prompts(out, narrowed.provenance())
         sessions[config] = Session.open(narrowed, out, key, chat=chat, batch_size=None, flush_every=FLUSH_EVERY)
+    with _alone(out, key):
+        for session in sessions.values():
+            _remove_left_temp_files(session.folder)
+        configs = {config: session.folder.name for config, session in sessions.items()}
+        record_import(out, key.model_revision, {"format": fmt.name, "model": key.model, "configs": configs})
+        return ImportResult(out, key, _write(fmt, checked, sessions, digest, note))
+
+
+def _write(
+    fmt: ImportFormat,
+    checked: dict[str, _Config],
+    sessions: dict[str, Session],
+    digest: str,
+    note: Callable[[str], None],
+) -> list[ImportedConfig]:
+    """Pass 2: each config's files read again (each checked against the sha256 it had), its rows written, its run
+    recorded."""
     imported = []
     for config, entry in checked.items():
         session = sessions[config]
@@ -239,4 +269,34 @@ def import_results(request: ImportRequest, *, progress: Callable[[str], None] | 
                 refusals=summary.refusals,
             )
         )
-    return ImportResult(out, key, imported)
+    return imported
+
+
+@contextlib.contextmanager
+def _alone(out: Path, key: ResultKey) -> Iterator[None]:
+    """Hold this import's lock in `out` (one per key: an import of the same files), or refuse: only one writes."""
+    from filelock import Timeout
+
+    out.mkdir(parents=True, exist_ok=True)
+    lock = file_lock(out / f"import-{key.digest[:16]}")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise ProbeError(
+            f"{out}: another `probes import` of these files into it is running; let it finish (it writes the same rows)"
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _remove_left_temp_files(folder: Path) -> None:
+    """Remove the temporary files a killed import left in its key folder.
+
+    Only an import of the same files writes the key folder (its revision is their digest), and
+    this one holds their lock (`_alone`): any temporary file there is a killed import's.
+    """
+    for pattern in (".part-*.tmp", f".{KEY_FILE}.*.tmp"):
+        for path in folder.glob(pattern):
+            path.unlink(missing_ok=True)

@@ -19,8 +19,9 @@ and, per key folder (`validate_results`):
   rows' key columns (model, revision, scoring, ...) hold exactly its values, so no row of
   another model or setting hides under this key;
 - `results_manifest.json` lists exactly the key folders that hold parts, with their row counts;
-- a finished run recorded each key folder (`runners.results.recorded_keys`): the parts of a run
-  killed or stopped on an error have no record of the prompt build they were scored on;
+- a finished run recorded each key folder, and an import all of its configs (`runners.results.unfinished_problem`,
+  the rule `analyze` and `export` read by too): the parts of a run or import killed or stopped on an error have no
+  record of the prompt build they were scored on, and are named with the command that finishes them;
 - each config's runs were scored on one prompt build (`mixed_prompts`): item ids derive from an
   item's factors, not its text, so rows of two builds would join to one build's prompts.
 
@@ -50,7 +51,7 @@ from runners.results import (
     part_files,
     read_key_file,
     read_manifest,
-    recorded_keys,
+    unfinished_problem,
 )
 from runners.results.rules import part_problems
 
@@ -249,16 +250,6 @@ def check_same_prompts(results: Path, provenance: Mapping[str, Any], *, rescore_
             )
 
 
-def unfinished_problem(root: Path, config: str, key: str) -> str:
-    """A key folder with parts but no finished run recorded (`runners.results.recorded_keys`), and the two fixes."""
-    rel = f"{DATA_DIR}/{config}/{key}"
-    return (
-        f"{rel}: no finished run recorded in {MANIFEST_NAME} (a run killed or stopped on an error left its parts, "
-        "scored on a prompt build nothing records): rerun the same `probes run` command to finish it, "
-        f"or delete {root / rel} to leave it out"
-    )
-
-
 def validate_results(root: Path, manifest: Mapping[str, Any]) -> ResultsReport:
     """Read every part of the result folder `root` and compare with its manifest; never raises for content."""
     report = ResultsReport()
@@ -272,14 +263,15 @@ def validate_results(root: Path, manifest: Mapping[str, Any]) -> ResultsReport:
                 continue
             report.keys += 1
             counted[(config_dir.name, folder.name)] = _check_key_folder(Path(root), folder, report)
+    for config, key in sorted(counted):
+        problem = unfinished_problem(Path(root), manifest, config, key)
+        if problem is not None:
+            report.problems.append(problem)
     listed = manifest.get("configs")
     if not isinstance(listed, dict):
         report.problems.append(f"{MANIFEST_NAME} has no `configs` summary of the parts")
         return report
-    recorded = recorded_keys(manifest)
     for (config, key), rows in sorted(counted.items()):
-        if (config, key) not in recorded:
-            report.problems.append(unfinished_problem(Path(root), config, key))
         entry = listed.get(config, {}).get(key) if isinstance(listed.get(config), dict) else None
         if not isinstance(entry, dict):
             report.problems.append(f"{MANIFEST_NAME} does not list {DATA_DIR}/{config}/{key}")

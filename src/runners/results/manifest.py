@@ -40,10 +40,89 @@ def recorded_keys(manifest: Mapping[str, Any]) -> set[tuple[str, str]]:
     return out
 
 
+#: the manifest's record of each `probes import` (its id: the key's revision, `imported-<digest>`): its format, model
+#: and the key folder of every config it writes (`configs`), recorded before it writes any
+IMPORTS = "imports"
+
+
+def planned_imports(manifest: Mapping[str, Any]) -> dict[tuple[str, str], Mapping[str, Any]]:
+    """(config, key folder) -> the record of the import that writes it (`IMPORTS`)."""
+    return {
+        (config, key): record
+        for record in manifest.get(IMPORTS, {}).values()
+        for config, key in (record.get("configs") or {}).items()
+    }
+
+
+def finished_keys(manifest: Mapping[str, Any]) -> set[tuple[str, str]]:
+    """The keys a finished run recorded (`recorded_keys`), less every key of an import not yet finished.
+
+    An import records the configs it writes before it writes any (`record_import`); it finished
+    when each of them has its run recorded. Until then its recorded configs are unfinished too: a
+    folder of an import killed between configs is not a complete import of fewer configs (its
+    revision is the digest of every config's files).
+    """
+    recorded = recorded_keys(manifest)
+    planned = planned_imports(manifest)
+    return {pair for pair in recorded if pair not in planned or _missing(planned[pair], recorded) == []}
+
+
+def _missing(record: Mapping[str, Any], recorded: set[tuple[str, str]]) -> list[str]:
+    """The configs of an import record whose run is not recorded."""
+    return sorted(c for c, k in (record.get("configs") or {}).items() if (c, k) not in recorded)
+
+
+def finishing_command(results: Path, manifest: Mapping[str, Any], config: str, key: str) -> str:
+    """The command that finishes a key folder: the `probes import` that records it as its own, or whose backend
+    (`import:<format>`, in its key.json's scoring) its rows have; else the `probes run` that wrote it."""
+    record = planned_imports(manifest).get((config, key))
+    fmt = record.get("format") if record is not None else None
+    if fmt is None:
+        try:
+            scoring = json.loads(str(read_key_file(Path(results) / DATA_DIR / config / key).get("scoring")))
+        except (ProbeError, ValueError):
+            scoring = None
+        backend = scoring.get("backend") if isinstance(scoring, dict) else None
+        if isinstance(backend, str) and backend.startswith("import:"):
+            fmt = backend.removeprefix("import:")
+    return f"probes import --format {fmt}" if fmt else "probes run"
+
+
+def unfinished_problem(results: Path, manifest: Mapping[str, Any], config: str, key: str) -> str | None:
+    """None when a finished run (or import) recorded the key folder `data/<config>/<key>`; else the one line
+    that says so, naming the folder, the command that finishes it and the folder to delete to leave it out.
+
+    The one rule of what a reader may take as results: `probes publish` (`results.check`),
+    `probes analyze` and `probes export` (`analysis.load`), the derived datasets (`load_key_rows`),
+    and the manifest's and card's `finished` (`summarize`) all ask it.
+    """
+    if (config, key) in finished_keys(manifest):
+        return None
+    rel = f"{DATA_DIR}/{config}/{key}"
+    command = finishing_command(results, manifest, config, key)
+    fix = f"rerun the same `{command}` command to finish it, or delete {Path(results) / rel} to leave it out"
+    record = planned_imports(manifest).get((config, key))
+    if (config, key) in recorded_keys(manifest) and record is not None:
+        missing = _missing(record, recorded_keys(manifest))
+        return (
+            f"{rel}: its import of {len(record['configs'])} configs did not finish ({', '.join(missing)} not "
+            f"recorded in {MANIFEST_NAME}; the import's revision covers the files of them all): {fix}"
+        )
+    if command.startswith("probes import"):
+        return (
+            f"{rel}: no finished import recorded in {MANIFEST_NAME} (an import killed or stopped on an error left "
+            f"its parts): {fix}"
+        )
+    return (
+        f"{rel}: no finished run recorded in {MANIFEST_NAME} (a run killed or stopped on an error left its parts, "
+        f"scored on a prompt build nothing records): {fix}"
+    )
+
+
 def summarize(results: Path, recorded: set[tuple[str, str]] | None = None) -> dict[str, dict[str, dict[str, Any]]]:
     """{config: {key slug: {key..., rows, refusals, finished}}} for every key folder that has parts.
 
-    `finished`: a finished run recorded the key (`recorded`, from `recorded_keys`; None: none did).
+    `finished`: a finished run recorded the key (`recorded`, from `finished_keys`; None: none did).
     """
     recorded = recorded or set()
     out: dict[str, dict[str, dict[str, Any]]] = {}
@@ -93,6 +172,13 @@ def check_manifest_shape(path: Path, manifest: Any) -> None:
                 raise ProbeError(f"{path}: `{field}` entry {name!r} is not {what}; {fix}")
             if depth == 1 and not isinstance(entry.get("prompt_dataset", {}), dict):
                 raise ProbeError(f"{path}: `runs` entry {name!r}: `prompt_dataset` is not an object; {fix}")
+    imports = manifest.get(IMPORTS, {})
+    if not isinstance(imports, dict):
+        raise ProbeError(f"{path}: `{IMPORTS}` must be an object, got {type(imports).__name__}; {fix}")
+    for name, record in imports.items():
+        configs = record.get("configs") if isinstance(record, dict) else None
+        if not isinstance(configs, dict) or not all(isinstance(k, str) for k in configs.values()):
+            raise ProbeError(f"{path}: `{IMPORTS}` entry {name!r} has no `configs` object (config -> key); {fix}")
 
 
 def update_manifest(
@@ -110,14 +196,44 @@ def update_manifest(
     stays when `keep_if(old)` says so (a rerun that scored nothing keeps the figures of the
     run that did). `after(manifest)` runs under the same lock (the card, from this manifest).
     """
-    path = Path(results) / MANIFEST_NAME
-    with file_lock(path):
-        manifest = read_manifest(results)
+
+    def record(manifest: dict[str, Any]) -> None:
         runs = manifest.setdefault("runs", {})
         if not (run_id in runs and keep_if is not None and keep_if(runs[run_id])):
             runs[run_id] = dict(entry)
         manifest["runs"] = dict(sorted(runs.items()))
-        manifest["configs"] = summarize(results, recorded_keys(manifest))
+
+    return _update(results, record, after)
+
+
+def record_import(results: Path, import_id: str, record: Mapping[str, Any]) -> dict[str, Any]:
+    """Record an import's `record` (`IMPORTS`: its format, model and `configs`, config -> key folder) before it
+    writes any row: until each of those configs has its run recorded, every one of them is unfinished (`finished_keys`).
+    """
+
+    def plan(manifest: dict[str, Any]) -> None:
+        manifest[IMPORTS] = dict(sorted({**manifest.get(IMPORTS, {}), import_id: dict(record)}.items()))
+
+    return _update(results, plan, None)
+
+
+def _update(
+    results: Path, change: Callable[[dict[str, Any]], None], after: Callable[[dict[str, Any]], None] | None
+) -> dict[str, Any]:
+    """Read, `change`, summarize and write results_manifest.json, then `after(manifest)`, all under its lock.
+
+    Every writer of the manifest and of the card writes under this lock, so a temporary file of
+    either found here was left by a writer that was killed: it is removed.
+    """
+    path = Path(results) / MANIFEST_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with file_lock(path):
+        for name in (MANIFEST_NAME, CARD_NAME):
+            for left in path.parent.glob(f".{name}.*.tmp"):
+                left.unlink(missing_ok=True)
+        manifest = read_manifest(results)
+        change(manifest)
+        manifest["configs"] = summarize(results, finished_keys(manifest))
         atomic_write_text(path, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
         if after is not None:
             after(manifest)
@@ -208,13 +324,15 @@ def load_key_rows(results: Path, config: str, columns: Sequence[str], *, key: st
         missing = missing_columns(path, columns)
         if missing:
             raise ProbeError(f"{path}: missing column(s) {missing}")
+    manifest = read_manifest(results)
+    problem = unfinished_problem(results, manifest, config, key)
+    if problem is not None:
+        raise ProbeError(problem)
     # one row per id: where parts repeat an id (a rescored item), the newest part's row wins
     rows = read_key_rows(folder, list(columns), file_column="file").to_pandas()
     runs = [
         run
-        for run in read_manifest(results).get("runs", {}).values()
+        for run in manifest.get("runs", {}).values()
         if run.get("key") == key and run.get("prompt_dataset", {}).get("config") == config
     ]
-    if not runs:
-        raise ProbeError(f"{results / MANIFEST_NAME}: no run recorded for {config} key {key}")
     return KeyRows(rows, key, info["model"], info["model_revision"], json.loads(info["scoring"]), runs)

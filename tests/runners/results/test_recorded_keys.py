@@ -119,7 +119,7 @@ def test_a_killed_runs_key_is_unfinished_and_refused_by_publish_until_the_same_c
         finished = {key: entry["finished"] for key, entry in manifest["configs"]["items"].items()}
         assert finished == {killed.name: False, next(k for k in finished if k != killed.name): True}
         card = (out / res.CARD_NAME).read_text()
-        assert f"`{killed.name}` (unfinished: no run recorded)" in card
+        assert f"`{killed.name}` (unfinished: no finished run recorded)" in card
         refused = _publish(out)
         assert refused.exit_code == 1 and f"{rel}: no finished run recorded" in _one_line(refused.output)
 
