@@ -9,7 +9,8 @@ would), `"drop"` closes the connection without an answer, `"hang"` never answers
 generation of 3 tokens more than its `max_tokens` (`usage.completion_tokens`). `"nan"`, `"inf"`
 and `"positive"` answer every log-probability of the answer as NaN, +inf or +3.0 (`BROKEN_LOGPROBS`);
 `"list-entry"`, `"null-logprob"`, `"string-choices"` and `"array-body"` answer a malformed shape
-(`malformed`). `models_answer`, when set, is the JSON `/v1/models` answers instead of its list.
+(`malformed`). `generation_text` is what a completion generates. `models_answer`, when set, is the
+JSON `/v1/models` answers instead of its list.
 
 What it serves can be changed between requests, as a redeployment would: `fingerprint` (the
 answers' `system_fingerprint`; None: none), `answer_model` (the `model` its answers name; None:
@@ -58,6 +59,8 @@ class FakeServer:
         self.answer_model: str | None = None
         self.logprob_scale = 1.0
         self.models_answer: Any = None
+        #: what a generation answers (a completion's text; the chat API answers its own sentence)
+        self.generation_text = GENERATION_TEXT
         self.posts: list[dict[str, Any]] = []
         self.auth: list[str] = []
         self.lock = threading.Lock()
@@ -124,7 +127,7 @@ class FakeServer:
                     choices = [{"index": 0, "message": message, "finish_reason": "stop"}]
                     self._send(200, server.as_served({"model": body.get("model"), "choices": choices}))
                 else:
-                    self._send(200, server.as_served(completion(body, server.owned_by)))
+                    self._send(200, server.as_served(completion(body, server.owned_by, server.generation_text)))
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -160,7 +163,11 @@ class FakeServer:
         self.close()
 
 
-def completion(body: dict[str, Any], owned_by: str) -> dict[str, Any]:
+#: what a completion generates unless `FakeServer.generation_text` says otherwise (a stop string after the answer)
+GENERATION_TEXT = "I pass $7. Done"
+
+
+def completion(body: dict[str, Any], owned_by: str, text: str = GENERATION_TEXT) -> dict[str, Any]:
     """A `/v1/completions` answer to `body` (one choice per prompt), vLLM's JSON."""
     prompts = body["prompt"]
     if prompts and isinstance(prompts[0], int):
@@ -169,7 +176,7 @@ def completion(body: dict[str, Any], owned_by: str) -> dict[str, Any]:
     for index, ids in enumerate(prompts):
         choice: dict[str, Any] = {"index": index, "finish_reason": "length"}
         if body.get("max_tokens", 16) > 1:  # generation: a fixed answer, with a stop string after it
-            choice.update(text="I pass $7. Done", finish_reason="length")
+            choice.update(text=text, finish_reason="length")
         else:
             choice["text"] = "x"
         if body.get("prompt_logprobs") is not None:

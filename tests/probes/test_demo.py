@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import secrets
 from pathlib import Path
 
 import numpy as np
@@ -24,9 +25,15 @@ TINY = {
 }
 
 
-def test_demo_builds_scores_analyses_and_resumes(shared_sources: Path, smollm2: Path, tmp_path: Path) -> None:
+def test_demo_builds_scores_analyses_and_resumes(
+    shared_sources: Path, smollm2: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = "hf_" + secrets.token_hex(17)  # the user's Hub token: no file of the demo's folder may hold it (#69)
+    monkeypatch.setenv("HF_TOKEN", token)
     lines: list[str] = []
     result = demo(tmp_path / "demo", sources=shared_sources, sizes=TINY, progress=lines.append)
+    assert [p for p in (tmp_path / "demo").rglob("*") if p.is_file() and token.encode() in p.read_bytes()] == []
+    assert not any(token in line for line in lines)
     assert not result.synthetic_corpus  # the authors' released narratives are among the shared sources
     # the demo builds only the talent-or-luck config it scores (the default build's release rows take minutes)
     (attribution,) = (tmp_path / "demo" / "datasets").glob("talent-or-luck*")

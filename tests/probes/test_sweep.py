@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from typer.testing import CliRunner
 
 from promptgen.core.errors import ProbeError
 from runners_fixtures import tiny_llama_folder
@@ -214,6 +215,39 @@ def test_a_sweep_of_a_served_model_is_priced_by_the_prompts_the_server_is_sent(
     assert all(s.items == LIMIT for _, s in result.summaries) and len(result.summaries) == 2
     rows = _rows(tmp_path / "s")
     assert {r["backend"] for r in rows.values()} == {"openai"} and {r["model"] for r in rows.values()} == {MODEL}
+
+
+@pytest.mark.slow
+def test_no_secret_a_served_answer_carries_reaches_the_sweep_s_folder_or_output(
+    small_datasets_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """#69, finding 1: every answer of a served sweep quotes the token in $HF_TOKEN and an sk- key, and every answer
+    is refused (no number in it), so the report quotes them. Not one byte of the sweep's folder (results, report,
+    tables, figures, sweep.json) nor of the command's output holds either."""
+    import secrets as random_secrets
+
+    from openai_fake_server import MODEL, FakeServer
+    from probes.cli import app
+
+    token, key = "t0k3n-" + random_secrets.token_hex(12), "sk-" + random_secrets.token_hex(20)
+    monkeypatch.setenv("HF_TOKEN", token)
+    out = tmp_path / "s"
+    with FakeServer() as server:
+        server.generation_text = f"I cannot say. My token is {token} and {key}"
+        result = CliRunner().invoke(
+            app,
+            ["sweep", "--model", MODEL, "--out", str(out), "--datasets", str(small_datasets_dir),
+             "--config", "religion_P0S0T0", "--limit-per-config", str(LIMIT), "--backend", "openai",
+             "--base-url", server.url, "--tokenizer", str(tiny_llama_folder("float32")), "--yes"],
+        )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = next(out.glob("report/*/report.html"))
+    assert "I cannot say. My token is ***" in report.read_text(encoding="utf-8")  # the answers are quoted, masked
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert any(p.name == "sweep.json" for p in files) and any(p.suffix == ".parquet" for p in files)
+    for secret in (token, key):
+        assert [p for p in files if secret.encode() in p.read_bytes()] == []
+        assert secret not in result.output
 
 
 def test_a_stale_results_folder_is_refused_before_the_model_loads(
