@@ -7,8 +7,11 @@ resumed run adds would mix two models under it unnoticed. So before a resumed ru
 (`BackendSpec.served`) scores anything, `check_served_unchanged` scores the first item of its selection
 that is already done once more (one item: a few prompts) and compares the probabilities stored for it
 (`choice_probs`, `number_probs`) with the new ones; a difference over `TOLERANCE` is one line, and nothing is
-scored. Generated answers carry no probabilities to compare (and a sampled text need not repeat), so
-generation runs are not rechecked. The rescored row is only compared, never written.
+scored. A greedy generation run (temperature 0, as the empathy protocol is) is rechecked by the answer it
+read: the item generated again must give the same parsed value and status (`ANSWER_COLUMNS`). The text
+itself is not compared: a server's greedy decoding may vary in a late token with its batching, which
+changes no answer; another model changes answers. A sampled generation need not repeat, and is not
+rechecked. The rescored row is only compared, never written.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from runners.scoring.settings import ScoringSettings
 TOLERANCE = 1e-4
 #: the row columns compared: the distributions a scored row stores
 COMPARED = ("choice_probs", "number_probs")
+#: the row columns compared for a greedy generation: the answer read from the text, and how it was read
+ANSWER_COLUMNS = ("parsed_value", "parse_status")
 
 
 def check_served_unchanged(
@@ -48,17 +53,29 @@ def check_served_unchanged(
     Nothing is sent unless the backend is served, the run has items to score, and one of its items is done.
     """
     spec = BACKENDS.get(backend.name)  # a backend object made in code need not be registered: not served
-    if spec is None or not spec.served or settings.mode == "generate" or not todo:
+    generated = settings.mode == "generate"
+    if spec is None or not spec.served or (generated and settings.temperature > 0) or not todo:
         return
     pending = set(todo)
     done = next((row for row in selected if row not in pending), None)
     if done is None:
         return
     item = dataset.select([done]).to_list()[0]
-    stored = _stored_row(folder, str(item["id"]))
-    if stored is None or all(stored.get(c) is None for c in COMPARED):
+    compared = ANSWER_COLUMNS if generated else COMPARED
+    stored = _stored_row(folder, str(item["id"]), compared)
+    if stored is None or all(stored.get(c) is None for c in compared):
         return
     ((_, (new,)),) = list(scored_batches([lambda: [item]], backend, tokenizer, chat, settings=settings))
+    if generated:
+        was, now = (tuple(row.get(c) for c in ANSWER_COLUMNS) for row in (stored, new))
+        if was != now:
+            raise ProbeError(
+                f"{folder}: the served model's answers changed since these rows were generated: item {item['id']!r} "
+                f"generated again (greedy) reads as {now[0]!r} ({now[1]}), stored as {was[0]!r} ({was[1]}) "
+                "(redeployed weights behind the same name and fingerprint?), so new rows would mix two models under "
+                f"one key. Write to a new --out, or delete {folder} to generate every item again"
+            )
+        return
     for column in COMPARED:
         gap = _gap(stored.get(column), new.get(column))
         if gap > TOLERANCE:
@@ -70,12 +87,12 @@ def check_served_unchanged(
             )
 
 
-def _stored_row(folder: Path, item_id: str) -> dict[str, Any] | None:
-    """The newest stored row of `item_id` under the key folder (its compared columns), or None."""
+def _stored_row(folder: Path, item_id: str, compared: Sequence[str] = COMPARED) -> dict[str, Any] | None:
+    """The newest stored row of `item_id` under the key folder (its `compared` columns), or None."""
     found = None
     for path in res.part_files(folder):
         names = set(res.part_schema(path).names)
-        columns = ["id", *(c for c in COMPARED if c in names)]
+        columns = ["id", *(c for c in compared if c in names)]
         rows = pq.read_table(path, columns=columns, filters=[("id", "==", item_id)]).to_pylist()
         found = rows[-1] if rows else found
     return found

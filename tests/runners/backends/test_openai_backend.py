@@ -438,6 +438,40 @@ def test_a_resumed_run_refuses_a_served_model_whose_answers_changed(tmp_path: Pa
     assert _stored(out) == before  # nothing added to the rows of the old weights
 
 
+def test_a_resumed_greedy_generation_refuses_a_served_model_whose_answers_changed(tmp_path: Path) -> None:
+    """#69: served generation was never rechecked at resume, though a greedy protocol's answer should repeat. One done
+    item is generated again: the same answer goes on; another answer is one line, and nothing is added."""
+    from runners.run import run
+    from runners.scoring.settings import scoring_settings
+
+    prompts = write_prompt_folder(tmp_path / "prompts", number_items(4))
+    out = tmp_path / "results"
+
+    def served_generation(limit: int):
+        load = LoadOptions.of(backend="openai", base_url=server.url, tokenizer=str(load_folder()))
+        settings = scoring_settings("generate", max_new_tokens=16)
+        return run(RunRequest(str(prompts), "items", MODEL, str(out), load=load, chat=False, limit=limit,
+                              settings=settings))  # fmt: skip
+
+    def answers() -> dict[str, int]:
+        rows = [r for p in out.rglob("part-*.parquet") for r in pq.read_table(p).to_pylist()]
+        return {r["id"]: r["parsed_value"] for r in rows}
+
+    with FakeServer() as server:
+        served_generation(limit=1)
+        server.generation_text = "I pass $7 now"  # another text, the same answer: greedy decoding may vary late
+        served_generation(limit=2)
+        before = answers()
+        assert set(before.values()) == {7} and len(before) == 2
+        server.generation_text = "I pass $9. Done"  # redeployed: the same name and fingerprint, another answer
+        with pytest.raises(ProbeError) as caught:
+            served_generation(limit=4)
+    message = str(caught.value)
+    assert "\n" not in message and "answers changed since" in message and "reads as 9" in message
+    assert "stored as 7" in message and "--out" in message
+    assert answers() == before
+
+
 def test_a_resumed_run_of_an_unchanged_server_rescores_one_done_item_only(tmp_path: Path) -> None:
     prompts = write_prompt_folder(tmp_path / "prompts", number_items(4))
     sent = {}
