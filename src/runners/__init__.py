@@ -1,4 +1,4 @@
-"""Prompt datasets + a model -> per-model result datasets (docs/ARCHITECTURE.md, "runners").
+"""Prompt datasets + a model -> per-model result datasets (docs/REFERENCE.md, "runners").
 
 May import `promptgen` (the item contract, errors, files); never `analysis` or `probes`.
 

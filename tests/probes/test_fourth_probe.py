@@ -1,6 +1,6 @@
 """A fourth probe registered from the tests alone: built, run with a third backend and analysed through the CLI.
 
-Nothing in src/ names it. Its files are exactly those docs/ARCHITECTURE.md ("Extending") lists:
+Nothing in src/ names it. Its files are exactly those docs/EXTENDING.md lists:
 `FILES` below. The backend is the tests' third one (tests/fake_backend.py), also a plugin. The
 report's table is recomputed here from the rows the run wrote and the prompts the build wrote.
 """
@@ -50,7 +50,7 @@ def test_the_fourth_probe_s_files_are_all_it_has() -> None:
     assert sorted(p.relative_to(REPO).as_posix() for p in ASSETS.rglob("*") if p.is_file()) == sorted(FILES[1:])
     named = subprocess.run(["git", "grep", "-l", "-e", "fake-probe", "-e", "fake_probe", "--", "src"], cwd=REPO)
     assert named.returncode == 1  # no file under src/ names it
-    extending = (REPO / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8").split("## Extending", 1)[1]
+    extending = (REPO / "docs" / "EXTENDING.md").read_text(encoding="utf-8")
     assert all(f"`{f}`" in extending for f in FILES)
 
 

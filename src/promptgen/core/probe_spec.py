@@ -28,7 +28,7 @@ class ProbeSpec:
     draft: str
     #: the module of its analysis (`analysis.<probe>`): `steps(rows, options)`, `figures(tables, options)`,
     #: `headline(tables, run labels)`, `DESCRIPTIONS`, `HEADLINE_TABLES`, optional `SECTION_NOTES`
-    #: and `table_note(name, options)` (docs/ARCHITECTURE.md, "Extending")
+    #: and `table_note(name, options)` (docs/EXTENDING.md)
     analysis: str
     #: the report section its tables go to
     section: str

@@ -10,7 +10,7 @@ drivers, the extras check, plans and quotes and the CLI all read the spec.
 
 A new backend is a package under `runners/backends/` (or any importable module) with a class
 that implements `protocol.Backend` and a loader, plus one `register(BackendSpec(...))`
-(docs/ARCHITECTURE.md, "Extending"). The three built in register below, from their own `spec`
+(docs/EXTENDING.md). The three built in register below, from their own `spec`
 modules; a module outside the project registers by being named in `PROBES_PLUGINS`
 (`promptgen.core.plugins`).
 """

