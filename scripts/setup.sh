@@ -15,7 +15,7 @@
 # --device auto (the default) picks cuda when `nvidia-smi -L` lists a GPU.
 #
 # Rerunning is safe: an existing venv is reused and brought up to date. Nothing outside the
-# venv is written; models and sources are cached later, on first use (see README, Troubleshooting).
+# venv is written; models and sources are cached later, on first use (see docs/USAGE.md, Troubleshooting).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."

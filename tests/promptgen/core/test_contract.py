@@ -126,11 +126,19 @@ def test_an_unlisted_or_changed_data_file_is_refused(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- result rows
 
 
+def _recorded(results: Path, config: str, key: res.ResultKey, items: int) -> None:
+    """The run recorded in the results manifest, as a finished run records it (analyze reads only such keys)."""
+    entry = {"prompt_dataset": {"config": config}, "model": key.model, "key": key.slug, "items": items}
+    res.update_manifest(results, f"{config}/{key.slug}/shard-0of1", entry)
+
+
 def _results(results: Path, rows: list[dict[str, Any]]) -> Path:
     key = res.ResultKey("org/model", "rev", SCORING)
     folder = res.key_dir(results, "items", key)
     res.write_key_file(folder, key)
-    return res.write_part(folder, (0, 1), [{**key.as_dict(), "refused": False, **r} for r in rows])
+    part = res.write_part(folder, (0, 1), [{**key.as_dict(), "refused": False, **r} for r in rows])
+    _recorded(results, "items", key, len(rows))
+    return part
 
 
 def _answers() -> list[dict[str, Any]]:
@@ -180,6 +188,7 @@ def test_generated_answers_out_of_range_are_refusals_not_bad_rows(tmp_path: Path
     folder = res.key_dir(tmp_path / "r", "items", key)
     res.write_key_file(folder, key)
     res.write_part(folder, (0, 1), [{**key.as_dict(), "refused": True, **r} for r in rows])
+    _recorded(tmp_path / "r", "items", key, len(rows))
     assert len(join(load_prompts(dataset, "items"), load_results(tmp_path / "r", "items"))) == len(rows)
     rows[0]["parse_status"] = "ok"  # the same value on an answer that is not refused is a bad row
     res.write_part(folder, (0, 1), [{**key.as_dict(), "refused": r["parse_status"] != "ok", **r} for r in rows])
@@ -187,8 +196,10 @@ def test_generated_answers_out_of_range_are_refusals_not_bad_rows(tmp_path: Path
         join(load_prompts(dataset, "items"), load_results(tmp_path / "r", "items"))
 
 
-def test_results_without_a_manifest_are_checked_against_the_prompts(two_builds, tmp_path: Path) -> None:
-    """Each row's prompt_sha256 (the runners' own hash) is compared, manifest or not (Hub results have none)."""
+def test_results_without_a_prompt_fingerprint_are_checked_against_the_prompts(two_builds, tmp_path: Path) -> None:
+    """Each row's prompt_sha256 (the runners' own hash) is compared, whatever the manifest records of the prompts.
+
+    A folder with no manifest at all records no finished run: it is refused as unfinished (#69)."""
     first, second = two_builds
     items = load_config(first, "single_actor").to_list()[:40]  # read as the runners read them
     rows = [{"id": i["id"], "choice_probs": [0.7, 0.1, 0.1, 0.1], "prompt_sha256": res.prompt_sha256(i)} for i in items]
@@ -198,6 +209,9 @@ def test_results_without_a_manifest_are_checked_against_the_prompts(two_builds, 
     part = res.write_part(folder, (0, 1), [{**key.as_dict(), "refused": False, **r} for r in rows])
     assert not (tmp_path / "results" / res.MANIFEST_NAME).exists()
     args = ["analyze", "--results", str(tmp_path / "results"), "--no-figures", "--permutations", "20"]
+    unrecorded = runner.invoke(app, [*args, "--prompts", str(first), "--out", str(tmp_path / "u")], terminal_width=400)
+    one_line_error(unrecorded, "no finished run recorded", ignore=LIBRARY_PROGRESS)
+    _recorded(tmp_path / "results", "single_actor", key, len(rows))  # no prompt fingerprint: the rows' hashes tell
     same = runner.invoke(app, [*args, "--prompts", str(first), "--out", str(tmp_path / "a")], terminal_width=400)
     assert same.exit_code == 0, same.output  # the hashes computed from the analysis frames are the runners'
     changed = runner.invoke(app, [*args, "--prompts", str(second), "--out", str(tmp_path / "b")], terminal_width=400)
