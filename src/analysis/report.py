@@ -10,6 +10,7 @@ full-precision tables.
 from __future__ import annotations
 
 import base64
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -30,7 +31,7 @@ from .csv_cells import csv_text
 from .headlines import RUN_LABEL, run_labels, with_run_label
 from .pipeline import Analysis, AnalysisRequest
 from .probe_options import probe_option_values
-from .probes import analysis_modules, section_headlines, section_of
+from .probes import OVERVIEW, analysis_modules, section_headlines, section_of
 from .probes import sections as section_order
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -40,6 +41,8 @@ HTML_ROWS = 60
 OVERVIEW_DESCRIPTIONS = {
     "refusals": "Items, refused items and refusal rate per config and model run (refused items are left out of means).",
 }
+#: the heading of the tables no probe claims (`analysis.probes.OVERVIEW`): after the probes' sections
+OVERVIEW_TITLE = "Refusals"
 
 
 @dataclass(frozen=True)
@@ -90,8 +93,10 @@ def png_data_uri(png: bytes) -> str:
 def render_html(analysis: Analysis, figure_uris: dict[str, str], generated: str) -> str:
     """The report page (pure: the figures come as data URIs).
 
-    Each probe section opens with its headline numbers (`analysis.headlines`) and the short
-    labels of its runs; in every table shown the run columns (model path, revision, scoring
+    The page tells its story first: each probe section opens with the short labels of its runs
+    and its headline numbers (`analysis.headlines`), then its figures, then its tables, each
+    table's name a link to its `tables/<name>.csv`. The tables no probe claims (refusals) follow
+    the probes' sections. In every table shown the run columns (model path, revision, scoring
     JSON) are one label column, and the labels are resolved once, in the provenance at the end.
     The CSV/parquet tables keep the full run columns.
     """
@@ -102,7 +107,19 @@ def render_html(analysis: Analysis, figure_uris: dict[str, str], generated: str)
     sections: dict[str, dict[str, Any]] = {}
 
     def section(name: str) -> dict[str, Any]:
-        return sections.setdefault(name, {"tables": [], "figures": [], "headline": None, "runs": set(), "note": ""})
+        if name not in sections:
+            title = OVERVIEW_TITLE if name == OVERVIEW else name
+            anchor = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+            sections[name] = {
+                "title": title,
+                "id": anchor,
+                "note": "",
+                "headline": None,
+                "runs": set(),
+                "figures": [],
+                "tables": [],
+            }
+        return sections[name]
 
     for name, table in analysis.tables.items():
         shown = with_run_label(table, labels)
@@ -127,7 +144,8 @@ def render_html(analysis: Analysis, figure_uris: dict[str, str], generated: str)
         section(sec)["figures"].append({"name": name, "uri": figure_uris[name]})
     for entry in sections.values():
         entry["runs"] = sorted(entry["runs"])
-    order = section_order()  # the overview, then each probe in registry order (`analysis.probes`)
+    # each probe in registry order (`analysis.probes`), then the overview's tables: headlines come first
+    order = [s for s in section_order() if s != OVERVIEW] + [OVERVIEW]
     runs = [
         {"label": label, "model": model, "model_revision": revision, "scoring": scoring}
         for (model, revision, scoring), label in labels.items()

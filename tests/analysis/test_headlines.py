@@ -106,6 +106,9 @@ def test_each_section_opens_with_its_headline_and_provenance_comes_last():
     assert attribution.index('class="headline"') < attribution.index("<details")
     assert attribution.index("Runs: ") < attribution.index('class="headline"')
     assert "mean d (success)" in attribution and run_label(*RUN_A) in attribution
+    # the probes' headlines first: the tables no probe claims (refusals) follow their sections
+    assert html.index('<h2 id="attribution">') < html.index('<h2 id="refusals">') < html.index('id="provenance"')
+    assert '<a href="tables/attribution_single_actor.csv">' in attribution
     provenance_at = html.index('id="provenance"')
     for full in (RUN_A[0], RUN_A[1], "choice_mode"):  # path, revision and scoring JSON only in the provenance
         assert html.index(full.replace('"', "&#34;") if '"' in full else full) > provenance_at, full

@@ -146,7 +146,9 @@ def test_attribution_two_models_side_by_side(datasets, tmp_path) -> None:
     assert html.count("data:image/png;base64,") == len(pngs)
     embedded = {base64.b64decode(uri) for uri in re.findall(r'src="data:image/png;base64,([^"]+)"', html)}
     assert embedded == {p.read_bytes() for p in pngs}  # the page shows the very figure files, drawn once
-    assert not re.search(r'(src|href)="(?!data:)', html)  # self-contained: nothing fetched from elsewhere
+    # self-contained: nothing fetched from elsewhere; the only links are each table's CSV beside the page
+    assert not re.search(r'(src|href)="(?!data:|tables/[^"/]+\.csv")', html)
+    assert set(re.findall(r'href="tables/([^"/]+)\.csv"', html)) == set(result.tables)
     # the provenance gives each run's item count (a run dict's "items", not its `.items` method)
     rows = re.findall(r"<tr><td>single_actor</td><td>org/model-(?:a|b)</td>(?:<td>[^<]*</td>){4}<td>(\d+)</td>", html)
     counts = sorted(str(len(load_results(folder, "single_actor"))) for folder in (a, b))
