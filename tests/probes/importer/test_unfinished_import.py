@@ -14,57 +14,24 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from analysis.attribution.release import RELEASE_CONFIGS
-from analysis.export_files import ExportRequest, export
 from analysis.pipeline import AnalysisOptions, analyze
 from cli_fixture import LIBRARY_PROGRESS, one_line_error
 from probes import importer
 from probes.cli import app
 from probes.importer import ImportRequest, import_results
-from promptgen.build import build
 from promptgen.core.errors import ProbeError
-from release_fixture import write_recipe, write_release
-from runners.prompts import load_prompt_config
 from runners.results import DATA_DIR, key_folders, part_files, read_manifest
 from runners.results.check import validate_results
-from runners.scoring.settings import resolve_scoring
-from runners.session import Session, result_key
+from runners.session import Session
 
 runner = CliRunner()
 MODEL = "org/model-a"
 FORMAT = "talent-or-luck-csv"
 FAST = AnalysisOptions.from_flags(n_permutations=10)
-
-
-@pytest.fixture(scope="module")
-def release(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The synthetic release built, its `*_release` configs scored through a run's session, exported as the
-    release's CSV files: what the tests import."""
-    root = tmp_path_factory.mktemp("unfinished-import")
-    sources = write_release(root / "sources")
-    prompts = build(str(write_recipe(root / "recipe.yaml", sources)), out_dir=root / "datasets", sources=sources).path
-    rng = np.random.default_rng(5)
-    for config in RELEASE_CONFIGS:
-        loaded = load_prompt_config(str(prompts), config)
-        settings = resolve_scoring(loaded.protocol, None, None).settings
-        key = result_key(MODEL, "a" * 40, settings, False, dtype="float32", backend="fake")
-        session = Session.open(loaded, root / "results", key, chat=False, batch_size=None)
-        rows = []
-        for item in loaded.dataset.select_columns(["id", "choices"]).to_list():
-            p = rng.dirichlet(np.ones(len(item["choices"])))
-            rows.append(
-                {"id": item["id"], "backend": "fake", "dtype": "float32", "device": "cpu", "choice_probs": p.tolist(),
-                 "choice_tokens": [3] * len(p), "chosen_index": int(p.argmax()), "valid_mass": float("nan"),
-                 "refused": False, "context_tokens": 40}
-            )  # fmt: skip
-        session.add(rows)
-        session.finish(backend="fake", dtype="float32", hardware={})
-    outputs = export(ExportRequest(root / "results", prompts, root / "outputs")).path
-    return {"prompts": prompts, "outputs": outputs}
 
 
 class Killed(Exception):
@@ -90,14 +57,14 @@ def _problems(out: Path) -> list[str]:
     return validate_results(out, read_manifest(out)).problems
 
 
-def test_a_key_an_interrupted_import_wrote_is_refused_naming_probes_import(release, tmp_path, monkeypatch) -> None:
+def test_a_key_an_interrupted_import_wrote_is_refused_naming_probes_import(scored, tmp_path, monkeypatch) -> None:
     """Killed after writing parts of its first config: `analyze` and `export` refused the key no import recorded
     only since #69, and publish's advice said `probes run`; each names the key folder and `probes import` now."""
     monkeypatch.setattr(importer, "FLUSH_EVERY", 50)  # parts are written as the rows come, as in a large import
     _kill_at_finish(monkeypatch, 1)
     out = tmp_path / "imported"
     with pytest.raises(Killed):
-        import_results(ImportRequest(release["outputs"], FORMAT, release["prompts"], MODEL, out))
+        import_results(ImportRequest(scored["outputs"], FORMAT, scored["prompts"], MODEL, out))
     (folder,) = (f for c in RELEASE_CONFIGS for f in key_folders(out, c))
     assert part_files(folder) and not read_manifest(out).get("runs")
     rel = folder.relative_to(out).as_posix()
@@ -106,8 +73,8 @@ def test_a_key_an_interrupted_import_wrote_is_refused_naming_probes_import(relea
     (problem,) = (p for p in _problems(out) if p.startswith(rel))
     assert finish in problem and "probes run" not in problem and f"delete {folder}" in problem
     args = {
-        "analyze": ["analyze", "--prompts", str(release["prompts"]), "--results", str(out), "--no-figures"],
-        "export": ["export", str(out), "--prompts", str(release["prompts"]), "--format", "jsonl"],
+        "analyze": ["analyze", "--prompts", str(scored["prompts"]), "--results", str(out), "--no-figures"],
+        "export": ["export", str(out), "--prompts", str(scored["prompts"]), "--format", "jsonl"],
     }
     for command, given in args.items():
         written = tmp_path / command
@@ -117,7 +84,7 @@ def test_a_key_an_interrupted_import_wrote_is_refused_naming_probes_import(relea
 
 
 def test_an_import_killed_between_configs_is_unfinished_until_the_same_import_finishes(
-    release, tmp_path, monkeypatch
+    scored, tmp_path, monkeypatch
 ) -> None:
     """Killed after its first config finished and before the second wrote anything: the folder held one complete
     config and published as a complete import of it. The import recorded its configs before writing, so the
@@ -125,7 +92,7 @@ def test_an_import_killed_between_configs_is_unfinished_until_the_same_import_fi
     temporary files the killed one left."""
     _kill_at_finish(monkeypatch, 2)
     out = tmp_path / "imported"
-    request = ImportRequest(release["outputs"], FORMAT, release["prompts"], MODEL, out)
+    request = ImportRequest(scored["outputs"], FORMAT, scored["prompts"], MODEL, out)
     with pytest.raises(Killed):
         import_results(request)
     (done,) = (f for c in RELEASE_CONFIGS for f in key_folders(out, c))
@@ -136,7 +103,7 @@ def test_an_import_killed_between_configs_is_unfinished_until_the_same_import_fi
     (problem,) = _problems(out)
     assert problem.startswith(f"{rel}: ") and f"`probes import --format {FORMAT}`" in problem, problem
     with pytest.raises(ProbeError, match=rf"{rel}: .*`probes import --format {FORMAT}`"):
-        analyze(release["prompts"], [out], options=FAST, figures=False)
+        analyze(scored["prompts"], [out], options=FAST, figures=False)
     assert read_manifest(out)["configs"][done.parent.name][done.name]["finished"] is False
 
     # what a kill in the middle of writing a part, and of the manifest, leaves
@@ -147,19 +114,19 @@ def test_an_import_killed_between_configs_is_unfinished_until_the_same_import_fi
     result = import_results(request)
     assert sorted(c.config for c in result.configs) == sorted(RELEASE_CONFIGS)
     assert _problems(out) == []
-    assert analyze(release["prompts"], [out], options=FAST, figures=False).tables
+    assert analyze(scored["prompts"], [out], options=FAST, figures=False).tables
     assert not [p for p in out.rglob("*.tmp")]
     configs = read_manifest(out)["configs"]
     assert {k["finished"] for keys in configs.values() for k in keys.values()} == {True}
 
 
-def test_a_file_with_a_header_and_no_rows_is_refused_and_nothing_is_written(release, tmp_path) -> None:
+def test_a_file_with_a_header_and_no_rows_is_refused_and_nothing_is_written(scored, tmp_path) -> None:
     """It imported as '0 rows' with exit 0 and left a run record of nothing."""
-    outputs = shutil.copytree(release["outputs"], tmp_path / "outputs")
+    outputs = shutil.copytree(scored["outputs"], tmp_path / "outputs")
     target = sorted(outputs.rglob("*.csv"))[0]
     target.write_text(target.read_text().splitlines()[0] + "\n")
     out = tmp_path / "imported"
-    args = ["import", str(outputs), "--format", FORMAT, "--prompts", str(release["prompts"]), "--model-name", MODEL]
+    args = ["import", str(outputs), "--format", FORMAT, "--prompts", str(scored["prompts"]), "--model-name", MODEL]
     result = runner.invoke(app, [*args, "--out", str(out)], terminal_width=400)
     one_line_error(result, target.relative_to(outputs).as_posix(), "no rows", ignore=LIBRARY_PROGRESS)
     assert not out.exists() and not (tmp_path / DATA_DIR).exists()
