@@ -14,8 +14,13 @@
 #   cuda  PyPI's torch (a CUDA build); vLLM (`vllm`) only with --vllm, since it pins its own torch.
 # --device auto (the default) picks cuda when `nvidia-smi -L` lists a GPU.
 #
-# Rerunning is safe: an existing venv is reused and brought up to date. Nothing outside the
-# venv is written; models and sources are cached later, on first use (see docs/USAGE.md, Troubleshooting).
+# The report's browser test and scripts/report_screenshot.py need a Chromium: as root with apt-get,
+# Debian's chromium-headless-shell is installed (about 100 MB, 30 s); otherwise that step is skipped
+# with a message, and so is the test.
+#
+# Rerunning is safe: an existing venv is reused and brought up to date. Apart from that Chromium,
+# nothing outside the venv is written; models and sources are cached later, on first use (see
+# docs/USAGE.md, Troubleshooting).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -25,7 +30,7 @@ DEVICE=auto
 VLLM=default
 PYTHON="${PYTHON:-python3}"
 
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -67,6 +72,24 @@ PY="$VENV/bin/python"
 ) >"$VENV/hub-server-setup.log" 2>&1 &
 hub_pid=$!
 trap 'kill "$hub_pid" 2>/dev/null || true' EXIT  # a failed main install stops it too
+# The report's browser (tests/analysis/test_report_browser.py, scripts/report_screenshot.py): the system's
+# Chromium, which Playwright drives (`playwright install` downloads browsers: never used). Installed while
+# pip runs; apt-get update only when the package is unknown.
+chromium_pid=
+if command -v chromium-headless-shell >/dev/null 2>&1 || command -v chromium >/dev/null 2>&1; then
+  echo "setup.sh: Chromium already installed"
+elif [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+  echo "setup.sh: not root or no apt-get: Chromium not installed, so the report's browser test will be skipped" \
+    "(as root: apt-get install chromium-headless-shell)"
+else
+  (
+    export DEBIAN_FRONTEND=noninteractive
+    apt_install() { apt-get install -y --no-install-recommends chromium-headless-shell; }
+    apt_install || { apt-get update && apt_install; }
+  ) >"$VENV/chromium-setup.log" 2>&1 &
+  chromium_pid=$!
+fi
+trap 'kill "$hub_pid" ${chromium_pid:+"$chromium_pid"} 2>/dev/null || true' EXIT
 pip_install() { "$PY" -m pip install --quiet "$@"; }
 pip_install --upgrade pip
 
@@ -111,6 +134,11 @@ EOF
 if ! wait "$hub_pid"; then
   cat "$VENV/hub-server-setup.log" >&2
   echo "setup.sh: installing the tests' Hub server (olah) into $VENV/hub-server failed" >&2
+  exit 1
+fi
+if [ -n "$chromium_pid" ] && ! wait "$chromium_pid"; then
+  cat "$VENV/chromium-setup.log" >&2
+  echo "setup.sh: apt-get install chromium-headless-shell failed (the report's browser test needs it)" >&2
   exit 1
 fi
 "$VENV/bin/probes" --help >/dev/null
