@@ -127,7 +127,11 @@ class FakeServer:
                     choices = [{"index": 0, "message": message, "finish_reason": "stop"}]
                     self._send(200, server.as_served({"model": body.get("model"), "choices": choices}))
                 else:
-                    self._send(200, server.as_served(completion(body, server.owned_by, server.generation_text)))
+                    answer = completion(body, server.owned_by)  # (tests replace `completion` with their own)
+                    for choice in answer.get("choices") or ():
+                        if choice.get("text") == GENERATION_TEXT:
+                            choice["text"] = server.generation_text
+                    self._send(200, server.as_served(answer))
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -167,7 +171,7 @@ class FakeServer:
 GENERATION_TEXT = "I pass $7. Done"
 
 
-def completion(body: dict[str, Any], owned_by: str, text: str = GENERATION_TEXT) -> dict[str, Any]:
+def completion(body: dict[str, Any], owned_by: str) -> dict[str, Any]:
     """A `/v1/completions` answer to `body` (one choice per prompt), vLLM's JSON."""
     prompts = body["prompt"]
     if prompts and isinstance(prompts[0], int):
@@ -176,7 +180,7 @@ def completion(body: dict[str, Any], owned_by: str, text: str = GENERATION_TEXT)
     for index, ids in enumerate(prompts):
         choice: dict[str, Any] = {"index": index, "finish_reason": "length"}
         if body.get("max_tokens", 16) > 1:  # generation: a fixed answer, with a stop string after it
-            choice.update(text=text, finish_reason="length")
+            choice.update(text=GENERATION_TEXT, finish_reason="length")
         else:
             choice["text"] = "x"
         if body.get("prompt_logprobs") is not None:
