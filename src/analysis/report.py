@@ -189,11 +189,9 @@ def scrubbed_table(table: pd.DataFrame, secrets: Sequence[str]) -> pd.DataFrame:
     """
     out = table.rename(columns=lambda c: scrub_value(c, secrets))
     for column in out.columns[[pd.api.types.is_object_dtype(t) or pd.api.types.is_string_dtype(t) for t in out.dtypes]]:
-        cache: dict[str, Any] = {}
-        out[column] = [
-            cache.setdefault(v, scrub_value(v, secrets)) if isinstance(v, str) else scrub_value(v, secrets)
-            for v in out[column]
-        ]
+        values = out[column].tolist()
+        clean = {v: scrub(v, secrets) for v in set(values) if isinstance(v, str)}  # each distinct text once
+        out[column] = [clean[v] if isinstance(v, str) else scrub_value(v, secrets) for v in values]
     return out
 
 
