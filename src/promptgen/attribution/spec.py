@@ -5,7 +5,7 @@ configs (the reader is this probe's own, in `probes/attribution/`), and `probes 
 from its results (the writer is in `analysis/attribution/`).
 """
 
-from ..core.probe_spec import ProbeSpec, ReleaseFormat
+from ..core.probe_spec import ProbeSpec, ReleaseFormat, SampleUnit
 
 SPEC = ProbeSpec.in_project(
     __package__,
@@ -19,6 +19,9 @@ SPEC = ProbeSpec.in_project(
     table_prefix="attribution_",
     row_probes=("attribution",),
     rank=10,
+    # designed configs: a template (domain x scenario x outcome) with every identity, name and option order of
+    # it; the *_release configs: the release's own set of a template and its names (DESIGN 9)
+    sample_units=(SampleUnit("template", ("template_id",)), SampleUnit("template", ("set_id",))),
     import_formats={
         "talent-or-luck-csv": ReleaseFormat(
             format="probes.attribution.release_import:FORMAT",

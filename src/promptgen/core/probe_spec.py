@@ -11,7 +11,7 @@ in `promptgen` can name its analysis module without importing upwards.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +69,14 @@ class ProbeSpec:
     #: files of another tool that `probes export --format NAME` writes from its results: NAME -> format; the
     #: first is `probes export`'s default for its results
     export_formats: Mapping[str, ReleaseFormat] = field(default_factory=dict)
+    #: what a sample of its configs draws (DESIGN 9): the first unit whose columns a config has is that
+    #: config's; a config with none of them is taken whole by a sample (the Trust Game's small sets)
+    sample_units: tuple[SampleUnit, ...] = ()
+
+    def sample_unit(self, columns: Iterable[str]) -> SampleUnit | None:
+        """The unit a sample of a config with these columns draws; None: a sample takes all its rows."""
+        have = set(columns)
+        return next((unit for unit in self.sample_units if set(unit.columns) | set(unit.strata) <= have), None)
 
     @classmethod
     def in_project(cls, package: str, **fields: Any) -> ProbeSpec:
@@ -96,6 +104,32 @@ class ProbeSpec:
     def __post_init__(self) -> None:
         if bad := [option for option in self.build_options if not option.isidentifier()]:
             raise ValueError(f"probe {self.name!r}: build options are names (BuildOptions.derived keys), got {bad}")
+
+
+@dataclass(frozen=True)
+class SampleUnit:
+    """What one draw of a sample takes whole: the thing a probe's metrics average over (DESIGN 9).
+
+    A sample keeps everything a metric compares across: every row whose `columns` hold a drawn
+    unit's values is in it (every identity, name and option order of a template; every cell of
+    every matrix of an event). `strata` are kept in their population shares by every prefix of the
+    seeded order, so a nested sample stays balanced (events by emotion).
+    """
+
+    #: the unit's name as a sample is reported: "600 of 6,050 events"
+    name: str
+    #: the columns whose values name one unit
+    columns: tuple[str, ...]
+    #: the columns whose values the draw stratifies by
+    strata: tuple[str, ...] = ()
+
+    @property
+    def plural(self) -> str:
+        return f"{self.name}s"
+
+    def __post_init__(self) -> None:
+        if not self.columns:
+            raise ValueError(f"sample unit {self.name!r}: a unit is named by at least one column")
 
 
 @dataclass(frozen=True)

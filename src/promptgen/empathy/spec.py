@@ -7,7 +7,7 @@ dataset with them as T2) is this probe's own command, and `probes import --forma
 """
 
 from ..core.build_options import MAX_EVENTS
-from ..core.probe_spec import ProbeSpec, ReleaseFormat
+from ..core.probe_spec import ProbeSpec, ReleaseFormat, SampleUnit
 
 #: the build option (`BuildOptions.derived`) under which `probes rewrite` gives a build a model's T2 rewrites
 REWRITES = "rewrites"
@@ -24,6 +24,8 @@ SPEC = ProbeSpec.in_project(
     rank=30,
     private_source="intergroup-empathy-release",
     synthetic_sources=f"{__package__}.synthetic:write_synthetic_corpus",
+    # events, in proportion to their emotions: the same events in every cell of every matrix (DESIGN 9)
+    sample_units=(SampleUnit("event", ("text_id",), strata=("emotion",)),),
     commands={"rewrite": "probes.empathy.cli:rewrite_cmd"},
     api={"rewrite": "probes.empathy.t2_rewrites:rewrite", "RewriteRun": "probes.empathy.t2_rewrites:RewriteRun"},
     import_formats={
