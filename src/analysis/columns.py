@@ -38,3 +38,9 @@ def require_columns(frame: pd.DataFrame, columns: Iterable[str], what: str, fall
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise ProbeError(f"{results_where(frame, fallback)}: {what} needs column(s) {', '.join(missing)}")
+
+
+#: columns `analysis.pipeline.collect` adds to the joined rows when a config has a sample unit (DESIGN 9): the
+#: distinct units of the prompt config (N), and the sample's seed from the run's manifest entry (NaN: none recorded)
+SAMPLE_POPULATION_COLUMN = "sample_population"
+SAMPLE_SEED_COLUMN = "sample_seed"

@@ -30,13 +30,20 @@ from typing import Any
 import pandas as pd
 
 from promptgen.core.errors import ProbeError
+from promptgen.core.probe_spec import SampleUnit
 from promptgen.hub import remote
 from promptgen.hub.remote import HubRef
 from promptgen.probe_registry import probes
 from runners.results import result_configs as stored_configs
 from runners.summary import REFUSED_EXAMPLES, all_refused_advice, refused_answer
 
-from .columns import RESULT_FILE_COLUMN, RESULT_KEY_COLUMN, RUN_COLUMNS
+from .columns import (
+    RESULT_FILE_COLUMN,
+    RESULT_KEY_COLUMN,
+    RUN_COLUMNS,
+    SAMPLE_POPULATION_COLUMN,
+    SAMPLE_SEED_COLUMN,
+)
 from .load import (
     hub_ref,
     join,
@@ -171,8 +178,10 @@ def collect(
         },
         "results": [],
     }
+    manifests = []
     for r in results:
         manifest = load_results_manifest(r, refs[str(r)])
+        manifests.append(manifest)
         runs = [
             {
                 "config": run.get("prompt_dataset", {}).get("config"),
@@ -216,8 +225,56 @@ def collect(
             out.skipped.append({"config": config, "reason": "no result rows"})
             continue
         for probe, part in joined.groupby("probe", sort=True):
-            out.joined.setdefault(str(probe), {})[config] = part.reset_index(drop=True)
+            part = part.reset_index(drop=True)
+            unit = sample_unit(str(probe), part.columns)
+            if unit is not None:
+                units = load_prompts(prompts, config, revision=_at(prompt_ref, revision), columns=unit.columns)
+                part = with_sample(part, len(units.drop_duplicates()), sample_seeds(manifests, config))
+            out.joined.setdefault(str(probe), {})[config] = part
     return out
+
+
+def sample_unit(probe: str, columns: Sequence[str]) -> SampleUnit | None:
+    """The unit a sample of a config of these rows draws (`ProbeSpec.sample_unit`); None: taken whole."""
+    spec = next((s for s in probes().values() if probe in s.row_probes), None)
+    return spec.sample_unit(columns) if spec is not None else None
+
+
+def sample_seeds(manifests: Sequence[dict[str, Any]], config: str) -> dict[tuple[str, str, str], int]:
+    """Per run of `config` whose manifest entry records its sample (`sample.seed`), that seed."""
+    out = {}
+    for manifest in manifests:
+        for run in manifest.get("runs", {}).values():
+            sample = run.get("sample")
+            if run.get("prompt_dataset", {}).get("config") != config or not isinstance(sample, dict):
+                continue
+            if sample.get("seed") is not None:
+                out[(str(run.get("model")), str(run.get("model_revision")), _canonical(run.get("scoring")))] = int(
+                    sample["seed"]
+                )
+    return out
+
+
+def _canonical(scoring: Any) -> str:
+    """A scoring record as one string whatever its spacing: the rows' JSON text and the manifest's object agree."""
+    if isinstance(scoring, str):
+        try:
+            scoring = json.loads(scoring)
+        except ValueError:
+            return scoring
+    return json.dumps(scoring, sort_keys=True)
+
+
+def with_sample(rows: pd.DataFrame, population: int, seeds: dict[tuple[str, str, str], int]) -> pd.DataFrame:
+    """The rows with the config's population of units and each run's sample seed (NaN: none recorded) as columns."""
+    runs = rows[list(RUN_COLUMNS)].drop_duplicates()
+    seed_of = {
+        tuple(map(str, run)): seeds.get((str(run[0]), str(run[1]), _canonical(run[2])))
+        for run in runs.itertuples(index=False)
+    }
+    keys = zip(*(rows[c].astype(str) for c in RUN_COLUMNS), strict=True)
+    seed = [seed_of.get(k) for k in keys]
+    return rows.assign(**{SAMPLE_POPULATION_COLUMN: population, SAMPLE_SEED_COLUMN: pd.array(seed, dtype="Int64")})
 
 
 def _at(ref: HubRef | None, revision: str | None) -> str | None:

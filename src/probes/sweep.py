@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.pipeline import analyze
+from analysis.probes import section_headlines
 from analysis.report import write_report
 from promptgen.core.errors import ProbeError
 from promptgen.core.files import atomic_write_text
@@ -119,6 +120,9 @@ class SweepResult:
     wall_s: float
     #: datasets built from a synthetic stand-in for a missing source (their results test the pipeline only)
     synthetic_sources: list[str] = field(default_factory=list)
+    #: dataset -> report section -> its headline rows (`analysis.probes.section_headlines`), each number with
+    #: its sampling precision where the probe gives one (docs/DESIGN.md section 9)
+    headlines: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)
 
 
 def sweep_configs(dataset: Path, patterns: Sequence[str]) -> list[str]:
@@ -228,14 +232,15 @@ def sweep(
     finally:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
-    reports = {}
+    reports, headlines = {}, {}
     for name in names if request.reports else ():
         if not configs[name]:
             continue
         progress(f"analysing {name}")
         analysis = analyze(folders[name], [out / "results" / name])
         reports[name] = write_report(analysis, out / "report" / name, overwrite=True) / "report.html"
-    result = SweepResult(out, plan, summaries, reports, time.perf_counter() - started, synthetic)
+        headlines[name] = headline_records(analysis.tables)
+    result = SweepResult(out, plan, summaries, reports, time.perf_counter() - started, synthetic, headlines)
     atomic_write_text(out / SWEEP_JSON, json.dumps(scrub_value(sweep_record(request, result)), indent=2) + "\n")
     return result
 
@@ -282,6 +287,14 @@ def _resolve(
     return resolved
 
 
+def headline_records(tables: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Each report section's headline table as JSON records (NaN as null), as the report opens with them."""
+    return {
+        section: json.loads(frame.to_json(orient="records", force_ascii=False))
+        for section, frame in section_headlines(tables).items()
+    }
+
+
 def sweep_record(request: SweepRequest, result: SweepResult) -> dict[str, Any]:
     """`sweep.json`: the plan and each config's summary, with paths relative to the sweep folder (none local)."""
     return {
@@ -307,5 +320,6 @@ def sweep_record(request: SweepRequest, result: SweepResult) -> dict[str, Any]:
             for name, s in result.summaries
         ],
         "reports": {name: str(path.relative_to(result.out)) for name, path in result.reports.items()},
+        "headlines": result.headlines,
         "synthetic_sources": result.synthetic_sources,
     }

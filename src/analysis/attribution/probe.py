@@ -17,14 +17,17 @@ from markupsafe import Markup
 from promptgen.core.errors import ProbeError
 
 from ..headlines import RUN_LABEL, Run
+from ..precision import PRECISION_HEADINGS, run_samples
 from ..probe_analysis import AnalysisOptions, AnalysisStep, Figures, has_rows, headline_rows
 from . import figures as fig
 from . import release as attr_release
 from . import release_deltas as attr_release_deltas
 from .observer import actor_observer_table
 from .options import AttributionOptions
+from .precision import with_precision
 from .tables import (
     DOMAIN_GROUPS,
+    SINGLE_GROUPS,
     actor_actor_delta_table,
     actor_actor_pair_table,
     attribution_shares,
@@ -34,6 +37,8 @@ from .tables import (
 
 #: the `probe` value of this probe's rows
 ROWS = "attribution"
+#: the headline's groups: mean d per dimension and outcome, over identities and genders
+HEADLINE_GROUPS = ("dimension", "outcome")
 
 
 def designed_configs(by_config: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
@@ -42,12 +47,20 @@ def designed_configs(by_config: dict[str, pd.DataFrame]) -> dict[str, pd.DataFra
 
 
 def attribution_tables(
-    single: pd.DataFrame, pairs: pd.DataFrame | None = None, observer: pd.DataFrame | None = None
+    single: pd.DataFrame, pairs: pd.DataFrame | None = None, observer: pd.DataFrame | None = None, *, seed: int = 0
 ) -> dict[str, pd.DataFrame]:
-    """Every attribution table from the joined configs (`analysis.load.join` output); missing configs are skipped."""
+    """Every attribution table from the joined configs (`analysis.load.join` output); missing configs are skipped.
+
+    The single-actor means carry their sampling precision over templates (`analysis.attribution.precision`,
+    bootstrap seeded with `seed`).
+    """
     s = compute_items(single)
+    samples = run_samples(single)
     out = {
-        "single_actor": single_actor_table(s),
+        "single_actor": with_precision(single_actor_table(s), s, samples, SINGLE_GROUPS, seed),
+        "single_actor_by_dimension": with_precision(
+            single_actor_table(s, HEADLINE_GROUPS), s, samples, HEADLINE_GROUPS, seed
+        ),
         "single_actor_by_domain": single_actor_table(s, DOMAIN_GROUPS),
         "shares_single_actor": attribution_shares(s),
     }
@@ -63,13 +76,13 @@ def attribution_tables(
     return out
 
 
-def attribution_analysis(by_config: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+def attribution_analysis(by_config: dict[str, pd.DataFrame], seed: int = 0) -> dict[str, pd.DataFrame]:
     """Single-actor d, Δd, Δd_pair, Δd1/Δd2 with SMD, shares (`analysis.attribution.tables`) of the designed configs."""
     by_config = designed_configs(by_config)
     single = by_config.get("single_actor")
     if single is None:
         raise ProbeError("attribution: the single-actor results are needed (every comparison is against them)")
-    tables = attribution_tables(single, by_config.get("actor_actor"), by_config.get("actor_observer"))
+    tables = attribution_tables(single, by_config.get("actor_actor"), by_config.get("actor_observer"), seed=seed)
     return {f"attribution_{name}": table for name, table in tables.items()}
 
 
@@ -89,7 +102,7 @@ def steps(rows: Mapping[str, dict[str, pd.DataFrame]], options: AnalysisOptions)
     by_config = rows.get(ROWS, {})
     out = []
     if designed_configs(by_config):
-        out.append(AnalysisStep("attribution", by_config, lambda: attribution_analysis(by_config)))
+        out.append(AnalysisStep("attribution", by_config, lambda: attribution_analysis(by_config, options.seed)))
     if any(map(attr_release.is_release_config, by_config)):
         out.append(
             AnalysisStep("attribution_release", by_config, lambda: attribution_release_analysis(by_config, options))
@@ -125,7 +138,15 @@ def headline(tables: Mapping[str, pd.DataFrame], labels: Mapping[Run, str]) -> p
     wide = cells["mean d"].unstack("outcome")
     wide.columns = [f"mean d ({outcome})" for outcome in wide.columns]
     wide["items"] = cells["n"].groupby(level=[0, 1]).sum().astype(int)
-    return wide.reset_index()
+    wide = wide.reset_index()
+    precise = headline_rows(tables, "attribution_single_actor_by_dimension", labels)
+    if precise is not None and "precision" in precise.columns:
+        text = precise.pivot_table(
+            index=[RUN_LABEL, "dimension"], columns="outcome", values="precision", aggfunc="first"
+        )
+        text.columns = [f"{PRECISION_HEADINGS['precision']} ({outcome})" for outcome in text.columns]
+        wide = wide.merge(text.reset_index(), on=[RUN_LABEL, "dimension"], how="left")
+    return wide
 
 
 #: tables opened by default in the report: the paper's headline results
@@ -138,7 +159,13 @@ HEADLINE_TABLES = (
 #: what each table is, shown above it
 DESCRIPTIONS = {
     "attribution_single_actor": "Mean d = (p_effort + p_ability) - (p_difficulty + p_luck) per dimension x identity x "
-    "gender x outcome, one-sample t-test against 0 (t, df, p, 95% CI).",
+    "gender x outcome, one-sample t-test against 0 (t, df, p, 95% CI); beside it the mean's sampling precision: a 95% "
+    "percentile bootstrap interval over the scored templates (ci_low, ci_high are the t-test's; the bootstrap's are "
+    "sample_ci_low, sample_ci_high; 2,000 resamples, finite-population corrected), its standard error, the minimum "
+    "detectable effect (2.8 SE) and the sample (templates scored of the config's; none for a full run).",
+    "attribution_single_actor_by_dimension": "Mean d per dimension and outcome (over identities and genders), "
+    "one-sample t-test against 0, and its sampling precision over the scored templates (as in "
+    "attribution_single_actor).",
     "attribution_single_actor_by_domain": "Mean d per domain and outcome, one-sample t-test against 0.",
     "attribution_actor_actor_delta": "Δd = d(single actor) - d(same actor beside another person), matched by identity, "
     "scenario and outcome.",

@@ -14,8 +14,10 @@ import pandas as pd
 
 from .. import probe_analysis as probe
 from ..headlines import RUN_LABEL, Run
+from ..precision import PRECISION_HEADINGS, precision_columns, run_samples
 from . import figures as fig
 from . import paper as emp_paper
+from . import precision as emp_precision
 from . import tables as emp
 from .options import EmpathyOptions
 
@@ -32,6 +34,7 @@ def empathy_analysis(by_config: dict[str, pd.DataFrame], options: probe.Analysis
     if not frames:
         return {}
     joined = pd.concat(frames, ignore_index=True)
+    samples = run_samples(joined)
 
     def build(keep: bool) -> dict[str, pd.DataFrame]:
         def intensity(g: pd.DataFrame) -> pd.DataFrame:
@@ -39,9 +42,11 @@ def empathy_analysis(by_config: dict[str, pd.DataFrame], options: probe.Analysis
 
         frame = probe.per_run(joined, intensity)
         cells = emp.compute_cells(frame)
+        gap = emp.compute_gap(cells, n_permutations=permutations, seed=options.seed)
+        found = emp_precision.gap_precision(frame, samples, seed=options.seed)
         return {
             "empathy_cells": cells,
-            "empathy_gap": emp.compute_gap(cells, n_permutations=permutations, seed=options.seed),
+            "empathy_gap": precision_columns(gap, found, emp.group_keys(gap), "δ"),
             "empathy_cell_tests": emp.cell_tests(frame, alpha=options.alpha),
             "empathy_matrix_summary": emp.matrix_summary(cells),
             "empathy_identity_summary": emp.identity_summary(cells),
@@ -82,12 +87,21 @@ def figures(tables: dict[str, pd.DataFrame], options: probe.AnalysisOptions) -> 
 
 
 def headline(tables: Mapping[str, pd.DataFrame], labels: Mapping[Run, str]) -> pd.DataFrame | None:
-    """δ, p and the null distribution's interval per run, category and setting."""
+    """δ with its sampling interval over events (`precision`, DESIGN 9), p and the null distribution's interval
+    per run, category and setting."""
     table = probe.headline_rows(tables, "empathy_gap", labels)
     if table is None:
         return None
-    out = table[[RUN_LABEL, "category", "setting", "delta", "p_value", "null_low", "null_high"]].rename(
-        columns={"delta": "δ", "p_value": "p", "null_low": "null 2.5%", "null_high": "null 97.5%"}
+    sampling = [c for c in PRECISION_HEADINGS if c in table.columns]
+    columns = [RUN_LABEL, "category", "setting", "delta", *sampling, "p_value", "null_low", "null_high"]
+    out = table[columns].rename(
+        columns={
+            "delta": "δ",
+            **PRECISION_HEADINGS,
+            "p_value": "p",
+            "null_low": "null 2.5%",
+            "null_high": "null 97.5%",
+        }
     )
     return out.sort_values([RUN_LABEL, "category", "setting"]).reset_index(drop=True)
 
@@ -97,7 +111,10 @@ HEADLINE_TABLES = ("empathy_gap", "empathy_matrix_summary", "empathy_paper_gap",
 #: what each table is, shown above it
 DESCRIPTIONS = {
     "empathy_gap": "In-group minus out-group mean of M (δ), 95% interval of δ under the structured permutation null "
-    "(rows and columns permuted independently) and its p-value.",
+    "(rows and columns permuted independently) and its p-value; beside them δ's sampling precision: a 95% "
+    "percentile bootstrap interval over the scored events (sample_ci_low, sample_ci_high; 2,000 resamples, "
+    "finite-population corrected), its standard error, the minimum detectable effect (2.8 SE) and the sample "
+    "(events scored of the config's; none for a full run).",
     "empathy_cell_tests": "Per cell, paired t-test over events against the perceiver's and the experiencer's in-group "
     "cell, Bonferroni-corrected.",
     "empathy_matrix_summary": "μ ± σ, min and max of M0 (the raw intensity scale) and where M is lowest/highest.",
