@@ -88,7 +88,10 @@ def test_empathy_and_trust_game_headlines():
         ]
     )  # fmt: skip
     head = trust_game_headline({"trust_game_anova": anova}, run_labels({"trust_game_anova": anova}))
-    assert list(head.columns)[4:] == ["F gender", "p gender", "F race", "p race", "F gender × race", "p gender × race"]
+    effects = ["F gender", "p gender", "F race", "p race", "F gender × race", "p gender × race"]
+    assert list(head.columns)[4:] == [*effects, "sampling precision (95% CI)"]
+    # a sample takes the Trust Game whole, and its headline says so (docs/DESIGN.md section 9)
+    assert (head["sampling precision (95% CI)"] == "all games (a sample takes the Trust Game whole)").all()
     assert len(head) == 2 and (head["F race"] == 7.0).all() and (head["p gender × race"] == 0.8).all()
 
 

@@ -13,6 +13,7 @@ import pandas as pd
 
 from .. import probe_analysis as probe
 from ..headlines import RUN_LABEL, Run
+from ..precision import PRECISION_HEADINGS
 from . import figures as fig
 from . import tables as tg
 
@@ -74,7 +75,8 @@ EFFECTS = {"trustee_gender": "gender", "trustee_race": "race", "trustee_gender:t
 
 
 def headline(tables: Mapping[str, pd.DataFrame], labels: Mapping[Run, str]) -> pd.DataFrame | None:
-    """F and p of gender, race and their interaction per run and investor group (and variant, pair source)."""
+    """F and p of gender, race and their interaction per run and investor group (and variant, pair source), and
+    that every game was scored (`TAKEN_WHOLE`)."""
     table = probe.headline_rows(tables, "trust_game_anova", labels)
     if table is None:
         return None
@@ -88,7 +90,14 @@ def headline(tables: Mapping[str, pd.DataFrame], labels: Mapping[Run, str]) -> p
         for stat, label in (("F", "F"), ("p_value", "p")):
             if (stat, effect) in wide.columns:
                 columns[f"{label} {name}"] = wide[(stat, effect)]
-    return pd.DataFrame(columns, index=wide.index).reset_index()
+    out = pd.DataFrame(columns, index=wide.index).reset_index()
+    out[PRECISION_HEADINGS["precision"]] = TAKEN_WHOLE
+    return out
+
+
+#: the headline's sampling precision: a sample takes the Trust Game's small sets whole (its spec declares no
+#: sample unit; docs/DESIGN.md section 9), so its F and d have no sampling error from a sample
+TAKEN_WHOLE = "all games (a sample takes the Trust Game whole)"
 
 
 #: tables opened by default in the report: the paper's headline results
