@@ -18,14 +18,14 @@ used, on the real events and templates:
 - **Attribution d.** The designed configs are built (`release_configs: false`, as the tests'
   `built_designed`); on `single_actor` a simulated model gives each item cause probabilities
   (softmax of cause logits with an identity effect on the internal causes, a per-template effect
-  and noise), and the analysis's `compute_items` turns them into d. Samples of templates
-  (domain x scenario x outcome, every identity kept) of a third, two thirds... of the templates
-  are drawn the same way and the mean d of each identity (the headline's unit of report) is
-  checked for coverage.
+  and noise), and the analysis's `compute_items` turns them into d. Samples of 10%, 25% and 50% of the
+  templates (domain x scenario x outcome, every identity kept; `--template-fractions`), stratified
+  by outcome, are drawn the same way and the mean d of each dimension, identity and outcome is
+  checked for coverage (`analysis.attribution.precision.mean_d_precision`).
 
 A 95% interval should hold the full-set value in 93-97% of the samples (200 samples: the
 binomial's own 95% range is about 92-98%), and the half-width shrink about as
-sqrt((1 - n/N) / n). Run (2 cores: about ten minutes)::
+sqrt((1 - n/N) / n). Run (2 busy cores: about 15 minutes each)::
 
     PYTHONPATH=src python benchmarks/sample_coverage.py --sources ../shared/sources \\
         --out benchmarks/results/sample_coverage.json

@@ -10,6 +10,7 @@ parquet with figures and a self-contained report.html, and bad input gives a cle
 from __future__ import annotations
 
 import base64
+import json
 import os
 import re
 from pathlib import Path
@@ -25,6 +26,7 @@ import runners.results as res
 from analysis.empathy import tables as emp
 from analysis.load import join, load_prompts, load_results
 from analysis.pipeline import AnalysisOptions, analyze
+from analysis.probes import section_headlines
 from analysis.report import write_report
 from analysis.trust_game import tables as tg
 from envent_fixture import write_recipe, write_sources
@@ -42,16 +44,23 @@ def _read(folder: Path, config: str, columns: list[str]) -> pd.DataFrame:
     )
 
 
-def _write(results: Path, config: str, rows: list[dict[str, Any]], model: str) -> None:
+def _write(
+    results: Path, config: str, rows: list[dict[str, Any]], model: str, sample: dict[str, Any] | None = None
+) -> None:
     key = res.ResultKey(model, "rev", SCORING)
     folder = res.key_dir(results, config, key)
     res.write_key_file(folder, key)
     res.write_part(folder, (0, 1), [{"model": model, "model_revision": "rev", "scoring": SCORING, **r} for r in rows])
-    res.update_manifest(
-        results,
-        f"{config}/{key.slug}/shard-0of1",
-        {"prompt_dataset": {"config": config}, "model": model, "key": key.slug, "backend": "test", "items": len(rows)},
-    )
+    entry = {
+        "prompt_dataset": {"config": config},
+        "model": model,
+        "key": key.slug,
+        "backend": "test",
+        "items": len(rows),
+    }
+    if sample is not None:  # as a sampled run records it (docs/DESIGN.md section 9)
+        entry.update(model_revision="rev", scoring=json.loads(SCORING), sample=sample)
+    res.update_manifest(results, f"{config}/{key.slug}/shard-0of1", entry)
 
 
 @pytest.fixture(scope="module")
@@ -78,13 +87,18 @@ def attribution_results(dataset: Path, results: Path, model: str, seed: int) -> 
     return frame["id"].tolist()
 
 
-def empathy_results(dataset: Path, results: Path, model: str, seed: int) -> None:
-    frame = _read(dataset, "religion_P0S0T0", ["id", "perceiver", "experiencer"])
+def empathy_results(
+    dataset: Path, results: Path, model: str, seed: int, events: int | None = None, sample: dict | None = None
+) -> None:
+    """Intensities with an in-group boost for every item of religion_P0S0T0, or of its first `events` events."""
+    frame = _read(dataset, "religion_P0S0T0", ["id", "perceiver", "experiencer", "text_id"])
+    if events is not None:
+        frame = frame[frame["text_id"].isin(sorted(set(frame["text_id"]))[:events])]
     rng = np.random.default_rng(seed)
     bonus = (frame["perceiver"] == frame["experiencer"]).to_numpy() * 10.0  # an in-group boost
     values = 50 + bonus + rng.normal(0, 5, len(frame))
     rows = [{"id": i, "expected_value": float(v), "refused": False} for i, v in zip(frame["id"], values, strict=True)]
-    _write(results, "religion_P0S0T0", rows, model)
+    _write(results, "religion_P0S0T0", rows, model, sample)
 
 
 def trust_results(dataset: Path, results: Path, model: str, seed: int) -> None:
@@ -122,7 +136,24 @@ def test_attribution_two_models_side_by_side(datasets, tmp_path) -> None:
         load_prompts(ds, "single_actor"), pd.concat([load_results(a, "single_actor"), load_results(b, "single_actor")])
     )
     direct = attr.single_actor_table(attr.compute_items(joined))
-    pd.testing.assert_frame_equal(single.reset_index(drop=True), direct.reset_index(drop=True))
+    pd.testing.assert_frame_equal(single[direct.columns].reset_index(drop=True), direct.reset_index(drop=True))
+    # beside the t-test, the mean's sampling precision over the templates scored, of the config's (DESIGN 9)
+    population = load_prompts(ds, "single_actor", columns=["template_id"])["template_id"].nunique()
+    rows = single[(single["refused_items"] == "included") & (single["model"] == "org/model-a")]
+    assert (rows["sample_population"] == population).all() and (rows["sample_units"] < population).all()
+    # a group whose items come from one template has no interval (nothing to resample); the others do
+    keys = ["dimension", "identity", "gender", "outcome"]
+    own = joined[joined["model"] == "org/model-a"].groupby(keys)["template_id"].nunique()
+    templates = rows.set_index(keys).index.map(own)
+    assert (rows["sample_ci_low"].notna().to_numpy() == (templates >= 2)).all()
+    by_dimension = result.tables["attribution_single_actor_by_dimension"]
+    answered = by_dimension[(by_dimension["refused_items"] == "included") & (by_dimension["model"] == "org/model-a")]
+    assert len(answered) == 2 and (answered["sample_ci_low"] < answered["sample_ci_high"]).all()
+    for row in answered.itertuples():
+        assert row.precision == (
+            f"d = {row.mean:.2f} (95% CI {row.sample_ci_low:.2f}{'-' if row.sample_ci_low >= 0 else ' to '}"
+            f"{row.sample_ci_high:.2f}; {int(row.sample_units)} of {population:,} templates)"
+        )
     refusals = result.tables["refusals"].set_index("model")
     assert refusals.loc["org/model-a", "n_refused"] == 4 and refusals.loc["org/model-a", "n_items"] == 96
     names = [name for _, name, _ in result.figures]
@@ -156,6 +187,24 @@ def test_attribution_two_models_side_by_side(datasets, tmp_path) -> None:
 
 
 @pytest.mark.slow
+def test_a_sampled_empathy_run_gives_delta_its_interval_and_sample(datasets, tmp_path) -> None:
+    """10 of the 24 events, recorded as a sample of seed 3: δ with its bootstrap interval over those events,
+    the population read from the prompt config and the seed from the run's manifest entry."""
+    ds = datasets["intergroup-empathy"]
+    empathy_results(ds, tmp_path / "r", "org/m", 3, events=10, sample={"unit": "event", "size": 10, "seed": 3})
+    result = analyze(ds, [tmp_path / "r"], options=FAST)
+    gaps = result.tables["empathy_gap"]
+    gap = gaps[gaps["refused_items"] == "excluded"].iloc[0]
+    assert (gap["sample_units"], gap["sample_population"], gap["sample_seed"]) == (10, 24, 3)
+    # (10 events: too few for the percentile interval to hold δ surely; benchmarks/sample_coverage.py checks it)
+    assert gap["sample_ci_low"] < gap["sample_ci_high"] and gap["sample_mde"] == pytest.approx(2.8 * gap["sample_se"])
+    low, high = gap["sample_ci_low"], gap["sample_ci_high"]
+    assert gap["precision"] == f"δ = {gap['delta']:.2f} (95% CI {low:.2f}-{high:.2f}; 10 of 24 events, seed 3)"
+    head = section_headlines(result.tables)["Empathy"]
+    assert head["sampling precision (95% CI)"].tolist() == [gap["precision"]]
+
+
+@pytest.mark.slow
 def test_empathy_tables_and_gap(datasets, tmp_path) -> None:
     ds = datasets["intergroup-empathy"]
     empathy_results(ds, tmp_path / "r", "org/m", 3)
@@ -170,6 +219,9 @@ def test_empathy_tables_and_gap(datasets, tmp_path) -> None:
     assert gap["delta"].iloc[0] == pytest.approx(direct["delta"].iloc[0])
     assert gap["null_low"].iloc[0] == pytest.approx(direct["null_low"].iloc[0])
     assert {"empathy_cells", "empathy_cell_tests", "empathy_matrix_summary", "empathy_refusals"} <= set(result.tables)
+    # every event scored: δ has no sampling error, and says so
+    assert gap["sample_ci_low"].isna().all() and gap["sample_se"].iloc[0] == 0
+    assert gap["precision"].iloc[0] == f"δ = {gap['delta'].iloc[0]:.2f} (all 24 events)"
     assert "rewrite_t2" not in set(result.tables["refusals"]["config"])  # never scored, never analysed
     assert any(name.startswith("empathy_m") for _, name, _ in result.figures)
 

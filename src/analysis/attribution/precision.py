@@ -10,6 +10,7 @@ resampled templates' sums. Pure.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -63,8 +64,12 @@ def mean_d_precision(
                 resamples=resamples,
                 seed=seed,
             )
-            for label, precision in zip(labels, found, strict=True):
-                out[(*run, variant, *label)] = precision
+            # a group whose items all come from one template has nothing to resample: no interval
+            spread = (count > 0).sum(axis=0) >= 2
+            for label, precision, ok in zip(labels, found, spread, strict=True):
+                out[(*run, variant, *label)] = (
+                    precision if ok else replace(precision, low=np.nan, high=np.nan, se=np.nan)
+                )
     return out
 
 
