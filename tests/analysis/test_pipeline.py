@@ -64,14 +64,15 @@ def _write(
 
 
 @pytest.fixture(scope="module")
-def datasets(built_default: Path, built_trust_game: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The session's default talent-or-luck and trust-game builds (read only), and a synthetic empathy build."""
+def datasets(built_designed: Path, built_trust_game: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """talent-or-luck's designed configs (its 15 s build; the default build's release configs take minutes and no
+    test here reads them) and trust-game, both read only, and a synthetic empathy build."""
     out = tmp_path_factory.mktemp("ds")
     root = tmp_path_factory.mktemp("envent")
     emp_path = build(
         str(write_recipe(root / "r.yaml")), out_dir=out, sources=write_sources(root / "src"), max_events=24
     )
-    return {"talent-or-luck": built_default, "trust-game": built_trust_game, "intergroup-empathy": emp_path.path}
+    return {"talent-or-luck": built_designed, "trust-game": built_trust_game, "intergroup-empathy": emp_path.path}
 
 
 def attribution_results(dataset: Path, results: Path, model: str, seed: int) -> list[str]:
