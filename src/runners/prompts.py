@@ -228,7 +228,11 @@ def load_prompt_config(
     if local and rows is not None and rows.narrows:
         ds = _in_memory(_selected_table(folder, config, rows, protocol, what), _own_features(folder, config))
     else:
+        import pyarrow as pa
+
         ds = _load(dataset, config, folder if local else None, ref, revision)
+        # what the conversion to Arrow freed, Arrow's allocator keeps for reuse: back to the system before the checks
+        pa.default_memory_pool().release_unused()
     if local and not files:  # no build manifest: hashed all the same, they name the build (`data_sha256`)
         files = config_data_files(folder, config)
     header = read_card_header(folder) if ref is None else remote.read_card_header(ref)
