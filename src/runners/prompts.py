@@ -17,6 +17,7 @@ from typing import Any
 from promptgen.core.contract import EMPTY_CONFIG, arrow_table, check_prompt_config, check_prompt_forms
 from promptgen.core.errors import ProbeError, dataset_load_errors
 from promptgen.core.layout import BUILD_MANIFEST
+from promptgen.core.memory import release_memory
 from promptgen.hub import remote
 from promptgen.hub.folder import check_path_segment
 from promptgen.hub.read import (
@@ -228,11 +229,7 @@ def load_prompt_config(
     if local and rows is not None and rows.narrows:
         ds = _in_memory(_selected_table(folder, config, rows, protocol, what), _own_features(folder, config))
     else:
-        import pyarrow as pa
-
         ds = _load(dataset, config, folder if local else None, ref, revision)
-        # what the conversion to Arrow freed, Arrow's allocator keeps for reuse: back to the system before the checks
-        pa.default_memory_pool().release_unused()
     if local and not files:  # no build manifest: hashed all the same, they name the build (`data_sha256`)
         files = config_data_files(folder, config)
     header = read_card_header(folder) if ref is None else remote.read_card_header(ref)
@@ -261,6 +258,7 @@ def load_prompt_config(
 def _load(dataset: str, config: str, folder: Path | None, ref: remote.HubRef | None, revision: str | None) -> Any:
     """The whole config as a `datasets.Dataset`: a local folder (`folder`) re-read, a Hub one at its commit."""
     import datasets
+    from datasets.utils.info_utils import is_small_dataset
 
     local = folder is not None
     try:
@@ -273,9 +271,17 @@ def _load(dataset: str, config: str, folder: Path | None, ref: remote.HubRef | N
         if local:  # and it takes the features of that cache too: give it the folder's own
             checks["features"] = _own_features(folder, config)
         at = ref.commit if ref is not None else revision
-        return datasets.load_dataset(
-            str(folder) if local else dataset, config, split="test", revision=at, download_mode=mode, **checks
+        # `datasets.load_dataset`'s own steps, with the memory the conversion to Arrow used given back before the
+        # converted files are opened, and the pages opening them read (`promptgen.core.memory`) after
+        verify = checks.pop("verification_mode", None)
+        builder = datasets.load_dataset_builder(
+            str(folder) if local else dataset, config, revision=at, download_mode=mode, **checks
         )
+        builder.download_and_prepare(download_mode=mode, verification_mode=verify)
+        release_memory()
+        ds = builder.as_dataset(split="test", in_memory=is_small_dataset(builder.info.dataset_size))
+        release_memory(ds)
+        return ds
     except dataset_load_errors() as exc:
         raise ProbeError(f"cannot load config {config!r} of {dataset}: {exc}") from exc
     except datasets.exceptions.DatasetGenerationError as exc:

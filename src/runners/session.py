@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from promptgen.core.errors import ProbeError
+from promptgen.core.memory import release_mapped
 from promptgen.core.version import __version__
 from runners import results as res
 from runners.model import identity as model_identity
@@ -208,6 +209,8 @@ class Session:
         ids = resume.id_column(prompts.dataset)
         selected = select_rows(ids, shard, limit)
         plan = resume.plan(prompts.dataset, ids, selected, folder, prompts.content, hash_todo=not hash_later)
+        del ids
+        release_mapped(prompts.dataset)  # the ids and stored rows' prompts it read (`promptgen.core.memory`)
         return cls(
             prompts=prompts,
             results=results,

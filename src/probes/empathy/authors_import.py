@@ -49,6 +49,7 @@ from probes.importer.common import (
 )
 from promptgen.core.contract import arrow_table
 from promptgen.core.errors import ProbeError
+from promptgen.core.memory import resident_columns
 from promptgen.core.secrets import known_secrets
 from promptgen.empathy.prompts import AUTHORS_GROUPS, AUTHORS_VARIATIONS
 from runners.exchange import GenerateRequest, Generation
@@ -121,7 +122,8 @@ class EmpathyAuthors:
             ("authors_index", "messages", "task", "number_min", "number_max"),
             f"--format {NAME} (its idx joins authors_index; rebuild the dataset if it predates that column)",
         )
-        column = arrow_table(prompts.dataset.select_columns(["authors_index"]))["authors_index"]
+        # copied a slice at a time (`resident_columns`): read whole from the mapped config, its pages stay resident
+        column = resident_columns(prompts.dataset, ["authors_index"], arrow_table(prompts.dataset))["authors_index"]
         if column.null_count:
             raise ProbeError(f"{prompts.path} config {prompts.config!r}: authors_index is null in some rows")
         values = np.asarray(column.to_numpy(), dtype=np.int64)

@@ -55,6 +55,7 @@ import pyarrow as pa
 
 from promptgen.core.errors import ProbeError
 from promptgen.core.files import writing
+from promptgen.core.memory import release_memory
 from promptgen.probe_registry import probe_extras, probe_format
 from runners.model import identity as model_identity
 from runners.out_folder import check_out_folder
@@ -64,7 +65,7 @@ from runners.results.check import check_same_prompts
 from runners.results.parts import file_lock
 from runners.session import Session, result_key
 
-from .common import ImportFormat, ParsedFile, SourceFile, release_memory, rows_to_arrow
+from .common import ImportFormat, ParsedFile, SourceFile, rows_to_arrow
 
 #: the model revision of imported rows: this prefix and the digest of the files
 REVISION_PREFIX = "imported-"
@@ -177,9 +178,9 @@ def _check(
     for k, source in enumerate(files):
         if source.config not in checked:
             prompts = load_prompt_config(str(request.prompts), source.config, revision=request.revision)
-            release_memory()
+            release_memory(prompts.dataset)
             checked[source.config] = _Config(prompts, fmt.prepare(prompts))
-            release_memory()
+            release_memory(prompts.dataset)
         entry = checked[source.config]
         note(f"checking {source.name}")
         staged = staging / f"{k:06d}.arrow"
@@ -255,7 +256,7 @@ def _stage(fmt: ImportFormat, source: SourceFile, entry: _Config, path: Path) ->
             write(table.append_column("_position", pa.array(at)))
             positions.append(at)
             del chunk, made, table
-            release_memory()
+            release_memory(entry.prompts.dataset)
         while stream.read(READ_BYTES):  # what the reader left unread is the file's too
             pass
     return hashing.sha.hexdigest(), np.concatenate(positions) if positions else np.zeros(0, dtype=np.int64)
@@ -371,7 +372,7 @@ def _write(
                 found = np.searchsorted(todo, at)
                 keep = (found < len(todo)) & (todo[np.minimum(found, len(todo) - 1)] == at) if len(todo) else found < 0
                 session.add_table(table.filter(pa.array(keep)), at[keep])
-                release_memory()
+                release_memory(session.prompts.dataset)
         record = {
             "format": fmt.name,
             "digest": digest,

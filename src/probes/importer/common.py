@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from promptgen.core.contract import arrow_table
 from promptgen.core.errors import ProbeError
+from promptgen.core.memory import release_mapped
 from runners.prompts import PromptConfig
 from runners.results import RESULT_SCHEMA, rows_table
 from runners.scoring.settings import ScoringSettings
@@ -126,34 +127,14 @@ def prompt_rows(prompts: PromptConfig, positions: np.ndarray, columns: Sequence[
         batches[int(owner[g[0]])].take(pa.array(ordered[g] - starts[owner[g[0]]]))
         for g in np.split(np.arange(len(ordered)), cuts)
     ]
-    taken = pa.Table.from_batches(parts, schema=table.schema)
+    taken = pa.Table.from_batches(parts, schema=table.schema)  # copies: nothing here points into the mapped file
+    del batches, parts, table
+    release_mapped(prompts.dataset)  # the pages read stay resident otherwise (`promptgen.core.memory`)
     if (order == np.arange(len(order))).all():  # in the config's order already (their files are)
         return taken
     back = np.empty_like(order)
     back[order] = np.arange(len(order))
     return taken.combine_chunks().take(pa.array(back))
-
-
-def release_memory() -> None:
-    """Give the memory the allocators hold for reuse back to the system: Arrow's (it keeps what a chunk freed) and
-    C's (glibc keeps what pandas' reader freed, in pieces the next chunk may not fit)."""
-    pa.default_memory_pool().release_unused()
-    if _TRIM is not None:
-        _TRIM(0)
-
-
-def _malloc_trim() -> Callable[[int], int] | None:
-    """glibc's `malloc_trim`, where the C library is glibc (None elsewhere)."""
-    import ctypes
-    import ctypes.util
-
-    try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-    except (OSError, AttributeError):
-        return None
-
-
-_TRIM = _malloc_trim()
 
 
 def empty_row(item_id: str, backend: str) -> dict[str, Any]:

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from datasets import Features, List, Value
 
 from .errors import ProbeError
+from .memory import release_mapped, resident_columns
 
 ITEM_FEATURES: dict = {
     "id": Value("string"),
@@ -181,6 +182,9 @@ def check_prompt_config(ds: Any, where: str, *, chat: bool | None = None) -> Non
         raise ProbeError(f"{where}: {EMPTY_CONFIG}")
     table = arrow_table(ds)
     check_column_types(table.schema, where)
+    # the columns checked by value, in memory (`resident_columns`): the ids and tasks, then those of the tasks it
+    # holds; `prompt` and `messages` are checked for nulls only
+    table = resident_columns(ds, ["id", "task"], table)
     ids = table["id"]
     _refuse_rows(table, pc.is_null(ids), where, "id", "is null: every item needs an id")
     _refuse_rows(table, pc.is_null(table["task"]), where, "task", "is null")
@@ -192,9 +196,11 @@ def check_prompt_config(ds: Any, where: str, *, chat: bool | None = None) -> Non
         lacking = [c for c in TASK_COLUMNS[task] if c not in columns]
         if lacking:
             raise ProbeError(f"{where}: has {task} items but no column(s) {', '.join(lacking)}")
+    table = resident_columns(ds, [c for task in sorted(tasks) for c in TASK_COLUMNS[task]], table)
     if not ids_unique(ids):
         raise ProbeError(f"{where}: item ids are not unique")
     check_prompt_forms(table, where, chat)
+    release_mapped(ds)  # the null bitmaps of `prompt` and `messages` it read
     if "choice" in tasks:
         _check_choice_items(table, pc.equal(table["task"], "choice"), where)
     check_number_ranges(table, where)

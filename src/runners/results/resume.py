@@ -39,6 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from promptgen.core.contract import arrow_table
+from promptgen.core.memory import release_mapped
 from runners import results as res
 from runners.results.rules import RULE_COLUMNS, valid_rows
 
@@ -104,6 +105,7 @@ def prompt_hashes(dataset: Any, rows: list[int]) -> list[str]:
     for start in range(0, len(rows), HASH_BATCH):
         batch = dataset.select(rows[start : start + HASH_BATCH]).select_columns(columns).to_list()
         out.extend(res.prompt_sha256(item) for item in batch)
+        release_mapped(dataset)  # a batch's pages, not the config's, stay resident (`promptgen.core.memory`)
     return out
 
 
