@@ -42,6 +42,7 @@ from probes.importer.common import (
     SourceFile,
     first,
     first_difference,
+    layout_files,
     need_columns,
     prompt_rows,
     row_error,
@@ -105,7 +106,7 @@ class EmpathyAuthors:
                 f"--source-model picks a model folder in a layout that has several; --format {NAME} has none"
             )
         found = []
-        for path in sorted(p for p in folder.iterdir() if p.suffix == ".tsv" and p.is_file()):
+        for path in layout_files(folder, ".tsv", recursive=False, fmt=NAME):
             m = _FILE.match(path.name)
             if m is None:
                 raise ProbeError(f"{path.name}: not one of the authors' files (--format {NAME} reads {LAYOUT})")

@@ -13,6 +13,8 @@ read and kept on disk until every file is checked; only then is anything written
 from __future__ import annotations
 
 import math
+import os
+import stat
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,6 +137,71 @@ def prompt_rows(prompts: PromptConfig, positions: np.ndarray, columns: Sequence[
     back = np.empty_like(order)
     back[order] = np.arange(len(order))
     return taken.combine_chunks().take(pa.array(back))
+
+
+def layout_files(folder: Path, suffix: str, *, recursive: bool, fmt: str, under: str = "") -> list[Path]:
+    """Every path in `folder / under` whose name ends in `suffix` (its subfolders too when `recursive`), sorted:
+    the files a format reads. A folder reached through a link is followed, as the release's own folders are, so a
+    layout assembled from links reads as the same layout (each file is named by its path in `folder`, never where
+    the link points). A name that ends in `suffix` but is no file the import can read is one line naming it and what
+    to do, never a silent skip that would import fewer files than the folder shows: a link to nothing, a folder,
+    FIFO or device, a file this user may not read, a folder that cannot be listed or that a link leads back to.
+    """
+    found: list[Path] = []
+    top = folder / under
+    ancestors = {folder.resolve(), top.resolve()}
+
+    def walk(directory: Path, above: frozenset[Path]) -> None:
+        try:
+            entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        except OSError as exc:
+            raise _unusable(folder, directory, fmt, f"cannot list it ({exc.strerror or exc})") from exc
+        for entry in entries:
+            path = Path(entry.path)
+            if recursive and entry.is_dir(follow_symlinks=True):
+                real = path.resolve()
+                if real in above:
+                    raise _unusable(folder, path, fmt, f"a link to {real}, a folder above it: the walk would not end")
+                walk(path, above | {real})
+            elif path.name.endswith(suffix):
+                found.append(_readable(folder, path, fmt))
+
+    walk(top, frozenset(ancestors))
+    return sorted(found)
+
+
+def _readable(folder: Path, path: Path, fmt: str) -> Path:
+    """`path`, a file the import can open and read to its end; anything else is one line naming it."""
+    if path.is_symlink() and not path.exists():
+        target = os.readlink(path)
+        raise _unusable(
+            folder, path, fmt, f"a link to {target}, which does not exist: remove it, or point it at the file"
+        )
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise _unusable(folder, path, fmt, f"cannot read it ({exc.strerror or exc})") from exc
+    if not stat.S_ISREG(mode):
+        kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+        raise _unusable(folder, path, fmt, f"{kind}, not a file: put the file itself there, or move it out")
+    if not os.access(path, os.R_OK):
+        raise _unusable(folder, path, fmt, "cannot read it (permission denied): give this user read permission")
+    return path
+
+
+#: what `stat` calls each kind of path that is not a regular file
+_KINDS = {
+    stat.S_IFDIR: "a folder",
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def _unusable(folder: Path, path: Path, fmt: str, problem: str) -> ProbeError:
+    name = path.relative_to(folder).as_posix() if path != folder else str(folder)
+    return ProbeError(f"{name}: {problem} (--format {fmt})")
 
 
 def empty_row(item_id: str, backend: str) -> dict[str, Any]:

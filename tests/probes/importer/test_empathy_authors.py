@@ -215,3 +215,45 @@ def test_a_prompt_config_without_authors_index_is_refused() -> None:
     prompts = PromptConfig(dataset, "datasets/intergroup-empathy", "race_P0S0T0", None, None, "other")
     with pytest.raises(ProbeError, match=r"race_P0S0T0.*authors_index, number_min, number_max.*empathy-authors"):
         EMPATHY_AUTHORS.prepare(prompts)
+
+
+def _make_unreadable(kind: str, path: Path) -> str:
+    """A batch file at `path` the import cannot read, of `kind`; what its error says."""
+    import os
+
+    if kind == "dangling link":
+        path.symlink_to(path.with_name("gone.tsv"))
+        return "does not exist"
+    if kind == "device":
+        path.symlink_to("/dev/null")
+        return "a character device"
+    if kind == "fifo":
+        os.mkfifo(path)
+        return "a FIFO"
+    if kind == "folder":
+        path.mkdir()
+        return "a folder"
+    shutil.copy(path.with_name("religion_origin_batch-0.tsv"), path)  # "unreadable"
+    path.chmod(0)
+    return "permission denied"
+
+
+@pytest.mark.parametrize("kind", ["dangling link", "device", "fifo", "folder", "unreadable"])
+def test_a_batch_file_it_cannot_read_is_one_line_naming_it(prompts, imported, tmp_path, kind) -> None:
+    """A dangling link, a device, a FIFO or a folder named as a batch file was skipped without a word (an import
+    of fewer files than the folder shows); each is now one line naming it and what to do, before anything is
+    read or written. A file without read permission too (as root every file is readable: not tested there)."""
+    import os
+
+    if kind == "unreadable" and os.geteuid() == 0:
+        pytest.skip("root reads every file")
+    source = tmp_path / "exp"
+    shutil.copytree(imported["source"], source)
+    name = "religion_origin_batch-2.tsv"
+    problem = _make_unreadable(kind, source / name)
+    out = tmp_path / "results"
+    args = ["import", str(source), "--format", FORMAT, "--prompts", str(prompts), "--model-name", MODEL]
+    line = one_line_error(runner.invoke(app, [*args, "--out", str(out)]), name, problem)
+    assert "--format empathy-authors" in line
+    assert not out.exists()
+
