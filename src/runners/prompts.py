@@ -27,6 +27,7 @@ from promptgen.hub.read import (
     config_schema,
     has_build_manifest,
     local_folder,
+    local_source,
     parquet_errors,
     read_build_manifest,
     read_card_header,
@@ -198,7 +199,7 @@ def load_prompt_config(
     `rows` with a shard or a limit: a local config holds only the rows the run selects (`RowSpec`).
     """
     check_path_segment(config, "config name (--config)")
-    found = local_folder(dataset, "prompt dataset")
+    found = local_source(dataset, "prompt dataset", revision)
     local = found is not None
     folder = found if found is not None else Path(dataset)
     built: dict[str, Any] = {}
