@@ -60,7 +60,7 @@ from promptgen.probe_registry import probe_extras, probe_format
 from runners.model import identity as model_identity
 from runners.out_folder import check_out_folder
 from runners.prompts import PromptConfig, load_prompt_config
-from runners.results import KEY_FILE, RESULT_SCHEMA, ResultKey, record_import, rows_table
+from runners.results import KEY_FILE, RESULT_SCHEMA, ResultKey, finished_keys, read_manifest, record_import, rows_table
 from runners.results.check import check_same_prompts
 from runners.results.parts import file_lock
 from runners.session import Session, result_key
@@ -114,6 +114,8 @@ class ImportedConfig:
     added: int
     already: int
     refusals: int
+    #: (relative name, sha256) of each imported file of this config
+    sha256s: tuple[tuple[str, str], ...] = ()
 
     def line(self) -> str:
         return (
@@ -129,6 +131,8 @@ class ImportResult:
     path: Path
     key: ResultKey
     configs: list[ImportedConfig] = field(default_factory=list)
+    #: one line each: an earlier import of the same model that shares files with this one (`earlier_imports`)
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -348,7 +352,48 @@ def _import_checked(
             _remove_left_temp_files(session.folder)
         configs = {config: session.folder.name for config, session in sessions.items()}
         record_import(out, key.model_revision, {"format": fmt.name, "model": key.model, "configs": configs})
-        return ImportResult(out, key, _write(fmt, checked, sessions, digest, note))
+        imported = _write(fmt, checked, sessions, digest, note)
+        manifest = read_manifest(out)
+        warnings = [line for c in imported for line in earlier_imports(out, manifest, fmt.name, key.model, c)]
+        return ImportResult(out, key, imported, warnings)
+
+
+def earlier_imports(
+    out: Path, manifest: dict[str, Any], format_name: str, model: str, imported: ImportedConfig
+) -> list[str]:
+    """One line for each other finished import of `model` in this config, of this format, that shares a file (its
+    name and sha256) with `imported`: the analysis reads the two as two runs of the model.
+
+    A partial import (one batch, to try it) and the later import of every file are each keyed by their own files,
+    so the later one adds a second run beside the first, as a second `probes run` of another revision does. Nothing
+    is deleted for the user (the first may be wanted): the line names the folder that holds fewer of the files and
+    says to delete it to leave it out, as the unfinished keys' lines do.
+    """
+    ours = set(imported.sha256s)
+    lines = []
+    finished = finished_keys(manifest)
+    for run in manifest.get("runs", {}).values():
+        record, config, folder = run.get("imported") or {}, imported.config, run.get("key")
+        if (run.get("prompt_dataset") or {}).get("config") != config or folder == imported.key_dir.name:
+            continue
+        if run.get("model") != model or record.get("format") != format_name or (config, folder) not in finished:
+            continue
+        theirs = {(f.get("path"), f.get("sha256")) for f in record.get("files") or []}
+        shared = len(theirs & ours)
+        if not shared or not (imported.key_dir.parent / str(folder)).is_dir():
+            continue
+        earlier = imported.key_dir.parent / str(folder)
+        if theirs <= ours:
+            what, drop = f"{shared} of these {len(ours)} files", earlier
+        elif ours <= theirs:
+            what, drop = f"every one of these files and {len(theirs) - shared} more", imported.key_dir
+        else:
+            what, drop = f"{shared} of these files and {len(theirs - ours)} others", earlier
+        lines.append(
+            f"{config}: {earlier} holds an earlier import of {model} from {what}; analyze reads the two as two runs "
+            f"of the model: delete {drop} to leave it out"
+        )
+    return lines
 
 
 def _write(
@@ -388,6 +433,7 @@ def _write(
                 added=summary.items,
                 already=summary.skipped,
                 refusals=summary.refusals,
+                sha256s=tuple((s.name, sha) for s, sha, _ in entry.files),
             )
         )
     return imported

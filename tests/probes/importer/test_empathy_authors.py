@@ -279,3 +279,36 @@ def test_revision_with_a_local_prompt_folder_is_refused_as_analyze_refuses_it(pr
     )
     assert one_line_error(analyzed, str(prompts)) == imported_line
 
+
+def test_a_partial_import_then_the_full_one_warns_in_one_line_naming_the_folder_to_delete(
+    prompts, imported, tmp_path
+) -> None:
+    """One batch imported to try it, then every batch: two runs of the model side by side, without a word. The later
+    import now says so in one line naming the earlier (partial) folder to delete; after deleting it the folder holds
+    one run, and the full import run again adds nothing and still finds nothing to say. The other way round (the
+    full import first), the line names the partial one's folder."""
+    one = tmp_path / "one"
+    one.mkdir()
+    shutil.copy(imported["source"] / "religion_origin_batch-1.tsv", one)
+    out = tmp_path / "results"
+
+    def cli(source: Path, results: Path) -> list[str]:
+        args = ["import", str(source), "--format", FORMAT, "--prompts", str(prompts), "--model-name", MODEL]
+        result = runner.invoke(app, [*args, "--out", str(results)], terminal_width=400)
+        assert result.exit_code == 0, result.output
+        return [line for line in result.output.splitlines() if line.startswith("warning:")]
+
+    assert cli(one, out) == []
+    (partial,) = key_folders(out, "religion_P0S0T0")
+    (line,) = cli(imported["source"], out)
+    assert f"delete {partial} " in line and "religion_P0S0T0" in line and MODEL in line and "1 of these 2 files" in line
+    assert len(key_folders(out, "religion_P0S0T0")) == 2  # nothing deleted for the user
+    shutil.rmtree(partial)
+    assert cli(imported["source"], out) == []
+    assert len(key_folders(out, "religion_P0S0T0")) == 1
+    assert validate_results(out, read_manifest(out)).problems == []
+
+    reverse = tmp_path / "reverse"
+    assert cli(imported["source"], reverse) == []
+    (line,) = cli(one, reverse)
+    assert f"delete {reverse / partial.relative_to(out)} " in line and "every one of these files and 1 more" in line
