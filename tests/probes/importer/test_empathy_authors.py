@@ -262,21 +262,13 @@ def test_revision_with_a_local_prompt_folder_is_refused_as_analyze_refuses_it(pr
     """`--revision` names a Hub commit: with a local `--prompts` folder, import read the folder and ignored it,
     where analyze refused it. Both now give the same one line (one rule, `promptgen.hub.read.local_source`)."""
     out = tmp_path / "results"
-    imported_line = one_line_error(
-        runner.invoke(
-            app,
-            ["import", str(imported["source"]), "--format", FORMAT, "--prompts", str(prompts)]
-            + ["--model-name", MODEL, "--out", str(out), "--revision", "v1.0.0"],
-        ),
-        str(prompts),
-        "--revision",
-    )
+    flags = ["--revision", "v1.0.0"]
+    source = imported["source"]
+    args = ["import", str(source), "--format", FORMAT, "--prompts", str(prompts), "--model-name", MODEL]
+    imported_line = one_line_error(runner.invoke(app, [*args, "--out", str(out), *flags]), str(prompts), "--revision")
     assert not out.exists()
-    analyzed = runner.invoke(
-        app,
-        ["analyze", "--prompts", str(prompts), "--results", str(imported["results"])]
-        + ["--out", str(tmp_path / "analysis"), "--revision", "v1.0.0"],
-    )
+    args = ["analyze", "--prompts", str(prompts), "--results", str(imported["results"])]
+    analyzed = runner.invoke(app, [*args, "--out", str(tmp_path / "analysis"), *flags])
     assert one_line_error(analyzed, str(prompts)) == imported_line
 
 
