@@ -28,7 +28,7 @@ from promptgen.core.contract import TASK_COLUMNS
 from promptgen.core.errors import ProbeError, dataset_load_errors
 from promptgen.hub import remote
 from promptgen.hub.read import local_folder as _local_folder  # one rule for a local folder or a Hub repo id
-from promptgen.hub.read import read_build_manifest, read_config, read_config_rows
+from promptgen.hub.read import local_source, read_build_manifest, read_config, read_config_rows
 from runners.results import (
     DATA_DIR,
     MANIFEST_NAME,
@@ -78,12 +78,10 @@ def load_prompts(
     `ids` keeps only those items, filtered in Arrow before any pandas frame is made: a small run
     on a config of millions of rows (`actor_actor_release`: 2.97 M) then costs its own rows.
     """
-    folder = _local_folder(dataset, "prompt dataset")
+    folder = local_source(dataset, "prompt dataset", revision)
     if folder is None:
         frame = _from_hub(str(dataset), config, revision, columns, "prompt dataset")
         return frame if ids is None else frame[frame["id"].isin(set(ids))].reset_index(drop=True)
-    if revision is not None:
-        raise ProbeError(f"prompt dataset {dataset} is a local folder; --revision applies to Hub repos only")
     if ids is not None:  # only these rows are read into memory (a few rows of a config of millions)
         return read_config_rows(folder, config, ids, columns, "prompt config").to_pandas()
     return read_config(folder, config, columns, "prompt config").to_pandas()
@@ -96,13 +94,11 @@ def load_results(results: str | Path, config: str, *, revision: str | None = Non
     agree) and `results_file` (the part file, or `repo@revision:config` for the Hub). Two rows
     for the same item under the same key are an error: one of them would silently win.
     """
-    folder = _local_folder(results, "results")
+    folder = local_source(results, "results", revision)
     if folder is None:
         frame = _from_hub(str(results), config, revision, None, "results")
         frame[RESULT_FILE_COLUMN] = f"{results}@{revision or 'main'}:{config}"
     else:
-        if revision is not None:
-            raise ProbeError(f"results {results} is a local folder; --revision applies to Hub repos only")
         key_dirs = key_folders(folder, config)
         if not key_dirs:
             raise ProbeError(f"{folder / DATA_DIR / config}: no result parts (part-*.parquet) for config {config!r}")

@@ -30,9 +30,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from promptgen.core.errors import ProbeError
+from promptgen.core.memory import release_mapped
 from promptgen.core.version import __version__
 from runners import results as res
 from runners.model import identity as model_identity
@@ -103,10 +106,10 @@ class Session:
     limit: int | None
     flush_every: int
     folder: Path
-    selected: list[int]
-    todo: list[int]
+    selected: Sequence[int]
+    todo: Sequence[int]
     rescored: int
-    hashes: dict[str, str]  # id -> prompt hash of the items to score
+    hashes: dict[str, str]  # id -> prompt hash of the items to score (empty when `hash_later`)
     started: float
     #: the prompt content this run's rows are scored on, and the stored rows it checked (`runners.results.resume`)
     checked: resume.Checked = field(default_factory=resume.Checked)
@@ -120,6 +123,13 @@ class Session:
     #: scored rows whose backend did not report computed tokens (their prompt tokens are counted)
     uncounted: int = 0
     scored: int = 0
+    #: the rows' prompts are hashed as they are added (`add_table`), not when the session opens (`open`)
+    hash_later: bool = False
+    #: `finish` merges the parts this session wrote into one, a row group at a time (`open`'s `merge_parts`)
+    merge_parts: bool = False
+    #: the parts this session wrote
+    written: list[Path] = field(default_factory=list)
+    pending_tables: list[pa.Table] = field(default_factory=list)
 
     @classmethod
     def start(
@@ -176,6 +186,8 @@ class Session:
         flush_every: int = 64,
         started: float | None = None,
         name_given: bool = True,
+        hash_later: bool = False,
+        merge_parts: bool = False,
     ) -> Session:
         """Select the shard's items and those still to score (`batch_size` None: the driver's).
 
@@ -184,6 +196,11 @@ class Session:
         (`runners.results.check.check_same_prompts`) in `runners.run.resolve_protocol`, or in the
         importer for the rows it writes. `name_given`: the key's model name is the user's
         `--model-name`, not a default (`keep_one_name`).
+
+        A writer of millions of rows (`probes import`) passes `hash_later` (no prompt is hashed now
+        but the stored rows' to check: each row's is hashed as `add_table` adds it, by its dataset
+        position) and `merge_parts` (its rows are new and each id once: `finish` merges the parts it
+        wrote into one, a row group at a time, where compaction would read them back whole).
         """
         results = Path(results)
         key = keep_one_name(results, key, name_given=name_given)
@@ -191,7 +208,9 @@ class Session:
         remove_stale_temp_files(folder)
         ids = resume.id_column(prompts.dataset)
         selected = select_rows(ids, shard, limit)
-        plan = resume.plan(prompts.dataset, ids, selected, folder, prompts.content)
+        plan = resume.plan(prompts.dataset, ids, selected, folder, prompts.content, hash_todo=not hash_later)
+        del ids
+        release_mapped(prompts.dataset)  # the ids and stored rows' prompts it read (`promptgen.core.memory`)
         return cls(
             prompts=prompts,
             results=results,
@@ -208,6 +227,8 @@ class Session:
             started=time.perf_counter() if started is None else started,
             scoring_started=time.perf_counter(),
             checked=plan.checked,
+            hash_later=hash_later,
+            merge_parts=merge_parts,
         )
 
     def add(self, rows: Iterable[dict[str, Any]]) -> int:
@@ -237,13 +258,55 @@ class Session:
             self.flush()
         return n
 
+    def add_table(self, rows: pa.Table, positions: Sequence[int] | np.ndarray) -> int:
+        """`add` for rows as an Arrow table (result columns; those it lacks are null), `positions` their rows in
+        `prompts.dataset`: each row's prompt is hashed from there (`hash_later`, else looked up by its id)."""
+        n = len(rows)
+        if len(positions) != n:
+            raise ValueError(f"{n} rows, {len(positions)} positions")
+        if not n:
+            return 0
+        rows = res.rows_table(rows)
+        if self.hash_later:
+            digests = resume.prompt_hashes(self.prompts.dataset, np.asarray(positions, dtype=np.int64).tolist())
+        else:
+            digests = [self.hashes[i] for i in rows["id"].to_pylist()]
+        column = rows.schema.get_field_index("prompt_sha256")
+        rows = rows.set_column(column, "prompt_sha256", pa.array(digests, pa.string()))
+        refused = rows["refused"].to_numpy(zero_copy_only=False).astype(bool)
+        self.refusals += int(refused.sum())
+        if len(self.refused_examples) < REFUSED_EXAMPLES and refused.any():
+            more = rows.filter(pa.array(refused)).slice(0, REFUSED_EXAMPLES - len(self.refused_examples))
+            self.refused_examples.extend(refused_answer(row) for row in more.to_pylist())
+        context = pc.sum(rows["context_tokens"]).as_py() or 0
+        prompt = int(context) + int(pc.sum(pc.list_flatten(rows["choice_tokens"])).as_py() or 0)
+        self.prompt_tokens += prompt
+        self.tokens += prompt  # an added table records no computed tokens: its prompt tokens are counted
+        self.uncounted += n
+        self.pending_tables.append(rows)
+        self.scored += n
+        if len(self.pending) + sum(len(t) for t in self.pending_tables) >= self.flush_every:
+            self.flush()
+        return n
+
     def flush(self) -> None:
-        """Write the pending rows as one part (a killed run loses at most these)."""
-        if self.pending:
-            res.write_key_file(self.folder, self.key)
-            res.write_part(self.folder, self.shard, self.pending, content=self.checked.content)
-            self.parts += 1
-            self.pending = []
+        """Write the pending rows as one part (a killed run loses at most these), or into the session's one part."""
+        if not self.pending and not self.pending_tables:
+            return
+        res.write_key_file(self.folder, self.key)
+        tables = [res.rows_table(self.pending)] if self.pending else []
+        table = pa.concat_tables([*tables, *self.pending_tables])
+        self.pending, self.pending_tables = [], []
+        self.written.append(res.write_part(self.folder, self.shard, self._stamped(table), content=self.checked.content))
+        self.parts += 1
+
+    def _stamped(self, rows: pa.Table) -> pa.Table:
+        """`rows` with the key's columns (model, revision, scoring, chat) set on every row."""
+        key = {"model": self.key.model, "model_revision": self.key.model_revision, "scoring": self.key.scoring}
+        for name, value in {**key, "chat": self.chat}.items():
+            column = pa.repeat(pa.scalar(value, res.RESULT_SCHEMA.field(name).type), len(rows))
+            rows = rows.set_column(rows.schema.get_field_index(name), name, column)
+        return rows
 
     def finish(
         self, *, backend: str, dtype: str | None, hardware: Mapping[str, Any], extra: Mapping[str, Any] | None = None
@@ -251,13 +314,15 @@ class Session:
         """Flush, compact the key folder, write the manifest entry and the card; the run's summary."""
 
         self.flush()
+        if self.merge_parts and len(self.written) > 1:
+            res.merge_parts(self.folder, self.written, content=self.checked.content)
         # the rows it checked are all current only once every stale one was rescored
         done = self.scored >= len(self.todo)
         checked = self.checked if done else resume.Checked()
         res.compact_key(self.folder, content=checked.content, checked=checked.parts, ids=checked.ids)
         scoring_s = time.perf_counter() - self.scoring_started
         wall_s = time.perf_counter() - self.started
-        rate = (lambda n: n / scoring_s) if self.todo and scoring_s > 0 else (lambda n: 0.0)
+        rate = (lambda n: n / scoring_s) if len(self.todo) and scoring_s > 0 else (lambda n: 0.0)
         summary = RunSummary(
             config=self.prompts.config,
             key=self.key,
@@ -317,10 +382,12 @@ class Session:
         )
 
 
-def select_rows(ids: Sequence[str] | pa.ChunkedArray, shard: tuple[int, int], limit: int | None) -> list[int]:
-    """The rows of a shard (a hash of the item id, so shards partition a config in any row order), then --limit."""
+def select_rows(ids: Sequence[str] | pa.ChunkedArray, shard: tuple[int, int], limit: int | None) -> Sequence[int]:
+    """The rows of a shard (a hash of the item id, so shards partition a config in any row order), then --limit.
+
+    The whole config (one shard) is a `range`: no Python int per row of a config of millions."""
     if shard[1] == 1:
-        return list(range(len(ids) if limit is None else min(limit, len(ids))))
+        return range(len(ids) if limit is None else min(limit, len(ids)))
     values = ids.to_pylist() if isinstance(ids, pa.ChunkedArray | pa.Array) else ids
     selected = [k for k, i in enumerate(values) if res.shard_of(i, shard[1]) == shard[0]]
     return selected if limit is None else selected[:limit]

@@ -50,7 +50,7 @@ import pandas as pd
 from analysis.attribution.release import OBSERVER, PAIR, SINGLE, key_table
 from analysis.attribution.release_export import RELEASE_TOP, SETTINGS, TALENT_OR_LUCK_CSV, statements
 from analysis.csv_cells import FORMULA_STARTS
-from probes.importer.common import ParsedFile, SourceFile, empty_row, first, need_columns, row_error
+from probes.importer.common import ParsedFile, SourceFile, empty_row, first, layout_files, need_columns, row_error
 from promptgen.core.contract import arrow_table
 from promptgen.core.errors import ProbeError
 from runners.prompts import PromptConfig
@@ -127,7 +127,7 @@ class TalentOrLuckCsv:
             raise ProbeError(f"{folder} has no {RELEASE_TOP}/ folder: --format {NAME} reads {LAYOUT}")
         found: list[SourceFile] = []
         models: set[str] = set()
-        for path in sorted(p for p in top.rglob("*.csv") if p.is_file()):
+        for path in layout_files(folder, ".csv", recursive=True, fmt=NAME, under=RELEASE_TOP):
             rel = path.relative_to(folder).as_posix()
             m = _PATH.match(rel)
             if m is None or m["setting"] not in CONFIG_OF:

@@ -89,3 +89,5 @@ def import_cmd(
     for config in result.configs:
         out.print(config.line(), highlight=False, markup=False, soft_wrap=True)
         out.print(f"  {config.key_dir}", highlight=False, markup=False, soft_wrap=True)
+    for warning in result.warnings:
+        err.print(f"warning: {warning}", highlight=False, markup=False, soft_wrap=True)

@@ -10,6 +10,9 @@ settings P0S0T0, P1S0T0, P2S0T0, P3S0T0, P0S1T0, P0S0T1, P0S0T2); a file answers
 
 Each file is read as their `process_exp_results.py` reads it, `pandas.read_csv(path, sep='\\t')`
 with pandas' defaults, and each answer as `str(response)` (an empty answer is the text "nan").
+A file is read once, as a stream, in the blocks of rows pandas' reader infers a column's type over
+(`_block_rows`: 131,072 rows of their 4 columns), so each answer reads as in their whole-file read
+while memory holds one block; the prompts are compared with each block's cells column-wise in Arrow.
 A row joins the prompt row whose `authors_index` is its `idx`, and its `system_prompt` and
 `user_input` must be that item's system and user messages byte for byte: anything else is one
 line naming the file and the idx, before anything is written. The answer is read by their rule
@@ -24,16 +27,30 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+from pandas.core.dtypes.concat import concat_compat
 
-from probes.importer.common import ParsedFile, SourceFile, first, first_difference, need_columns, row_error
+from probes.importer.common import (
+    ParsedFile,
+    SourceFile,
+    first,
+    first_difference,
+    layout_files,
+    need_columns,
+    prompt_rows,
+    row_error,
+    rows_to_arrow,
+)
 from promptgen.core.contract import arrow_table
 from promptgen.core.errors import ProbeError
+from promptgen.core.memory import resident_columns
 from promptgen.core.secrets import known_secrets
 from promptgen.empathy.prompts import AUTHORS_GROUPS, AUTHORS_VARIATIONS
 from runners.exchange import GenerateRequest, Generation
@@ -57,16 +74,13 @@ COLUMNS = ("idx", "system_prompt", "user_input", "response")
 TEMPERATURE = 0.0
 MAX_NEW_TOKENS = 128
 NUMBER_PARSER = "first-integer"
+#: rows of a block whose prompts are read and compared, and whose rows are made, at a time
+SLICE_ROWS = 16_384
 
 
 def config_name(group: str, variation: str) -> str:
     """Our config for the authors' group and variation (`ethnicity`, `origin` -> `race_P0S0T0`)."""
     return f"{GROUPS[group]}_{VARIATIONS[variation]}"
-
-
-def _content(messages: Sequence[Mapping[str, Any]] | None, role: str) -> str | None:
-    """The content of the first message of `role`, or None."""
-    return next((m.get("content") for m in messages or () if m.get("role") == role), None)
 
 
 class EmpathyAuthors:
@@ -92,7 +106,7 @@ class EmpathyAuthors:
                 f"--source-model picks a model folder in a layout that has several; --format {NAME} has none"
             )
         found = []
-        for path in sorted(p for p in folder.iterdir() if p.suffix == ".tsv" and p.is_file()):
+        for path in layout_files(folder, ".tsv", recursive=False, fmt=NAME):
             m = _FILE.match(path.name)
             if m is None:
                 raise ProbeError(f"{path.name}: not one of the authors' files (--format {NAME} reads {LAYOUT})")
@@ -109,12 +123,14 @@ class EmpathyAuthors:
             ("authors_index", "messages", "task", "number_min", "number_max"),
             f"--format {NAME} (its idx joins authors_index; rebuild the dataset if it predates that column)",
         )
-        column = arrow_table(prompts.dataset.select_columns(["authors_index"]))["authors_index"]
+        # copied a slice at a time (`resident_columns`): read whole from the mapped config, its pages stay resident
+        column = resident_columns(prompts.dataset, ["authors_index"], arrow_table(prompts.dataset))["authors_index"]
         if column.null_count:
             raise ProbeError(f"{prompts.path} config {prompts.config!r}: authors_index is null in some rows")
-        values = column.to_numpy().astype(np.int64)
+        values = np.asarray(column.to_numpy(), dtype=np.int64)
         order = np.argsort(values, kind="stable")
         ordered = values[order]
+        del values
         if len(ordered) > 1 and (repeat := first(ordered[1:] == ordered[:-1])) is not None:
             raise ProbeError(
                 f"{prompts.path} config {prompts.config!r}: authors_index {int(ordered[repeat])} is in two rows"
@@ -124,10 +140,121 @@ class EmpathyAuthors:
     def parse(
         self, source: SourceFile, data: bytes, prompts: PromptConfig, index: tuple[np.ndarray, np.ndarray]
     ) -> ParsedFile:
+        """The whole file's bytes as one chunk (`read`)."""
+        chunks = [(c.positions, c.rows()) for c in self.read(source, io.BytesIO(data), prompts, index)]
+        positions = np.concatenate([p for p, _ in chunks]) if chunks else np.zeros(0, dtype=np.int64)
+        table = pa.concat_tables([t for _, t in chunks]) if chunks else rows_to_arrow([])
+        return ParsedFile(positions, lambda: table)
+
+    def read(
+        self, source: SourceFile, stream: BinaryIO, prompts: PromptConfig, index: tuple[np.ndarray, np.ndarray]
+    ) -> Iterator[ParsedFile]:
+        """The file as their `pandas.read_csv(path, sep='\\t')` reads it, in the blocks of rows that reader infers
+        each column's type over (`_block_rows`), each block checked as it is read (`_Chunk`). A block whose answers
+        all read as integers gives its rows at the end of the file: their text is what the whole file's answer
+        column makes of them (an integer 70 is "70.0" when the column is all numbers and some are not integers)."""
         try:  # as their process_exp_results.py reads it: pandas' defaults, tab-separated
-            frame = pd.read_csv(io.BytesIO(data), sep="\t")
+            reader = pd.read_csv(stream, sep="\t", iterator=True)
         except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
-            raise ProbeError(f"{source.name}: cannot read it as their TSV ({' '.join(str(exc).split())})") from exc
+            raise _unreadable(source, exc) from exc
+        with reader:
+            block = _block_rows(getattr(getattr(reader._engine, "_reader", None), "table_width", 0) or len(COLUMNS))
+            seen = _Seen()
+            secrets = known_secrets()  # read once per file, not once per answer
+            held: list[tuple[_Chunk, np.ndarray]] = []  # integer answers, made at the end
+            samples: list[Any] = []  # one answer of each block: the whole column's type, as pandas concatenates
+            offset = 0
+            while True:
+                try:
+                    frame = reader.get_chunk(block)
+                except StopIteration:
+                    break
+                except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+                    raise _unreadable(source, exc) from exc
+                chunk = _Chunk.check(source, frame, offset, prompts, index, seen)
+                offset += len(frame)
+                if not len(frame):
+                    continue
+                column = frame["response"]  # as pandas' reader holds a block's column: numpy, or its string array
+                answers = (
+                    column.array if isinstance(column.dtype, pd.api.extensions.ExtensionDtype) else column.to_numpy()
+                )
+                samples.append(answers.take([0]))  # a copy: a slice would keep the block
+                if answers.dtype.kind in "iu":
+                    held.append((chunk, answers.copy()))
+                    continue
+                frame = column = None  # the block is not kept while its rows are made and the next is read
+                yield chunk.parsed(self.backend, answers, secrets)
+                chunk = answers = None
+            for chunk, answers in held:
+                others = [sample for sample in samples if sample.dtype != answers.dtype]
+                yield chunk.parsed(self.backend, concat_compat([answers, *others])[: len(answers)], secrets)
+
+
+def _unreadable(source: SourceFile, exc: Exception) -> ProbeError:
+    return ProbeError(f"{source.name}: cannot read it as their TSV ({' '.join(str(exc).split())})")
+
+
+def _block_rows(width: int) -> int:
+    """The rows pandas' C reader (`read_csv(low_memory=True)`, its default) infers each column's type over at a
+    time for a file of `width` columns: the greatest power of two below 2**20 / width (131,072 rows for their 4);
+    a whole file's column joins its blocks' types. Read in these blocks, each has the type it had in the whole."""
+    limit = 2**20 // max(width, 1)
+    rows = 1
+    while rows * 2 < limit:
+        rows *= 2
+    return rows
+
+
+class _Seen:
+    """The idx values of a file's rows read so far (sorted) and the row of each: a repeat is refused."""
+
+    def __init__(self) -> None:
+        self.idx = np.zeros(0, dtype=np.int64)
+        self.row = np.zeros(0, dtype=np.int64)
+
+    def first_repeat(self, idx: np.ndarray, offset: int) -> tuple[int, int] | None:
+        """(row, earlier row) of the first row of this block whose idx an earlier row has; then this block is seen."""
+        rows = offset + np.arange(len(idx), dtype=np.int64)
+        earlier = np.full(len(idx), -1, dtype=np.int64)
+        at = np.searchsorted(self.idx, idx)
+        before = (at < len(self.idx)) & (self.idx[np.minimum(at, len(self.idx) - 1)] == idx) if len(self.idx) else None
+        if before is not None:
+            earlier[before] = self.row[at[before]]
+        order = np.argsort(idx, kind="stable")
+        ordered = idx[order]
+        starts = np.r_[True, ordered[1:] != ordered[:-1]] if len(idx) else np.zeros(0, dtype=bool)
+        first_of_run = order[np.maximum.accumulate(np.where(starts, np.arange(len(idx)), 0))]
+        again = ~starts & (earlier[order] < 0)
+        earlier[order[again]] = rows[first_of_run[again]]
+        if (hit := first(earlier >= 0)) is not None:
+            return int(rows[hit]), int(earlier[hit])
+        merged = np.concatenate([self.idx, idx])
+        keep = np.argsort(merged, kind="stable")
+        self.idx, self.row = merged[keep], np.concatenate([self.row, rows])[keep]
+        return None
+
+
+class _Chunk:
+    """A block of a file's rows, checked: their prompt positions and items' ids; `parsed` makes their rows."""
+
+    def __init__(self, positions: np.ndarray, prompts: PromptConfig) -> None:
+        self.positions = positions
+        self.prompts = prompts
+
+    @classmethod
+    def check(
+        cls,
+        source: SourceFile,
+        frame: pd.DataFrame,
+        offset: int,
+        prompts: PromptConfig,
+        index: tuple[np.ndarray, np.ndarray],
+        seen: _Seen,
+    ) -> _Chunk:
+        """The block's idx (integers, each a prompt's authors_index, none twice in the file) and its system_prompt
+        and user_input (each its prompt's message, compared column-wise in Arrow): anything else is one line naming
+        the file's row."""
         missing = [c for c in COLUMNS if c not in frame.columns]
         if missing:
             names = ", ".join(map(repr, missing))
@@ -137,7 +264,7 @@ class EmpathyAuthors:
         with np.errstate(invalid="ignore"):
             bad = first(~np.isfinite(numbers) | (numbers != np.round(numbers)))
         if bad is not None:
-            raise row_error(source, bad, "idx", f"{raw.iloc[bad]!r} is not an integer")
+            raise row_error(source, offset + bad, "idx", f"{raw.iloc[bad]!r} is not an integer")
         idx = numbers.astype(np.int64)
         ordered, order = index
         at = np.searchsorted(ordered, idx)
@@ -145,42 +272,82 @@ class EmpathyAuthors:
         if (bad := first(~found)) is not None:
             raise row_error(
                 source,
-                bad,
+                offset + bad,
                 "idx",
                 f"idx {int(idx[bad])} is no prompt's authors_index in {prompts.path} config {prompts.config!r}",
             )
+        if (repeat := seen.first_repeat(idx, offset)) is not None:
+            row, earlier = repeat
+            raise row_error(source, row, "idx", f"idx {int(idx[row - offset])} again (row {earlier + 1} has it)")
         positions = order[at]
-        seen: dict[int, int] = {}
-        for row, value in enumerate(idx.tolist()):
-            if value in seen:
-                raise row_error(source, row, "idx", f"idx {value} again (row {seen[value] + 1} has it)")
-            seen[value] = row
-        items = arrow_table(
-            prompts.dataset.select(positions).select_columns(["id", "task", "number_min", "number_max", "messages"])
-        ).to_pylist()
-        for column, role in (("system_prompt", "system"), ("user_input", "user")):
-            for row, (given, item) in enumerate(zip(frame[column].tolist(), items, strict=True)):
-                wanted = _content(item["messages"], role)
-                if given != wanted:
-                    where = first_difference(str(given), str(wanted)) if isinstance(given, str) and wanted else ""
-                    raise ProbeError(
-                        f"{source.name}: idx {int(idx[row])} (row {row + 1}): {column} is not the {role} message of "
-                        f"its prompt {item['id']!r}" + (f" ({where})" if where else "")
-                    )
-        answers = [str(response) for response in frame["response"].tolist()]  # their `str(response)`: NaN is "nan"
+        later = None  # the first user_input that differs: refused once no system_prompt of the block differs
+        for start in range(0, len(frame), SLICE_ROWS):
+            items = prompt_rows(prompts, positions[start : start + SLICE_ROWS], ["id", "messages"])
+            for column, role in (("system_prompt", "system"), ("user_input", "user")):
+                given = frame[column].iloc[start : start + SLICE_ROWS]
+                wanted = _contents(items["messages"], role)
+                if (row := _first_mismatch(given, wanted)) is None:
+                    continue
+                cell, text = given.iloc[row], wanted[row].as_py()
+                where = first_difference(str(cell), str(text)) if isinstance(cell, str) and text else ""
+                error = ProbeError(
+                    f"{source.name}: idx {int(idx[start + row])} (row {offset + start + row + 1}): {column} is not the "
+                    f"{role} message of its prompt {items['id'][row].as_py()!r}" + (f" ({where})" if where else "")
+                )
+                if role == "system":
+                    raise error
+                later = later or error
+        if later is not None:
+            raise later
+        return cls(positions, prompts)
 
-        def rows() -> list[dict[str, Any]]:
+    def parsed(self, backend: str, answers: Any, secrets: Sequence[str]) -> ParsedFile:
+        """The block's rows: each answer as their `str(response)` (NaN is "nan"), read by their rule."""
+        positions, prompts = self.positions, self.prompts
+        texts = [str(response) for response in answers.tolist()]
+
+        def rows() -> pa.Table:
             # the request is generated_row's record of the context; an import has none (context_tokens stays empty)
             request = GenerateRequest(context=(0,), max_tokens=MAX_NEW_TOKENS, temperature=TEMPERATURE)
-            out = []
-            secrets = known_secrets()  # read once per file, not once per answer
-            for item, text in zip(items, answers, strict=True):
-                row = generated_row(item, request, Generation(text, (), ""), NUMBER_PARSER, secrets)
-                row.update(id=item["id"], backend=self.backend, context_tokens=None, finish_reason=None)
-                out.append(row)
-            return out
+            columns = ["id", "task", "number_min", "number_max"]
+
+            def made() -> Iterator[dict[str, Any]]:
+                for start in range(0, len(positions), SLICE_ROWS):
+                    items = prompt_rows(prompts, positions[start : start + SLICE_ROWS], columns).to_pydict()
+                    answered = texts[start : start + SLICE_ROWS]
+                    for *values, text in zip(*(items[c] for c in columns), answered, strict=True):
+                        item = dict(zip(columns, values, strict=True))
+                        row = generated_row(item, request, Generation(text, (), ""), NUMBER_PARSER, secrets)
+                        row.update(id=item["id"], backend=backend, context_tokens=None, finish_reason=None)
+                        yield row
+
+            return rows_to_arrow(made())
 
         return ParsedFile(positions, rows)
+
+
+def _contents(messages: pa.ChunkedArray, role: str) -> pa.Array:
+    """The content of each row's first message of `role` (null where it has none), as one Arrow array."""
+    array = messages.combine_chunks() if isinstance(messages, pa.ChunkedArray) else messages
+    flat = pc.list_flatten(array)
+    parents = pc.list_parent_indices(array).to_numpy()
+    hits = np.flatnonzero(
+        pc.fill_null(pc.equal(pc.struct_field(flat, "role"), role), False).to_numpy(zero_copy_only=False)
+    )
+    rows, at = np.unique(parents[hits], return_index=True)
+    take = np.full(len(array), -1, dtype=np.int64)
+    take[rows] = hits[at]
+    return pc.struct_field(flat, "content").take(pa.array(take, mask=take < 0))
+
+
+def _first_mismatch(given: pd.Series, wanted: pa.Array) -> int | None:
+    """The first row whose cell is not `wanted`'s text (a missing cell, or a missing message, never matches)."""
+    if isinstance(given.dtype, pd.StringDtype):
+        cells = pa.array(given.array).cast(pa.large_string())
+        same = pc.fill_null(pc.equal(cells, wanted.cast(pa.large_string())), False).to_numpy(zero_copy_only=False)
+        return first(~same)
+    texts = wanted.to_pylist()  # not a text column (a block of numbers): compared as their code compares cells
+    return first(np.array([g != w for g, w in zip(given.tolist(), texts, strict=True)], dtype=bool))
 
 
 FORMAT = EmpathyAuthors()

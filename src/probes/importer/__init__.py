@@ -25,8 +25,15 @@ results folder.
   it removes the temporary files a killed one left in its key folders.
 - A file with no rows (a header only) is refused, as is anything else wrong, before anything is written.
 - Everything is checked before anything is written: the output folder, every file of every
-  config against its prompts, the results folder's prompt build (`check_same_prompts`). Then
-  the files are read again to write their rows, each checked against the sha256 it had.
+  config against its prompts, the results folder's prompt build (`check_same_prompts`).
+- Each file is read once, as a stream: its sha256 is of the bytes parsed, and a format that
+  reads in chunks (`common.ChunkedImportFormat.read`; the empathy authors' files) holds one
+  chunk in memory, never the file. Each chunk's rows are made as it is checked and kept in a
+  temporary folder (Arrow, compressed; removed when the import ends, whatever the outcome);
+  once every file is checked they are added to each config's session a batch at a time
+  (`Session.add_table`: each row's prompt hashed as it is added), in parts merged into one per
+  config a row group at a time (`Session.open`'s `merge_parts`), so an import's memory is a
+  chunk's and a batch's, not a config's (benchmarks/import_memory.py).
 - Only the configs found are imported (a subset is fine), and of a config only the items its
   files hold.
 """
@@ -35,30 +42,41 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from promptgen.core.errors import ProbeError
+from promptgen.core.files import writing
+from promptgen.core.memory import release_memory
 from promptgen.probe_registry import probe_extras, probe_format
 from runners.model import identity as model_identity
 from runners.out_folder import check_out_folder
 from runners.prompts import PromptConfig, load_prompt_config
-from runners.results import KEY_FILE, ResultKey, record_import
+from runners.results import KEY_FILE, RESULT_SCHEMA, ResultKey, finished_keys, read_manifest, record_import, rows_table
 from runners.results.check import check_same_prompts
 from runners.results.parts import file_lock
 from runners.session import Session, result_key
 
-from .common import ImportFormat, SourceFile
+from .common import ImportFormat, ParsedFile, SourceFile, rows_to_arrow
 
 #: the model revision of imported rows: this prefix and the digest of the files
 REVISION_PREFIX = "imported-"
-#: rows a part holds (an import writes as a run does, in parts, then compacts)
-FLUSH_EVERY = 100_000
+#: rows added to a session and written to its part at a time
+FLUSH_EVERY = 32_768
+#: rows of a staged chunk read back at a time
+STAGED_BATCH = 32_768
+#: bytes read from a file at a time
+READ_BYTES = 1 << 20
+#: a staged chunk's columns: the result row's, and the row's position in its prompt config
+STAGED_SCHEMA = RESULT_SCHEMA.append(pa.field("_position", pa.int64()))
 
 
 @dataclass(frozen=True)
@@ -96,6 +114,8 @@ class ImportedConfig:
     added: int
     already: int
     refusals: int
+    #: (relative name, sha256) of each imported file of this config
+    sha256s: tuple[tuple[str, str], ...] = ()
 
     def line(self) -> str:
         return (
@@ -111,16 +131,20 @@ class ImportResult:
     path: Path
     key: ResultKey
     configs: list[ImportedConfig] = field(default_factory=list)
+    #: one line each: an earlier import of the same model that shares files with this one (`earlier_imports`)
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass
 class _Config:
-    """One config's checked import: its prompts, lookup, files (with sha256 and rows) and prompt positions."""
+    """One config's checked import: its prompts, lookup, files (with sha256 and rows), prompt positions, staged rows."""
 
     prompts: PromptConfig
     index: Any
     files: list[tuple[SourceFile, str, int]] = field(default_factory=list)
     positions: list[np.ndarray] = field(default_factory=list)
+    #: each file's rows, made as it was checked (`_stage`)
+    staged: list[Path] = field(default_factory=list)
 
 
 def _sha256(data: bytes) -> str:
@@ -150,24 +174,29 @@ def _select(
     return [f for f in found if f.config in set(configs)]
 
 
-def _check(fmt: ImportFormat, request: ImportRequest, files: list[SourceFile], note: Callable[[str], None]):
-    """Pass 1: every file read, hashed and checked against its prompts; nothing kept of the rows but positions."""
+def _check(
+    fmt: ImportFormat, request: ImportRequest, files: list[SourceFile], note: Callable[[str], None], staging: Path
+) -> dict[str, _Config]:
+    """Every file read once, hashed and checked against its prompts, its rows staged in `staging` (`_stage`)."""
     checked: dict[str, _Config] = {}
-    for source in files:
+    for k, source in enumerate(files):
         if source.config not in checked:
             prompts = load_prompt_config(str(request.prompts), source.config, revision=request.revision)
+            release_memory(prompts.dataset)
             checked[source.config] = _Config(prompts, fmt.prepare(prompts))
+            release_memory(prompts.dataset)
         entry = checked[source.config]
         note(f"checking {source.name}")
-        data = _read(source)
-        parsed = fmt.parse(source, data, entry.prompts, entry.index)
-        if not len(parsed.positions):
+        staged = staging / f"{k:06d}.arrow"
+        sha, positions = _stage(fmt, source, entry, staged)
+        if not len(positions):
             raise ProbeError(
                 f"{source.name}: no rows (a header, no answers); take it out of {request.source}, or import the "
                 "files that hold answers"
             )
-        entry.files.append((source, _sha256(data), len(parsed.positions)))
-        entry.positions.append(parsed.positions)
+        entry.files.append((source, sha, len(positions)))
+        entry.positions.append(positions)
+        entry.staged.append(staged)
     for config, entry in checked.items():
         owner = np.concatenate([np.full(len(p), k) for k, p in enumerate(entry.positions)])
         positions = np.concatenate(entry.positions)
@@ -181,6 +210,91 @@ def _check(fmt: ImportFormat, request: ImportRequest, files: list[SourceFile], n
                 f"{entry.files[a][0].name} too: each item is imported once"
             )
     return checked
+
+
+class _Hashing(io.RawIOBase):
+    """A file read through: the sha256 of every byte read; a read error is one line naming the file."""
+
+    def __init__(self, source: SourceFile) -> None:
+        try:
+            self._raw = source.path.open("rb", buffering=0)
+        except OSError as exc:
+            raise ProbeError(f"{source.name}: cannot read it ({exc.strerror or exc})") from exc
+        self._source = source
+        self.sha = hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int | None:
+        try:
+            n = self._raw.readinto(buffer)
+        except OSError as exc:
+            raise ProbeError(f"{self._source.name}: cannot read it ({exc.strerror or exc})") from exc
+        if n:
+            self.sha.update(memoryview(buffer)[:n])
+        return n
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+def _stage(fmt: ImportFormat, source: SourceFile, entry: _Config, path: Path) -> tuple[str, np.ndarray]:
+    """Read `source` once: its chunks checked (`read`, else the whole file through `parse`), each chunk's rows made
+    and written to `path` (Arrow, with each row's prompt position); its sha256 and the positions of its rows."""
+    chunked = getattr(fmt, "read", None)
+    positions: list[np.ndarray] = []
+    hashing = _Hashing(source)
+    with io.BufferedReader(hashing, READ_BYTES) as stream, _stage_writer(path) as write:
+        if chunked is not None:
+            chunks: Iterator[ParsedFile] = chunked(source, stream, entry.prompts, entry.index)
+        else:
+            chunks = iter([fmt.parse(source, stream.read(), entry.prompts, entry.index)])
+        for chunk in chunks:
+            at = np.asarray(chunk.positions, dtype=np.int64)
+            made = chunk.rows()
+            table = rows_table(made) if isinstance(made, pa.Table) else rows_to_arrow(made)
+            if len(table) != len(at):
+                raise ProbeError(f"--format {fmt.name}: {source.name}: {len(at)} rows checked but {len(table)} made")
+            write(table.append_column("_position", pa.array(at)))
+            positions.append(at)
+            del chunk, made, table
+            release_memory(entry.prompts.dataset)
+        while stream.read(READ_BYTES):  # what the reader left unread is the file's too
+            pass
+    return hashing.sha.hexdigest(), np.concatenate(positions) if positions else np.zeros(0, dtype=np.int64)
+
+
+@contextlib.contextmanager
+def _stage_writer(path: Path) -> Iterator[Callable[[pa.Table], None]]:
+    """Write tables to the staged file `path` (an Arrow stream, compressed); a write error is one line."""
+    with writing("the import's staged rows", path.parent):
+        sink = pa.OSFile(str(path), "wb")
+        writer = pa.ipc.new_stream(sink, STAGED_SCHEMA, options=pa.ipc.IpcWriteOptions(compression="zstd"))
+
+    def write(table: pa.Table) -> None:
+        with writing("the import's staged rows", path.parent):
+            writer.write_table(table, max_chunksize=STAGED_BATCH)
+
+    try:
+        yield write
+    except BaseException:
+        with contextlib.suppress(OSError, pa.ArrowException):
+            writer.close()
+            sink.close()
+        raise
+    with writing("the import's staged rows", path.parent):
+        writer.close()
+        sink.close()
+
+
+def _staged(path: Path) -> Iterator[tuple[pa.Table, np.ndarray]]:
+    """A file's staged rows, a batch at a time: (result rows, their prompt positions)."""
+    with pa.OSFile(str(path), "rb") as source, pa.ipc.open_stream(source) as reader:
+        for batch in reader:
+            table = pa.Table.from_batches([batch])
+            yield table.drop_columns(["_position"]), table["_position"].to_numpy()
 
 
 @contextlib.contextmanager
@@ -197,13 +311,6 @@ def _quiet_datasets() -> Iterator[None]:
             datasets_logging.enable_progress_bar()
 
 
-def _read(source: SourceFile) -> bytes:
-    try:
-        return source.path.read_bytes()
-    except OSError as exc:
-        raise ProbeError(f"{source.name}: cannot read it ({exc.strerror or exc})") from exc
-
-
 def import_results(request: ImportRequest, *, progress: Callable[[str], None] | None = None) -> ImportResult:
     """`probes import` (module docstring): check everything, then write the rows into `request.out`."""
     note = progress or (lambda _text: None)
@@ -214,8 +321,21 @@ def import_results(request: ImportRequest, *, progress: Callable[[str], None] | 
     name = model_identity.check_model_name(request.model_name)
     out = check_out_folder(request.out, inputs=[("DIR", folder), ("--prompts", request.prompts)])
     files = _select(fmt, fmt.discover(folder, request.source_model), request.configs, folder)
-    with _quiet_datasets():
-        checked = _check(fmt, request, files, note)
+    with tempfile.TemporaryDirectory(prefix="probes-import-") as staging:  # removed whatever the outcome
+        with _quiet_datasets():
+            checked = _check(fmt, request, files, note, Path(staging))
+        return _import_checked(fmt, request, checked, name, out, note)
+
+
+def _import_checked(
+    fmt: ImportFormat,
+    request: ImportRequest,
+    checked: dict[str, _Config],
+    name: str,
+    out: Path,
+    note: Callable[[str], None],
+) -> ImportResult:
+    """Every file checked and staged: the results folder's checks, then each config's rows written."""
     digest = files_digest(fmt.name, [(s.name, sha) for e in checked.values() for s, sha, _ in e.files])
     settings, chat = fmt.scoring()
     key = result_key(name, REVISION_PREFIX + digest, settings, chat, dtype=None, backend=fmt.backend)
@@ -224,13 +344,56 @@ def import_results(request: ImportRequest, *, progress: Callable[[str], None] | 
         positions = np.sort(np.concatenate(entry.positions))
         narrowed = replace(entry.prompts, dataset=entry.prompts.dataset.select(positions))
         check_same_prompts(out, narrowed.provenance())
-        sessions[config] = Session.open(narrowed, out, key, chat=chat, batch_size=None, flush_every=FLUSH_EVERY)
+        sessions[config] = Session.open(
+            narrowed, out, key, chat=chat, batch_size=None, flush_every=FLUSH_EVERY, hash_later=True, merge_parts=True
+        )
     with _alone(out, key):
         for session in sessions.values():
             _remove_left_temp_files(session.folder)
         configs = {config: session.folder.name for config, session in sessions.items()}
         record_import(out, key.model_revision, {"format": fmt.name, "model": key.model, "configs": configs})
-        return ImportResult(out, key, _write(fmt, checked, sessions, digest, note))
+        imported = _write(fmt, checked, sessions, digest, note)
+        manifest = read_manifest(out)
+        warnings = [line for c in imported for line in earlier_imports(out, manifest, fmt.name, key.model, c)]
+        return ImportResult(out, key, imported, warnings)
+
+
+def earlier_imports(
+    out: Path, manifest: dict[str, Any], format_name: str, model: str, imported: ImportedConfig
+) -> list[str]:
+    """One line for each other finished import of `model` in this config, of this format, that shares a file (its
+    name and sha256) with `imported`: the analysis reads the two as two runs of the model.
+
+    A partial import (one batch, to try it) and the later import of every file are each keyed by their own files,
+    so the later one adds a second run beside the first, as a second `probes run` of another revision does. Nothing
+    is deleted for the user (the first may be wanted): the line names the folder that holds fewer of the files and
+    says to delete it to leave it out, as the unfinished keys' lines do.
+    """
+    ours = set(imported.sha256s)
+    lines = []
+    finished = finished_keys(manifest)
+    for run in manifest.get("runs", {}).values():
+        record, config, folder = run.get("imported") or {}, imported.config, run.get("key")
+        if (run.get("prompt_dataset") or {}).get("config") != config or folder == imported.key_dir.name:
+            continue
+        if run.get("model") != model or record.get("format") != format_name or (config, folder) not in finished:
+            continue
+        theirs = {(f.get("path"), f.get("sha256")) for f in record.get("files") or []}
+        shared = len(theirs & ours)
+        if not shared or not (imported.key_dir.parent / str(folder)).is_dir():
+            continue
+        earlier = imported.key_dir.parent / str(folder)
+        if theirs <= ours:
+            what, drop = f"{shared} of these {len(ours)} files", earlier
+        elif ours <= theirs:
+            what, drop = f"every one of these files and {len(theirs) - shared} more", imported.key_dir
+        else:
+            what, drop = f"{shared} of these files and {len(theirs - ours)} others", earlier
+        lines.append(
+            f"{config}: {earlier} holds an earlier import of {model} from {what}; analyze reads the two as two runs "
+            f"of the model: delete {drop} to leave it out"
+        )
+    return lines
 
 
 def _write(
@@ -240,18 +403,21 @@ def _write(
     digest: str,
     note: Callable[[str], None],
 ) -> list[ImportedConfig]:
-    """Pass 2: each config's files read again (each checked against the sha256 it had), its rows written, its run
+    """Each config's staged rows added to its session, a batch at a time (those not under the key already), its run
     recorded."""
     imported = []
     for config, entry in checked.items():
         session = sessions[config]
-        for source, sha, _ in entry.files:
+        rows = np.sort(np.concatenate(entry.positions))  # the session's dataset rows, by their config position
+        todo = np.sort(np.asarray(session.todo, dtype=np.int64))
+        for (source, _, _), staged in zip(entry.files, entry.staged, strict=True):
             note(f"writing {source.name}")
-            data = _read(source)
-            if _sha256(data) != sha:
-                raise ProbeError(f"{source.name} changed while it was imported; import it again")
-            rows = fmt.parse(source, data, entry.prompts, entry.index).rows()
-            session.add([row for row in rows if row["id"] in session.hashes])
+            for table, positions in _staged(staged):
+                at = np.searchsorted(rows, positions)
+                found = np.searchsorted(todo, at)
+                keep = (found < len(todo)) & (todo[np.minimum(found, len(todo) - 1)] == at) if len(todo) else found < 0
+                session.add_table(table.filter(pa.array(keep)), at[keep])
+                release_memory(session.prompts.dataset)
         record = {
             "format": fmt.name,
             "digest": digest,
@@ -267,6 +433,7 @@ def _write(
                 added=summary.items,
                 already=summary.skipped,
                 refusals=summary.refusals,
+                sha256s=tuple((s.name, sha) for s, sha, _ in entry.files),
             )
         )
     return imported

@@ -2,25 +2,32 @@
 
 A format (`ImportFormat`) finds its files in the folder it is given (`discover`), says how
 their answers were scored (the scoring settings, chat or plain), prepares a lookup per prompt
-config (`prepare`), and turns one file's bytes into checked result rows (`parse`), raising one
-`ProbeError` line naming the file, the row and the field for anything it cannot take.
-`probes.importer.import_results` calls them twice per file: once to check everything before
-anything is written, once to write.
+config (`prepare`), and turns one file into checked result rows, raising one `ProbeError` line
+naming the file, the row and the field for anything it cannot take. `probes.importer.import_results`
+reads each file once: from a stream, chunk by chunk, when the format can (`read`, a generator of
+checked chunks: what a release's files of hundreds of MB need, so memory holds a chunk, never a
+file), else as its bytes (`parse`: the file as one chunk). Each chunk's rows are made as it is
+read and kept on disk until every file is checked; only then is anything written.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Sequence
+import os
+import stat
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol
 
 import numpy as np
+import pyarrow as pa
 
+from promptgen.core.contract import arrow_table
 from promptgen.core.errors import ProbeError
+from promptgen.core.memory import release_mapped
 from runners.prompts import PromptConfig
-from runners.results import RESULT_SCHEMA
+from runners.results import RESULT_SCHEMA, rows_table
 from runners.scoring.settings import ScoringSettings
 
 
@@ -38,12 +45,13 @@ class SourceFile:
 
 @dataclass(frozen=True)
 class ParsedFile:
-    """A file's rows, checked against its prompt config: the prompt rows they answer, and the result rows."""
+    """A file's rows (or a chunk's), checked against its prompt config: the prompt rows they answer, the result rows."""
 
-    #: each file row's position in the prompt config, in file order
+    #: each row's position in the prompt config, in file order
     positions: np.ndarray
-    #: the result rows, in file order (made on demand: the check pass does not need them)
-    rows: Callable[[], list[dict[str, Any]]]
+    #: the result rows, in the order of `positions`: dicts, or an Arrow table of result columns (those it lacks
+    #: are null); made on demand, once the chunk is checked
+    rows: Callable[[], list[dict[str, Any]] | pa.Table]
 
 
 class ImportFormat(Protocol):
@@ -74,6 +82,126 @@ class ImportFormat(Protocol):
     def parse(self, source: SourceFile, data: bytes, prompts: PromptConfig, index: Any) -> ParsedFile:
         """The checked rows of one file's bytes; anything wrong is one `ProbeError` line."""
         ...
+
+
+class ChunkedImportFormat(ImportFormat, Protocol):
+    """A format that reads a file once, as a stream, in chunks (the importer uses `read` where a format has it)."""
+
+    def read(self, source: SourceFile, stream: BinaryIO, prompts: PromptConfig, index: Any) -> Iterator[ParsedFile]:
+        """The file's rows from `stream`, a chunk at a time, each checked as it is read (anything wrong is one
+        `ProbeError` line naming the file's row); the importer makes a chunk's rows before it asks for the next.
+        Every row read is in one chunk; a chunk may come after a later one (a format that must see the whole file
+        to make some rows)."""
+        ...
+
+
+def rows_to_arrow(rows: Iterable[Mapping[str, Any]], batch: int = 8_192) -> pa.Table:
+    """Result rows (dicts) as an Arrow table of `RESULT_SCHEMA`, `batch` dicts at a time: a chunk of rows made one
+    by one never holds them all as dicts."""
+    tables, pending = [], []
+    for row in rows:
+        pending.append(row)
+        if len(pending) == batch:
+            tables.append(rows_table(pending))
+            pending = []
+    if pending or not tables:
+        tables.append(rows_table(pending))
+    return pa.concat_tables(tables)
+
+
+def prompt_rows(prompts: PromptConfig, positions: np.ndarray, columns: Sequence[str]) -> pa.Table:
+    """The `columns` of the prompt rows at `positions` (in that order), reading only the record batches they fall in.
+
+    Arrow's `take` on a table of many record batches (a memory-mapped config) first joins each
+    column's batches into one: a whole config's messages, for a chunk's rows.
+    """
+    table = arrow_table(prompts.dataset.select_columns(list(columns)))
+    positions = np.asarray(positions, dtype=np.int64)
+    if not len(positions):
+        return table.slice(0, 0)
+    batches = table.to_batches()
+    starts = np.cumsum([0, *(b.num_rows for b in batches)])
+    order = np.argsort(positions, kind="stable")
+    ordered = positions[order]
+    owner = np.searchsorted(starts, ordered, side="right") - 1
+    cuts = np.flatnonzero(np.diff(owner)) + 1
+    parts = [
+        batches[int(owner[g[0]])].take(pa.array(ordered[g] - starts[owner[g[0]]]))
+        for g in np.split(np.arange(len(ordered)), cuts)
+    ]
+    taken = pa.Table.from_batches(parts, schema=table.schema)  # copies: nothing here points into the mapped file
+    del batches, parts, table
+    release_mapped(prompts.dataset)  # the pages read stay resident otherwise (`promptgen.core.memory`)
+    if (order == np.arange(len(order))).all():  # in the config's order already (their files are)
+        return taken
+    back = np.empty_like(order)
+    back[order] = np.arange(len(order))
+    return taken.combine_chunks().take(pa.array(back))
+
+
+def layout_files(folder: Path, suffix: str, *, recursive: bool, fmt: str, under: str = "") -> list[Path]:
+    """Every path in `folder / under` whose name ends in `suffix` (its subfolders too when `recursive`), sorted:
+    the files a format reads. A folder reached through a link is followed, as the release's own folders are, so a
+    layout assembled from links reads as the same layout (each file is named by its path in `folder`, never where
+    the link points). A name that ends in `suffix` but is no file the import can read is one line naming it and what
+    to do, never a silent skip that would import fewer files than the folder shows: a link to nothing, a folder,
+    FIFO or device, a file this user may not read, a folder that cannot be listed or that a link leads back to.
+    """
+    found: list[Path] = []
+    top = folder / under
+    ancestors = {folder.resolve(), top.resolve()}
+
+    def walk(directory: Path, above: frozenset[Path]) -> None:
+        try:
+            entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        except OSError as exc:
+            raise _unusable(folder, directory, fmt, f"cannot list it ({exc.strerror or exc})") from exc
+        for entry in entries:
+            path = Path(entry.path)
+            if recursive and entry.is_dir(follow_symlinks=True):
+                real = path.resolve()
+                if real in above:
+                    raise _unusable(folder, path, fmt, f"a link to {real}, a folder above it: the walk would not end")
+                walk(path, above | {real})
+            elif path.name.endswith(suffix):
+                found.append(_readable(folder, path, fmt))
+
+    walk(top, frozenset(ancestors))
+    return sorted(found)
+
+
+def _readable(folder: Path, path: Path, fmt: str) -> Path:
+    """`path`, a file the import can open and read to its end; anything else is one line naming it."""
+    if path.is_symlink() and not path.exists():
+        target = os.readlink(path)
+        raise _unusable(
+            folder, path, fmt, f"a link to {target}, which does not exist: remove it, or point it at the file"
+        )
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise _unusable(folder, path, fmt, f"cannot read it ({exc.strerror or exc})") from exc
+    if not stat.S_ISREG(mode):
+        kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+        raise _unusable(folder, path, fmt, f"{kind}, not a file: put the file itself there, or move it out")
+    if not os.access(path, os.R_OK):
+        raise _unusable(folder, path, fmt, "cannot read it (permission denied): give this user read permission")
+    return path
+
+
+#: what `stat` calls each kind of path that is not a regular file
+_KINDS = {
+    stat.S_IFDIR: "a folder",
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def _unusable(folder: Path, path: Path, fmt: str, problem: str) -> ProbeError:
+    name = path.relative_to(folder).as_posix() if path != folder else str(folder)
+    return ProbeError(f"{name}: {problem} (--format {fmt})")
 
 
 def empty_row(item_id: str, backend: str) -> dict[str, Any]:

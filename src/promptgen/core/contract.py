@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from datasets import Features, List, Value
 
 from .errors import ProbeError
+from .memory import release_mapped, resident_columns
 
 ITEM_FEATURES: dict = {
     "id": Value("string"),
@@ -181,6 +182,9 @@ def check_prompt_config(ds: Any, where: str, *, chat: bool | None = None) -> Non
         raise ProbeError(f"{where}: {EMPTY_CONFIG}")
     table = arrow_table(ds)
     check_column_types(table.schema, where)
+    # the columns checked by value, in memory (`resident_columns`): the ids and tasks, then those of the tasks it
+    # holds; `prompt` and `messages` are checked for nulls only
+    table = resident_columns(ds, ["id", "task"], table)
     ids = table["id"]
     _refuse_rows(table, pc.is_null(ids), where, "id", "is null: every item needs an id")
     _refuse_rows(table, pc.is_null(table["task"]), where, "task", "is null")
@@ -192,12 +196,28 @@ def check_prompt_config(ds: Any, where: str, *, chat: bool | None = None) -> Non
         lacking = [c for c in TASK_COLUMNS[task] if c not in columns]
         if lacking:
             raise ProbeError(f"{where}: has {task} items but no column(s) {', '.join(lacking)}")
-    if pc.count_distinct(ids).as_py() != len(ids):
+    table = resident_columns(ds, [c for task in sorted(tasks) for c in TASK_COLUMNS[task]], table)
+    if not ids_unique(ids):
         raise ProbeError(f"{where}: item ids are not unique")
     check_prompt_forms(table, where, chat)
+    release_mapped(ds)  # the null bitmaps of `prompt` and `messages` it read
     if "choice" in tasks:
         _check_choice_items(table, pc.equal(table["task"], "choice"), where)
     check_number_ranges(table, where)
+
+
+def ids_unique(ids: pa.ChunkedArray | pa.Array, step: int = 1 << 16) -> bool:
+    """Whether no id (none null) repeats: the ids sorted, each against the next, a slice at a time.
+
+    A hash set of the ids (`count_distinct`) holds a copy of every id and its slots: on a config
+    of millions of rows, more memory than anything else that loads it (270 MB at 2.2 M ids).
+    """
+    order = pc.sort_indices(ids)
+    for start in range(0, len(order), step):
+        ordered = ids.take(order[start : start + step + 1])
+        if len(ordered) > 1 and pc.any(pc.equal(ordered[1:], ordered[:-1])).as_py():
+            return False
+    return True
 
 
 def check_number_ranges(table: pa.Table, where: str) -> None:

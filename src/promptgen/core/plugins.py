@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .errors import ProbeError
@@ -118,7 +118,10 @@ class PluginCode:
         return guarded
 
     def _returned(self, attr: str, result: Any) -> Any:
-        """`result` with each callable field guarded, when it is a dataclass instance (`ParsedFile`)."""
+        """`result` with each callable field guarded, when it is a dataclass instance (`ParsedFile`); an iterator
+        (an import format's chunks, `read(...)`) guarded as it is consumed, and each item it gives as above."""
+        if isinstance(result, Iterator):
+            return self._iterated(attr, result)
         if not dataclasses.is_dataclass(result) or isinstance(result, type):
             return result
         code = {
@@ -133,3 +136,8 @@ class PluginCode:
             return lambda *args, **kwargs: plugin_call(self._label, f"{attr}(...).{name}", call, *args, **kwargs)
 
         return dataclasses.replace(result, **{name: guard(name, call) for name, call in code.items()})
+
+    def _iterated(self, attr: str, items: Iterator[Any]) -> Iterator[Any]:
+        done = object()
+        while (item := plugin_call(self._label, f"{attr}(...)", next, items, done)) is not done:
+            yield self._returned(attr, item)

@@ -64,6 +64,15 @@ def local_folder(source: str | Path, what: str) -> Path | None:
     return None
 
 
+def local_source(source: str | Path, what: str, revision: str | None) -> Path | None:
+    """`local_folder`, with `--revision` refused for a local folder: a revision names a Hub commit, and a folder
+    has only the files it holds. One rule for every command that takes both (run, import, analyze)."""
+    folder = local_folder(source, what)
+    if folder is not None and revision is not None:
+        raise ProbeError(f"{what} {source} is a local folder; --revision applies to Hub repos only")
+    return folder
+
+
 # ----------------------------------------------------------------------------- manifest and card
 
 

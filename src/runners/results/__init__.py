@@ -25,7 +25,10 @@ of a key (two processes on one key, or an item rescored after its prompt changed
 the newest part wins, deterministically. At the end of a run the key folder is compacted
 under a lock (the merged rows rewritten as one part per prompt content, with the current
 schema, the parts read removed), so a finished folder has one row per id and one schema, as
-`probes publish` requires. The manifest is updated under a lock too.
+`probes publish` requires. A writer whose rows are new and each id once (`probes import`, millions
+of rows) merges its own parts instead, a row group at a time (`merge_parts`), where compaction
+would read them back whole; a part known to hold each id once says so (`PART_UNIQUE`), so the
+manifest's row counts read its `refused` column, not its ids. The manifest is updated under a lock too.
 
 This package is the one home of the layout, in four modules: `layout` (the file names
 `CARD_NAME`, `MANIFEST_NAME`, `DATA_DIR`, `KEY_FILE`, the result key and its folder), `parts`
@@ -75,8 +78,11 @@ from .manifest import (
 )
 from .parts import (
     PART_CONTENT,
+    PART_UNIQUE,
     RESULT_SCHEMA,
+    PartWriter,
     compact_key,
+    merge_parts,
     missing_columns,
     newest_rows,
     part_content,
@@ -85,6 +91,7 @@ from .parts import (
     read_key_rows,
     read_part,
     row_counts,
+    rows_table,
     write_part,
 )
 
@@ -96,11 +103,13 @@ __all__ = [
     "KEY_FILE",
     "MANIFEST_NAME",
     "PART_CONTENT",
+    "PART_UNIQUE",
     "PROMPT_FIELDS",
     "RESULT_SCHEMA",
     "TOP_ENTRIES",
     "KeyFileError",
     "KeyRows",
+    "PartWriter",
     "ResultKey",
     "check_manifest_shape",
     "compact_key",
@@ -109,6 +118,7 @@ __all__ = [
     "key_dir",
     "key_folders",
     "load_key_rows",
+    "merge_parts",
     "missing_columns",
     "named_elsewhere",
     "newest_rows",
@@ -127,6 +137,7 @@ __all__ = [
     "render_results_card",
     "result_configs",
     "row_counts",
+    "rows_table",
     "shard_of",
     "short_model_name",
     "summarize",

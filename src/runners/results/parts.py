@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from promptgen.core.errors import ProbeError
-from promptgen.core.files import atomic_write
+from promptgen.core.files import _umask, atomic_write, writing
 
 RESULT_SCHEMA = pa.schema(
     [
@@ -52,6 +54,8 @@ RESULT_SCHEMA = pa.schema(
 
 #: a part's Parquet metadata key for the prompt content its rows were scored on (module docstring)
 PART_CONTENT = b"probes.prompt_content"
+#: a part's Parquet metadata key saying it holds each id once ("1"): compaction's parts, an import's merged part
+PART_UNIQUE = b"probes.one_row_per_id"
 
 
 #: `seq` is the writing time in ns (older layouts: a per-shard counter); `writer` tells concurrent writers apart
@@ -129,8 +133,16 @@ def read_key_rows(folder: Path, columns: Sequence[str] | None = None, *, file_co
 
 
 def row_counts(folder: Path) -> tuple[int, int]:
-    """(rows, refused rows) stored under one key folder: every stored row, not one run's."""
-    refused = read_key_rows(folder, ["refused"]).column("refused")
+    """(rows, refused rows) stored under one key folder: every stored row, not one run's.
+
+    A folder of one part that holds each id once (`PART_UNIQUE`) is counted from its `refused` column alone,
+    without its ids (a manifest update counts every key folder: millions of ids, each time).
+    """
+    parts = part_files(folder)
+    if len(parts) == 1 and (part_schema(parts[0]).metadata or {}).get(PART_UNIQUE) == b"1":
+        refused = read_part(parts[0], ["refused"]).column("refused")
+    else:
+        refused = read_key_rows(folder, ["refused"]).column("refused")
     return len(refused), int(pc.sum(refused.cast(pa.int64())).as_py() or 0)
 
 
@@ -144,12 +156,127 @@ def newest_rows(ids: pa.ChunkedArray | pa.Array) -> pa.Array | None:
 
 
 def write_part(
-    folder: Path, shard: tuple[int, int], rows: Sequence[Mapping[str, Any]], *, content: str | None = None
+    folder: Path, shard: tuple[int, int], rows: Sequence[Mapping[str, Any]] | pa.Table, *, content: str | None = None
 ) -> Path:
-    """Write rows as a new `part-<i>of<n>-<time>-<writer>.parquet`, atomically; `content`: see `PART_CONTENT`."""
+    """Write rows (dicts, or an Arrow table of the schema's columns) as a new `part-<i>of<n>-<time>-<writer>.parquet`,
+    atomically; `content`: see `PART_CONTENT`."""
     label = f"{shard[0]:05d}of{shard[1]:05d}"
-    table = pa.Table.from_pylist([{name: row.get(name) for name in RESULT_SCHEMA.names} for row in rows], RESULT_SCHEMA)
-    return _write_new_part(folder, label, table, content=content)
+    return _write_new_part(folder, label, rows_table(rows), content=content)
+
+
+def rows_table(rows: Sequence[Mapping[str, Any]] | pa.Table) -> pa.Table:
+    """Result rows as an Arrow table of `RESULT_SCHEMA` (a table's columns it lacks added as nulls)."""
+    if isinstance(rows, pa.Table):
+        columns = [
+            rows[name].cast(field.type) if name in rows.column_names else pa.nulls(len(rows), field.type)
+            for name, field in zip(RESULT_SCHEMA.names, RESULT_SCHEMA, strict=True)
+        ]
+        return pa.Table.from_arrays(columns, schema=RESULT_SCHEMA)
+    return pa.Table.from_pylist([{name: row.get(name) for name in RESULT_SCHEMA.names} for row in rows], RESULT_SCHEMA)
+
+
+class PartWriter:
+    """One part written as its rows come (row groups per `write`), put in place by `close`, atomically.
+
+    The rows go to a hidden temporary file in the key folder (`.part-*.tmp`, what a killed writer
+    leaves and the next one removes); `close` names the part (its time then, so it is the newest) and
+    renames it into place; `abort` removes it. Memory holds one `write`'s rows, never the part's.
+    """
+
+    def __init__(self, folder: Path, label: str, *, content: str | None = None, unique: bool = False) -> None:
+        import tempfile
+
+        self.folder, self.label = Path(folder), label
+        self.schema = RESULT_SCHEMA.with_metadata(_part_metadata(content, unique))
+        with writing("a result part", self.folder):
+            fd, tmp = tempfile.mkstemp(prefix=f".part-{self.label}-", suffix=".tmp", dir=self.folder)
+            os.close(fd)
+        self.tmp = Path(tmp)
+        self.rows = 0
+        self._writer: pq.ParquetWriter | None = None
+        with self._writing():
+            self._writer = pq.ParquetWriter(str(self.tmp), self.schema, compression="zstd")
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """A write error (disk full) is one line naming the key folder; the temporary file is removed."""
+        try:
+            with writing("a result part", self.folder):
+                yield
+        except BaseException:
+            self.abort()
+            raise
+
+    def write(self, rows: pa.Table) -> None:
+        """Append `rows` (a `RESULT_SCHEMA` table) as row groups of the part."""
+        assert self._writer is not None, "the part is closed"
+        if len(rows):
+            with self._writing():
+                self._writer.write_table(rows.cast(self.schema), row_group_size=len(rows))
+            self.rows += len(rows)
+
+    def close(self) -> Path | None:
+        """Put the part in place (None when no row was written: the temporary file is removed)."""
+        assert self._writer is not None, "the part is closed"
+        with self._writing():
+            self._writer.close()
+        self._writer = None
+        if not self.rows:
+            self.tmp.unlink(missing_ok=True)
+            return None
+        os.chmod(self.tmp, 0o666 & ~_umask())
+        seq = time.time_ns()
+        while True:
+            path = self.folder / f"part-{self.label}-{seq:020d}-{_WRITER}.parquet"
+            if not path.exists():
+                break
+            seq += 1
+        os.replace(self.tmp, path)
+        return path
+
+    def abort(self) -> None:
+        """Remove the temporary file (the rows written are lost)."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            with contextlib.suppress(OSError, pa.ArrowException):
+                writer.close()
+        self.tmp.unlink(missing_ok=True)
+
+
+#: rows a merge reads and writes at a time
+MERGE_ROWS = 16_384
+
+
+def merge_parts(folder: Path, parts: Sequence[Path], *, content: str | None = None) -> Path | None:
+    """Rewrite `parts` of a key folder as one part, `MERGE_ROWS` rows at a time; for the parts of one writer whose
+    rows are each id once (`runners.session.Session`'s `merge_parts`), which compaction would read back whole.
+    The merged part says so (`PART_UNIQUE`).
+
+    Under the folder's lock, as `compact_key`; the merged part is in place before the parts are removed, so a
+    crash leaves the same rows twice at most, which merge the same.
+    """
+    if len(parts) < 2:
+        return None
+    newest = _PART.match(parts[-1].name)
+    assert newest is not None, parts[-1]
+    with file_lock(folder / "parts"):
+        writer = PartWriter(folder, newest["shard"], content=content, unique=True)
+        try:
+            for path in parts:
+                try:
+                    batches = pq.ParquetFile(path).iter_batches(batch_size=MERGE_ROWS, columns=RESULT_SCHEMA.names)
+                    for batch in batches:
+                        writer.write(rows_table(pa.Table.from_batches([batch])))
+                    pa.default_memory_pool().release_unused()  # what the part's reading freed, not kept for the next
+                except (OSError, pa.ArrowException) as exc:
+                    raise ProbeError(f"{path}: cannot read result part parquet ({exc})") from exc
+            merged = writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+        for path in parts:
+            path.unlink(missing_ok=True)
+    return merged
 
 
 def part_content(schema: pa.Schema) -> str | None:
@@ -158,10 +285,15 @@ def part_content(schema: pa.Schema) -> str | None:
     return value.decode("ascii", "replace") if value else None
 
 
+def _part_metadata(content: str | None, unique: bool) -> dict[bytes, bytes] | None:
+    metadata = {PART_CONTENT: content.encode("ascii")} if content else {}
+    return {**metadata, PART_UNIQUE: b"1"} if unique else metadata or None
+
+
 def _write_new_part(
-    folder: Path, label: str, table: pa.Table, seq: int | None = None, content: str | None = None
+    folder: Path, label: str, table: pa.Table, seq: int | None = None, content: str | None = None, unique: bool = False
 ) -> Path:
-    table = table.replace_schema_metadata({PART_CONTENT: content.encode("ascii")} if content else None)
+    table = table.replace_schema_metadata(_part_metadata(content, unique))
     seq = time.time_ns() if seq is None else seq
     while True:
         path = folder / f"part-{label}-{seq:020d}-{_WRITER}.parquet"
@@ -212,7 +344,7 @@ def compact_key(
         assert newest is not None
         for n, code in enumerate(np.unique(row_label).tolist()):
             rows = merged.take(pa.array(np.flatnonzero(row_label == code))).cast(RESULT_SCHEMA)
-            _write_new_part(folder, newest["shard"], rows, int(newest["seq"]) + 1 + n, labels[code])
+            _write_new_part(folder, newest["shard"], rows, int(newest["seq"]) + 1 + n, labels[code], unique=True)
         for path in parts:
             path.unlink(missing_ok=True)
         return True

@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from promptgen.core.contract import arrow_table
+from promptgen.core.memory import release_mapped
 from runners import results as res
 from runners.results.rules import RULE_COLUMNS, valid_rows
 
@@ -104,6 +105,7 @@ def prompt_hashes(dataset: Any, rows: list[int]) -> list[str]:
     for start in range(0, len(rows), HASH_BATCH):
         batch = dataset.select(rows[start : start + HASH_BATCH]).select_columns(columns).to_list()
         out.extend(res.prompt_sha256(item) for item in batch)
+        release_mapped(dataset)  # a batch's pages, not the config's, stay resident (`promptgen.core.memory`)
     return out
 
 
@@ -125,8 +127,8 @@ class Checked:
 class Resume:
     """What `plan` decided for a run's selection."""
 
-    #: dataset rows still to score, in selection order
-    todo: list[int]
+    #: dataset rows still to score, in selection order (an array when the plan hashed none of them)
+    todo: Sequence[int]
     #: id -> prompt hash of each item to score
     hashes: dict[str, str]
     #: items to score whose stored row was scored on another prompt
@@ -167,20 +169,43 @@ def _read_done(folder: Path) -> _Done:
 
 
 def plan(
-    dataset: Any, ids: pa.ChunkedArray, selected: list[int], folder: Path, content: PromptContent | None
+    dataset: Any,
+    ids: pa.ChunkedArray,
+    selected: Sequence[int],
+    folder: Path,
+    content: PromptContent | None,
+    *,
+    hash_todo: bool = True,
 ) -> Resume:
-    """Which of the `selected` rows of `dataset` (whose ids are `ids`) are done under the key folder `folder`."""
+    """Which of the `selected` rows of `dataset` (whose ids are `ids`) are done under the key folder `folder`.
+
+    `hash_todo` False: the items never scored under the key are not hashed here (their rows are, as they are
+    added: `runners.session.Session.add_table`), only the stored rows to check; `hashes` is then empty and `todo`
+    an array, so a config of millions of rows costs no Python object per row.
+    """
     done = _read_done(folder)
     current = None if content is None else content.sha256
-    trusted_part = np.array([c is not None and c == current for c in done.contents], dtype=bool)
     sel = np.asarray(selected, dtype=np.int64)
-    sel_ids = ids.take(pa.array(sel)).cast(pa.string())
+    if not hash_todo and not len(done.rows):  # nothing stored: every selected row is to score
+        return Resume(sel, {}, 0, Checked(current))
+    trusted_part = np.array([c is not None and c == current for c in done.contents], dtype=bool)
+    every = len(sel) == len(ids) and bool(np.array_equal(sel, np.arange(len(ids))))
+    sel_ids = (ids if every else ids.take(pa.array(sel))).cast(pa.string())
     done_ids = done.rows["id"].combine_chunks()
     pos = pc.fill_null(pc.index_in(sel_ids, value_set=done_ids), -1).to_numpy().astype(np.int64)
     was_done = pos >= 0
     trusted = np.zeros(len(sel), dtype=bool)
     trusted[was_done] = trusted_part[done.part[pos[was_done]]]
     check = np.flatnonzero(~trusted)
+    if not hash_todo:
+        again = check[was_done[check]]  # stored rows of another content: current only if their prompt is the same
+        digests = prompt_hashes(dataset, sel[again].tolist())
+        stored = done.rows["prompt_sha256"].take(pa.array(pos[again])).to_pylist()
+        stale = np.array([d != s for d, s in zip(digests, stored, strict=True)], dtype=bool)
+        keep = np.zeros(len(sel), dtype=bool)
+        keep[check] = True
+        keep[again[~stale]] = False
+        return Resume(sel[keep], {}, int(stale.sum()), _checked(done, trusted_part, content, ids, sel, sel_ids))
     rows, row_ids, had = sel[check].tolist(), sel_ids.take(pa.array(check)).to_pylist(), was_done[check].tolist()
     digests = prompt_hashes(dataset, rows)
     stored = done.rows["prompt_sha256"].take(pa.array(pos[check], mask=~was_done[check])).to_pylist()
@@ -193,10 +218,21 @@ def plan(
         rescored += under_key
         todo.append(k)
         hashes[item_id] = digest
-    checked = Checked(current)
+    return Resume(todo, hashes, rescored, _checked(done, trusted_part, content, ids, sel, sel_ids))
+
+
+def _checked(
+    done: _Done,
+    trusted_part: np.ndarray,
+    content: PromptContent | None,
+    ids: pa.ChunkedArray,
+    sel: np.ndarray,
+    sel_ids: pa.ChunkedArray,
+) -> Checked:
+    """The stored rows the run checked: those of the parts of another content (`Checked`)."""
     untrusted = frozenset(name for name, trust in zip(done.names, trusted_part, strict=True) if not trust)
-    if content is not None and untrusted:
-        # rows whose id the whole config lacks are no item's (a later build dropped it): nothing skips them
-        whole = len(ids) == content.rows == len(sel)
-        checked = Checked(content.sha256, untrusted, None if whole else sel_ids.combine_chunks())
-    return Resume(todo, hashes, rescored, checked)
+    if content is None or not untrusted:
+        return Checked(None if content is None else content.sha256)
+    # rows whose id the whole config lacks are no item's (a later build dropped it): nothing skips them
+    whole = len(ids) == content.rows == len(sel)
+    return Checked(content.sha256, untrusted, None if whole else sel_ids.combine_chunks())

@@ -215,3 +215,92 @@ def test_a_prompt_config_without_authors_index_is_refused() -> None:
     prompts = PromptConfig(dataset, "datasets/intergroup-empathy", "race_P0S0T0", None, None, "other")
     with pytest.raises(ProbeError, match=r"race_P0S0T0.*authors_index, number_min, number_max.*empathy-authors"):
         EMPATHY_AUTHORS.prepare(prompts)
+
+
+def _make_unreadable(kind: str, path: Path) -> str:
+    """A batch file at `path` the import cannot read, of `kind`; what its error says."""
+    import os
+
+    if kind == "dangling link":
+        path.symlink_to(path.with_name("gone.tsv"))
+        return "does not exist"
+    if kind == "device":
+        path.symlink_to("/dev/null")
+        return "a character device"
+    if kind == "fifo":
+        os.mkfifo(path)
+        return "a FIFO"
+    if kind == "folder":
+        path.mkdir()
+        return "a folder"
+    shutil.copy(path.with_name("religion_origin_batch-0.tsv"), path)  # "unreadable"
+    path.chmod(0)
+    return "permission denied"
+
+
+@pytest.mark.parametrize("kind", ["dangling link", "device", "fifo", "folder", "unreadable"])
+def test_a_batch_file_it_cannot_read_is_one_line_naming_it(prompts, imported, tmp_path, kind) -> None:
+    """A dangling link, a device, a FIFO or a folder named as a batch file was skipped without a word (an import
+    of fewer files than the folder shows); each is now one line naming it and what to do, before anything is
+    read or written. A file without read permission too (as root every file is readable: not tested there)."""
+    import os
+
+    if kind == "unreadable" and os.geteuid() == 0:
+        pytest.skip("root reads every file")
+    source = tmp_path / "exp"
+    shutil.copytree(imported["source"], source)
+    name = "religion_origin_batch-2.tsv"
+    problem = _make_unreadable(kind, source / name)
+    out = tmp_path / "results"
+    args = ["import", str(source), "--format", FORMAT, "--prompts", str(prompts), "--model-name", MODEL]
+    line = one_line_error(runner.invoke(app, [*args, "--out", str(out)]), name, problem)
+    assert "--format empathy-authors" in line
+    assert not out.exists()
+
+
+def test_revision_with_a_local_prompt_folder_is_refused_as_analyze_refuses_it(prompts, imported, tmp_path) -> None:
+    """`--revision` names a Hub commit: with a local `--prompts` folder, import read the folder and ignored it,
+    where analyze refused it. Both now give the same one line (one rule, `promptgen.hub.read.local_source`)."""
+    out = tmp_path / "results"
+    flags = ["--revision", "v1.0.0"]
+    source = imported["source"]
+    args = ["import", str(source), "--format", FORMAT, "--prompts", str(prompts), "--model-name", MODEL]
+    imported_line = one_line_error(runner.invoke(app, [*args, "--out", str(out), *flags]), str(prompts), "--revision")
+    assert not out.exists()
+    args = ["analyze", "--prompts", str(prompts), "--results", str(imported["results"])]
+    analyzed = runner.invoke(app, [*args, "--out", str(tmp_path / "analysis"), *flags])
+    assert one_line_error(analyzed, str(prompts)) == imported_line
+
+
+def test_a_partial_import_then_the_full_one_warns_in_one_line_naming_the_folder_to_delete(
+    prompts, imported, tmp_path
+) -> None:
+    """One batch imported to try it, then every batch: two runs of the model side by side, without a word. The later
+    import now says so in one line naming the earlier (partial) folder to delete; after deleting it the folder holds
+    one run, and the full import run again adds nothing and still finds nothing to say. The other way round (the
+    full import first), the line names the partial one's folder."""
+    one = tmp_path / "one"
+    one.mkdir()
+    shutil.copy(imported["source"] / "religion_origin_batch-1.tsv", one)
+    out = tmp_path / "results"
+
+    def cli(source: Path, results: Path) -> list[str]:
+        args = ["import", str(source), "--format", FORMAT, "--prompts", str(prompts), "--model-name", MODEL]
+        result = runner.invoke(app, [*args, "--out", str(results)], terminal_width=400)
+        assert result.exit_code == 0, result.output
+        return [line for line in result.output.splitlines() if line.startswith("warning:")]
+
+    assert cli(one, out) == []
+    (partial,) = key_folders(out, "religion_P0S0T0")
+    (line,) = cli(imported["source"], out)
+    assert f"delete {partial} " in line and "religion_P0S0T0" in line and MODEL in line and "1 of these 2 files" in line
+    assert len(key_folders(out, "religion_P0S0T0")) == 2  # nothing deleted for the user
+    shutil.rmtree(partial)
+    assert cli(imported["source"], out) == []
+    assert len(key_folders(out, "religion_P0S0T0")) == 1
+    assert validate_results(out, read_manifest(out)).problems == []
+
+    reverse = tmp_path / "reverse"
+    assert cli(imported["source"], reverse) == []
+    (line,) = cli(one, reverse)
+    assert f"delete {reverse / partial.relative_to(out)} " in line and "every one of these files and 1 more" in line

@@ -349,3 +349,28 @@ def test_a_good_model_name_still_imports(scored, tmp_path) -> None:
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert set(_rows(other, "actor_observer_release")["model"]) == {good}
+
+
+def test_a_linked_setting_folder_is_followed_and_a_link_back_up_is_one_line(scored, imported, tmp_path) -> None:
+    """A setting folder that is a link (a layout assembled from links, not copies) was skipped without a word: the
+    import read the other settings only. It is followed now, and the files keep their names in the layout, so the
+    import is the same import as from the real folders (same revision: the same files). A link to a folder above
+    it would never end: one line naming it."""
+    outputs = tmp_path / "outputs"
+    shutil.copytree(scored["outputs"], outputs)
+    elsewhere = tmp_path / "elsewhere"
+    (outputs / "closed_ended" / "single_actor").rename(elsewhere)
+    (outputs / "closed_ended" / "single_actor").symlink_to(elsewhere, target_is_directory=True)
+    result = import_results(ImportRequest(outputs, FORMAT, scored["prompts"], MODEL, tmp_path / "results"))
+    assert sorted(c.config for c in result.configs) == sorted(RELEASE_CONFIGS)
+    assert (
+        result.key.model_revision
+        == read_key_rows(key_folders(imported, "single_actor_release")[0])["model_revision"][0].as_py()
+    )
+    single = next(c for c in result.configs if c.config == "single_actor_release")
+    assert all(name.startswith("closed_ended/single_actor/") for name in single.files)
+    loop = outputs / "closed_ended" / "actor_observer" / "loop"
+    loop.symlink_to(outputs / "closed_ended", target_is_directory=True)
+    out = tmp_path / "again"
+    one_line_error(_import_cli(outputs, scored["prompts"], out), "closed_ended/actor_observer/loop", "above it")
+    assert not out.exists()
