@@ -43,10 +43,13 @@ def leaky_hub(monkeypatch, tmp_path):
     token_file.write_text(SAVED)
     monkeypatch.setattr(secrets, "_saved_token_paths", lambda: (token_file, tmp_path / "hf" / "stored_tokens"))
 
-    def load_dataset(*args, **kwargs):
+    def load_dataset_builder(*args, **kwargs):
         raise _echoing_error()
 
-    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    # a prompt config's rows load through `datasets.load_dataset`'s own first step (runners.prompts._load), a
+    # results config's through `load_dataset` (analysis.load)
+    monkeypatch.setattr(datasets, "load_dataset_builder", load_dataset_builder)
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset_builder)
     # the revision resolves (offline here) and the manifest and card are read; the rows' load fails
     monkeypatch.setattr(remote, "resolve", lambda repo, revision, what="": remote.HubRef(repo, revision, "0" * 40))
     monkeypatch.setattr(remote, "read_build_manifest", lambda ref, what="": None)
@@ -108,10 +111,10 @@ def test_warnings_printed_by_the_cli_are_scrubbed(leaky_hub, capsys):
 def test_a_bugs_traceback_is_scrubbed(leaky_hub, monkeypatch, tmp_path, capsys):
     """An error no command expects keeps its traceback (a bug report needs it), with the secrets masked."""
 
-    def load_dataset(*args, **kwargs):
+    def load_dataset_builder(*args, **kwargs):
         raise _echoing_error(RuntimeError)
 
-    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    monkeypatch.setattr(datasets, "load_dataset_builder", load_dataset_builder)
     args = ["run", "org/probes", "--config", "single_actor", "--model", "org/model", "--out", str(tmp_path / "r")]
     monkeypatch.setattr(sys, "argv", ["probes", *args, "--quiet"])
     # an earlier vLLM test in this process would make entry() end the process with os._exit
