@@ -133,21 +133,50 @@ def unit_strata(table: Any, unit: SampleUnit, what: str) -> tuple[Any, dict[str,
     return keys, units
 
 
+@dataclass(frozen=True)
+class UnitIndex:
+    """A config's units in sample order and each row's unit: any size's draw without reading the config again
+    (the plan's `--budget-hours` prices many sizes of one config)."""
+
+    unit: SampleUnit | None
+    seed: int
+    #: the units in sample order (empty: no unit, the config is taken whole)
+    order: tuple[str, ...]
+    #: each row's unit key (an Arrow string array; None without a unit)
+    keys: Any
+    rows: int
+
+    @classmethod
+    def of(cls, table: Any, seed: int, what: str) -> UnitIndex:
+        """The index of `table` (an Arrow table of a config's rows, after its `where`)."""
+        probe, unit = config_unit(table)
+        if unit is None:
+            return cls(None, seed, (), None, len(table))
+        keys, units = unit_strata(table, unit, what)
+        return cls(unit, seed, tuple(sample_order(units, seed=seed, probe=probe)), keys, len(table))
+
+    @property
+    def population(self) -> int:
+        """The config's distinct units (its rows when it has none)."""
+        return len(self.order) if self.unit is not None else self.rows
+
+    def draw(self, size: int) -> SampleDraw:
+        """The rows of the first `size` units, in table order (all of them above the population)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if self.unit is None:
+            return SampleDraw(None, (), self.rows, self.seed, self.rows, tuple(range(self.rows)), size)
+        taken = min(size, len(self.order))
+        chosen = pa.array(self.order[:taken], pa.string())
+        rows = pc.indices_nonzero(pc.is_in(self.keys, value_set=chosen)).to_pylist()
+        unit = self.unit
+        return SampleDraw(unit.name, unit.columns, taken, self.seed, len(self.order), tuple(rows), size)
+
+
 def draw_sample(table: Any, sample: Sample, what: str) -> SampleDraw:
     """The rows of `table` (an Arrow table of a config's rows, after its `where`) the sample takes, in table order."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    probe, unit = config_unit(table)
-    if unit is None:
-        n = len(table)
-        return SampleDraw(None, (), n, sample.seed, n, tuple(range(n)), sample.size)
-    keys, units = unit_strata(table, unit, what)
-    order = sample_order(units, seed=sample.seed, probe=probe)
-    size = min(sample.size, len(order))
-    chosen = pa.array(order[:size], pa.string())
-    rows = pc.indices_nonzero(pc.is_in(keys, value_set=chosen)).to_pylist()
-    return SampleDraw(unit.name, unit.columns, size, sample.seed, len(order), tuple(rows), sample.size)
+    return UnitIndex.of(table, sample.seed, what).draw(sample.size)
 
 
 def limit_warning(table: Any, config: str, flag: str = "--limit") -> str:
