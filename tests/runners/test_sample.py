@@ -111,3 +111,32 @@ def test_a_sample_below_one_is_refused(size: int) -> None:
 
     with pytest.raises(ProbeError, match=f"--sample must be a positive number of units, got {size}"):
         RunRequest("d", CONFIG, "m", "r", sample=size)
+
+
+def plan_of(dataset: Path, model: Path, **fields):
+    from probes import api
+
+    request = api.PlanRequest(
+        dataset=dataset, model=str(model), chat=False, scoring="sentence", items_per_call=64, sample_calls=2, **fields
+    )  # a few calls counted per size: the bisection prices about ten sizes
+    return api.plan(request)
+
+
+@pytest.mark.slow  # a bisection of plans and two more
+def test_plan_with_a_budget_picks_the_largest_sample_that_fits(empathy130: Path, smollm2: Path) -> None:
+    from runners.plan.make import run_hours
+
+    def hours(plan: dict) -> float:
+        return run_hours(plan["totals"], "vllm", tuple(m for m in plan["totals"]["vllm"] if m != "generate"))
+
+    budget = hours(plan_of(empathy130, smollm2, sample=50)) * 1.01
+    fitted = plan_of(empathy130, smollm2, budget_hours=budget)
+    n = fitted["sample"]["size"]
+    assert fitted["sample"]["hours"] == pytest.approx(hours(fitted)) and hours(fitted) <= budget
+    # priced on their own, as --sample N prices them: N fits and N + 1 does not
+    alone = plan_of(empathy130, smollm2, sample=n)
+    assert hours(alone) == pytest.approx(hours(fitted)) and hours(alone) <= budget
+    assert hours(plan_of(empathy130, smollm2, sample=n + 1)) > budget
+    (counts,) = fitted["configs"].values()
+    assert counts["sample"] == {"unit": "event", "columns": ["text_id"], "size": n, "seed": 0, "population": 130}
+    assert counts["items"] == len(units_rows(empathy130, n))

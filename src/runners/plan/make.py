@@ -372,13 +372,16 @@ def make_plan(req: PlanRequest, *, progress: Callable[[str], None] | None = None
 
 def run_hours(totals: Mapping[str, Any], backend: str, modes: tuple[str, ...], *, measured: bool = False) -> float:
     """A run's hours on `backend` from a plan's totals: its generated configs' and its scored ones' in the dearest
-    number mode priced (a run reads numbers in one mode; which one is the run's flag, so the budget holds for any).
-    A mode it cannot price (its `unavailable`) is infinite: no budget fits it. `measured`: at `--tokens-per-s`."""
+    number mode priced (a run reads numbers in one mode; which one is the run's flag, so the budget holds for any
+    it can run). A mode the tokenizer cannot run (its `unavailable`) is left out; none left is infinite. `measured`: at `--tokens-per-s`."""
     key = "hours_at_tokens_per_s" if measured else "hours"
     cells = totals.get(backend, {})
-    if any("unavailable" in cell for cell in cells.values()):
+    if "unavailable" in cells.get(GENERATE, {}):
         return math.inf
-    scored = [cells[m][key] for m in modes if m in cells]
+    number = [m for m in modes if m in cells]
+    scored = [cells[m][key] for m in number if "unavailable" not in cells[m]]
+    if number and not scored:
+        return math.inf
     return (cells[GENERATE][key] if GENERATE in cells else 0.0) + (max(scored) if scored else 0.0)
 
 
