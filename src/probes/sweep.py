@@ -281,7 +281,8 @@ def _resolve(
                     settings=template.settings if run.settings is None else run.settings,
                     limit=template.limit if run.limit is None else run.limit,
                 ),
-                limit_flag="--limit-per-config",
+                # the user's --limit-per-config warns on an event-crossed config; a run's own (the demo's) does not
+                limit_flag="--limit-per-config" if run.limit is None else None,
             )
             if run.rows is not None:  # the results record the full config
                 prompts = replace(prompts, dataset=prompts.dataset.select(run.rows(prompts.dataset)))

@@ -280,7 +280,7 @@ def run_many(
 
 
 def resolve_protocol(
-    request: RunRequest, *, ref: HubRef | None = None, limit_flag: str = "--limit"
+    request: RunRequest, *, ref: HubRef | None = None, limit_flag: str | None = "--limit"
 ) -> tuple[PromptConfig, RunRequest, str]:
     """Load the request's config and decide how it is scored: its protocol with the request's settings over it.
 
@@ -314,7 +314,8 @@ def resolve_protocol(
     prompts, note = select_sample(prompts, request.drawn)
     if note:
         warnings.warn(note, RunnerWarning, stacklevel=2)
-    if request.limit is not None and request.sample is None and (line := limit_warning(prompts, limit_flag)):
+    partial = request.limit is not None and request.sample is None and limit_flag is not None
+    if partial and (line := limit_warning(prompts, limit_flag or "")):
         warnings.warn(line, RunnerWarning, stacklevel=2)
     if scoring.chat is not None:
         check_chat_form(prompts, scoring.chat)

@@ -186,6 +186,6 @@ def limit_warning(table: Any, config: str, flag: str = "--limit") -> str:
     if unit is None:
         return ""
     return (
-        f"config {config!r}: {flag} takes its first rows (in its build order, one cell of its matrix, not a "
-        f"spread of {unit.name}s); --sample N draws N {unit.plural} with every row of each"
+        f"config {config!r}: {flag} takes its first rows in build order (on an empathy config, one cell of its "
+        f"matrix), not a spread of its {unit.plural}; --sample N draws N {unit.plural} with every row of each"
     )

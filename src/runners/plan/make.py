@@ -373,7 +373,8 @@ def make_plan(req: PlanRequest, *, progress: Callable[[str], None] | None = None
 def run_hours(totals: Mapping[str, Any], backend: str, modes: tuple[str, ...], *, measured: bool = False) -> float:
     """A run's hours on `backend` from a plan's totals: its generated configs' and its scored ones' in the dearest
     number mode priced (a run reads numbers in one mode; which one is the run's flag, so the budget holds for any
-    it can run). A mode the tokenizer cannot run (its `unavailable`) is left out; none left is infinite. `measured`: at `--tokens-per-s`."""
+    it can run). A mode the tokenizer cannot run (its `unavailable`) is left out; none left is infinite.
+    `measured`: at `--tokens-per-s`."""
     key = "hours_at_tokens_per_s" if measured else "hours"
     cells = totals.get(backend, {})
     if "unavailable" in cells.get(GENERATE, {}):
