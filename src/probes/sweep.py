@@ -43,7 +43,7 @@ from promptgen.sources import SourceOptions
 from runners.backends.load import LoadOptions
 from runners.plan.loaded import SweepPlan, price_loaded
 from runners.request import RunRequest
-from runners.run import Runner, resolve_protocol
+from runners.run import Runner, resolve_protocol, warnings_to
 from runners.scoring.settings import ScoringSettings
 from runners.summary import RunSummary
 
@@ -87,6 +87,9 @@ class SweepRequest:
     probes: tuple[str, ...] = ()
     configs: tuple[str, ...] = ()
     limit_per_config: int | None = None
+    #: score a seeded sample of this many units per config (`RunRequest.sample`); None: every row
+    sample: int | None = None
+    sample_seed: int = 0
     model_name: str | None = None
     load: LoadOptions = field(default_factory=LoadOptions)
     settings: ScoringSettings | Mapping[str, Any] | None = None
@@ -183,7 +186,8 @@ def sweep(
         configs = {name: sweep_runs(request, name, folders[name]) for name in names}
         if request.configs and not any(configs.values()):
             raise ProbeError(f"--config {', '.join(request.configs)} matches no scoreable config of {', '.join(names)}")
-        resolved = _resolve(request, names, folders, configs, out)
+        with warnings_to(on_warning):
+            resolved = _resolve(request, names, folders, configs, out)
         progress(f"loading {request.model}")
         pairs = [(p, r) for _, p, r, _ in resolved]
         runner = stage(
@@ -266,6 +270,8 @@ def _resolve(
             chat=request.chat,
             shard=request.shard,
             limit=request.limit_per_config,
+            sample=request.sample,
+            sample_seed=request.sample_seed,
             batch_size=request.batch_size,
             flush_every=request.flush_every,
             rescore_changed=request.rescore_changed,
@@ -279,7 +285,9 @@ def _resolve(
                     results=out / "results" / (run.results or name),
                     settings=template.settings if run.settings is None else run.settings,
                     limit=template.limit if run.limit is None else run.limit,
-                )
+                ),
+                # the user's --limit-per-config warns on an event-crossed config; a run's own (the demo's) does not
+                limit_flag="--limit-per-config" if run.limit is None else None,
             )
             if run.rows is not None:  # the results record the full config
                 prompts = replace(prompts, dataset=prompts.dataset.select(run.rows(prompts.dataset)))

@@ -38,6 +38,8 @@ from promptgen.protocols import Protocol, manifest_protocol
 from runners.results import shard_of
 from runners.results.resume import PromptContent, files_digest, hub_content, local_content
 from runners.rows import prepare_request
+from runners.sample import Sample, draw_sample, unit_columns
+from runners.sample import limit_warning as sample_limit_warning
 from runners.scoring.settings import ScoringSettings
 
 
@@ -65,6 +67,8 @@ class PromptConfig:
     #: a local config: the digest of its data files' bytes (`resume.files_digest`), its identity without a
     #: fingerprint (`runners.results.check.prompt_identity`); None: a Hub dataset (its commit names it)
     data_sha256: str | None = None
+    #: the sample its rows are (`runners.sample.SampleDraw.record`), for the run's manifest entry; None: no sample
+    sample: dict[str, Any] | None = None
 
     def provenance(self) -> dict[str, Any]:
         """How a results manifest names its prompts: by name, version, fingerprint, Hub repo and commit, never a
@@ -312,6 +316,28 @@ def select_rows(prompts: PromptConfig, where: Mapping[str, Sequence[str]] | None
         return prompts
     rows = where_rows(arrow_table(prompts.dataset), where, f"{prompts.path} config {prompts.config!r}")
     return replace(prompts, dataset=prompts.dataset.select(rows))
+
+
+def select_sample(prompts: PromptConfig, sample: Sample | None) -> tuple[PromptConfig, str]:
+    """The rows of the sample's units (`runners.sample.draw_sample`), after the protocol's selection, and the one
+    line to show when the sample is the whole config ("" otherwise). Without a sample: `prompts` as they are."""
+    if sample is None:
+        return prompts, ""
+    what = f"{prompts.path} config {prompts.config!r}"
+    draw = draw_sample(_unit_table(prompts), sample, what)
+    dataset = prompts.dataset if draw.whole else prompts.dataset.select(draw.rows)
+    return replace(prompts, dataset=dataset, sample=draw.record()), draw.note(prompts.config)
+
+
+def limit_warning(prompts: PromptConfig, flag: str = "--limit") -> str:
+    """`runners.sample.limit_warning` of a loaded config: its first rows are one cell of a matrix, not a sample."""
+    return sample_limit_warning(_unit_table(prompts), prompts.config, flag)
+
+
+def _unit_table(prompts: PromptConfig) -> Any:
+    """The Arrow columns of `prompts` a sample reads (ids, `probe`, the units' and strata's): never the prompts."""
+    wanted = {"id", *unit_columns()}
+    return arrow_table(prompts.dataset.select_columns([c for c in prompts.dataset.column_names if c in wanted]))
 
 
 def where_rows(table: Any, where: Mapping[str, Sequence[str]], what: str) -> list[int]:

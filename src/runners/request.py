@@ -21,6 +21,7 @@ from runners.backends import backend_spec
 from runners.backends.load import LoadOptions
 from runners.model.identity import check_model_name
 from runners.results import parse_shard
+from runners.sample import Sample
 from runners.scoring.settings import ScoringSettings
 
 
@@ -52,6 +53,10 @@ class RunRequest:
     where: Mapping[str, Sequence[str]] | None = None
     shard: str | tuple[int, int] | None = None
     limit: int | None = None
+    #: score the rows of the first `sample` units of the config's seeded order (`runners.sample`); None: all rows
+    sample: int | None = None
+    #: the seed of that order: the same seed gives the same units for every model
+    sample_seed: int = 0
     batch_size: int | None = None
     flush_every: int = 64
     ray: bool = False
@@ -68,6 +73,8 @@ class RunRequest:
             raise ProbeError("--batch-size and --flush-every must be positive")
         if self.limit is not None and self.limit < 1:
             raise ProbeError(f"--limit must be positive, got {self.limit}")
+        if self.sample is not None:
+            Sample(self.sample, self.sample_seed)  # a size below 1 is one line, as the request is made
         if self.model_name is not None:  # before the model loads, not once it has (`runners.session.model_name_for`)
             check_model_name(self.model_name)
         if self.ray_workers < 1:
@@ -91,6 +98,11 @@ class RunRequest:
         if not isinstance(self.settings, ScoringSettings):
             raise TypeError("a driver needs complete ScoringSettings; resolve flags with runners.run.resolve_protocol")
         return self.settings
+
+    @property
+    def drawn(self) -> Sample | None:
+        """The sample asked (`--sample N --sample-seed S`); None: every row the protocol selects."""
+        return None if self.sample is None else Sample(self.sample, self.sample_seed)
 
     @property
     def shard_range(self) -> tuple[int, int]:

@@ -38,8 +38,10 @@ from runners.prompts import (
     check_chat_form,
     check_scoring_mode,
     hub_ref,
+    limit_warning,
     load_prompt_config,
     select_rows,
+    select_sample,
 )
 from runners.request import LoadOptions, RunRequest
 from runners.results.check import check_same_prompts
@@ -254,11 +256,12 @@ def run_many(
         refs = {(str(template.dataset), template.revision): ref}
     first = requests[0]
     resolved = []
-    for request in requests:
-        where = (str(request.dataset), request.revision)
-        if where not in refs:
-            refs[where] = hub_ref(*where)
-        resolved.append(resolve_protocol(replace(request, shard=request.shard_range), ref=refs[where]))
+    with warnings_to(on_warning):
+        for request in requests:
+            where = (str(request.dataset), request.revision)
+            if where not in refs:
+                refs[where] = hub_ref(*where)
+            resolved.append(resolve_protocol(replace(request, shard=request.shard_range), ref=refs[where]))
     hooks = on_config or (lambda _request: (None, None))
     summaries = []
     if first.ray:
@@ -276,7 +279,9 @@ def run_many(
     return [replace(summary, protocol=label) for summary, (_, _, label) in zip(summaries, resolved, strict=True)]
 
 
-def resolve_protocol(request: RunRequest, *, ref: HubRef | None = None) -> tuple[PromptConfig, RunRequest, str]:
+def resolve_protocol(
+    request: RunRequest, *, ref: HubRef | None = None, limit_flag: str | None = "--limit"
+) -> tuple[PromptConfig, RunRequest, str]:
     """Load the request's config and decide how it is scored: its protocol with the request's settings over it.
 
     Returns the config restricted to the rows scored (the protocol's or the request's `where`),
@@ -294,10 +299,11 @@ def resolve_protocol(request: RunRequest, *, ref: HubRef | None = None) -> tuple
     inputs = [("DATASET", request.dataset), Reference("--model", request.model)]
     request = replace(request, results=check_out_folder(request.results, inputs=inputs))
     # the protocol's rows, or the request's, then its shard and limit: with a shard or a limit, only those are read
+    # (a sample is drawn from the whole config's units, so with one the load reads every row the protocol selects)
     rows = RowSpec(
         lambda protocol: request.where if request.where is not None else (protocol.where if protocol else None),
-        request.shard_range,
-        request.limit,
+        request.shard_range if request.drawn is None else (0, 1),
+        request.limit if request.drawn is None else None,
     )
     prompts = load_prompt_config(str(request.dataset), request.config, revision=request.revision, ref=ref, rows=rows)
     tasks = prompts.dataset.unique("task") if "task" in prompts.dataset.column_names else None
@@ -305,6 +311,12 @@ def resolve_protocol(request: RunRequest, *, ref: HubRef | None = None) -> tuple
     if prompts.no_protocol_reason:
         scoring = replace(scoring, label=f"{scoring.label}: {prompts.no_protocol_reason}")
     prompts = select_rows(prompts, scoring.where)
+    prompts, note = select_sample(prompts, request.drawn)
+    if note:
+        warnings.warn(note, RunnerWarning, stacklevel=2)
+    partial = request.limit is not None and request.sample is None and limit_flag is not None
+    if partial and (line := limit_warning(prompts, limit_flag or "")):
+        warnings.warn(line, RunnerWarning, stacklevel=2)
     if scoring.chat is not None:
         check_chat_form(prompts, scoring.chat)
     check_scoring_mode(prompts, scoring.settings)

@@ -352,6 +352,8 @@ class Session:
             "runner_version": __version__,
             "shard": f"{self.shard[0]}/{self.shard[1]}",
             "limit": self.limit,
+            # the sample the rows are (unit, columns, size, seed, population: `runners.sample`); not in the key
+            **({"sample": self.prompts.sample} if getattr(self.prompts, "sample", None) else {}),
             "selected": summary.selected,
             "skipped_done": summary.skipped,
             "rescored": summary.rescored,

@@ -67,6 +67,20 @@ ModelName = Annotated[
     ),
 ]
 Limit = Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N items (of the shard).")]
+SampleSize = Annotated[
+    int | None,
+    typer.Option(
+        "--sample",
+        help="Score a seeded sample of N units per config (empathy: events, stratified by emotion; Talent-or-Luck: "
+        "templates), every row of each; the Trust Game is taken whole. Nested: a larger N of the same seed holds a "
+        "smaller one and resumes it; every model gets the same units. Recorded in the manifest and card, not the key.",
+        metavar="N",
+    ),
+]
+SampleSeed = Annotated[
+    int,
+    typer.Option("--sample-seed", help="Seed of the --sample order (the same seed: the same units).", metavar="S"),
+]
 Chat = Annotated[
     bool | None,
     typer.Option("--chat/--no-chat", help="Use the chat template (default: when the tokenizer has one)."),

@@ -102,6 +102,21 @@ def plan_cmd(
             "answers (default: --tokens-per-s).",
         ),
     ] = None,
+    sample: opt.SampleSize = None,
+    sample_seed: opt.SampleSeed = 0,
+    budget_hours: Annotated[
+        float | None,
+        typer.Option(
+            "--budget-hours",
+            metavar="H",
+            help="Price the largest --sample (units per config, the same for every config) whose hours on --backend "
+            "fit H, found by bisection; prints each config's units, items and hours. Then `probes run --sample N` "
+            "(or --budget-hours H) scores it.",
+        ),
+    ] = None,
+    backend: Annotated[
+        str, typer.Option("--backend", help="The backend whose hours --budget-hours fits: vllm or hf.")
+    ] = "vllm",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
 ) -> None:
     """Price a sweep without running the model: tokens per backend and mode, FLOPs, GPU hours.
@@ -136,6 +151,10 @@ def plan_cmd(
         max_new_tokens=max_new_tokens,
         limit=limit,
         decode_tokens_per_s=decode_tokens_per_s,
+        sample=sample,
+        sample_seed=sample_seed,
+        budget_hours=budget_hours,
+        backend=backend,
     )
     plan = api.plan(request, progress=None if quiet else lambda line: err.print(line, highlight=False))
     table = Table(title=f"plan: {model} on {gpu} at MFU {mfu}")
@@ -145,3 +164,31 @@ def plan_cmd(
     for row in api.plan_rows(plan):
         table.add_row(*(escape(cell) for cell in row))
     out.print(table)
+    if plan["sample"] is not None:
+        out.print(_sample_table(plan, backend))
+
+
+def _sample_table(plan: dict, backend: str) -> Table:
+    """Each config's sample: units of how many, items, and hours on `backend` (the budget's, else vllm's)."""
+    from runners.plan.make import run_hours
+
+    sample = plan["sample"]
+    fitted = f", the largest within {sample['budget_hours']:g} h on {backend}" if sample["budget_hours"] else ""
+    hours = run_hours(plan["totals"], backend, tuple(m for m in plan["totals"].get(backend, {}) if m != "generate"))
+    title = f"sample of {sample['size']:,} units per config (seed {sample['seed']}{fitted}): {hours:.3g} h on {backend}"
+    table = Table(title=title)
+    for header in ("config", "unit", "units", "of", "items", f"hours ({backend})"):
+        table.add_column(header)
+    for name, counts in plan["configs"].items():
+        drawn = counts.get("sample") or {}
+        one = {"totals": {backend: counts.get(backend, {})}}
+        config_hours = run_hours(one["totals"], backend, tuple(m for m in counts.get(backend, {}) if m != "generate"))
+        table.add_row(
+            escape(name),
+            escape(drawn.get("unit") or "(whole)"),
+            f"{drawn.get('size', 0):,}",
+            f"{drawn.get('population', 0):,}",
+            f"{counts['items']:,}",
+            f"{config_hours:.3g}",
+        )
+    return table

@@ -40,6 +40,8 @@ def run(
     run_fields: Any,
     where: opt.Where = None,
     limit: opt.Limit = None,
+    sample: opt.SampleSize = None,
+    sample_seed: opt.SampleSeed = 0,
     revision: opt.Revision = None,
     use_ray: Annotated[
         bool, typer.Option("--ray", help="Score on a Ray Data actor pool (RAY_ADDRESS, else a local Ray); same OUT.")
@@ -79,6 +81,8 @@ def run(
             load=load,
             where=parse_where(where),
             limit=limit,
+            sample=sample,
+            sample_seed=sample_seed,
             ray=use_ray,
             ray_workers=ray_workers,
             on_config=lambda request: _progress_hooks(progress, request.config),

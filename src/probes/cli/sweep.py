@@ -74,6 +74,8 @@ def sweep_cmd(
     limit_per_config: Annotated[
         int | None, typer.Option("--limit-per-config", min=1, help="Only the first N items of each config.")
     ] = None,
+    sample: opt.SampleSize = None,
+    sample_seed: opt.SampleSeed = 0,
     mfu: Annotated[
         float, typer.Option("--mfu", min=0.01, max=1.0, help="Model FLOPs utilisation the plan prices a GPU at.")
     ] = 0.5,
@@ -134,6 +136,8 @@ def sweep_cmd(
         probes=probes,
         configs=configs,
         limit_per_config=limit_per_config,
+        sample=sample,
+        sample_seed=sample_seed,
         load=load,
         settings=scoring,
         mfu=mfu,

@@ -23,6 +23,7 @@ from promptgen.hub.read import (
 )
 from promptgen.protocols import Protocol, manifest_protocol
 from runners.prompts import where_rows
+from runners.sample import SampleDraw, UnitIndex, unit_columns
 
 
 def item_configs(dataset: Path) -> list[str]:
@@ -96,8 +97,43 @@ class ConfigRows:
         if where:
             self.kept = self._where(where)
             self.rows = len(self.kept)
+        #: the rows the selection keeps, before the limit
+        self.total_kept = self.rows
+        self.limit = limit
         if limit is not None:  # the first `limit` rows (kept ones), as `probes run --limit`
             self.rows = min(self.rows, limit)
+
+    def unit_index(self, seed: int) -> UnitIndex:
+        """The config's sample units in their seeded order (`runners.sample.UnitIndex`), over its kept rows; read
+        once per seed from the unit columns alone."""
+        cache = self.__dict__.setdefault("_unit_indexes", {})
+        if seed not in cache:
+            import pyarrow as pa
+
+            names = self.files[0].schema_arrow.names if self.files else []
+            columns = [c for c in names if c in unit_columns()]
+            tables = []
+            for path, pf in zip(self.paths, self.files, strict=True):
+                with parquet_errors(path, "prompt"):
+                    tables.append(pf.read(columns=columns))
+            table = pa.concat_tables(tables) if tables else pa.table({})
+            if self.kept is not None:
+                table = table.take(self.kept)
+            what = f"config {self.paths[0].parent.name!r}" if self.paths else "config"
+            cache[seed] = UnitIndex.of(table, seed, what)
+        return cache[seed]
+
+    def sampled(self, size: int, seed: int) -> tuple[ConfigRows, SampleDraw]:
+        """These rows narrowed to the sample of `size` units (`probes run --sample`, after the protocol's `where`),
+        and the draw; the limit, if any, applies after it, as the run's does."""
+        import copy
+
+        draw = self.unit_index(seed).draw(size)
+        out = copy.copy(self)
+        base = self.kept if self.kept is not None else range(self.total_kept)
+        out.kept = [base[i] for i in draw.rows]
+        out.rows = len(out.kept) if self.limit is None else min(len(out.kept), self.limit)
+        return out, draw
 
     def _where(self, where: Mapping[str, Sequence[str]]) -> list[int]:
         import pyarrow as pa

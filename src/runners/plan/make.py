@@ -48,6 +48,7 @@ from runners.plan.pricing import (
 )
 from runners.plan.profile import GenerationProfile, TrieProfile, read_generation_profile, read_profile
 from runners.prompts import chat_for, check_chat_template
+from runners.sample import Sample
 from runners.scoring.distributions import NUMBER_MODES
 from runners.scoring.generate_accounting import DecodedLengths
 from runners.scoring.settings import SCORING_NAMES, check_number_tolerance, resolve_scoring
@@ -88,6 +89,13 @@ class PlanRequest:
     limit: int | None = None
     #: a measured decode rate (generated tokens/s), with `tokens_per_s` pricing a generated config's decode
     decode_tokens_per_s: float | None = None
+    #: price the seeded sample of this many units per config (`probes run --sample N`, `runners.sample`)
+    sample: int | None = None
+    sample_seed: int = 0
+    #: instead of `sample`: the largest sample whose hours on `backend` fit (found by bisection)
+    budget_hours: float | None = None
+    #: the backend whose hours `budget_hours` fits
+    backend: str = "vllm"
 
     @property
     def priced_modes(self) -> tuple[str, ...]:
@@ -118,6 +126,16 @@ def check_request(req: PlanRequest) -> None:
         raise ProbeError(f"--max-new-tokens must be at least 1, got {req.max_new_tokens}")
     if req.limit is not None and req.limit < 1:
         raise ProbeError(f"--limit must be positive, got {req.limit}")
+    if req.sample is not None:
+        Sample(req.sample, req.sample_seed)  # N below 1: one line
+    if req.budget_hours is not None:
+        if not (isinstance(req.budget_hours, int | float) and math.isfinite(req.budget_hours) and req.budget_hours > 0):
+            raise ProbeError(f"--budget-hours must be a positive number of hours, got {req.budget_hours}")
+        if req.sample is not None:
+            raise ProbeError("give --sample N or --budget-hours H (which picks N), not both")
+        if req.backend not in priced_backends() or backend_spec(req.backend).served:
+            priced = [b for b in priced_backends() if not backend_spec(b).served]
+            raise ProbeError(f"--backend must be one priced in hours ({', '.join(priced)}), got {req.backend!r}")
     for name, value in (("--items-per-call", req.items_per_call), ("--max-batch-tokens", req.max_batch_tokens)):
         if value is not None and value < 1:
             raise ProbeError(f"{name} must be positive, got {value}")
@@ -219,16 +237,35 @@ def make_plan(req: PlanRequest, *, progress: Callable[[str], None] | None = None
     answers = generation_profile(req, tokenizer, generated)
     modes = req.priced_modes
     machine = decode_machine(shape, req.gpu)
-    per_config: dict[str, Any] = {}
+    forms = {}
     for name in configs:
-        # the form and rows a run without flags scores: --chat/--no-chat, else the protocol's, else the tokenizer's
-        protocol = protocols.get(name)
-        form = chat_for(tokenizer, resolved[name].chat)
-        check_chat_template(name, tokenizer, form)
-        rows = ConfigRows(files[name], where=None if protocol is None else protocol.where, limit=req.limit)
+        # the form a run without flags scores: --chat/--no-chat, else the protocol's, else the tokenizer's
+        forms[name] = chat_for(tokenizer, resolved[name].chat)
+        check_chat_template(name, tokenizer, forms[name])
+    # the rows a run scores: the protocol's selection, then the sample, then the limit
+    base_rows = {
+        name: ConfigRows(
+            files[name], where=None if protocols.get(name) is None else protocols[name].where, limit=req.limit
+        )
+        for name in configs
+    }
+
+    def price_at(size: int | None) -> dict[str, Any]:
+        per_config: dict[str, Any] = {}
+        for name in configs:
+            rows, draw = base_rows[name], None
+            if size is not None:
+                rows, draw = rows.sampled(size, req.sample_seed)
+            per_config[name] = price_config(name, rows)
+            if draw is not None:
+                per_config[name]["sample"] = draw.record()
+        return per_config
+
+    def price_config(name: str, rows: ConfigRows) -> dict[str, Any]:
+        protocol, form = protocols.get(name), forms[name]
         scoring = scorings[name]
 
-        def tick(done: int, total: int, name: str = name) -> None:
+        def tick(done: int, total: int) -> None:
             if progress:
                 progress(f"{name}: call {done}/{total}")
 
@@ -277,7 +314,14 @@ def make_plan(req: PlanRequest, *, progress: Callable[[str], None] | None = None
                 else:
                     priced = hours(shape, cell, req.gpu, req.mfu, req.tokens_per_s, calls=counts["calls"])
                 cell.update(priced)
-        per_config[name] = counts
+        return counts
+
+    search: list[tuple[int, float]] = []
+    if req.budget_hours is not None:
+        size, per_config, search = fit_budget(req, base_rows, price_at, configs, modes)
+    else:
+        size = req.sample
+        per_config = price_at(size)
     totals = plan_totals(per_config, configs, (*modes, GENERATE), tokens_per_s=bool(req.tokens_per_s))
     return {
         "dataset": str(req.dataset),
@@ -298,6 +342,18 @@ def make_plan(req: PlanRequest, *, progress: Callable[[str], None] | None = None
         "scoring": req.scoring,
         "max_new_tokens": req.max_new_tokens,
         "limit": req.limit,
+        "sample": None
+        if size is None
+        else {
+            "size": size,
+            "seed": req.sample_seed,
+            "budget_hours": req.budget_hours,
+            "backend": req.backend if req.budget_hours is not None else None,
+            "hours": run_hours(totals, req.backend, modes, measured=bool(req.tokens_per_s))
+            if req.budget_hours is not None
+            else None,
+            "bisection": [{"size": n, "hours": h} for n, h in search],
+        },
         "generation_profile": None if answers is None else answers.source,
         "counting": "exact per call where a config has at most sample_calls calls, else a ratio estimate from "
         "sampled calls (each counted exactly), with its standard error (*_se)",
@@ -312,6 +368,64 @@ def make_plan(req: PlanRequest, *, progress: Callable[[str], None] | None = None
         "totals": totals,
         "wall_s": time.perf_counter() - started,
     }
+
+
+def run_hours(totals: Mapping[str, Any], backend: str, modes: tuple[str, ...], *, measured: bool = False) -> float:
+    """A run's hours on `backend` from a plan's totals: its generated configs' and its scored ones' in the dearest
+    number mode priced (a run reads numbers in one mode; which one is the run's flag, so the budget holds for any
+    it can run). A mode the tokenizer cannot run (its `unavailable`) is left out; none left is infinite.
+    `measured`: at `--tokens-per-s`."""
+    key = "hours_at_tokens_per_s" if measured else "hours"
+    cells = totals.get(backend, {})
+    if "unavailable" in cells.get(GENERATE, {}):
+        return math.inf
+    number = [m for m in modes if m in cells]
+    scored = [cells[m][key] for m in number if "unavailable" not in cells[m]]
+    if number and not scored:
+        return math.inf
+    return (cells[GENERATE][key] if GENERATE in cells else 0.0) + (max(scored) if scored else 0.0)
+
+
+def fit_budget(
+    req: PlanRequest,
+    rows: Mapping[str, ConfigRows],
+    price_at: Callable[[int | None], dict[str, Any]],
+    configs: list[str],
+    modes: tuple[str, ...],
+) -> tuple[int, dict[str, Any], list[tuple[int, float]]]:
+    """The largest sample size whose hours on `req.backend` fit `req.budget_hours`, its per-config plan, and the
+    sizes the bisection priced (size, hours). The price grows with the size, so bisection between 1 unit and
+    the largest config's population (all of every config) finds it in log2 steps; a budget below one unit's
+    price is one line."""
+    budget, backend = float(req.budget_hours or 0), req.backend
+    indexes = [rows[c].unit_index(req.sample_seed) for c in configs]
+    # the largest size that still adds a unit (a config without units is taken whole at any size)
+    everything = max((index.population for index in indexes if index.unit is not None), default=1)
+    measured = bool(req.tokens_per_s)
+    memo: dict[int, tuple[float, dict[str, Any]]] = {}
+
+    def cost(size: int) -> float:
+        if size not in memo:
+            per_config = price_at(size)
+            totals = plan_totals(per_config, configs, (*modes, GENERATE), tokens_per_s=measured)
+            memo[size] = (run_hours(totals, backend, modes, measured=measured), per_config)
+        return memo[size][0]
+
+    if cost(everything) <= budget:
+        best = everything
+    else:
+        if cost(1) > budget:
+            raise ProbeError(
+                f"--budget-hours {budget:g}: one unit of each config is priced at {cost(1):.3g} h on {backend} "
+                f"({req.gpu} at MFU {req.mfu:g}); nothing smaller can be sampled"
+            )
+        lo, hi = 1, everything  # cost(lo) fits, cost(hi) does not
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if cost(mid) <= budget else (lo, mid)
+        best = lo
+    cost(best)
+    return best, memo[best][1], [(n, memo[n][0]) for n in memo]
 
 
 def generation_profile(req: PlanRequest, tokenizer: Any, generated: list[str]) -> GenerationProfile | None:

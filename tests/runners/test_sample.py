@@ -1,0 +1,142 @@
+"""`--sample N`: the rows of the first N units of the probe's seeded order (runners.sample), on a real empathy build.
+
+Scored with the tests' third backend (tests/fake_backend.py) on the SmolLM2 tokenizer: the checks are on
+which rows are selected, scored and recorded, recomputed here from the config's own columns and
+`promptgen.sample_order` (whose order is checked against its definition in tests/promptgen/test_sample_order.py).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from promptgen.core.errors import ProbeError
+from promptgen.sample_order import sample_order
+
+CONFIG = "religion_P0S0T0"
+
+
+@pytest.fixture(scope="module")
+def empathy130(shared_sources: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """intergroup-empathy from 130 of the release's events, its religion_P0S0T0 config only (36 rows an event)."""
+    from promptgen.build import build
+
+    out = tmp_path_factory.mktemp("empathy130")
+    return build("intergroup-empathy", out_dir=out, sources=shared_sources, max_events=130, configs=[CONFIG]).path
+
+
+def units_rows(dataset: Path, n: int, seed: int = 0) -> set[str]:
+    """The ids of the rows of the first n events, computed from the parquet and the order alone."""
+    table = pq.read_table(dataset / "data" / CONFIG, columns=["id", "text_id", "emotion"]).to_pylist()
+    units = {str(r["text_id"]): r["emotion"] for r in table}
+    chosen = set(sample_order(units, seed=seed, probe="intergroup-empathy")[:n])
+    return {r["id"] for r in table if str(r["text_id"]) in chosen}
+
+
+def scored_ids(results: Path) -> list[str]:
+    (key,) = (results / "data" / CONFIG).iterdir()
+    return [i for part in sorted(key.glob("*.parquet")) for i in pq.read_table(part, columns=["id"])["id"].to_pylist()]
+
+
+def run(dataset: Path, results: Path, model: str, name: str, warnings: list[str] | None = None, **fields):
+    import fake_backend
+    from probes import api
+    from runners.backends.load import LoadOptions
+
+    (summary,) = api.run_many(
+        dataset, [CONFIG], model, results, model_name=name, load=LoadOptions.of(backend=fake_backend.NAME),
+        settings={"scoring": "sentence"}, on_warning=(warnings.append if warnings is not None else None), **fields,
+    )  # fmt: skip
+    return summary
+
+
+def manifest_runs(results: Path) -> list[dict]:
+    return list(json.loads((results / "results_manifest.json").read_text())["runs"].values())
+
+
+@pytest.mark.slow  # two runs of a real build (36 rows an event)
+def test_a_larger_sample_resumes_a_smaller_one_scoring_only_the_new_units(
+    empathy130: Path, smollm2: Path, tmp_path: Path
+) -> None:
+    results = tmp_path / "results"
+    first = run(empathy130, results, str(smollm2), "org/one", sample=40)
+    forty, hundred_twenty = units_rows(empathy130, 40), units_rows(empathy130, 120)
+    assert forty < hundred_twenty and len(forty) == 40 * 36
+    assert first.items == len(forty) and set(scored_ids(results)) == forty
+    second = run(empathy130, results, str(smollm2), "org/one", sample=120)
+    assert second.skipped == len(forty)  # the 40 events' rows are reused...
+    assert second.items == len(hundred_twenty - forty) == 80 * 36  # ...and only the 80 new events' rows scored
+    ids = scored_ids(results)
+    assert len(ids) == len(set(ids)) and set(ids) == hundred_twenty  # no row twice
+    (entry,) = manifest_runs(results)
+    assert entry["sample"] == {"unit": "event", "columns": ["text_id"], "size": 120, "seed": 0, "population": 130}
+    card = (results / "README.md").read_text()
+    assert "## Samples" in card and "| event | text_id | 120 | 130 | 0 |" in card
+
+
+@pytest.mark.slow  # three runs
+def test_two_models_at_the_same_sample_score_the_same_ids_and_another_seed_others(
+    empathy130: Path, smollm2: Path, tmp_path: Path
+) -> None:
+    run(empathy130, tmp_path / "a", str(smollm2), "org/one", sample=40)
+    run(empathy130, tmp_path / "b", str(smollm2), "org/two", sample=40)
+    assert sorted(scored_ids(tmp_path / "a")) == sorted(scored_ids(tmp_path / "b"))
+    run(empathy130, tmp_path / "c", str(smollm2), "org/one", sample=40, sample_seed=7)
+    assert set(scored_ids(tmp_path / "c")) == units_rows(empathy130, 40, seed=7) != units_rows(empathy130, 40)
+
+
+def test_a_sample_above_the_population_takes_it_all_in_one_line(
+    empathy130: Path, smollm2: Path, tmp_path: Path
+) -> None:
+    said: list[str] = []
+    summary = run(empathy130, tmp_path / "r", str(smollm2), "org/one", warnings=said, sample=500)
+    assert summary.items == 130 * 36
+    assert said == [f"config {CONFIG!r}: --sample 500 is more than its 130 events; taking all of them"]
+    assert manifest_runs(tmp_path / "r")[0]["sample"]["size"] == 130
+
+
+def test_limit_on_an_event_config_warns_and_names_sample(empathy130: Path, smollm2: Path, tmp_path: Path) -> None:
+    said: list[str] = []
+    run(empathy130, tmp_path / "r", str(smollm2), "org/one", warnings=said, limit=10)
+    assert len(said) == 1 and "--limit takes its first rows" in said[0] and "--sample N" in said[0]
+    assert "sample" not in manifest_runs(tmp_path / "r")[0]  # no sample asked: the record is as before
+
+
+@pytest.mark.parametrize("size", [0, -3])
+def test_a_sample_below_one_is_refused(size: int) -> None:
+    from runners.request import RunRequest
+
+    with pytest.raises(ProbeError, match=f"--sample must be a positive number of units, got {size}"):
+        RunRequest("d", CONFIG, "m", "r", sample=size)
+
+
+def plan_of(dataset: Path, model: Path, **fields):
+    from probes import api
+
+    request = api.PlanRequest(
+        dataset=dataset, model=str(model), chat=False, scoring="sentence", items_per_call=64, sample_calls=2, **fields
+    )  # a few calls counted per size: the bisection prices about ten sizes
+    return api.plan(request)
+
+
+@pytest.mark.slow  # a bisection of plans and two more
+def test_plan_with_a_budget_picks_the_largest_sample_that_fits(empathy130: Path, smollm2: Path) -> None:
+    from runners.plan.make import run_hours
+
+    def hours(plan: dict) -> float:
+        return run_hours(plan["totals"], "vllm", tuple(m for m in plan["totals"]["vllm"] if m != "generate"))
+
+    budget = hours(plan_of(empathy130, smollm2, sample=50)) * 1.01
+    fitted = plan_of(empathy130, smollm2, budget_hours=budget)
+    n = fitted["sample"]["size"]
+    assert fitted["sample"]["hours"] == pytest.approx(hours(fitted)) and hours(fitted) <= budget
+    # priced on their own, as --sample N prices them: N fits and N + 1 does not
+    alone = plan_of(empathy130, smollm2, sample=n)
+    assert hours(alone) == pytest.approx(hours(fitted)) and hours(alone) <= budget
+    assert hours(plan_of(empathy130, smollm2, sample=n + 1)) > budget
+    (counts,) = fitted["configs"].values()
+    assert counts["sample"] == {"unit": "event", "columns": ["text_id"], "size": n, "seed": 0, "population": 130}
+    assert counts["items"] == len(units_rows(empathy130, n))
