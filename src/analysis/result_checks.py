@@ -227,7 +227,8 @@ def _check_number_probs(joined: pd.DataFrame, number: np.ndarray, low: np.ndarra
                 if column == "expected_value":
                     bad = check & ~(np.abs(got - expected) <= NUMBER_TOLERANCE * scale)
                 else:
-                    k = np.clip(np.rint(got - low[at]), 0, length - 1).astype(np.int64)
+                    # a NaN (a row without its argmax: not checked) must not become an index
+                    k = np.clip(np.rint(np.nan_to_num(got - low[at])), 0, length - 1).astype(np.int64)
                     in_range = (got - low[at] >= 0) & (got - low[at] <= length - 1)
                     top = p[np.arange(len(at)), k] >= p.max(axis=1) - 1e-9
                     bad = check & ~(in_range & top)

@@ -232,6 +232,9 @@ def test_consistent_number_rows_and_a_bounded_refusal_are_accepted(tmp_path):
     # a bounded row scored before the interval rule (refused on its resolved mass alone) still loads
     old, results = _number_results(tmp_path / "old", {"valid_mass": 0.45, "number_bound": 0.2, "refused": True})
     assert len(join(load_prompts(old, "games"), load_results(results, "games"))) == 4
+    # a row with its number_probs and no argmax_value (null: nothing to check) loads; it was an IndexError
+    blank, results = _number_results(tmp_path / "blank", {"argmax_value": None})
+    assert len(join(load_prompts(blank, "games"), load_results(results, "games"))) == 4
 
 
 # ----------------------------------------------------------------------------- keys no finished run recorded (#69)

@@ -86,6 +86,14 @@ def test_two_models_at_the_same_sample_score_the_same_ids_and_another_seed_other
     assert sorted(scored_ids(tmp_path / "a")) == sorted(scored_ids(tmp_path / "b"))
     run(empathy130, tmp_path / "c", str(smollm2), "org/one", sample=40, sample_seed=7)
     assert set(scored_ids(tmp_path / "c")) == units_rows(empathy130, 40, seed=7) != units_rows(empathy130, 40)
+    # the analysis reads the sample back: each model's δ says what it was computed on (analysis.precision; the fake
+    # backend's scripted answers give no δ, tests/analysis/test_precision.py checks the interval itself)
+    from analysis.pipeline import AnalysisOptions, analyze
+
+    gap = analyze(empathy130, [tmp_path / "a", tmp_path / "b"], options=AnalysisOptions.from_flags(n_permutations=50))
+    texts = gap.tables["empathy_gap"].groupby("model")["precision"].first()
+    assert set(texts.index) == {"org/one", "org/two"}
+    assert all(t.endswith("(40 of 130 events, seed 0)") for t in texts), texts
 
 
 def test_a_sample_above_the_population_takes_it_all_in_one_line(
