@@ -36,7 +36,7 @@ ROOT = HERE.parent
 
 def budget_plan(dataset: Path, model: Path, budget: float) -> dict[str, Any]:
     from probes import api
-    from runners.plan.make import run_hours
+    from runners.plan.budget import run_hours
 
     started = time.perf_counter()
     request = api.PlanRequest(

@@ -132,7 +132,7 @@ def plan_of(dataset: Path, model: Path, **fields):
 
 @pytest.mark.slow  # a bisection of plans and two more
 def test_plan_with_a_budget_picks_the_largest_sample_that_fits(empathy130: Path, smollm2: Path) -> None:
-    from runners.plan.make import run_hours
+    from runners.plan.budget import run_hours
 
     def hours(plan: dict) -> float:
         return run_hours(plan["totals"], "vllm", tuple(m for m in plan["totals"]["vllm"] if m != "generate"))

@@ -170,7 +170,7 @@ def plan_cmd(
 
 def _sample_table(plan: dict, backend: str) -> Table:
     """Each config's sample: units of how many, items, and hours on `backend` (the budget's, else vllm's)."""
-    from runners.plan.make import run_hours
+    from runners.plan.budget import run_hours
 
     sample = plan["sample"]
     fitted = f", the largest within {sample['budget_hours']:g} h on {backend}" if sample["budget_hours"] else ""

@@ -24,6 +24,7 @@ from promptgen.core.outputs import Reference, check_output
 from promptgen.hub.read import config_files, is_path_like
 from runners.backends import backend_spec, priced_backends
 from runners.model.device import ITEMS_PER_CALL, MAX_LOGIT_ROWS, cuda_token_budget
+from runners.plan.budget import fit_budget, run_hours
 from runners.plan.configs import ConfigRows, config_protocols, item_configs
 from runners.plan.count import (
     BOUNDED,
@@ -47,6 +48,7 @@ from runners.plan.pricing import (
     load_model_config,
 )
 from runners.plan.profile import GenerationProfile, TrieProfile, read_generation_profile, read_profile
+from runners.plan.totals import plan_totals
 from runners.prompts import chat_for, check_chat_template
 from runners.sample import Sample
 from runners.scoring.distributions import NUMBER_MODES
@@ -370,64 +372,6 @@ def make_plan(req: PlanRequest, *, progress: Callable[[str], None] | None = None
     }
 
 
-def run_hours(totals: Mapping[str, Any], backend: str, modes: tuple[str, ...], *, measured: bool = False) -> float:
-    """A run's hours on `backend` from a plan's totals: its generated configs' and its scored ones' in the dearest
-    number mode priced (a run reads numbers in one mode; which one is the run's flag, so the budget holds for any
-    it can run). A mode the tokenizer cannot run (its `unavailable`) is left out; none left is infinite.
-    `measured`: at `--tokens-per-s`."""
-    key = "hours_at_tokens_per_s" if measured else "hours"
-    cells = totals.get(backend, {})
-    if "unavailable" in cells.get(GENERATE, {}):
-        return math.inf
-    number = [m for m in modes if m in cells]
-    scored = [cells[m][key] for m in number if "unavailable" not in cells[m]]
-    if number and not scored:
-        return math.inf
-    return (cells[GENERATE][key] if GENERATE in cells else 0.0) + (max(scored) if scored else 0.0)
-
-
-def fit_budget(
-    req: PlanRequest,
-    rows: Mapping[str, ConfigRows],
-    price_at: Callable[[int | None], dict[str, Any]],
-    configs: list[str],
-    modes: tuple[str, ...],
-) -> tuple[int, dict[str, Any], list[tuple[int, float]]]:
-    """The largest sample size whose hours on `req.backend` fit `req.budget_hours`, its per-config plan, and the
-    sizes the bisection priced (size, hours). The price grows with the size, so bisection between 1 unit and
-    the largest config's population (all of every config) finds it in log2 steps; a budget below one unit's
-    price is one line."""
-    budget, backend = float(req.budget_hours or 0), req.backend
-    indexes = [rows[c].unit_index(req.sample_seed) for c in configs]
-    # the largest size that still adds a unit (a config without units is taken whole at any size)
-    everything = max((index.population for index in indexes if index.unit is not None), default=1)
-    measured = bool(req.tokens_per_s)
-    memo: dict[int, tuple[float, dict[str, Any]]] = {}
-
-    def cost(size: int) -> float:
-        if size not in memo:
-            per_config = price_at(size)
-            totals = plan_totals(per_config, configs, (*modes, GENERATE), tokens_per_s=measured)
-            memo[size] = (run_hours(totals, backend, modes, measured=measured), per_config)
-        return memo[size][0]
-
-    if cost(everything) <= budget:
-        best = everything
-    else:
-        if cost(1) > budget:
-            raise ProbeError(
-                f"--budget-hours {budget:g}: one unit of each config is priced at {cost(1):.3g} h on {backend} "
-                f"({req.gpu} at MFU {req.mfu:g}); nothing smaller can be sampled"
-            )
-        lo, hi = 1, everything  # cost(lo) fits, cost(hi) does not
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if cost(mid) <= budget else (lo, mid)
-        best = lo
-    cost(best)
-    return best, memo[best][1], [(n, memo[n][0]) for n in memo]
-
-
 def generation_profile(req: PlanRequest, tokenizer: Any, generated: list[str]) -> GenerationProfile | None:
     """The `--profile` folder's generated answers when a config is generated (module `plan.profile`).
 
@@ -459,63 +403,3 @@ def decoded_lengths(answers: GenerationProfile | None, max_new_tokens: int) -> t
     cut = answers.truncated(max_new_tokens)
     note = f"; {cut} of them cut at a lower max_new_tokens (the profile is low)" if cut else ""
     return answers.lengths(max_new_tokens), f"--profile {answers.source}{note}"
-
-
-#: the figures a number mode's totals sum (and, for a backend priced in hours, its FLOPs and hours)
-NUMBER_TOTALS = (
-    "items",
-    "context_tokens",
-    "computed_context_tokens",
-    "shared_prefix_saved",
-    "continuation_positions",
-    "computed_tokens",
-    "prefix_trie_minimum",
-)
-GENERATE_TOTALS = ("items", "prompt_tokens", "decoded_tokens")
-GENERATE_PRICED = ("computed_prompt_tokens", "decode_positions", "decode_steps", "decode_s")
-HOURS = ("flops", "gpu_hours", "fixed_hours", "hours")
-GENERATE_HOURS = ("prefill_flops", "decode_flops", "prefill_hours", "decode_hours")
-
-
-def plan_totals(
-    per_config: Mapping[str, Any], configs: list[str], modes: tuple[str, ...], *, tokens_per_s: bool
-) -> dict[str, Any]:
-    """Each backend's totals per mode over the configs priced in it (number modes; `GENERATE`)."""
-    totals: dict[str, Any] = {}
-    for backend in priced_backends():
-        served = backend_spec(backend).served
-        for mode in modes:
-            cells = [per_config[c][backend][mode] for c in configs if mode in per_config[c][backend]]
-            if not cells:
-                continue
-            missing = sorted({cell["unavailable"] for cell in cells if "unavailable" in cell})
-            if missing:
-                totals.setdefault(backend, {})[mode] = {
-                    "items": sum(cell["items"] for cell in cells),
-                    "unavailable": missing[0],
-                }
-                continue
-            generated = mode == GENERATE
-            keys = GENERATE_TOTALS if generated else NUMBER_TOTALS
-            if served:
-                keys += ("prompts",)
-            else:
-                keys += (GENERATE_PRICED + GENERATE_HOURS if generated else ()) + HOURS
-                keys += ("hours_at_tokens_per_s",) if tokens_per_s else ()
-            total = {k: sum(cell[k] for cell in cells) for k in keys}
-            n = max(total["items"], 1)
-            if generated:
-                total["prompt_tokens_se"] = math.sqrt(sum(cell["prompt_tokens_se"] ** 2 for cell in cells))
-                for k in ("prompt_tokens", "decoded_tokens", *(() if served else ("computed_prompt_tokens",))):
-                    total[f"{k}_per_item"] = total[k] / n
-            else:
-                total["computed_tokens_se"] = math.sqrt(
-                    sum(
-                        cell["computed_context_tokens_se"] ** 2 + cell["continuation_positions_se"] ** 2
-                        for cell in cells
-                    )
-                )
-                for k in ("context_tokens", "computed_context_tokens", "prefix_trie_minimum", "continuation_positions"):
-                    total[f"{k}_per_item"] = total[k] / n
-            totals.setdefault(backend, {})[mode] = total
-    return totals
