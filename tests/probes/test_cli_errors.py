@@ -343,17 +343,16 @@ def test_corrupt_result_part_on_run_resume_is_one_line(fixture_release, smollm2,
     first = runner.invoke(app, [*args, "--limit", "2"])
     assert first.exit_code == 0, first.output
     part = _corrupt_first_part(results)
-    one_line_error(
-        runner.invoke(app, [*args, "--limit", "3"]), str(part), "cannot read result part", ignore=LIBRARY_PROGRESS
-    )
+    # --limit on a template-crossed config warns that it is not a sample (runners.sample); that line is
+    # not the error, so it is set aside as the libraries' progress lines are
+    ignore = re.compile(rf"{LIBRARY_PROGRESS.pattern}|^warning: config 'single_actor': --limit takes its first rows")
+    one_line_error(runner.invoke(app, [*args, "--limit", "3"]), str(part), "cannot read result part", ignore=ignore)
 
     part.unlink()
     junk = results / "data" / "actor_actor" / "other-0123456789abcdef" / "part-00000of00001-000000.parquet"
     junk.parent.mkdir(parents=True)
     junk.write_bytes(b"PAR1 junk")
-    one_line_error(
-        runner.invoke(app, [*args, "--limit", "2"]), str(junk), "cannot read result part", ignore=LIBRARY_PROGRESS
-    )
+    one_line_error(runner.invoke(app, [*args, "--limit", "2"]), str(junk), "cannot read result part", ignore=ignore)
 
 
 def test_log_scrubber_handles_any_record():
