@@ -65,8 +65,13 @@ def fake_backend(monkeypatch: pytest.MonkeyPatch):
     copy = dict(runners.backends.registry.BACKENDS)
     monkeypatch.setattr(runners.backends.registry, "BACKENDS", copy)  # what register and the lookups read
     monkeypatch.setattr(runners.backends, "BACKENDS", copy)  # the package's name for it
-    monkeypatch.delitem(sys.modules, "fake_backend", raising=False)
-    return importlib.import_module("fake_backend")
+    before = sys.modules.pop("fake_backend", None)
+    try:
+        yield importlib.import_module("fake_backend")
+    finally:  # the module registered into the copy alone: a later `import fake_backend` must register again
+        sys.modules.pop("fake_backend", None)
+        if before is not None:
+            sys.modules["fake_backend"] = before
 
 
 def test_options_a_backend_does_not_take_are_refused_by_its_spec(fake_backend) -> None:
