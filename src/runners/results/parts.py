@@ -7,10 +7,10 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -19,6 +19,8 @@ import pyarrow.parquet as pq
 
 from promptgen.core.errors import ProbeError
 from promptgen.core.files import _umask, atomic_write, writing
+
+T = TypeVar("T")
 
 RESULT_SCHEMA = pa.schema(
     [
@@ -112,14 +114,41 @@ def read_part(path: Path, columns: Sequence[str] | None = None) -> pa.Table:
     return table.select(list(columns)) if columns is not None else table
 
 
+#: how often a reader lists a key folder again when a part it listed was merged away meanwhile
+RELISTS = 20
+
+
+def read_listed(folder: Path, read: Callable[[list[Path]], T]) -> T:
+    """`read(part_files(folder))`, listed again when a part it listed is gone by the time it is read.
+
+    Writers never change a part: they add parts, and a merge removes the parts it read only after the
+    merged part is in place (`merge_parts`, `compact_key`, under the folder's lock). A reader that does
+    not hold that lock (a second run's start or manifest update on the same key) can list a part that
+    another process then merges away; the next listing holds the same rows in the merged part.
+    """
+    for _ in range(RELISTS):
+        paths = part_files(folder)
+        try:
+            return read(paths)
+        except (ProbeError, OSError):
+            if all(p.exists() for p in paths):  # a part that cannot be read, not one merged away
+                raise
+    return read(part_files(folder))  # still changing: this try's error, as it is
+
+
 def read_key_rows(folder: Path, columns: Sequence[str] | None = None, *, file_column: str | None = None) -> pa.Table:
     """Every row of a key folder, one per id: where parts repeat an id, the newest part's row wins.
 
-    `file_column` names a column to add with each row's part file (for error messages).
+    `file_column` names a column to add with each row's part file (for error messages). The parts are
+    read as one listing (`read_listed`), so a concurrent merge does not fail the read.
     """
+    return read_listed(folder, lambda paths: _merged_rows(paths, columns, file_column))
+
+
+def _merged_rows(paths: list[Path], columns: Sequence[str] | None, file_column: str | None) -> pa.Table:
     cols = None if columns is None else list(dict.fromkeys(["id", *columns]))
     tables = []
-    for path in part_files(folder):
+    for path in paths:
         table = read_part(path, cols)
         if file_column is not None:
             table = table.append_column(file_column, pa.array([str(path)] * len(table), pa.string()))
@@ -138,11 +167,13 @@ def row_counts(folder: Path) -> tuple[int, int]:
     A folder of one part that holds each id once (`PART_UNIQUE`) is counted from its `refused` column alone,
     without its ids (a manifest update counts every key folder: millions of ids, each time).
     """
-    parts = part_files(folder)
-    if len(parts) == 1 and (part_schema(parts[0]).metadata or {}).get(PART_UNIQUE) == b"1":
-        refused = read_part(parts[0], ["refused"]).column("refused")
-    else:
-        refused = read_key_rows(folder, ["refused"]).column("refused")
+
+    def refused_column(parts: list[Path]) -> pa.ChunkedArray:
+        if len(parts) == 1 and (part_schema(parts[0]).metadata or {}).get(PART_UNIQUE) == b"1":
+            return read_part(parts[0], ["refused"]).column("refused")
+        return _merged_rows(parts, ["refused"], None).column("refused")
+
+    refused = read_listed(folder, refused_column)
     return len(refused), int(pc.sum(refused.cast(pa.int64())).as_py() or 0)
 
 
@@ -253,13 +284,17 @@ def merge_parts(folder: Path, parts: Sequence[Path], *, content: str | None = No
     The merged part says so (`PART_UNIQUE`).
 
     Under the folder's lock, as `compact_key`; the merged part is in place before the parts are removed, so a
-    crash leaves the same rows twice at most, which merge the same.
+    crash leaves the same rows twice at most, which merge the same. A part another run on the key has
+    compacted meanwhile is gone, its rows in that run's merged part: it is left out.
     """
     if len(parts) < 2:
         return None
     newest = _PART.match(parts[-1].name)
     assert newest is not None, parts[-1]
     with file_lock(folder / "parts"):
+        parts = [p for p in parts if p.exists()]
+        if len(parts) < 2:
+            return None
         writer = PartWriter(folder, newest["shard"], content=content, unique=True)
         try:
             for path in parts:

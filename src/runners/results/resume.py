@@ -151,8 +151,9 @@ def _read_done(folder: Path) -> _Done:
     """The rows a run may skip: newest per id, less those breaking `rules` (a NaN or off-sum distribution, a
     `chosen_index` not its argmax, e.g. from a broken server before rows were checked), which are scored again
     like an item never scored; the new row's part is newer, so it wins, and compaction drops the old one."""
-    paths = res.part_files(folder)
-    tables = [res.read_part(p, list(dict.fromkeys(["id", "prompt_sha256", *RULE_COLUMNS]))) for p in paths]
+    columns = list(dict.fromkeys(["id", "prompt_sha256", *RULE_COLUMNS]))
+    # one listing, read again if a concurrent run merges a listed part away meanwhile
+    paths, tables = res.read_listed(folder, lambda listed: (listed, [res.read_part(p, columns) for p in listed]))
     contents = [res.part_content(t.schema) for t in tables]
     if not tables:
         return _Done(res.RESULT_SCHEMA.empty_table().select(["id", "prompt_sha256"]), np.zeros(0, np.int64), [], [])

@@ -238,13 +238,13 @@ def test_two_concurrent_runs_on_one_key_give_every_id_once(tmp_path: Path, promp
     cmd += ["-m", str(model), "--out", str(out), "--no-chat", "--batch-size", "1", "--flush-every", "1", "-q"]
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outputs = [p.communicate(timeout=600) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], outputs
+    assert [p.returncode for p in procs] == [0, 0], [err[-4000:] for _, err in outputs]  # the error is at the end
     shards = [
         subprocess.Popen([*cmd, "--shard", f"{i}/2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for i in range(2)
     ]
     outputs = [p.communicate(timeout=600) for p in shards]
-    assert [p.returncode for p in shards] == [0, 0], outputs
+    assert [p.returncode for p in shards] == [0, 0], [err[-4000:] for _, err in outputs]
     (folder,) = (d for d in (out / "data" / "items").iterdir() if d.is_dir())
     ids = sorted(res.read_key_rows(folder).column("id").to_pylist())
     assert ids == sorted(item["id"] for item in ITEMS)
@@ -252,6 +252,57 @@ def test_two_concurrent_runs_on_one_key_give_every_id_once(tmp_path: Path, promp
     assert sorted(on_disk) == ids  # compacted: one row per id in the files too
     runs = json.loads((out / res.MANIFEST_NAME).read_text())["runs"]
     assert sorted(r.rsplit("/", 1)[1] for r in runs) == ["shard-0of1", "shard-0of2", "shard-1of2"]
+
+
+@pytest.mark.parametrize("reader", ["read_key_rows", "row_counts", "resume"])
+def test_a_part_merged_away_between_listing_and_reading_is_read_from_the_merged_part(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str
+) -> None:
+    """What a second run on the same key met (`test_two_concurrent_runs...`, one exit 1 in CI): it listed the
+    key folder's parts, the other run merged them (`compact_key`), and reading a listed part failed."""
+    from runners.results import parts as parts_module
+    from runners.results.resume import _read_done
+
+    folder = tmp_path / "key"
+    folder.mkdir()
+    written = [["a", "b"], ["b", "c"], ["d"]]
+    for n, ids in enumerate(written):
+        res.write_part(folder, (0, 1), [{"id": i, "context_tokens": n} for i in ids])
+    want = {"a": 0, "b": 1, "c": 1, "d": 2}  # the newest part's row of each id
+    listing = parts_module.part_files
+    calls = []
+
+    def stale_listing(where: Path) -> list[Path]:
+        paths = listing(where)
+        calls.append(len(paths))
+        if len(calls) == 1:  # another process compacts right after this reader listed the folder
+            assert res.compact_key(where) and all(not p.exists() for p in paths)
+        return paths
+
+    monkeypatch.setattr(parts_module, "part_files", stale_listing)
+    if reader == "read_key_rows":
+        rows = res.read_key_rows(folder, ["context_tokens"]).to_pylist()
+        assert {r["id"]: r["context_tokens"] for r in rows} == want
+    elif reader == "row_counts":
+        assert res.row_counts(folder) == (4, 0)
+    else:
+        assert sorted(_read_done(folder).rows.column("id").to_pylist()) == sorted(want)
+    assert calls == [3, 3, 1]  # the reader's listing, the compaction's, the reader's again: the merged part
+
+
+def test_merging_a_runs_parts_that_another_run_compacted_away_keeps_every_row(tmp_path: Path) -> None:
+    """A run's finish merges the parts it wrote (`Session.finish`); a second run on the key that finished
+    first has compacted them into its own part meanwhile: the merge leaves them out, nothing is lost."""
+    folder = tmp_path / "key"
+    folder.mkdir()
+    other = res.write_part(folder, (0, 1), [{"id": "x", "context_tokens": 9}])
+    written = [res.write_part(folder, (0, 1), [{"id": i, "context_tokens": n}]) for n, i in enumerate("abc")]
+    assert res.compact_key(folder) and not any(p.exists() for p in [other, *written])
+    assert res.merge_parts(folder, written) is None
+    rows = {r["id"]: r["context_tokens"] for r in res.read_key_rows(folder, ["context_tokens"]).to_pylist()}
+    assert rows == {"x": 9, "a": 0, "b": 1, "c": 2}
+    late = res.write_part(folder, (0, 1), [{"id": "d", "context_tokens": 3}])  # one written after the compaction
+    assert res.merge_parts(folder, [*written, late]) is None and late.exists()  # one part: nothing to merge
 
 
 def test_unwritable_out_for_run_is_one_line_before_the_model_loads(tmp_path: Path, prompts: Path) -> None:
