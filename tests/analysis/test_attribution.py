@@ -497,6 +497,24 @@ def test_attribution_tables_runs_every_table() -> None:
         assert set(table["refused_items"]) == {"included", "excluded"}, name
 
 
+def test_the_actor_actor_delta_table_carries_its_interval_over_the_pairs_templates() -> None:
+    rng = np.random.default_rng(12)
+    tables = attribution_tables(single_frame(rng), pair_frame(rng))
+    delta = tables["actor_actor_delta"]
+    frames = at.actor_actor_delta_frames(at.compute_items(single_frame(np.random.default_rng(12))), at.compute_items(
+        pair_frame(np.random.default_rng(12))
+    ))  # fmt: skip
+    for row in delta[delta["n"] > 0].itertuples():
+        items = frames[row.refused_items]
+        own = items[
+            (items["outcome_config"] == row.outcome_config) & (items["identity"] == row.identity)
+            & (items["gender"] == row.gender) & (items["outcome"] == row.outcome) & items["delta_d"].notna()
+        ]  # fmt: skip
+        assert own["template_id"].nunique() >= 2  # the group spans templates: it has an interval
+        assert row.sample_units == items["template_id"].nunique()  # the run's sample, counted in templates
+        assert row.precision.startswith(f"Δd = {row.mean:.2f} (95% CI ")
+
+
 # ----------------------------------------------------------------------------- load + join
 
 

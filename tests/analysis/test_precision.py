@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.attribution.precision import mean_d_precision
+from analysis.attribution.precision import delta_with_precision, mean_d_precision, mean_precision
+from analysis.attribution.tables import delta_table
 from analysis.empathy import tables as emp
 from analysis.empathy.precision import delta_metric, gap_precision
 from analysis.empathy.probe import headline as empathy_headline
@@ -78,6 +79,40 @@ def test_mean_d_precision_resamples_templates_whole():
         per_template = own.groupby("template_id")["d"].mean()
         assert got.se == pytest.approx(per_template.std(ddof=0) / math.sqrt(15), rel=0.15)
         assert got.n == 15
+
+
+def test_delta_d_precision_resamples_the_paired_items_templates():
+    """Δd's interval (DESIGN 9: "attribution d per identity and Δd"): templates are the units; the standard
+    error is checked against the ratio estimator's linearised one, computed by hand from per-template sums."""
+    rng = np.random.default_rng(8)
+    rows = [
+        {**RUN, "template_id": f"t{t}", "identity": identity, "refused": False,
+         "delta_d": 0.05 * (t % 7) + (identity == "a") * 0.2 + rng.normal(0, 0.1)}
+        for t in range(40) for identity in "ab" for _ in range(1 + t % 3)
+    ]  # fmt: skip
+    frame = pd.DataFrame(rows)
+    frame.loc[[3, 17], "delta_d"] = np.nan  # no single-actor match: in no mean, as in the table
+    frames = {"included": frame, "excluded": frame}
+    found = mean_precision(frames, {}, ("identity",), "delta_d", resamples=2000)
+    for identity in "ab":
+        got = found[("m", "main", "{}", "included", identity)]
+        own = frame[(frame["identity"] == identity) & frame["delta_d"].notna()]
+        assert got.estimate == pytest.approx(own["delta_d"].mean()) and got.n == 40
+        sums = own.groupby("template_id")["delta_d"].agg(["sum", "count"])
+        ratio = sums["sum"].sum() / sums["count"].sum()
+        linearised = math.sqrt(((sums["sum"] - ratio * sums["count"]) ** 2).sum()) / sums["count"].sum()
+        assert got.se == pytest.approx(linearised, rel=0.15)
+    # the table the report shows: its mean and the interval's text, over 40 of 160 templates
+    table = delta_with_precision(
+        delta_table(frames, ("identity",)), frames, {("m", "main", "{}"): (160, 3)}, ("identity",), seed=0
+    )
+    row = table[(table["identity"] == "a") & (table["refused_items"] == "included")].iloc[0]
+    assert row["mean"] == pytest.approx(found[("m", "main", "{}", "included", "a")].estimate)
+    assert (
+        row["precision"].startswith(f"Δd = {row['mean']:.2f} (95% CI ")
+        and "40 of 160 templates, seed 3" in row["precision"]
+    )
+    assert row["sample_ci_low"] < row["mean"] < row["sample_ci_high"] and row["sample_units"] == 40
 
 
 def test_a_full_run_has_no_interval_and_says_all_events():

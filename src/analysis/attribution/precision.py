@@ -4,12 +4,12 @@ A sample of a designed attribution config draws templates (domain x scenario x o
 keeps every identity, gender, name and option order of each, so one template's items sit in many
 groups of the single-actor table. The bootstrap resamples templates and recomputes every group's
 mean d (its items' sum over its items' count, rotations collapsed as the tables do) from the
-resampled templates' sums. Pure.
+resampled templates' sums; the actor-actor Δd the same way, over the paired items' templates. Pure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -33,27 +33,29 @@ def group_means(groups: int) -> Metric:
     return metric
 
 
-def mean_d_precision(
-    items: pd.DataFrame,
+def mean_precision(
+    frames: Mapping[str, pd.DataFrame],
     samples: dict[tuple[str, ...], Sample],
     by: Sequence[str],
+    value: str,
     *,
     resamples: int = RESAMPLES,
     seed: int = 0,
 ) -> dict[tuple, Precision]:
-    """Per run, refusal variant and group of `by`: mean d with its bootstrap interval over templates.
+    """Per run, refusal variant and group of `by`: the mean of `value` with its bootstrap interval over templates.
 
-    `items` is `tables.compute_items` of one config; keys are (*RUN_COLUMNS, refused_items, *by),
-    as the single-actor table's rows. Empty without a `template_id` column (nothing to resample).
+    `frames` holds one frame per refusal variant (`tables._variants`: rotations collapsed), its items' `value`
+    per row; keys are (*RUN_COLUMNS, refused_items, *by), as the one-sample tables' rows. Empty without a
+    `template_id` column (nothing to resample). A row without a finite value counts in no mean, as in the tables.
     """
-    if UNIT_COLUMN not in items.columns:
+    if any(UNIT_COLUMN not in frame.columns for frame in frames.values()):
         return {}
     out: dict[tuple, Precision] = {}
-    for variant, frame in _variants(items).items():
+    for variant, frame in frames.items():
         for run, rows in frame.groupby(list(RUN_COLUMNS), sort=False, dropna=False):
             groups, labels = pd.factorize(pd.MultiIndex.from_frame(rows[list(by)]))
             units, _ = pd.factorize(rows[UNIT_COLUMN])
-            total, count = unit_sums(units, groups, len(labels), rows["d"].to_numpy(dtype=float))
+            total, count = unit_sums(units, groups, len(labels), rows[value].to_numpy(dtype=float))
             population, sample_seed = samples.get(tuple(map(str, run)), (None, None))
             found = cluster_bootstrap(
                 np.hstack([total, count]),
@@ -73,9 +75,36 @@ def mean_d_precision(
     return out
 
 
+def mean_d_precision(
+    items: pd.DataFrame,
+    samples: dict[tuple[str, ...], Sample],
+    by: Sequence[str],
+    *,
+    resamples: int = RESAMPLES,
+    seed: int = 0,
+) -> dict[tuple, Precision]:
+    """Mean d per run, refusal variant and group of `by` with its interval (`mean_precision`); `items` is
+    `tables.compute_items` of one config."""
+    return mean_precision(_variants(items), samples, by, "d", resamples=resamples, seed=seed)
+
+
 def with_precision(
     table: pd.DataFrame, items: pd.DataFrame, samples: dict[tuple[str, ...], Sample], by: Sequence[str], seed: int
 ) -> pd.DataFrame:
     """A one-sample table of mean d per `by` (`tables.single_actor_table`) with each row's sampling precision."""
     found = mean_d_precision(items, samples, by, seed=seed)
     return precision_columns(table, found, [*RUN_COLUMNS, REFUSED_ITEMS, *by], "d")
+
+
+def delta_with_precision(
+    table: pd.DataFrame,
+    frames: Mapping[str, pd.DataFrame],
+    samples: dict[tuple[str, ...], Sample],
+    by: Sequence[str],
+    seed: int,
+) -> pd.DataFrame:
+    """The actor-actor Δd table (`tables.actor_actor_delta_table`) with each row's sampling precision over the
+    templates of the paired items (`frames`: `tables.actor_actor_delta_frames`). A template's single-actor
+    matches move with it: the same templates are drawn in every config of the probe (one seeded order)."""
+    found = mean_precision(frames, samples, by, "delta_d", seed=seed)
+    return precision_columns(table, found, [*RUN_COLUMNS, REFUSED_ITEMS, *by], "Δd")

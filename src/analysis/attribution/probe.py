@@ -24,14 +24,16 @@ from . import release as attr_release
 from . import release_deltas as attr_release_deltas
 from .observer import actor_observer_table
 from .options import AttributionOptions
-from .precision import with_precision
+from .precision import delta_with_precision, with_precision
 from .tables import (
+    DELTA_GROUPS,
     DOMAIN_GROUPS,
     SINGLE_GROUPS,
-    actor_actor_delta_table,
+    actor_actor_delta_frames,
     actor_actor_pair_table,
     attribution_shares,
     compute_items,
+    delta_table,
     single_actor_table,
 )
 
@@ -66,7 +68,9 @@ def attribution_tables(
     }
     if pairs is not None:
         p = compute_items(pairs)
-        out["actor_actor_delta"] = actor_actor_delta_table(s, p)
+        frames = actor_actor_delta_frames(s, p)
+        delta = delta_with_precision(delta_table(frames), frames, run_samples(pairs), DELTA_GROUPS, seed)
+        out["actor_actor_delta"] = delta
         out["actor_actor_pair"] = actor_actor_pair_table(p)
         out["shares_actor_actor"] = attribution_shares(p)
     if observer is not None:
@@ -168,7 +172,8 @@ DESCRIPTIONS = {
     "attribution_single_actor).",
     "attribution_single_actor_by_domain": "Mean d per domain and outcome, one-sample t-test against 0.",
     "attribution_actor_actor_delta": "Δd = d(single actor) - d(same actor beside another person), matched by identity, "
-    "scenario and outcome.",
+    "scenario and outcome, one-sample t-test against 0; beside it Δd's sampling precision over the paired items' "
+    "templates (as in attribution_single_actor; the matched single-actor d held fixed).",
     "attribution_actor_actor_pair": "Δd_pair = d(X) - d(Y) within actor-actor scenarios.",
     "attribution_actor_observer": "Δd1 (observer without identity) and Δd2 (with identity) against single-actor d: "
     "standardised mean difference with pooled SD, two-sided equal-variance t-test.",

@@ -34,7 +34,7 @@ helpers here; `analysis.attribution.probe.attribution_tables` computes every tab
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -352,11 +352,20 @@ def actor_actor_delta_table(
 
     Positive Δd: the actor gets less internal attribution next to another person than alone.
     """
+    return delta_table(actor_actor_delta_frames(single_items, pair_items), by)
+
+
+def delta_table(frames: Mapping[str, pd.DataFrame], by: Sequence[str] = DELTA_GROUPS) -> pd.DataFrame:
+    """`actor_actor_delta_table` of Δd items already made (`actor_actor_delta_frames`)."""
+    return _one_sample_table(dict(frames), by, "delta_d")
+
+
+def actor_actor_delta_frames(single_items: pd.DataFrame, pair_items: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The Δd items (`actor_actor_delta_items`) per refusal variant: what the Δd table and its precision read."""
     _check_setting(single_items, "single_actor")
     _check_setting(pair_items, "actor_actor")
     singles, pairs = _variants(single_items), _variants(pair_items)
-    frames = {v: actor_actor_delta_items(singles[v], pairs[v]) for v in VARIANTS}
-    return _one_sample_table(frames, by, "delta_d")
+    return {v: actor_actor_delta_items(singles[v], pairs[v]) for v in VARIANTS}
 
 
 def actor_actor_pair_items(pairs: pd.DataFrame) -> pd.DataFrame:
