@@ -14,6 +14,7 @@ For notebooks and scripts that want what the CLI does without a subprocess::
 | `probes build` | `build` (`sources=`: a folder or `SourceOptions`) | `BuildResult` (folder, manifest) |
 | `probes lint` | `lint` | `LintResult` (recipe, report) |
 | `probes run` | `run` (a `RunRequest`, or its fields); `run_many` (requests, or configs) | `RunSummary`; a list |
+| `probes run --budget-hours` | `budget_sample`, then `run_many(..., sample=N)` | `BudgetSample` (N, hours) |
 | `probes sweep` | `sweep(SweepRequest(...), confirm=...)` (`runs=`: `SweepRun`s) | `SweepResult` |
 | `probes curate-pairs` | `curate_pairs` (the Trust Game's, from its spec) | `CurateResult` |
 | `probes rewrite` | `rewrite` (the empathy probe's, from its spec) | `RewriteRun` |
@@ -51,8 +52,9 @@ from promptgen.recipe import Recipe, list_recipes, load_recipe
 from promptgen.sources import SourceOptions
 from runners.extras import MissingExtraError
 from runners.plan import PlanRequest, make_plan, plan_rows, write_json
+from runners.plan.run_budget import BudgetSample, budget_sample
 from runners.request import LoadOptions, RunRequest
-from runners.run import run, run_many
+from runners.run import expand_configs, run, run_many
 from runners.scoring.settings import ScoringSettings, scoring_settings
 from runners.summary import RunSummary
 
@@ -64,6 +66,7 @@ from .sweep import SweepPlan, SweepRequest, SweepResult, SweepRun, sweep
 __all__ = [
     "AnalysisOptions",
     "AnalysisRequest",
+    "BudgetSample",
     "BuildResult",
     "ExportRequest",
     "ExportResult",
@@ -84,8 +87,10 @@ __all__ = [
     "SweepResult",
     "SweepRun",
     "analyze",
+    "budget_sample",
     "build",
     "demo",
+    "expand_configs",
     "export",
     "import_results",
     "lint",

@@ -148,3 +148,56 @@ def test_plan_with_a_budget_picks_the_largest_sample_that_fits(empathy130: Path,
     (counts,) = fitted["configs"].values()
     assert counts["sample"] == {"unit": "event", "columns": ["text_id"], "size": n, "seed": 0, "population": 130}
     assert counts["items"] == len(units_rows(empathy130, n))
+
+
+@pytest.mark.slow  # a bisection of plans, then a real hf run of the sample it picks
+def test_run_with_a_budget_scores_the_sample_plan_picks_for_it(empathy130: Path, smollm2: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from probes.cli import app
+    from runners.plan.budget import run_hours
+
+    def hours(plan: dict) -> float:
+        return run_hours(plan["totals"], "hf", tuple(m for m in plan["totals"]["hf"] if m != "generate"))
+
+    budget = hours(plan_of(empathy130, smollm2, sample=2, backend="hf")) * 1.01
+    planned = plan_of(empathy130, smollm2, budget_hours=budget, backend="hf")["sample"]["size"]
+    results = tmp_path / "results"
+    args = ["run", str(empathy130), "-c", CONFIG, "-m", str(smollm2), "--out", str(results), "--backend", "hf"]
+    args += ["--scoring", "sentence", "--no-chat", "--model-name", "org/one", "--budget-hours", repr(budget), "-q"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert f"--budget-hours {budget:g}: --sample {planned:,} (" in result.output
+    assert set(scored_ids(results)) == units_rows(empathy130, planned)  # what --sample N scores, no more
+    (entry,) = manifest_runs(results)
+    assert entry["sample"]["size"] == planned and planned >= 2
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["--sample", "4"], "give --sample N or --budget-hours H (which picks N), not both"),
+        (["--where", "emotion=joy"], "--budget-hours prices whole configs' samples, not a --where selection"),
+        (["--backend", "fake-third"], "--backend must be one priced in hours (hf, vllm), got 'fake-third'"),
+    ],
+)
+def test_a_budget_the_run_cannot_price_is_one_line(
+    empathy130: Path, smollm2: Path, tmp_path: Path, extra: list[str], said: str
+) -> None:
+    from typer.testing import CliRunner
+
+    import fake_backend  # noqa: F401  (registers the third backend)
+    from probes.cli import app
+
+    args = ["run", str(empathy130), "-c", CONFIG, "-m", str(smollm2), "--out", str(tmp_path / "r"), "--no-chat"]
+    result = CliRunner().invoke(app, [*args, "--budget-hours", "1", *extra])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code != 0 and len(lines) == 1 and said in lines[0], result.output
+    assert not (tmp_path / "r").exists()  # refused before anything was written
+
+
+def test_a_budget_on_a_hub_dataset_id_is_one_line(tmp_path: Path) -> None:
+    from probes import api
+
+    with pytest.raises(ProbeError, match="--budget-hours prices a local prompt dataset folder; org/ds is not one"):
+        api.budget_sample("org/ds", [CONFIG], "m", 1.0, gpu="h100", mfu=0.5, backend="hf")

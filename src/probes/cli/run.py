@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
+from promptgen.core.errors import ProbeError
 from runners.backends import backend_spec
 
 from . import options as opt
@@ -42,6 +43,21 @@ def run(
     limit: opt.Limit = None,
     sample: opt.SampleSize = None,
     sample_seed: opt.SampleSeed = 0,
+    budget_hours: Annotated[
+        float | None,
+        typer.Option(
+            "--budget-hours",
+            metavar="H",
+            help="Instead of --sample: the largest sample whose hours on --backend fit H, priced as `probes plan "
+            "--budget-hours H` prices it (on --gpu at --mfu; a local DATASET folder). Prints N, then scores it.",
+        ),
+    ] = None,
+    gpu: Annotated[
+        str, typer.Option("--gpu", help="--budget-hours: the GPU priced (h100, h200, a100, a6000 or l40s).")
+    ] = "h100",
+    mfu: Annotated[
+        float, typer.Option("--mfu", help="--budget-hours: model FLOPs utilisation, above 0 and at most 1.")
+    ] = 0.5,
     revision: opt.Revision = None,
     use_ray: Annotated[
         bool, typer.Option("--ray", help="Score on a Ray Data actor pool (RAY_ADDRESS, else a local Ray); same OUT.")
@@ -68,6 +84,26 @@ def run(
     """
     from probes import api
 
+    if budget_hours is not None:
+        if sample is not None:
+            raise ProbeError("give --sample N or --budget-hours H (which picks N), not both")
+        if where:
+            raise ProbeError("--budget-hours prices whole configs' samples, not a --where selection: give --sample N")
+        priced = api.budget_sample(
+            dataset,
+            api.expand_configs(dataset, configs, revision=revision),
+            model,
+            budget_hours,
+            gpu=gpu,
+            mfu=mfu,
+            backend=load.backend,
+            chat=run_fields.get("chat"),
+            settings=scoring,
+            limit=limit,
+            sample_seed=sample_seed,
+        )
+        err.print(priced.line(), highlight=False)
+        sample = priced.size
     _ENGINE_THREADS["started"] |= backend_spec(load.backend).starts_engine
     progress = _progress(quiet)
     with progress:
