@@ -7,7 +7,9 @@
    `promptgen.protocols`), narrowed by `probes` (dataset names) and `configs` (glob patterns);
    or the request's own `runs`, each a config with a row selector, settings, a limit and a
    results folder of its own (`probes demo` is such a sweep). Each is resolved as `probes run`
-   resolves it (protocol with the flags given laid over it).
+   resolves it (protocol with the flags given laid over it). With `budget_hours`, each dataset's
+   `--sample` is what its share of the hours buys, priced as `probes plan` prices it, before the
+   model loads (`runners.plan.run_budget.sweep_samples`).
 3. Plan: the model loads once; each config is priced on the device it loaded on
    (`runners.plan.loaded`). A plan over `max_hours` is refused, and the caller's
    `confirm(plan)` decides whether to go on.
@@ -21,6 +23,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import tempfile
 import time
@@ -42,6 +45,7 @@ from promptgen.probe_registry import probe_names
 from promptgen.sources import SourceOptions
 from runners.backends.load import LoadOptions
 from runners.plan.loaded import SweepPlan, price_loaded
+from runners.plan.run_budget import BudgetSample, sweep_samples
 from runners.request import RunRequest
 from runners.run import Runner, resolve_protocol, warnings_to
 from runners.scoring.settings import ScoringSettings
@@ -101,6 +105,10 @@ class SweepRequest:
     rescore_changed: bool = False
     mfu: float = 0.5
     max_hours: float | None = None
+    #: instead of `sample`: each dataset's largest sample within its share of these hours (priced as `probes plan`
+    #: on `gpu` at `mfu`: `runners.plan.run_budget.sweep_samples`)
+    budget_hours: float | None = None
+    gpu: str = "h100"
     #: each probe's configs to score (None: every config its dataset declares a protocol for, narrowed by `configs`)
     runs: Mapping[str, Sequence[SweepRun]] | None = None
     #: analyse each dataset into OUT/report/<dataset>/report.html
@@ -126,6 +134,8 @@ class SweepResult:
     #: dataset -> report section -> its headline rows (`analysis.probes.section_headlines`), each number with
     #: its sampling precision where the probe gives one (docs/DESIGN.md section 9)
     headlines: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)
+    #: with `budget_hours`: per dataset, the sample it bought (`BudgetSample`; None: taken whole)
+    budget: dict[str, BudgetSample | None] | None = None
 
 
 def sweep_configs(dataset: Path, patterns: Sequence[str]) -> list[str]:
@@ -163,6 +173,12 @@ def sweep(
         raise ProbeError(f"--limit-per-config must be positive, got {request.limit_per_config}")
     if request.max_hours is not None and not request.max_hours > 0:
         raise ProbeError(f"--max-hours must be positive, got {request.max_hours}")
+    if request.budget_hours is not None:
+        hours = request.budget_hours
+        if not (isinstance(hours, int | float) and math.isfinite(hours) and hours > 0):
+            raise ProbeError(f"--budget-hours must be a positive number of hours, got {hours}")
+        if request.sample is not None:
+            raise ProbeError("give --sample N or --budget-hours H (which picks N per dataset), not both")
     inputs = [Reference("--model", request.model)]
     if isinstance(request.datasets, (str, Path)):
         inputs.append(("--datasets", request.datasets))
@@ -186,8 +202,10 @@ def sweep(
         configs = {name: sweep_runs(request, name, folders[name]) for name in names}
         if request.configs and not any(configs.values()):
             raise ProbeError(f"--config {', '.join(request.configs)} matches no scoreable config of {', '.join(names)}")
+        budget = None if request.budget_hours is None else _budget(request, names, folders, configs, progress)
+        samples = {n: request.sample if budget is None else getattr(budget.get(n), "size", None) for n in names}
         with warnings_to(on_warning):
-            resolved = _resolve(request, names, folders, configs, out)
+            resolved = _resolve(request, names, folders, configs, out, samples)
         progress(f"loading {request.model}")
         pairs = [(p, r) for _, p, r, _ in resolved]
         runner = stage(
@@ -244,9 +262,36 @@ def sweep(
         analysis = analyze(folders[name], [out / "results" / name])
         reports[name] = write_report(analysis, out / "report" / name, overwrite=True) / "report.html"
         headlines[name] = headline_records(analysis.tables)
-    result = SweepResult(out, plan, summaries, reports, time.perf_counter() - started, synthetic, headlines)
+    result = SweepResult(out, plan, summaries, reports, time.perf_counter() - started, synthetic, headlines, budget)
     atomic_write_text(out / SWEEP_JSON, json.dumps(scrub_value(sweep_record(request, result)), indent=2) + "\n")
     return result
+
+
+def _budget(
+    request: SweepRequest,
+    names: Sequence[str],
+    folders: Mapping[str, Path],
+    configs: Mapping[str, list[SweepRun]],
+    progress: Callable[[str], None],
+) -> dict[str, BudgetSample | None]:
+    """`--budget-hours`: each dataset's sample within its share of the hours, priced before the model loads."""
+    hours = float(request.budget_hours or 0)
+    progress(f"pricing the datasets within --budget-hours {hours:g}")
+    fitted = sweep_samples(
+        {n: (folders[n], [run.config for run in configs[n]]) for n in names if configs[n]},
+        request.model,
+        hours,
+        gpu=request.gpu,
+        mfu=request.mfu,
+        backend=request.load.backend,
+        chat=request.chat,
+        settings=request.settings if isinstance(request.settings, Mapping) else None,
+        limit=request.limit_per_config,
+        sample_seed=request.sample_seed,
+    )
+    for name, bought in fitted.items():
+        progress(f"{name}: {'all of it (its whole price fits its share)' if bought is None else bought.line()}")
+    return fitted
 
 
 def _resolve(
@@ -255,8 +300,10 @@ def _resolve(
     folders: Mapping[str, Path],
     configs: Mapping[str, list[SweepRun]],
     out: Path,
+    samples: Mapping[str, int | None],
 ) -> list[tuple[str, Any, RunRequest, str]]:
-    """(dataset, its rows to score, the run request, the protocol line) of every run, each checked before the load."""
+    """(dataset, its rows to score, the run request, the protocol line) of every run, each checked before the load.
+    `samples`: each dataset's `--sample` size (None: every row)."""
     resolved = []
     for name in names:
         template = RunRequest(
@@ -270,7 +317,7 @@ def _resolve(
             chat=request.chat,
             shard=request.shard,
             limit=request.limit_per_config,
-            sample=request.sample,
+            sample=samples.get(name),
             sample_seed=request.sample_seed,
             batch_size=request.batch_size,
             flush_every=request.flush_every,
@@ -330,4 +377,16 @@ def sweep_record(request: SweepRequest, result: SweepResult) -> dict[str, Any]:
         "reports": {name: str(path.relative_to(result.out)) for name, path in result.reports.items()},
         "headlines": result.headlines,
         "synthetic_sources": result.synthetic_sources,
+        "budget": None
+        if result.budget is None
+        else {
+            "hours": request.budget_hours,
+            "gpu": request.gpu,
+            "mfu": request.mfu,
+            "backend": request.load.backend,
+            "samples": {
+                name: None if bought is None else {"size": bought.size, "hours": bought.hours}
+                for name, bought in result.budget.items()
+            },
+        },
     }

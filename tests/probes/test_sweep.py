@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -167,10 +168,13 @@ def test_bad_requests_are_one_line_before_anything_is_written(small_datasets_dir
         (dict(probes=("talent",)), "--probe 'talent' is not a probe"),
         (dict(configs=("nothing_*",)), "--config nothing_* matches no scoreable config"),
         (dict(datasets=tmp_path / "empty"), "is not a folder of built datasets"),
+        (dict(budget_hours=1.0, sample=4), "give --sample N or --budget-hours H (which picks N per dataset), not both"),
+        (dict(budget_hours=-2.0), "--budget-hours must be a positive number of hours, got -2.0"),
+        (dict(budget_hours=float("nan")), "--budget-hours must be a positive number of hours, got nan"),
     ]
     for change, message in cases:
         request = api.SweepRequest(model, out, **{"datasets": datasets_dir, **change})
-        with pytest.raises(ProbeError, match=message.replace("*", r"\*")):
+        with pytest.raises(ProbeError, match=re.escape(message)):
             api.sweep(request)
         assert not out.exists()
     partial = tmp_path / "partial"

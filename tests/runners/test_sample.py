@@ -150,27 +150,49 @@ def test_plan_with_a_budget_picks_the_largest_sample_that_fits(empathy130: Path,
     assert counts["items"] == len(units_rows(empathy130, n))
 
 
-@pytest.mark.slow  # a bisection of plans, then a real hf run of the sample it picks
-def test_run_with_a_budget_scores_the_sample_plan_picks_for_it(empathy130: Path, smollm2: Path, tmp_path: Path) -> None:
+@pytest.mark.slow  # plans, a real hf run of the sample its budget buys, and a sweep of the same budget
+def test_run_and_sweep_with_a_budget_score_the_largest_sample_that_fits(
+    empathy130: Path, smollm2: Path, tmp_path: Path
+) -> None:
+    import re
+
     from typer.testing import CliRunner
 
+    from probes import api
     from probes.cli import app
+    from runners.backends.load import LoadOptions
     from runners.plan.budget import run_hours
 
     def hours(plan: dict) -> float:
         return run_hours(plan["totals"], "hf", tuple(m for m in plan["totals"]["hf"] if m != "generate"))
 
     budget = hours(plan_of(empathy130, smollm2, sample=2, backend="hf")) * 1.01
-    planned = plan_of(empathy130, smollm2, budget_hours=budget, backend="hf")["sample"]["size"]
     results = tmp_path / "results"
     args = ["run", str(empathy130), "-c", CONFIG, "-m", str(smollm2), "--out", str(results), "--backend", "hf"]
     args += ["--scoring", "sentence", "--no-chat", "--model-name", "org/one", "--budget-hours", repr(budget), "-q"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
-    assert f"--budget-hours {budget:g}: --sample {planned:,} (" in result.output
-    assert set(scored_ids(results)) == units_rows(empathy130, planned)  # what --sample N scores, no more
-    (entry,) = manifest_runs(results)
-    assert entry["sample"]["size"] == planned and planned >= 2
+    found = re.search(rf"--budget-hours {budget:g}: --sample (\d+) \(", result.output)
+    assert found, result.output
+    n = int(found.group(1))
+    # the largest that fits, each size priced on its own as `probes plan --sample N` prices it
+    assert n >= 2 and hours(plan_of(empathy130, smollm2, sample=n, backend="hf")) <= budget
+    assert hours(plan_of(empathy130, smollm2, sample=n + 1, backend="hf")) > budget
+    assert set(scored_ids(results)) == units_rows(empathy130, n)  # what --sample N scores, no more
+    assert manifest_runs(results)[0]["sample"]["size"] == n
+    # a sweep of the one dataset gets the whole budget: the same sample, the same ids
+    swept = api.sweep(
+        api.SweepRequest(
+            str(smollm2), tmp_path / "sweep", datasets={"intergroup-empathy": empathy130},
+            probes=("intergroup-empathy",), configs=(CONFIG,), budget_hours=budget, model_name="org/one",
+            load=LoadOptions.of(backend="hf"), settings={"scoring": "sentence"}, chat=False, reports=False,
+            price=False,
+        )
+    )  # fmt: skip
+    assert swept is not None and swept.budget is not None and swept.budget["intergroup-empathy"].size == n
+    assert set(scored_ids(tmp_path / "sweep" / "results" / "intergroup-empathy")) == units_rows(empathy130, n)
+    record = json.loads((tmp_path / "sweep" / "sweep.json").read_text())["budget"]
+    assert record["hours"] == budget and record["samples"]["intergroup-empathy"]["size"] == n
 
 
 @pytest.mark.parametrize(
@@ -194,6 +216,33 @@ def test_a_budget_the_run_cannot_price_is_one_line(
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert result.exit_code != 0 and len(lines) == 1 and said in lines[0], result.output
     assert not (tmp_path / "r").exists()  # refused before anything was written
+
+
+def test_a_sweep_budget_is_shared_cheapest_whole_first_as_the_max_min_fair_level_gives() -> None:
+    """`split_budget` (water-filling) against the level L, found by bisection, at which sum(min(cost, L)) = H:
+    a dataset costing at most L is taken whole, each other gets L."""
+    import random
+
+    from runners.plan.run_budget import split_budget
+
+    rng = random.Random(4)
+    for _ in range(300):
+        full = {f"d{k}": rng.choice([rng.uniform(0.01, 1), rng.uniform(1, 40)]) for k in range(rng.randint(1, 5))}
+        budget = rng.uniform(0.05, 1.2) * sum(full.values())
+        shares = split_budget(full, budget)
+        assert set(shares) == set(full)
+        if sum(full.values()) <= budget:
+            assert all(v is None for v in shares.values())
+            continue
+        lo, hi = 0.0, max(full.values())
+        for _ in range(200):
+            level = (lo + hi) / 2
+            lo, hi = (level, hi) if sum(min(c, level) for c in full.values()) < budget else (lo, level)
+        for name, cost in full.items():
+            if cost < level * (1 - 1e-9):
+                assert shares[name] is None, (full, budget, shares)
+            else:
+                assert shares[name] == pytest.approx(level, rel=1e-6), (full, budget, shares)
 
 
 def test_a_budget_on_a_hub_dataset_id_is_one_line(tmp_path: Path) -> None:

@@ -82,6 +82,19 @@ def sweep_cmd(
     max_hours: Annotated[
         float | None, typer.Option("--max-hours", help="Refuse a plan priced above H hours (nothing is run).")
     ] = None,
+    budget_hours: Annotated[
+        float | None,
+        typer.Option(
+            "--budget-hours",
+            metavar="H",
+            help="Instead of --sample: share H among the datasets (cheapest whole first, the rest equal shares) and "
+            "score each dataset's largest sample within its share, priced as `probes plan --budget-hours` on --gpu "
+            "at --mfu on --backend (hf or vllm).",
+        ),
+    ] = None,
+    gpu: Annotated[
+        str, typer.Option("--gpu", help="--budget-hours: the GPU priced (h100, h200, a100, a6000 or l40s).")
+    ] = "h100",
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Go on after the plan without asking.")] = False,
     quiet: opt.QuietRun = False,
 ) -> None:
@@ -142,6 +155,8 @@ def sweep_cmd(
         settings=scoring,
         mfu=mfu,
         max_hours=max_hours,
+        budget_hours=budget_hours,
+        gpu=gpu,
         **run_fields,
     )
     try:

@@ -83,3 +83,90 @@ def budget_sample(
     plan = make_plan(request, progress=progress)
     sample = plan["sample"]
     return BudgetSample(int(sample["size"]), float(sample["hours"]), float(budget_hours), backend, gpu, mfu)
+
+
+def split_budget(full: Mapping[str, float], hours: float) -> dict[str, float | None]:
+    """Each dataset's share of a sweep's `hours`, by water-filling: None where the whole dataset fits its share.
+
+    The datasets are taken cheapest first; one whose full price fits an equal share of what is left is
+    taken whole, and what it leaves goes to the others; the rest get equal shares. So a small probe (the
+    Trust Game) is never cut for a large one, and no share is smaller than an equal split's.
+    """
+    shares: dict[str, float | None] = {}
+    left = float(hours)
+    order = sorted(full, key=lambda name: full[name])
+    for k, name in enumerate(order):
+        share = left / (len(order) - k)
+        if full[name] <= share:
+            shares[name] = None
+            left -= full[name]
+        else:
+            shares.update({rest: share for rest in order[k:]})
+            break
+    return shares
+
+
+def sweep_samples(
+    datasets: Mapping[str, tuple[Path, Sequence[str]]],
+    model: str,
+    budget_hours: float,
+    *,
+    gpu: str,
+    mfu: float,
+    backend: str,
+    chat: bool | None = None,
+    settings: Mapping[str, Any] | None = None,
+    limit: int | None = None,
+    sample_seed: int = 0,
+) -> dict[str, BudgetSample | None]:
+    """`probes sweep --budget-hours H`: per dataset (its folder and configs), the sample it takes (None: whole).
+
+    Each dataset is priced whole first (`make_plan`, as `probes plan`); `split_budget` shares H among them;
+    a dataset cut to its share gets the largest sample whose price fits it (`budget_sample`).
+    """
+    if backend_spec(backend).served:
+        raise ProbeError(
+            f"--budget-hours prices GPU hours; --backend {backend} is a server's time: give --sample N instead"
+        )
+    from runners.plan.budget import run_hours
+
+    given = dict(settings or {})
+    scoring = given.get("scoring")
+    full: dict[str, float] = {}
+    for name, (folder, configs) in datasets.items():
+        request = PlanRequest(
+            dataset=Path(folder),
+            model=model,
+            configs=tuple(configs),
+            gpu=gpu,
+            mfu=mfu,
+            chat=chat,
+            scoring=scoring if isinstance(scoring, str) else None,
+            max_new_tokens=given.get("max_new_tokens"),
+            limit=limit,
+            backend=backend,
+        )
+        plan = make_plan(request)
+        full[name] = run_hours(plan["totals"], backend, request.priced_modes)
+    shares = split_budget(full, budget_hours)
+    fitted: dict[str, BudgetSample | None] = {}
+    for name, share in shares.items():
+        folder, configs = datasets[name]
+        fitted[name] = (
+            None
+            if share is None
+            else budget_sample(
+                folder,
+                configs,
+                model,
+                share,
+                gpu=gpu,
+                mfu=mfu,
+                backend=backend,
+                chat=chat,
+                settings=settings,
+                limit=limit,
+                sample_seed=sample_seed,
+            )
+        )
+    return fitted
