@@ -217,7 +217,10 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory):
     # float32 as the checkpoint (vLLM's CPU build serves it in bfloat16 when left to `auto`)
     command += ["--dtype", "float32", "--max-logprobs", "128", "--generation-config", "vllm", "--enforce-eager"]
     log = (tmp / "server.log").open("w")
-    proc = subprocess.Popen(command, env=_env(tmp), stdout=log, stderr=subprocess.STDOUT)
+    # the server runs as users start it: its engine core in a process of its own (vLLM's default), the path
+    # tests/conftest.py takes the in-process engines off to save their start-up time
+    env = {k: v for k, v in _env(tmp).items() if k != "VLLM_ENABLE_V1_MULTIPROCESSING"}
+    proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 600
     while True:

