@@ -22,7 +22,7 @@ test detects with 80% power at this size (1.96 + 0.84).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -235,3 +235,52 @@ def run_samples(joined: pd.DataFrame) -> dict[tuple[str, ...], Sample]:
 
 def _int(value: object) -> int | None:
     return None if value is None or pd.isna(value) else int(value)  # type: ignore[arg-type, call-overload]
+
+
+def units_for_half_width(half_width: float, n: int, population: int | None, eps: float) -> int:
+    """The fewest units whose interval's half-width is at most `eps`, from one measured at `n` of `population`.
+
+    The half-width of a mean over n units falls as sqrt((1 - n/N) / n) (the standard error with the
+    finite population correction), so hw(m)^2 = hw(n)^2 * n / (1 - n/N) * (1/m - 1/N); solved for m.
+    A full population has no sampling error: N (or n when N is unknown) is the most ever needed.
+    """
+    if not (math.isfinite(half_width) and half_width > 0):
+        return n
+    share = 1.0 - n / population if population else 1.0
+    if share <= 0:
+        return population or n
+    spread = half_width**2 * n / share  # hw(m)^2 = spread * (1/m - 1/N)
+    inverse = eps**2 / spread + (1.0 / population if population else 0.0)
+    needed = math.ceil(1.0 / inverse - 1e-9)
+    return min(needed, population) if population else needed
+
+
+def units_for_precision(tables: Mapping[str, pd.DataFrame], eps: float) -> pd.DataFrame:
+    """Every headline number with a sampling interval (a table's `sample_ci_low`/`sample_ci_high` rows, as
+    `precision_columns` writes them) and the units its half-width needs to be at most `eps`, widest first.
+
+    Columns: table, the row's number as its text (`precision`), half_width, units, population, needed.
+    """
+    rows = []
+    for name, table in tables.items():
+        if not {"sample_ci_low", "sample_ci_high", "sample_units"} <= set(table.columns):
+            continue
+        for _, row in table.iterrows():
+            low, high = row["sample_ci_low"], row["sample_ci_high"]
+            if pd.isna(low) or pd.isna(high) or pd.isna(row["sample_units"]):
+                continue
+            population = _int(row.get("sample_population"))
+            half = (float(high) - float(low)) / 2
+            n = int(row["sample_units"])
+            rows.append(
+                {
+                    "table": name,
+                    "precision": row.get("precision", ""),
+                    "half_width": half,
+                    "units": n,
+                    "population": population,
+                    "needed": units_for_half_width(half, n, population, eps),
+                }
+            )
+    columns = ["table", "precision", "half_width", "units", "population", "needed"]
+    return pd.DataFrame(rows, columns=columns).sort_values("needed", ascending=False, kind="stable")

@@ -22,6 +22,7 @@ For notebooks and scripts that want what the CLI does without a subprocess::
 | `probes export` | `export(ExportRequest(...))` | `ExportResult` (folder, files and their rows) |
 | `probes import` | `import_results(ImportRequest(...))` | `ImportResult` (folder, key, rows per config) |
 | `probes plan` | `plan(PlanRequest(...))` | the plan (tokens, FLOPs, GPU hours per config); `plan_rows` tabulates it |
+| `probes plan --precision` | `sample_for_precision`, then `PlanRequest(sample=N)` | `PrecisionSample` (N, the rows) |
 | `probes publish` | `publish` | `PublishResult`; `plan_table` shows its file plan |
 | `probes demo` | `demo` | `DemoResult` |
 | `probes recipes` | `recipes` | a `RecipeEntry` per recipe in builders/ |
@@ -60,6 +61,7 @@ from runners.summary import RunSummary
 
 from .demo import demo
 from .importer import ImportRequest, ImportResult, import_results
+from .precision_plan import PrecisionSample, sample_for_precision
 from .publish import plan_table, publish
 from .sweep import SweepPlan, SweepRequest, SweepResult, SweepRun, sweep
 
@@ -76,6 +78,7 @@ __all__ = [
     "LoadOptions",
     "MissingExtraError",
     "PlanRequest",
+    "PrecisionSample",
     "ProbeError",
     "RecipeEntry",
     "RunRequest",
@@ -101,6 +104,7 @@ __all__ = [
     "recipes",
     "run",
     "run_many",
+    "sample_for_precision",
     "scoring_settings",
     "sweep",
     *probe_extras("api"),

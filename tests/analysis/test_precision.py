@@ -165,3 +165,67 @@ def test_headline_text_for_a_sampled_and_a_full_run():
     head = empathy_headline({"empathy_gap": table}, {})
     assert head["sampling precision (95% CI)"].tolist() == [sampled.text("δ"), full.text("δ")]
     assert head["MDE"].tolist() == pytest.approx([0.056, 0.0])
+
+
+def test_units_for_a_half_width_invert_the_standard_errors_fall():
+    """The size m returned is the first whose half-width, hw(n) * sqrt((1/m - 1/N) / (1/n - 1/N)), is at most eps."""
+    from analysis.precision import units_for_half_width
+
+    def half_width(m: int, hw: float, n: int, population: int) -> float:
+        return hw * math.sqrt((1 / m - 1 / population) / (1 / n - 1 / population))
+
+    rng = np.random.default_rng(9)
+    for _ in range(200):
+        population = int(rng.integers(50, 20_000))
+        n = int(rng.integers(2, population))
+        hw = float(rng.uniform(0.01, 2))
+        eps = float(rng.uniform(0.005, 1))
+        m = units_for_half_width(hw, n, population, eps)
+        assert 1 <= m <= population
+        assert half_width(m, hw, n, population) <= eps * (1 + 1e-9)
+        if m > 1:
+            assert half_width(m - 1, hw, n, population) > eps
+    assert units_for_half_width(0.0, 30, 100, 0.1) == 30  # no spread: what was scored suffices
+    assert units_for_half_width(0.5, 100, 100, 0.1) == 100  # the whole population: no sampling error
+
+
+def test_the_size_for_a_precision_gives_that_precision_in_simulation():
+    """A pilot of 60 of 3,000 units sizes the sample for eps; samples of that size, bootstrapped as the analysis
+    does, have half-widths around eps (0.083 for 0.08 here): the sizing is honest, not just algebra. The
+    tolerance is the pilot's own error: a half-width from 60 units is off by about 1/sqrt(120), 9%."""
+    from analysis.precision import units_for_half_width
+
+    rng = np.random.default_rng(10)
+    population = rng.gamma(2.0, 1.0, 3000)
+    mean = lambda n: lambda s: s[:, 0] / n  # noqa: E731
+
+    pilot = rng.choice(population, 60, replace=False)
+    (got,) = cluster_bootstrap(pilot[:, None], mean(60), population=3000, resamples=2000, seed=1)
+    eps = 0.08
+    m = units_for_half_width(got.half_width, 60, 3000, eps)
+    assert 60 < m < 3000
+    widths = []
+    for k in range(40):
+        sample = rng.choice(population, m, replace=False)
+        (at_m,) = cluster_bootstrap(sample[:, None], mean(m), population=3000, resamples=1000, seed=k)
+        widths.append(at_m.half_width)
+    assert np.mean(widths) == pytest.approx(eps, rel=0.25), np.mean(widths)
+    assert np.std(widths) / np.mean(widths) < 0.1
+
+
+def test_units_for_precision_reads_every_table_with_an_interval():
+    from analysis.precision import units_for_precision
+
+    frame = religion_frame(40, np.random.default_rng(11))
+    found = gap_precision(frame, {("m", "main", "{}"): (400, 0)}, resamples=400)
+    gap = pd.DataFrame([{**RUN, "category": "religion", "setting": "P0S0T0", "delta": 0.0}])
+    table = precision_columns(gap, {("m", "main", "{}", "religion", "P0S0T0"): next(iter(found.values()))},
+                              ["model", "model_revision", "scoring", "category", "setting"], "δ")  # fmt: skip
+    rows = units_for_precision({"empathy_gap": table, "other": pd.DataFrame({"x": [1]})}, eps=0.05)
+    (row,) = rows.itertuples()
+    precision = next(iter(found.values()))
+    assert row.table == "empathy_gap" and row.units == 40 and row.population == 400
+    assert row.half_width == pytest.approx(precision.half_width)
+    from analysis.precision import units_for_half_width
+
+    assert row.needed == units_for_half_width(precision.half_width, 40, 400, 0.05)

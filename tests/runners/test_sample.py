@@ -250,3 +250,26 @@ def test_a_budget_on_a_hub_dataset_id_is_one_line(tmp_path: Path) -> None:
 
     with pytest.raises(ProbeError, match="--budget-hours prices a local prompt dataset folder; org/ds is not one"):
         api.budget_sample("org/ds", [CONFIG], "m", 1.0, gpu="h100", mfu=0.5, backend="hf")
+
+
+def test_plan_precision_needs_a_pilot_and_one_size_picker(empathy130: Path, smollm2: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from probes.cli import app
+
+    base = ["plan", str(empathy130), "--model", str(smollm2), "-c", CONFIG, "--no-chat", "--precision", "0.1"]
+    cases = [
+        ([], "--precision EPS sizes the sample from a pilot's intervals: give --pilot RESULTS"),
+        (["--pilot", str(tmp_path), "--sample", "3"], "give one of --sample N, --budget-hours H or --precision EPS"),
+    ]
+    for extra, said in cases:
+        result = CliRunner().invoke(app, [*base, *extra])
+        lines = [line for line in result.output.splitlines() if line.strip()]
+        assert result.exit_code != 0 and len(lines) == 1 and said in lines[0], result.output
+    # a pilot whose analysis gives no interval (the fake model's answers are the same for every event) is one line
+    pilot = tmp_path / "pilot"
+    run(empathy130, pilot, str(smollm2), "org/one", sample=4)
+    result = CliRunner().invoke(app, [*base, "--pilot", str(pilot)])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code != 0 and len(lines) == 1, result.output
+    assert lines[0].startswith(f"error: --pilot {pilot}: no headline number with a sampling interval"), lines

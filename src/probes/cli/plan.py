@@ -9,6 +9,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from promptgen.core.errors import ProbeError
+
 from . import options as opt
 from .shared import err, out
 
@@ -117,6 +119,25 @@ def plan_cmd(
     backend: Annotated[
         str, typer.Option("--backend", help="The backend whose hours --budget-hours fits: vllm or hf.")
     ] = "vllm",
+    precision: Annotated[
+        float | None,
+        typer.Option(
+            "--precision",
+            metavar="EPS",
+            help="Instead of --sample: the smallest sample at which every headline number's 95% sampling interval "
+            "is at most EPS either side, sized from --pilot's intervals (half-widths fall as sqrt(1/n - 1/N)); "
+            "prints N and prices it.",
+        ),
+    ] = None,
+    pilot: Annotated[
+        Path | None,
+        typer.Option(
+            "--pilot",
+            metavar="RESULTS",
+            help="With --precision: results folder of a small `probes run --sample n` of this model (kept: the "
+            "larger sample resumes it).",
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
 ) -> None:
     """Price a sweep without running the model: tokens per backend and mode, FLOPs, GPU hours.
@@ -129,6 +150,16 @@ def plan_cmd(
     """
     from probes import api
 
+    if precision is not None:
+        if pilot is None:
+            raise ProbeError("--precision EPS sizes the sample from a pilot's intervals: give --pilot RESULTS")
+        if sample is not None or budget_hours is not None:
+            raise ProbeError("give one of --sample N, --budget-hours H or --precision EPS (each picks N)")
+        sized = api.sample_for_precision(dataset, pilot, precision, configs=configs)
+        err.print(sized.line(), highlight=False)
+        sample = sized.size
+    elif pilot is not None:
+        raise ProbeError("--pilot RESULTS is read with --precision EPS")
     request = api.PlanRequest(
         dataset=dataset,
         model=model,
