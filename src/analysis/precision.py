@@ -244,14 +244,16 @@ def units_for_half_width(half_width: float, n: int, population: int | None, eps:
     finite population correction), so hw(m)^2 = hw(n)^2 * n / (1 - n/N) * (1/m - 1/N); solved for m.
     A full population has no sampling error: N (or n when N is unknown) is the most ever needed.
     """
-    if not (math.isfinite(half_width) and half_width > 0):
-        return n
+    if math.isnan(half_width) or half_width <= 0:
+        return n  # no spread measured: what was scored is as precise as it gets
+    if math.isinf(half_width):
+        return population or n  # no finite interval at n: only the whole population is sure to do
     share = 1.0 - n / population if population else 1.0
     if share <= 0:
         return population or n
     spread = half_width**2 * n / share  # hw(m)^2 = spread * (1/m - 1/N)
     inverse = eps**2 / spread + (1.0 / population if population else 0.0)
-    needed = math.ceil(1.0 / inverse - 1e-9)
+    needed = max(2, math.ceil(1.0 / inverse - 1e-9))  # one unit has no interval at all
     return min(needed, population) if population else needed
 
 

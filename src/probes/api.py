@@ -54,6 +54,7 @@ from promptgen.sources import SourceOptions
 from runners.extras import MissingExtraError
 from runners.plan import PlanRequest, make_plan, plan_rows, write_json
 from runners.plan.run_budget import BudgetSample, budget_sample
+from runners.plan.run_budget import check_local as check_budget_dataset
 from runners.request import LoadOptions, RunRequest
 from runners.run import expand_configs, run, run_many
 from runners.scoring.settings import ScoringSettings, scoring_settings
@@ -91,6 +92,7 @@ __all__ = [
     "SweepRun",
     "analyze",
     "budget_sample",
+    "check_budget_dataset",
     "build",
     "demo",
     "expand_configs",

@@ -29,21 +29,21 @@ PILOT_PERMUTATIONS = 10
 
 @dataclass(frozen=True)
 class PrecisionSample:
-    """The units per config a precision needs: `size`, driven by `widest` (the row needing most units)."""
+    """The units per config a precision needs: `size`, set by `driving` (the row needing the most units)."""
 
     size: int
     eps: float
     rows: pd.DataFrame
 
     @property
-    def widest(self) -> pd.Series:
+    def driving(self) -> pd.Series:
         return self.rows.iloc[0]
 
     def line(self) -> str:
         """What the plan prints before it prices the sample."""
-        top = self.widest
+        top = self.driving
         return (
-            f"--precision {self.eps:g}: --sample {self.size:,} (the widest interval of the pilot: {top['table']}, "
+            f"--precision {self.eps:g}: --sample {self.size:,} (set by the pilot's {top['table']} row needing most, "
             f"half-width {top['half_width']:.3g} at {int(top['units']):,} units; {len(self.rows)} headline numbers)"
         )
 

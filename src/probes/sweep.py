@@ -179,6 +179,11 @@ def sweep(
             raise ProbeError(f"--budget-hours must be a positive number of hours, got {hours}")
         if request.sample is not None:
             raise ProbeError("give --sample N or --budget-hours H (which picks N per dataset), not both")
+        if request.runs is not None or isinstance(request.settings, ScoringSettings):
+            raise ProbeError(
+                "budget_hours prices each dataset's declared configs under the scoring flags given: not with runs= "
+                "or a complete ScoringSettings (give --sample N)"
+            )
     inputs = [Reference("--model", request.model)]
     if isinstance(request.datasets, (str, Path)):
         inputs.append(("--datasets", request.datasets))
@@ -285,7 +290,7 @@ def _budget(
         mfu=request.mfu,
         backend=request.load.backend,
         chat=request.chat,
-        settings=request.settings if isinstance(request.settings, Mapping) else None,
+        settings=request.settings if isinstance(request.settings, Mapping) else None,  # refused otherwise
         limit=request.limit_per_config,
         sample_seed=request.sample_seed,
     )

@@ -181,12 +181,14 @@ def test_units_for_a_half_width_invert_the_standard_errors_fall():
         hw = float(rng.uniform(0.01, 2))
         eps = float(rng.uniform(0.005, 1))
         m = units_for_half_width(hw, n, population, eps)
-        assert 1 <= m <= population
+        assert 2 <= m <= population
         assert half_width(m, hw, n, population) <= eps * (1 + 1e-9)
-        if m > 1:
+        if m > 2:  # two units at least: one has no interval
             assert half_width(m - 1, hw, n, population) > eps
     assert units_for_half_width(0.0, 30, 100, 0.1) == 30  # no spread: what was scored suffices
     assert units_for_half_width(0.5, 100, 100, 0.1) == 100  # the whole population: no sampling error
+    assert units_for_half_width(math.inf, 30, 100, 0.1) == 100  # no finite interval: the whole population
+    assert units_for_half_width(0.01, 30, 100, 5.0) == 2  # a huge EPS: the fewest units with an interval
 
 
 def test_the_size_for_a_precision_gives_that_precision_in_simulation():

@@ -171,6 +171,7 @@ def test_bad_requests_are_one_line_before_anything_is_written(small_datasets_dir
         (dict(budget_hours=1.0, sample=4), "give --sample N or --budget-hours H (which picks N per dataset), not both"),
         (dict(budget_hours=-2.0), "--budget-hours must be a positive number of hours, got -2.0"),
         (dict(budget_hours=float("nan")), "--budget-hours must be a positive number of hours, got nan"),
+        (dict(budget_hours=1.0, runs={}), "budget_hours prices each dataset's declared configs"),
     ]
     for change, message in cases:
         request = api.SweepRequest(model, out, **{"datasets": datasets_dir, **change})
@@ -321,3 +322,21 @@ def test_a_sweep_of_named_runs_scores_the_rows_each_selects_into_its_folder(
     assert result.reports == {} and not (out / "report").exists()
     assert (result.plan.items, result.plan.hours) == (5, None)  # counted, not priced: no rate measured
     assert [s.key_dir.parents[2].name for _, s in result.summaries] == ["talent-or-luck", "talent-or-luck-letter"]
+
+
+def test_sweep_json_records_the_budget_and_each_dataset_s_sample(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from probes.sweep import SweepRequest, SweepResult, sweep_record
+    from runners.plan.loaded import SweepPlan
+    from runners.plan.run_budget import BudgetSample
+
+    request = SweepRequest("m", tmp_path, budget_hours=8.0, gpu="a100", mfu=0.4)
+    bought = BudgetSample(120, 5.9, 6.2, "hf", "a100", 0.4)
+    result = SweepResult(tmp_path, SweepPlan("cpu", "r", []), [], {}, 1.0, [], {}, {"a": bought, "b": None})
+    assert sweep_record(request, result)["budget"] == {
+        "hours": 8.0, "gpu": "a100", "mfu": 0.4, "backend": request.load.backend,
+        "samples": {"a": {"size": 120, "hours": 5.9}, "b": None},
+    }  # fmt: skip
+    unbudgeted = sweep_record(replace(request, budget_hours=None), replace(result, budget=None))
+    assert unbudgeted["budget"] is None

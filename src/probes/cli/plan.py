@@ -125,8 +125,8 @@ def plan_cmd(
             "--precision",
             metavar="EPS",
             help="Instead of --sample: the smallest sample at which every headline number's 95% sampling interval "
-            "is at most EPS either side, sized from --pilot's intervals (half-widths fall as sqrt(1/n - 1/N)); "
-            "prints N and prices it.",
+            "has a half-width (high - low) / 2 of at most EPS, sized from --pilot's intervals (half-widths fall as "
+            "sqrt(1/n - 1/N)); prints N and prices it.",
         ),
     ] = None,
     pilot: Annotated[

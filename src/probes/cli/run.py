@@ -89,6 +89,7 @@ def run(
             raise ProbeError("give --sample N or --budget-hours H (which picks N), not both")
         if where:
             raise ProbeError("--budget-hours prices whole configs' samples, not a --where selection: give --sample N")
+        api.check_budget_dataset(dataset)
         priced = api.budget_sample(
             dataset,
             api.expand_configs(dataset, configs, revision=revision),

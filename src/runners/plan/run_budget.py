@@ -38,6 +38,15 @@ class BudgetSample:
         )
 
 
+def check_local(dataset: str | Path) -> None:
+    """The plan prices a local folder: a Hub id is one line (before its configs are looked up on the Hub)."""
+    if not Path(dataset).is_dir():
+        raise ProbeError(
+            f"--budget-hours prices a local prompt dataset folder; {dataset} is not one "
+            "(download it, or price it with `probes plan` and give --sample N)"
+        )
+
+
 def budget_sample(
     dataset: str | Path,
     configs: Sequence[str],
@@ -55,11 +64,7 @@ def budget_sample(
 ) -> BudgetSample:
     """The largest `--sample N` of `configs` whose price on `backend` fits `budget_hours` (one `ProbeError` line
     when the dataset is not a local folder, the backend is not priced in hours, or one unit costs more)."""
-    if not Path(dataset).is_dir():
-        raise ProbeError(
-            f"--budget-hours prices a local prompt dataset folder; {dataset} is not one "
-            "(download it, or price it with `probes plan` and give --sample N)"
-        )
+    check_local(dataset)
     if backend_spec(backend).served:
         raise ProbeError(
             f"--budget-hours prices GPU hours; --backend {backend} is a server's time: give --sample N instead"
