@@ -28,6 +28,15 @@ def empathy130(shared_sources: Path, tmp_path_factory: pytest.TempPathFactory) -
     return build("intergroup-empathy", out_dir=out, sources=shared_sources, max_events=130, configs=[CONFIG]).path
 
 
+@pytest.fixture(scope="module")
+def empathy16(shared_sources: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same config from 16 events: a budget's bisection prices each size by counting every item's tokens."""
+    from promptgen.build import build
+
+    out = tmp_path_factory.mktemp("empathy16")
+    return build("intergroup-empathy", out_dir=out, sources=shared_sources, max_events=16, configs=[CONFIG]).path
+
+
 def units_rows(dataset: Path, n: int, seed: int = 0) -> set[str]:
     """The ids of the rows of the first n events, computed from the parquet and the order alone."""
     table = pq.read_table(dataset / "data" / CONFIG, columns=["id", "text_id", "emotion"]).to_pylist()
@@ -150,9 +159,9 @@ def test_plan_with_a_budget_picks_the_largest_sample_that_fits(empathy130: Path,
     assert counts["items"] == len(units_rows(empathy130, n))
 
 
-@pytest.mark.slow  # plans, a real hf run of the sample its budget buys, and a sweep of the same budget
+@pytest.mark.slow  # plans, a real hf run of the sample its budget buys, and a sweep's choice at the same budget
 def test_run_and_sweep_with_a_budget_score_the_largest_sample_that_fits(
-    empathy130: Path, smollm2: Path, tmp_path: Path
+    empathy16: Path, smollm2: Path, tmp_path: Path
 ) -> None:
     import re
 
@@ -163,36 +172,40 @@ def test_run_and_sweep_with_a_budget_score_the_largest_sample_that_fits(
     from runners.backends.load import LoadOptions
     from runners.plan.budget import run_hours
 
-    def hours(plan: dict) -> float:
-        return run_hours(plan["totals"], "hf", tuple(m for m in plan["totals"]["hf"] if m != "generate"))
+    def hours(n: int) -> float:  # --sample n priced on its own, as the run prices each size (its defaults)
+        request = api.PlanRequest(
+            dataset=empathy16, model=str(smollm2), configs=(CONFIG,), chat=False, scoring="sentence", sample=n,
+            backend="hf",
+        )  # fmt: skip
+        plan = api.plan(request)
+        return run_hours(plan["totals"], "hf", request.priced_modes)
 
-    budget = hours(plan_of(empathy130, smollm2, sample=2, backend="hf")) * 1.01
+    budget = hours(2) * 1.01
     results = tmp_path / "results"
-    args = ["run", str(empathy130), "-c", CONFIG, "-m", str(smollm2), "--out", str(results), "--backend", "hf"]
+    args = ["run", str(empathy16), "-c", CONFIG, "-m", str(smollm2), "--out", str(results), "--backend", "hf"]
     args += ["--scoring", "sentence", "--no-chat", "--model-name", "org/one", "--budget-hours", repr(budget), "-q"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     found = re.search(rf"--budget-hours {budget:g}: --sample (\d+) \(", result.output)
     assert found, result.output
     n = int(found.group(1))
-    # the largest that fits, each size priced on its own as `probes plan --sample N` prices it
-    assert n >= 2 and hours(plan_of(empathy130, smollm2, sample=n, backend="hf")) <= budget
-    assert hours(plan_of(empathy130, smollm2, sample=n + 1, backend="hf")) > budget
-    assert set(scored_ids(results)) == units_rows(empathy130, n)  # what --sample N scores, no more
+    assert n >= 2 and hours(n) <= budget < hours(n + 1)  # the largest that fits
+    assert set(scored_ids(results)) == units_rows(empathy16, n)  # what --sample N scores, no more
     assert manifest_runs(results)[0]["sample"]["size"] == n
-    # a sweep of the one dataset gets the whole budget: the same sample, the same ids
+    # a sweep of the one dataset gets the whole budget: the same sample (its plan's items), declined before scoring
+    said: list[str] = []
+    planned = []
     swept = api.sweep(
         api.SweepRequest(
-            str(smollm2), tmp_path / "sweep", datasets={"intergroup-empathy": empathy130},
+            str(smollm2), tmp_path / "sweep", datasets={"intergroup-empathy": empathy16},
             probes=("intergroup-empathy",), configs=(CONFIG,), budget_hours=budget, model_name="org/one",
-            load=LoadOptions.of(backend="hf"), settings={"scoring": "sentence"}, chat=False, reports=False,
-            price=False,
-        )
+            load=LoadOptions.of(backend="hf"), settings={"scoring": "sentence"}, chat=False, price=False,
+        ),
+        confirm=lambda plan: planned.append(plan) and False,
+        progress=said.append,
     )  # fmt: skip
-    assert swept is not None and swept.budget is not None and swept.budget["intergroup-empathy"].size == n
-    assert set(scored_ids(tmp_path / "sweep" / "results" / "intergroup-empathy")) == units_rows(empathy130, n)
-    record = json.loads((tmp_path / "sweep" / "sweep.json").read_text())["budget"]
-    assert record["hours"] == budget and record["samples"]["intergroup-empathy"]["size"] == n
+    assert swept is None and planned[0].items == len(units_rows(empathy16, n))
+    assert any(line.startswith(f"intergroup-empathy: --budget-hours {budget:g}: --sample {n} (") for line in said)
 
 
 @pytest.mark.parametrize(
@@ -246,7 +259,16 @@ def test_a_sweep_budget_is_shared_cheapest_whole_first_as_the_max_min_fair_level
 
 
 def test_a_budget_on_a_hub_dataset_id_is_one_line(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
     from probes import api
+    from probes.cli import app
+
+    # a glob on a Hub id: refused before its configs are looked up on the Hub (HF_HUB_OFFLINE would fail that)
+    args = ["run", "org/ds", "-c", "religion_*", "-m", "m", "--out", str(tmp_path / "r"), "--budget-hours", "1"]
+    result = CliRunner().invoke(app, args)
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 1 and "is not one" in lines[0], result.output
 
     with pytest.raises(ProbeError, match="--budget-hours prices a local prompt dataset folder; org/ds is not one"):
         api.budget_sample("org/ds", [CONFIG], "m", 1.0, gpu="h100", mfu=0.5, backend="hf")
