@@ -21,7 +21,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 # vLLM's engine core runs in the test's own process, not in a spawned one that imports vLLM and
 # torch again: an engine's start on this 2-core machine (benchmarks/vllm_engine_start.py). The scores
-# are the same engine's; the `vllm serve` of tests/probes/test_run_e2e.py keeps vLLM's default path.
+# are the same engine's; tests/probes/test_run_e2e.py keeps vLLM's default path for one `probes run` and its
+# `vllm serve`.
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 # Under pytest-xdist each worker is one process of the run's (the README's command starts one per
 # core), so each gets one math thread: two workers that each spread torch and vLLM's CPU kernels
