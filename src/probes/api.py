@@ -53,7 +53,7 @@ from promptgen.recipe import Recipe, list_recipes, load_recipe
 from promptgen.sources import SourceOptions
 from runners.extras import MissingExtraError
 from runners.plan import PlanRequest, make_plan, plan_rows, write_json
-from runners.plan.run_budget import BudgetSample, budget_sample
+from runners.plan.run_budget import BudgetSample, BudgetTerms, budget_sample
 from runners.plan.run_budget import check_local as check_budget_dataset
 from runners.request import LoadOptions, RunRequest
 from runners.run import expand_configs, run, run_many
@@ -70,6 +70,7 @@ __all__ = [
     "AnalysisOptions",
     "AnalysisRequest",
     "BudgetSample",
+    "BudgetTerms",
     "BuildResult",
     "ExportRequest",
     "ExportResult",

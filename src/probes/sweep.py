@@ -45,7 +45,7 @@ from promptgen.probe_registry import probe_names
 from promptgen.sources import SourceOptions
 from runners.backends.load import LoadOptions
 from runners.plan.loaded import SweepPlan, price_loaded
-from runners.plan.run_budget import BudgetSample, sweep_samples
+from runners.plan.run_budget import BudgetSample, BudgetTerms, sweep_samples
 from runners.request import RunRequest
 from runners.run import Runner, resolve_protocol, warnings_to
 from runners.scoring.settings import ScoringSettings
@@ -282,18 +282,17 @@ def _budget(
     """`--budget-hours`: each dataset's sample within its share of the hours, priced before the model loads."""
     hours = float(request.budget_hours or 0)
     progress(f"pricing the datasets within --budget-hours {hours:g}")
-    fitted = sweep_samples(
-        {n: (folders[n], [run.config for run in configs[n]]) for n in names if configs[n]},
-        request.model,
-        hours,
-        gpu=request.gpu,
-        mfu=request.mfu,
-        backend=request.load.backend,
-        chat=request.chat,
-        settings=request.settings if isinstance(request.settings, Mapping) else None,  # refused otherwise
+    terms = BudgetTerms(
+        request.gpu,
+        request.mfu,
+        request.load.backend,
+        request.chat,
+        request.settings if isinstance(request.settings, Mapping) else None,  # a complete one is refused
         limit=request.limit_per_config,
         sample_seed=request.sample_seed,
     )
+    datasets = {n: (folders[n], [run.config for run in configs[n]]) for n in names if configs[n]}
+    fitted = sweep_samples(datasets, request.model, hours, terms)
     for name, bought in fitted.items():
         progress(f"{name}: {'all of it (its whole price fits its share)' if bought is None else bought.line()}")
     return fitted

@@ -271,7 +271,7 @@ def test_a_budget_on_a_hub_dataset_id_is_one_line(tmp_path: Path) -> None:
     assert result.exit_code == 1 and len(lines) == 1 and "is not one" in lines[0], result.output
 
     with pytest.raises(ProbeError, match="--budget-hours prices a local prompt dataset folder; org/ds is not one"):
-        api.budget_sample("org/ds", [CONFIG], "m", 1.0, gpu="h100", mfu=0.5, backend="hf")
+        api.budget_sample("org/ds", [CONFIG], "m", 1.0, api.BudgetTerms(backend="hf"))
 
 
 def test_plan_precision_needs_a_pilot_and_one_size_picker(empathy130: Path, smollm2: Path, tmp_path: Path) -> None:

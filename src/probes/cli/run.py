@@ -95,13 +95,9 @@ def run(
             api.expand_configs(dataset, configs, revision=revision),
             model,
             budget_hours,
-            gpu=gpu,
-            mfu=mfu,
-            backend=load.backend,
-            chat=run_fields.get("chat"),
-            settings=scoring,
-            limit=limit,
-            sample_seed=sample_seed,
+            api.BudgetTerms(
+                gpu, mfu, load.backend, run_fields.get("chat"), scoring, limit=limit, sample_seed=sample_seed
+            ),
         )
         err.print(priced.line(), highlight=False)
         sample = priced.size

@@ -38,6 +38,46 @@ class BudgetSample:
         )
 
 
+@dataclass(frozen=True)
+class BudgetTerms:
+    """What a budget is priced under, as the run scores: the GPU and its MFU, the run's backend, its chat form,
+    its scoring flags (`--scoring`, `--max-new-tokens`), `--limit` and the sample's seed."""
+
+    gpu: str = "h100"
+    mfu: float = 0.5
+    backend: str = "vllm"
+    chat: bool | None = None
+    settings: Mapping[str, Any] | None = None
+    limit: int | None = None
+    sample_seed: int = 0
+
+    def plan_request(self, dataset: str | Path, configs: Sequence[str], model: str, **sample: Any) -> PlanRequest:
+        """The plan of `configs` under these terms; `sample`: its sample fields (`budget_hours`)."""
+        given = dict(self.settings or {})
+        scoring = given.get("scoring")
+        return PlanRequest(
+            dataset=Path(dataset),
+            model=model,
+            configs=tuple(configs),
+            gpu=self.gpu,
+            mfu=self.mfu,
+            chat=self.chat,
+            scoring=scoring if isinstance(scoring, str) else None,
+            max_new_tokens=given.get("max_new_tokens"),
+            limit=self.limit,
+            sample_seed=self.sample_seed,
+            backend=self.backend,
+            **sample,
+        )
+
+    def check(self) -> None:
+        """A served backend's time is its server's: not priced in GPU hours."""
+        if backend_spec(self.backend).served:
+            raise ProbeError(
+                f"--budget-hours prices GPU hours; --backend {self.backend} is a server's time: give --sample N instead"
+            )
+
+
 def check_local(dataset: str | Path) -> None:
     """The plan prices a local folder: a Hub id is one line (before its configs are looked up on the Hub)."""
     if not Path(dataset).is_dir():
@@ -52,42 +92,18 @@ def budget_sample(
     configs: Sequence[str],
     model: str,
     budget_hours: float,
+    terms: BudgetTerms,
     *,
-    gpu: str,
-    mfu: float,
-    backend: str,
-    chat: bool | None = None,
-    settings: Mapping[str, Any] | None = None,
-    limit: int | None = None,
-    sample_seed: int = 0,
     progress: Callable[[str], None] | None = None,
 ) -> BudgetSample:
-    """The largest `--sample N` of `configs` whose price on `backend` fits `budget_hours` (one `ProbeError` line
+    """The largest `--sample N` of `configs` whose price under `terms` fits `budget_hours` (one `ProbeError` line
     when the dataset is not a local folder, the backend is not priced in hours, or one unit costs more)."""
     check_local(dataset)
-    if backend_spec(backend).served:
-        raise ProbeError(
-            f"--budget-hours prices GPU hours; --backend {backend} is a server's time: give --sample N instead"
-        )
-    given = dict(settings or {})
-    scoring = given.get("scoring")
-    request = PlanRequest(
-        dataset=Path(dataset),
-        model=model,
-        configs=tuple(configs),
-        gpu=gpu,
-        mfu=mfu,
-        chat=chat,
-        scoring=scoring if isinstance(scoring, str) else None,
-        max_new_tokens=given.get("max_new_tokens"),
-        limit=limit,
-        sample_seed=sample_seed,
-        budget_hours=budget_hours,
-        backend=backend,
-    )
-    plan = make_plan(request, progress=progress)
+    terms.check()
+    plan = make_plan(terms.plan_request(dataset, configs, model, budget_hours=budget_hours), progress=progress)
     sample = plan["sample"]
-    return BudgetSample(int(sample["size"]), float(sample["hours"]), float(budget_hours), backend, gpu, mfu)
+    hours = float(sample["hours"])
+    return BudgetSample(int(sample["size"]), hours, float(budget_hours), terms.backend, terms.gpu, terms.mfu)
 
 
 def split_budget(full: Mapping[str, float], hours: float) -> dict[str, float | None]:
@@ -112,66 +128,22 @@ def split_budget(full: Mapping[str, float], hours: float) -> dict[str, float | N
 
 
 def sweep_samples(
-    datasets: Mapping[str, tuple[Path, Sequence[str]]],
-    model: str,
-    budget_hours: float,
-    *,
-    gpu: str,
-    mfu: float,
-    backend: str,
-    chat: bool | None = None,
-    settings: Mapping[str, Any] | None = None,
-    limit: int | None = None,
-    sample_seed: int = 0,
+    datasets: Mapping[str, tuple[Path, Sequence[str]]], model: str, budget_hours: float, terms: BudgetTerms
 ) -> dict[str, BudgetSample | None]:
     """`probes sweep --budget-hours H`: per dataset (its folder and configs), the sample it takes (None: whole).
 
     Each dataset is priced whole first (`make_plan`, as `probes plan`); `split_budget` shares H among them;
     a dataset cut to its share gets the largest sample whose price fits it (`budget_sample`).
     """
-    if backend_spec(backend).served:
-        raise ProbeError(
-            f"--budget-hours prices GPU hours; --backend {backend} is a server's time: give --sample N instead"
-        )
+    terms.check()
     from runners.plan.budget import run_hours
 
-    given = dict(settings or {})
-    scoring = given.get("scoring")
     full: dict[str, float] = {}
     for name, (folder, configs) in datasets.items():
-        request = PlanRequest(
-            dataset=Path(folder),
-            model=model,
-            configs=tuple(configs),
-            gpu=gpu,
-            mfu=mfu,
-            chat=chat,
-            scoring=scoring if isinstance(scoring, str) else None,
-            max_new_tokens=given.get("max_new_tokens"),
-            limit=limit,
-            backend=backend,
-        )
-        plan = make_plan(request)
-        full[name] = run_hours(plan["totals"], backend, request.priced_modes)
-    shares = split_budget(full, budget_hours)
+        request = terms.plan_request(folder, configs, model)
+        full[name] = run_hours(make_plan(request)["totals"], terms.backend, request.priced_modes)
     fitted: dict[str, BudgetSample | None] = {}
-    for name, share in shares.items():
+    for name, share in split_budget(full, budget_hours).items():
         folder, configs = datasets[name]
-        fitted[name] = (
-            None
-            if share is None
-            else budget_sample(
-                folder,
-                configs,
-                model,
-                share,
-                gpu=gpu,
-                mfu=mfu,
-                backend=backend,
-                chat=chat,
-                settings=settings,
-                limit=limit,
-                sample_seed=sample_seed,
-            )
-        )
+        fitted[name] = None if share is None else budget_sample(folder, configs, model, share, terms)
     return fitted
