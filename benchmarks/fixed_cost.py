@@ -88,8 +88,7 @@ def main() -> None:
             out = work / f"results-{next(folders)}"  # a fresh folder: nothing to resume
             start = time.perf_counter()
             request = RunRequest(str(args.prompts), CONFIG, model, out, limit=items, batch_size=batch)
-            prompts, resolved, _ = resolve_protocol(request)
-            summary = runner.run(prompts, resolved)
+            summary = runner.run(resolve_protocol(request))
             best = min(best, time.perf_counter() - start)
             assert summary.items == items
         return best

@@ -74,8 +74,8 @@ def resolve(prompts: Path, config: str, model: str, results: Path, backend: str,
     from runners.run import resolve_protocol
 
     request = RunRequest(prompts, config, model, results, load=LoadOptions(backend=backend), limit=items)
-    rows, resolved, _ = resolve_protocol(request)
-    return rows, resolved
+    resolved = resolve_protocol(request)
+    return resolved.prompts, resolved.request
 
 
 def load_like_run(rows: Any, request: Any) -> Any:

@@ -105,7 +105,8 @@ def time_backend_alone(dataset: Path, config: str, items: int, model: Path, load
     from runners.rows import cached_digit_start_ids, prepare_request
     from runners.run import resolve_protocol
 
-    prompts, request, _ = resolve_protocol(RunRequest(dataset, config, str(model), "unused", load=load))
+    resolved = resolve_protocol(RunRequest(dataset, config, str(model), "unused", load=load))
+    prompts, request = resolved.prompts, resolved.request
     rows = prompts.dataset.select(range(min(items, len(prompts.dataset)))).to_list()
     loaded = models.load_backend(str(model), load)
     backend, tokenizer = loaded.backend, loaded.tokenizer

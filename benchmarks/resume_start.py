@@ -100,7 +100,8 @@ def fabricate(prompts: Path, config: str, results: Path, part_rows: int) -> dict
     from runners import results as res
     from runners.run import resolve_protocol
 
-    config_prompts, request, _ = resolve_protocol(_request(prompts, config, results))
+    resolved = resolve_protocol(_request(prompts, config, results))
+    config_prompts, request = resolved.prompts, resolved.request
     key = _key(request)
     folder = res.key_dir(results, config, key)
     res.write_key_file(folder, key)

@@ -46,7 +46,7 @@ from promptgen.sources import SourceOptions
 from runners.backends.load import LoadOptions
 from runners.plan.loaded import SweepPlan, price_loaded
 from runners.plan.run_budget import BudgetSample, BudgetTerms, sweep_samples
-from runners.request import RunRequest
+from runners.request import ResolvedRun, RunRequest
 from runners.run import Runner, resolve_protocol, warnings_to
 from runners.scoring.settings import ScoringSettings
 from runners.summary import RunSummary
@@ -212,16 +212,15 @@ def sweep(
         with warnings_to(on_warning):
             resolved = _resolve(request, names, folders, configs, out, samples)
         progress(f"loading {request.model}")
-        pairs = [(p, r) for _, p, r, _ in resolved]
+        runs = [run for _, run in resolved]
         runner = stage(
-            "load model", lambda: Runner.load(request.model, request.load, sized_for=pairs, on_warning=on_warning)
+            "load model", lambda: Runner.load(request.model, request.load, sized_for=runs, on_warning=on_warning)
         )
         try:
-            quoted = [(n, p, r) for n, p, r, _ in resolved]
             plan = stage(
                 "plan",
                 lambda: price_loaded(
-                    quoted, runner.backend, runner.tokenizer, runner.config, request.mfu, hours=request.price
+                    resolved, runner.backend, runner.tokenizer, runner.config, request.mfu, hours=request.price
                 ),
             )
             if request.max_hours is not None and (plan.hours is None or plan.hours > request.max_hours):
@@ -236,23 +235,18 @@ def sweep(
                         target = out / "datasets" / folders[name].name
                         folders[name].rename(target)
                         folders[name] = target
-                resolved = [
-                    (n, replace(p, path=str(folders[n])), replace(r, dataset=folders[n]), label)
-                    for n, p, r, label in resolved
-                ]
-            runs = []
-            for _, prompts, run_request, _ in resolved:
-                start, advance = on_config(run_request) if on_config is not None else (None, None)
-                label = f"score {Path(run_request.results).name} {run_request.config} ({len(prompts.dataset)} items)"
-                runs.append(
-                    stage(
-                        label,
-                        lambda p=prompts, r=run_request, s=start, a=advance: runner.run(p, r, on_start=s, on_advance=a),
-                    )
+                resolved = [(n, run.moved_to(folders[n])) for n, run in resolved]
+            scored = []
+            for _, run in resolved:
+                start, advance = on_config(run.request) if on_config is not None else (None, None)
+                what = f"{Path(run.request.results).name} {run.request.config}"
+                label = f"score {what} ({len(run.prompts.dataset)} items)"
+                scored.append(
+                    stage(label, lambda one=run, s=start, a=advance: runner.run(one, on_start=s, on_advance=a))
                 )
             summaries = [
-                (name, replace(summary, protocol=label))
-                for (name, _, _, label), summary in zip(resolved, runs, strict=True)
+                (name, replace(summary, protocol=run.protocol))
+                for (name, run), summary in zip(resolved, scored, strict=True)
             ]
         finally:
             runner.close()
@@ -305,10 +299,10 @@ def _resolve(
     configs: Mapping[str, list[SweepRun]],
     out: Path,
     samples: Mapping[str, int | None],
-) -> list[tuple[str, Any, RunRequest, str]]:
-    """(dataset, its rows to score, the run request, the protocol line) of every run, each checked before the load.
+) -> list[tuple[str, ResolvedRun]]:
+    """(dataset name, its resolved run) of every run, in order, each checked before the load.
     `samples`: each dataset's `--sample` size (None: every row)."""
-    resolved = []
+    resolved: list[tuple[str, ResolvedRun]] = []
     for name in names:
         template = RunRequest(
             folders[name],
@@ -329,7 +323,7 @@ def _resolve(
         )
         template = replace(template, shard=template.shard_range)
         for run in configs[name]:
-            prompts, run_request, label = resolve_protocol(
+            one = resolve_protocol(
                 replace(
                     template,
                     config=run.config,
@@ -341,8 +335,9 @@ def _resolve(
                 limit_flag="--limit-per-config" if run.limit is None else None,
             )
             if run.rows is not None:  # the results record the full config
-                prompts = replace(prompts, dataset=prompts.dataset.select(run.rows(prompts.dataset)))
-            resolved.append((name, prompts, run_request, label))
+                prompts = one.prompts
+                one = replace(one, prompts=replace(prompts, dataset=prompts.dataset.select(run.rows(prompts.dataset))))
+            resolved.append((name, one))
     return resolved
 
 

@@ -6,13 +6,15 @@ unchanged: `runners.run.run` checks it and picks a driver, and both drivers
 option is one field here instead of a keyword re-typed at every layer.
 
 These are plain values that import no model library; they live in their own module so that
-`run` and both drivers can import them without importing each other.
+`run` and both drivers can import them without importing each other. `ResolvedRun` is a request
+once `runners.run.resolve_protocol` has checked it against its prompt config: what `Runner.run`,
+the sweep and pricing take.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from promptgen.core.errors import ProbeError
 from runners.backends import backend_spec
 from runners.backends.load import LoadOptions
 from runners.model.identity import check_model_name
+from runners.prompts import PromptConfig
 from runners.results import parse_shard
 from runners.sample import Sample
 from runners.scoring.settings import ScoringSettings
@@ -108,3 +111,33 @@ class RunRequest:
     def shard_range(self) -> tuple[int, int]:
         """(i, n): the shard to score (`results.parse_shard` of the text; (0, 1) when none)."""
         return self.shard if isinstance(self.shard, tuple) else parse_shard(self.shard)
+
+
+@dataclass(frozen=True)
+class ResolvedRun:
+    """One config checked and ready to score, before any model loads (`runners.run.resolve_protocol`).
+
+    A value, not a tuple, so every caller (`run_many`, the sweep, pricing, `probes rewrite`) reads
+    the same names: `prompts` is the config restricted to the rows scored; `request` carries a
+    complete `ScoringSettings`, the prompt form and the row selection decided; `protocol` is the
+    run summary's protocol line (the dataset's protocol and what the flags changed).
+    """
+
+    prompts: PromptConfig
+    request: RunRequest
+    protocol: str
+
+    @property
+    def settings(self) -> ScoringSettings:
+        """The settings it is scored with (the protocol's, with the request's flags over them)."""
+        return self.request.scoring
+
+    @property
+    def chat(self) -> bool | None:
+        """The prompt form decided: the chat template (True), the plain prompt (False), or the config's own."""
+        return self.request.chat
+
+    def moved_to(self, folder: Path) -> ResolvedRun:
+        """The same run reading its prompt dataset from `folder` (a sweep moves its built datasets into place)."""
+        prompts = replace(self.prompts, path=str(folder))
+        return replace(self, prompts=prompts, request=replace(self.request, dataset=folder))

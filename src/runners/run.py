@@ -33,7 +33,6 @@ from runners.model.device import RunnerWarning
 from runners.out_folder import check_out_folder
 from runners.positions_needed import needs_of
 from runners.prompts import (
-    PromptConfig,
     RowSpec,
     check_chat_form,
     check_scoring_mode,
@@ -43,12 +42,22 @@ from runners.prompts import (
     select_rows,
     select_sample,
 )
-from runners.request import LoadOptions, RunRequest
+from runners.request import LoadOptions, ResolvedRun, RunRequest
 from runners.results.check import check_same_prompts
 from runners.scoring.settings import resolve_scoring
 from runners.summary import RunSummary
 
-__all__ = ["LoadOptions", "RunRequest", "RunSummary", "Runner", "expand_configs", "run", "run_many", "warnings_to"]
+__all__ = [
+    "LoadOptions",
+    "ResolvedRun",
+    "RunRequest",
+    "RunSummary",
+    "Runner",
+    "expand_configs",
+    "run",
+    "run_many",
+    "warnings_to",
+]
 
 
 @contextmanager
@@ -71,10 +80,10 @@ class Runner:
     `probes rewrite --model` each open a `Runner` and hand it resolved configs (`resolve_protocol`),
     so the load, its warnings, vLLM's context size and the close are written once::
 
-        with Runner.load(model, load, sized_for=[(prompts, request)]) as runner:
-            summary = runner.run(prompts, request)
+        with Runner.load(model, load, sized_for=[resolved]) as runner:
+            summary = runner.run(resolved)
 
-    `sized_for`: the (config, request) pairs it will score, which size vLLM's `max_model_len` when
+    `sized_for`: the resolved runs it will score, which size vLLM's `max_model_len` when
     left out (`runners.model.context_length`: the longest items of them all). Warnings of the
     loading (`RunnerWarning`: a GPU-sized model on the CPU) go to `on_warning`.
     """
@@ -99,12 +108,15 @@ class Runner:
         model: str,
         load_options: LoadOptions,
         *,
-        sized_for: Sequence[tuple[PromptConfig, RunRequest]] = (),
+        sized_for: Sequence[ResolvedRun] = (),
         on_warning: Callable[[str], None] | None = None,
     ) -> Runner:
         needed = None
         if sized_for and backend_spec(load_options.backend).sizes_context:
-            sizes = [needs_of(p, r.settings, r.chat, shard=r.shard_range, limit=r.limit) for p, r in sized_for]
+            sizes = [
+                needs_of(run.prompts, run.settings, run.chat, shard=run.request.shard_range, limit=run.request.limit)
+                for run in sized_for
+            ]
 
             def needed(tokenizer: Any) -> int:
                 return max(size(tokenizer) for size in sizes)
@@ -115,19 +127,19 @@ class Runner:
 
     def run(
         self,
-        prompts: PromptConfig,
-        request: RunRequest,
+        resolved: ResolvedRun,
         *,
         on_start: Callable[[int, int], None] | None = None,
         on_advance: Callable[[int], None] | None = None,
     ) -> RunSummary:
         """Score one resolved config (`resolve_protocol`) into its request's folder; its summary."""
+        request = resolved.request
         if (request.model, request.load) != (self.model, self.load_options):
             raise ValueError(
                 f"a Runner of {self.model!r} cannot score a request for {request.model!r} loaded otherwise"
             )
         return local_run.run_config(
-            prompts, self.backend, self.tokenizer, request, model_revision=self.revision,
+            resolved.prompts, self.backend, self.tokenizer, request, model_revision=self.revision,
             on_start=on_start, on_advance=on_advance,
         )  # fmt: skip
 
@@ -255,7 +267,7 @@ def run_many(
         requests = [replace(template, config=name) for name in expand_configs(template.dataset, configs, ref=ref)]
         refs = {(str(template.dataset), template.revision): ref}
     first = requests[0]
-    resolved = []
+    resolved: list[ResolvedRun] = []
     with warnings_to(on_warning):
         for request in requests:
             where = (str(request.dataset), request.revision)
@@ -267,26 +279,25 @@ def run_many(
     if first.ray:
         from runners.ray_run import run_config_ray
 
-        for prompts, request, _ in resolved:
-            start, advance = hooks(request)
-            summaries.append(run_config_ray(prompts, request, on_start=start, on_advance=advance))
+        for one in resolved:
+            start, advance = hooks(one.request)
+            summaries.append(run_config_ray(one.prompts, one.request, on_start=start, on_advance=advance))
     else:
-        pairs = [(p, r) for p, r, _ in resolved]
-        with Runner.load(first.model, first.load, sized_for=pairs, on_warning=on_warning) as runner:
-            for prompts, request in pairs:
-                start, advance = hooks(request)
-                summaries.append(runner.run(prompts, request, on_start=start, on_advance=advance))
-    return [replace(summary, protocol=label) for summary, (_, _, label) in zip(summaries, resolved, strict=True)]
+        with Runner.load(first.model, first.load, sized_for=resolved, on_warning=on_warning) as runner:
+            for one in resolved:
+                start, advance = hooks(one.request)
+                summaries.append(runner.run(one, on_start=start, on_advance=advance))
+    return [replace(summary, protocol=one.protocol) for summary, one in zip(summaries, resolved, strict=True)]
 
 
 def resolve_protocol(
     request: RunRequest, *, ref: HubRef | None = None, limit_flag: str | None = "--limit"
-) -> tuple[PromptConfig, RunRequest, str]:
+) -> ResolvedRun:
     """Load the request's config and decide how it is scored: its protocol with the request's settings over it.
 
-    Returns the config restricted to the rows scored (the protocol's or the request's `where`),
-    the request with a `ScoringSettings`, the prompt form and the selection decided, and the
-    run summary's protocol line. `ref`: the Hub dataset's revision already resolved to a commit
+    Returns a `ResolvedRun`: the config restricted to the rows scored (the protocol's or the
+    request's `where`), the request with a `ScoringSettings`, the prompt form and the selection
+    decided, and the run summary's protocol line. `ref`: the Hub dataset's revision already resolved to a commit
     (`hub_ref`); else it is resolved here.
 
     Every check of a config that needs no model is here, so each caller (`run_many`, the sweep,
@@ -323,4 +334,4 @@ def resolve_protocol(
     # a folder of another build's rows: refused before any config of a sweep is scored, not after its load
     check_same_prompts(request.results, prompts.provenance(), rescore_changed=request.rescore_changed)
     request = replace(request, settings=scoring.settings, chat=scoring.chat, where=scoring.where)
-    return prompts, request, scoring.label
+    return ResolvedRun(prompts, request, scoring.label)

@@ -215,9 +215,9 @@ def rewrite(
             batch_size=batch_size,
             flush_every=flush_every,
         )
-        prompts, request, _ = resolve_protocol(request)  # every check that needs no model, before the load
-        with Runner.load(model, load, sized_for=[(prompts, request)], on_warning=on_warning) as runner:
-            generation = runner.run(prompts, request, on_start=on_start, on_advance=on_advance)
+        resolved = resolve_protocol(request)  # every check that needs no model, before the load
+        with Runner.load(model, load, sized_for=[resolved], on_warning=on_warning) as runner:
+            generation = runner.run(resolved, on_start=on_start, on_advance=on_advance)
         key = key or generation.key_dir.name
     elif limit is not None:
         raise ProbeError("--limit applies to generation; give --model too")

@@ -16,7 +16,7 @@ from runners.backends import backend_spec
 from runners.model.device import default_batch_size
 from runners.plan.pricing import GPUS, count_params
 from runners.plan.quote import Quote, cpu_decode_tokens_per_s, cpu_tokens_per_s, quote_config
-from runners.request import RunRequest
+from runners.request import ResolvedRun
 
 
 @dataclass
@@ -49,7 +49,7 @@ def _device(backend: Any) -> tuple[str | None, str]:
 
 
 def price_loaded(
-    resolved: Sequence[tuple[str, Any, RunRequest]],
+    resolved: Sequence[tuple[str, ResolvedRun]],
     backend: Any,
     tokenizer: Any,
     config: Mapping[str, Any] | None,
@@ -57,7 +57,7 @@ def price_loaded(
     *,
     hours: bool = True,
 ) -> SweepPlan:
-    """Price each (name, resolved config, request) on the device the model loaded on (the module docstring).
+    """Price each (dataset name, resolved run) on the device the model loaded on (the module docstring).
 
     `config`: the model's config as it loaded (`Runner.config`: at the loaded commit, from the GGUF file
     when there is one), whose parameters the FLOPs count. `hours=False`: each config's items and tokens
@@ -67,8 +67,8 @@ def price_loaded(
     per_call = default_batch_size(backend.device) if getattr(backend, "device", None) else None
     budget = getattr(backend, "max_batch_tokens", None)  # the hf backend's: it batches generation too
     quotes = [
-        (name, quote_config(prompts, request, tokenizer, items_per_call=per_call, max_batch_tokens=budget))
-        for name, prompts, request in resolved
+        (name, quote_config(run.prompts, run.request, tokenizer, items_per_call=per_call, max_batch_tokens=budget))
+        for name, run in resolved
     ]
     if not hours:
         return SweepPlan(str(getattr(backend, "device", None) or "?"), "not priced (no hours asked)", [
