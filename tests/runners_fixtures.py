@@ -209,8 +209,8 @@ def tiny_llama_folder(dtype: str = "bfloat16") -> Path:
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 
 
-def write_tiny_llama(folder: Path, *, seed: int, dtype: str = "float32") -> Path:
-    """A 2-layer random Llama with SmolLM2's tokenizer files, saved in `dtype` into `folder`.
+def write_tiny_llama(folder: Path, *, seed: int, dtype: str = "float32", layers: int = 2) -> Path:
+    """A `layers`-layer (default 2) random Llama with SmolLM2's tokenizer files, saved in `dtype` into `folder`.
 
     Weights from `seed`: two seeds give two checkpoints of one config and one size (what the
     result-key tests swap in place); seconds to write and to hash, unlike `tiny_llama_folder` not cached.
@@ -228,7 +228,7 @@ def write_tiny_llama(folder: Path, *, seed: int, dtype: str = "float32") -> Path
         vocab_size=vocab,
         hidden_size=64,
         intermediate_size=128,
-        num_hidden_layers=2,
+        num_hidden_layers=layers,
         num_attention_heads=2,
         num_key_value_heads=1,
         max_position_embeddings=512,

@@ -284,6 +284,7 @@ def _budget(
         request.settings if isinstance(request.settings, Mapping) else None,  # a complete one is refused
         limit=request.limit_per_config,
         sample_seed=request.sample_seed,
+        model_revision=request.load.revision,
     )
     datasets = {n: (folders[n], [run.config for run in configs[n]]) for n in names if configs[n]}
     fitted = sweep_samples(datasets, request.model, hours, terms)

@@ -18,6 +18,7 @@ from .shared import err, out
 def plan_cmd(
     dataset: Annotated[Path, typer.Argument(help="Prompt dataset folder (Hub-ready).")],
     model: Annotated[str, typer.Option("--model", "-m", help="Model folder (or Hub id): tokenizer and config.json.")],
+    model_revision: opt.ModelRevision = None,
     configs: Annotated[
         list[str] | None, typer.Option("--config", "-c", help="Config to price (repeatable; default: all).")
     ] = None,
@@ -163,6 +164,7 @@ def plan_cmd(
     request = api.PlanRequest(
         dataset=dataset,
         model=model,
+        model_revision=model_revision,
         configs=configs,
         gpu=gpu,
         mfu=mfu,

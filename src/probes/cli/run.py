@@ -96,7 +96,14 @@ def run(
             model,
             budget_hours,
             api.BudgetTerms(
-                gpu, mfu, load.backend, run_fields.get("chat"), scoring, limit=limit, sample_seed=sample_seed
+                gpu,
+                mfu,
+                load.backend,
+                run_fields.get("chat"),
+                scoring,
+                limit=limit,
+                sample_seed=sample_seed,
+                model_revision=load.revision,
             ),
         )
         err.print(priced.line(), highlight=False)

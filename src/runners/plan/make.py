@@ -64,6 +64,8 @@ class PlanRequest:
     dataset: Path
     model: str
     configs: tuple[str, ...] = ()
+    #: the Hub model's revision (`--model-revision`: branch, tag or commit) whose config and tokenizer are priced
+    model_revision: str | None = None
     gpu: str = "h100"
     mfu: float = DEFAULT_MFU
     chat: bool | None = None
@@ -208,12 +210,12 @@ def make_plan(req: PlanRequest, *, progress: Callable[[str], None] | None = None
     """The plan of `req` as a JSON-ready dict (see the module docstring); writes nothing."""
     check_request(req)
     started = time.perf_counter()
-    config = load_model_config(req.model)
+    config = load_model_config(req.model, revision=req.model_revision)
     shape = count_params(config)
     from transformers import AutoTokenizer
 
     try:
-        tokenizer = AutoTokenizer.from_pretrained(req.model)
+        tokenizer = AutoTokenizer.from_pretrained(req.model, revision=req.model_revision)
     except (OSError, ValueError) as exc:
         raise ProbeError(f"cannot load the tokenizer of {req.model!r}: {exc}") from None
     chat = chat_for(tokenizer, req.chat)
@@ -328,6 +330,7 @@ def make_plan(req: PlanRequest, *, progress: Callable[[str], None] | None = None
     return {
         "dataset": str(req.dataset),
         "model": req.model,
+        "model_revision": req.model_revision,
         "model_shape": dataclasses.asdict(shape),
         "chat": chat,
         "gpu": {"name": req.gpu, **dataclasses.asdict(GPUS[req.gpu])},

@@ -137,8 +137,8 @@ def flops(shape: ModelShape, computed_tokens: float, mean_keys: float) -> float:
     )
 
 
-def load_model_config(model: str) -> dict[str, Any]:
-    """`config.json` of a local folder (or, for a Hub id, transformers' download of it) as a dict."""
+def load_model_config(model: str, *, revision: str | None = None) -> dict[str, Any]:
+    """`config.json` of a local folder (or, for a Hub id, transformers' download of it at `revision`) as a dict."""
     folder = Path(model).expanduser()
     if folder.is_dir():
         try:
@@ -148,7 +148,7 @@ def load_model_config(model: str) -> dict[str, Any]:
     from transformers import AutoConfig
 
     try:
-        return AutoConfig.from_pretrained(model).to_dict()
+        return AutoConfig.from_pretrained(model, revision=revision).to_dict()
     except (OSError, ValueError) as exc:
         raise ProbeError(f"cannot read the config of {model!r}: {exc}") from None
 

@@ -41,7 +41,8 @@ class BudgetSample:
 @dataclass(frozen=True)
 class BudgetTerms:
     """What a budget is priced under, as the run scores: the GPU and its MFU, the run's backend, its chat form,
-    its scoring flags (`--scoring`, `--max-new-tokens`), `--limit` and the sample's seed."""
+    its scoring flags (`--scoring`, `--max-new-tokens`), `--limit`, the sample's seed and the model's revision
+    (`--model-revision`: a Hub model's config and tokenizer at that revision)."""
 
     gpu: str = "h100"
     mfu: float = 0.5
@@ -50,6 +51,7 @@ class BudgetTerms:
     settings: Mapping[str, Any] | None = None
     limit: int | None = None
     sample_seed: int = 0
+    model_revision: str | None = None
 
     def plan_request(self, dataset: str | Path, configs: Sequence[str], model: str, **sample: Any) -> PlanRequest:
         """The plan of `configs` under these terms; `sample`: its sample fields (`budget_hours`)."""
@@ -59,6 +61,7 @@ class BudgetTerms:
             dataset=Path(dataset),
             model=model,
             configs=tuple(configs),
+            model_revision=self.model_revision,
             gpu=self.gpu,
             mfu=self.mfu,
             chat=self.chat,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -48,10 +49,10 @@ def hub_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return cache
 
 
-def _place(cache: Path, repo: str, commit: str, *, seed: int, main: bool = True) -> Path:
+def _place(cache: Path, repo: str, commit: str, *, seed: int, main: bool = True, layers: int = 2) -> Path:
     """A tiny model as the snapshot `commit` of `repo` in the HF cache; `refs/main` points at it if `main`."""
     root = cache / f"models--{repo.replace('/', '--')}"
-    snapshot = write_tiny_llama(root / "snapshots" / commit, seed=seed)
+    snapshot = write_tiny_llama(root / "snapshots" / commit, seed=seed, layers=layers)
     if main:
         (root / "refs").mkdir(parents=True, exist_ok=True)
         (root / "refs" / "main").write_text(commit)
@@ -119,6 +120,46 @@ def test_a_hub_revision_that_cannot_be_resolved_is_an_error_unless_a_commit_is_n
     assert not out.exists()
     _ok(prompts, "org/A", out, "--model-revision", SHA_A)
     assert [rows.column("model_revision")[0].as_py() for rows in _keys(out).values()] == [SHA_A]
+
+
+def test_a_plan_and_a_budget_price_the_model_at_its_model_revision(
+    tmp_path: Path, prompts: Path, hub_cache: Path
+) -> None:
+    """`--model-revision` reaches what prices the model: `probes plan` and `probes run --budget-hours` read the
+    config and tokenizer at that commit (here 8 layers, where main has 2), exactly as the snapshot's folder
+    prices; before, both read main's, and a model with no `refs/main` could not be budgeted at all."""
+    from probes import api
+
+    _place(hub_cache, "org/A", SHA_A, seed=1)
+    snapshot_b = _place(hub_cache, "org/A", SHA_B, seed=2, main=False, layers=8)
+
+    def plan(model: str, revision: str | None = None) -> dict:
+        return api.plan(api.PlanRequest(prompts, model, model_revision=revision, scoring="sentence", chat=False))
+
+    at_b, folder_b, main = plan("org/A", SHA_B), plan(str(snapshot_b)), plan("org/A")
+    assert at_b["model_revision"] == SHA_B and main["model_revision"] is None
+    assert at_b["model_shape"] == folder_b["model_shape"] != main["model_shape"]
+    assert at_b["totals"] == folder_b["totals"] != main["totals"]
+    json_out = tmp_path / "plan.json"
+    args = ["plan", str(prompts), "-m", "org/A", "--model-revision", SHA_B, "--scoring", "sentence", "--no-chat"]
+    result = CliRunner().invoke(app, [*args, "--json", str(json_out), "-q"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(json_out.read_text())["model_shape"] == folder_b["model_shape"]
+
+    # a budget every item fits: the whole config at either revision, priced at the revision's shape
+    terms = api.BudgetTerms(backend="hf", chat=False, settings={"scoring": "sentence"})
+    at_rev = api.budget_sample(prompts, ["items"], "org/A", 1.0, replace(terms, model_revision=SHA_B))
+    in_folder = api.budget_sample(prompts, ["items"], str(snapshot_b), 1.0, terms)
+    at_main = api.budget_sample(prompts, ["items"], "org/A", 1.0, terms)
+    assert (at_rev.size, at_rev.hours) == (in_folder.size, in_folder.hours) and at_rev.hours != at_main.hours
+
+    # the run: main no longer names a snapshot, so only the revision given can be priced and loaded
+    (hub_cache / "models--org--A" / "refs" / "main").unlink()
+    out = tmp_path / "results"
+    code, output = _run(prompts, "org/A", out, "--model-revision", SHA_B, "--budget-hours", "1", "--backend", "hf")
+    assert code == 0, output
+    assert f"--budget-hours 1: --sample {in_folder.size:,} (" in output
+    assert [rows.column("model_revision")[0].as_py() for rows in _keys(out).values()] == [SHA_B]
 
 
 def test_two_checkpoints_under_one_snapshot_get_two_keys(tmp_path: Path, prompts: Path, hub_cache: Path) -> None:
