@@ -81,6 +81,9 @@ SampleSeed = Annotated[
     int,
     typer.Option("--sample-seed", help="Seed of the --sample order (the same seed: the same units).", metavar="S"),
 ]
+BudgetGpu = Annotated[
+    str, typer.Option("--gpu", help="--budget-hours: the GPU priced (h100, h200, a100, a6000 or l40s).")
+]
 Chat = Annotated[
     bool | None,
     typer.Option("--chat/--no-chat", help="Use the chat template (default: when the tokenizer has one)."),

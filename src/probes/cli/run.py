@@ -52,9 +52,7 @@ def run(
             "--budget-hours H` prices it (on --gpu at --mfu; a local DATASET folder). Prints N, then scores it.",
         ),
     ] = None,
-    gpu: Annotated[
-        str, typer.Option("--gpu", help="--budget-hours: the GPU priced (h100, h200, a100, a6000 or l40s).")
-    ] = "h100",
+    gpu: opt.BudgetGpu = "h100",
     mfu: Annotated[
         float, typer.Option("--mfu", help="--budget-hours: model FLOPs utilisation, above 0 and at most 1.")
     ] = 0.5,

@@ -92,9 +92,7 @@ def sweep_cmd(
             "at --mfu on --backend (hf or vllm).",
         ),
     ] = None,
-    gpu: Annotated[
-        str, typer.Option("--gpu", help="--budget-hours: the GPU priced (h100, h200, a100, a6000 or l40s).")
-    ] = "h100",
+    gpu: opt.BudgetGpu = "h100",
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Go on after the plan without asking.")] = False,
     quiet: opt.QuietRun = False,
 ) -> None:
