@@ -73,9 +73,10 @@ def test_a_missing_manifest_is_none_and_a_failing_server_is_one_line(
     commit = hub_server.write_files(repo, {"build_manifest.json": None}, message="no manifest")
     found = read(hub_server, tmp_path, repo)
     assert found["ref"]["commit"] == commit and found["manifest"] is False
-    with fault_proxy(hub_server.url, lambda path: 500 if path.endswith("/build_manifest.json") else None) as url:
+    # 501: a server error huggingface_hub does not retry (a 500 would wait its 5 backoffs, about 23 s, first)
+    with fault_proxy(hub_server.url, lambda path: 501 if path.endswith("/build_manifest.json") else None) as url:
         line = failing(hub_server, tmp_path / "other-cache", repo, "v1.3.0", HF_ENDPOINT=url)
-    assert "cannot read build_manifest.json of prompt dataset" in line and repo in line and "500" in line
+    assert "cannot read build_manifest.json of prompt dataset" in line and repo in line and "501" in line
 
 
 def test_an_unknown_repo_or_revision_is_one_line(

@@ -71,10 +71,11 @@ def test_a_missing_manifest_is_the_no_protocol_line_and_a_failing_one_an_error(
     hub_server: HubServer, served: tuple[str, str], tmp_path: Path
 ) -> None:
     repo, _ = served
-    with fault_proxy(hub_server.url, lambda path: 500 if path.endswith("/build_manifest.json") else None) as url:
+    # 501: a server error huggingface_hub does not retry (a 500 would wait its 5 backoffs, about 23 s, first)
+    with fault_proxy(hub_server.url, lambda path: 501 if path.endswith("/build_manifest.json") else None) as url:
         failed = run(hub_server, tmp_path / "proxy-home", repo, tmp_path / "failed", HF_ENDPOINT=url)
     assert failed.returncode != 0 and "Traceback" not in failed.stdout, failed.stdout
-    assert "cannot read build_manifest.json of prompt dataset" in failed.stdout and "500" in failed.stdout
+    assert "cannot read build_manifest.json of prompt dataset" in failed.stdout and "501" in failed.stdout
     assert not (tmp_path / "failed" / "data").exists()
 
     commit = hub_server.write_files(repo, {"build_manifest.json": None}, message="manifest removed")

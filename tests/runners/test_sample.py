@@ -160,9 +160,7 @@ def test_plan_with_a_budget_picks_the_largest_sample_that_fits(empathy130: Path,
 
 
 @pytest.mark.slow  # plans, a real hf run of the sample its budget buys, and a sweep's choice at the same budget
-def test_run_and_sweep_with_a_budget_score_the_largest_sample_that_fits(
-    empathy16: Path, smollm2: Path, tmp_path: Path
-) -> None:
+def test_run_and_sweep_with_a_budget_score_the_largest_sample_that_fits(empathy16: Path, tmp_path: Path) -> None:
     import re
 
     from typer.testing import CliRunner
@@ -171,18 +169,21 @@ def test_run_and_sweep_with_a_budget_score_the_largest_sample_that_fits(
     from probes.cli import app
     from runners.backends.load import LoadOptions
     from runners.plan.budget import run_hours
+    from runners_fixtures import tiny_llama_folder
+
+    model = str(tiny_llama_folder("float32"))  # priced by its own config; scoring it costs the CPU no time
 
     def hours(n: int) -> float:  # --sample n priced on its own, as the run prices each size (its defaults)
         request = api.PlanRequest(
-            dataset=empathy16, model=str(smollm2), configs=(CONFIG,), chat=False, scoring="sentence", sample=n,
+            dataset=empathy16, model=model, configs=(CONFIG,), chat=False, scoring="sentence", sample=n,
             backend="hf",
         )  # fmt: skip
         plan = api.plan(request)
         return run_hours(plan["totals"], "hf", request.priced_modes)
 
-    budget = hours(2) * 1.01
+    budget = (hours(2) + hours(3)) / 2
     results = tmp_path / "results"
-    args = ["run", str(empathy16), "-c", CONFIG, "-m", str(smollm2), "--out", str(results), "--backend", "hf"]
+    args = ["run", str(empathy16), "-c", CONFIG, "-m", model, "--out", str(results), "--backend", "hf"]
     args += ["--scoring", "sentence", "--no-chat", "--model-name", "org/one", "--budget-hours", repr(budget), "-q"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
@@ -197,7 +198,7 @@ def test_run_and_sweep_with_a_budget_score_the_largest_sample_that_fits(
     planned = []
     swept = api.sweep(
         api.SweepRequest(
-            str(smollm2), tmp_path / "sweep", datasets={"intergroup-empathy": empathy16},
+            model, tmp_path / "sweep", datasets={"intergroup-empathy": empathy16},
             probes=("intergroup-empathy",), configs=(CONFIG,), budget_hours=budget, model_name="org/one",
             load=LoadOptions.of(backend="hf"), settings={"scoring": "sentence"}, chat=False, price=False,
         ),
