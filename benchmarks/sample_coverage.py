@@ -4,17 +4,20 @@ docs/DESIGN.md section 9: every headline number carries a 95% cluster-bootstrap 
 sampled units (`analysis.precision`), finite-population corrected. This checks it where it is
 used, on the real events and templates:
 
-- **Empathy δ.** The religion configs are built from the release's narratives (all 6,050
-  events). A simulated model answers every item: intensity = 50 + perceiver and experiencer
-  effects + an in-group effect that varies by event (4 + N(0, 3)) + an event effect (N(0, 12))
-  + noise (N(0, 10)), rounded to an integer in 0..100. Its answers are written in the empathy
-  authors' TSV layout (`batch_pred_emotion.py`'s idx, system_prompt, user_input, response) and
-  brought in with `probes import --format empathy-authors`, then loaded with the analysis's own
-  `collect`, so the real load, parse and analysis path runs. The full-set δ is the project's
-  (`compute_cells`, `compute_gap`). Then 200 seeded samples of each size (150, 600, 2,400 events,
-  stratified by emotion in proportion, as the sampler draws) are each analysed on the loaded rows
-  restricted to the sample's events (`analysis.empathy.precision.gap_precision`, the analysis's own
-  call), and the share of intervals holding the full-set δ is counted.
+- **Empathy δ.** The seven religion configs (one per setting of the paper; `--configs`) are
+  built from the release's narratives (all 6,050 events). A simulated model answers every item:
+  intensity = 50 + perceiver and experiencer effects + an in-group effect that varies by event
+  (4 + N(0, 3)) + an event effect (N(0, 12)) + noise (N(0, 10)), rounded to an integer on the
+  item's scale (0..100, or 0..10 on the 10-scale setting). Its answers are written in the empathy
+  authors' TSV layout (`batch_pred_emotion.py`'s idx, system_prompt, user_input, response; their
+  file names) and brought in with one `probes import --format empathy-authors`, then loaded with
+  the analysis's own `collect`, so the real load, parse and analysis path runs. The full-set δ is
+  the project's (`compute_cells`, `compute_gap`). Then 200 samples of each size (150, 600, 2,400
+  events) are drawn as `probes run --sample n --sample-seed k` draws them (`promptgen.sample_order`,
+  seeds 0..199: the first n events of seed k's order, stratified by emotion; nested, and the same
+  events in every config), each analysed on the loaded rows restricted to the sample's events
+  (`analysis.empathy.precision.gap_precision`, the analysis's own call), and the share of
+  intervals holding the full-set δ is counted per config.
 - **Attribution d.** The designed configs are built (`release_configs: false`, as the tests'
   `built_designed`); on `single_actor` a simulated model gives each item cause probabilities
   (softmax of cause logits with an identity effect on the internal causes, a per-template effect
@@ -25,7 +28,7 @@ used, on the real events and templates:
 
 A 95% interval should hold the full-set value in 93-97% of the samples (200 samples: the
 binomial's own 95% range is about 92-98%), and the half-width shrink about as
-sqrt((1 - n/N) / n). Run (2 busy cores: about 15 minutes each)::
+sqrt((1 - n/N) / n). Run::
 
     PYTHONPATH=src python benchmarks/sample_coverage.py --sources ../shared/sources \\
         --out benchmarks/results/sample_coverage.json
@@ -56,12 +59,18 @@ from analysis.empathy.precision import gap_precision
 from analysis.pipeline import collect
 from analysis.precision import RESAMPLES, run_samples
 from promptgen.build import build
+from promptgen.empathy.prompts import AUTHORS_VARIATIONS, SETTINGS
+from promptgen.sample_order import sample_order
 from runners.prompts import load_prompt_config
 
 REPO = Path(__file__).resolve().parents[1]
 SIZES = (150, 600, 2400)
 SAMPLES = 200
 TARGET = (0.93, 0.97)
+#: our setting -> the authors' variation name (their file names)
+VARIATIONS = {setting: variation for variation, setting in AUTHORS_VARIATIONS.items()}
+#: the religion configs, one per setting of the paper
+RELIGION = tuple(f"religion_{setting}" for setting in SETTINGS)
 
 
 def stratified_draw(units: pd.Series, strata: pd.Series, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -131,32 +140,50 @@ def authors_tsv(prompts: Path, config: str, folder: Path, rng: np.random.Generat
         + rows["text_id"].map(event)
         + rng.normal(0, 10, len(rows))
     )
-    stem = {"religion_P0S0T0": "religion_origin"}[config]
+    top = rows["number_max"].to_numpy()  # 100, or 10 on the 10-scale setting: the answer on the item's own scale
+    category, setting = config.split("_")
+    stem = f"{category}_{VARIATIONS[setting]}"  # the authors' file name (`<group>_<variation>_batch-<k>.tsv`)
     pd.DataFrame(
         {
             "idx": rows["authors_index"].to_numpy(),
             "system_prompt": [m[0]["content"] for m in rows["messages"]],
             "user_input": [m[1]["content"] for m in rows["messages"]],
-            "response": np.clip(np.rint(value), 0, 100).astype(int).astype(str).to_numpy(),
+            "response": np.clip(np.rint(value * top / 100), 0, top).astype(int).astype(str),
         }
     ).to_csv(folder / f"{stem}_batch-0.tsv", sep="\t", index=False)
 
 
-def empathy(sources: Path, work: Path, seed: int) -> dict:
-    config = "religion_P0S0T0"
+def empathy(sources: Path, work: Path, seed: int, configs: Sequence[str]) -> dict:
+    """Every config in `configs` (the religion settings), imported together; per config, the coverage of δ's
+    interval over samples of each size drawn as `probes run --sample n --sample-seed k` draws them
+    (`promptgen.sample_order`: k = 0..199, the first n units of seed k's order, stratified by emotion), the same
+    events for every config, as a sampled run scores them."""
     started = time.perf_counter()
-    prompts = build("intergroup-empathy", out_dir=work, sources=sources, configs=[config]).path
+    prompts = build("intergroup-empathy", out_dir=work, sources=sources, configs=list(configs)).path
     built_s = time.perf_counter() - started
     tsv = work / "authors"
     tsv.mkdir()
-    authors_tsv(prompts, config, tsv, np.random.default_rng(seed))
+    for k, config in enumerate(configs):
+        authors_tsv(prompts, config, tsv, np.random.default_rng([seed, k]))
     results = work / "results"
     started = time.perf_counter()
     command = [sys.executable, "-m", "probes.cli", "import", str(tsv), "--format", "empathy-authors"]
     command += ["--prompts", str(prompts), "--model-name", "simulated/empathy", "--out", str(results)]
     subprocess.run(command, check=True, capture_output=True, text=True)
     imported_s = time.perf_counter() - started
-    joined = collect(prompts, [results]).joined["empathy"][config]
+    joined_all = collect(prompts, [results]).joined["empathy"]
+    first = joined_all[configs[0]].drop_duplicates("text_id")
+    units = dict(zip(first["text_id"].astype(str), first["emotion"].astype(str), strict=True))
+    orders = [sample_order(units, seed=k, probe="intergroup-empathy") for k in range(SAMPLES)]
+    out: dict = {"events": len(units), "build_s": built_s, "import_s": imported_s, "configs": {}}
+    for config in configs:
+        out["configs"][config] = empathy_config(joined_all[config], orders)
+        print(config, json.dumps(out["configs"][config]["sizes"]), flush=True)
+    return out
+
+
+def empathy_config(joined: pd.DataFrame, orders: Sequence[list[str]]) -> dict:
+    """One config's full-set δ and the coverage of its intervals over the samples `orders` give at each size."""
     frame = emp.intensity_frame(joined, score="parsed_value")
     samples = run_samples(joined)
     population = next(iter(samples.values()))[0]
@@ -166,24 +193,19 @@ def empathy(sources: Path, work: Path, seed: int) -> dict:
             [*emp.group_keys(frame), "delta"]
         ].itertuples(index=False)
     }
-    events = joined.drop_duplicates("text_id")
-    by_event = {t: g for t, g in frame.groupby("text_id", sort=False)}
+    by_event = {str(t): g for t, g in frame.groupby("text_id", sort=False)}
     sizes = []
     started = time.perf_counter()
     for n in SIZES:
         draws = []
-        for k in range(SAMPLES):
-            chosen = stratified_draw(events["text_id"], events["emotion"], n, np.random.default_rng([seed, n, k]))
-            rows = pd.concat([by_event[t] for t in chosen], ignore_index=True)
+        for k, order in enumerate(orders):
+            rows = pd.concat([by_event[t] for t in order[:n]], ignore_index=True)
             draws.append(gap_precision(rows, samples, seed=k))
         sizes.append(coverage(truth, draws, n, population))
+        sizes[-1]["within_target"] = TARGET[0] <= sizes[-1]["coverage"] <= TARGET[1]
     return {
-        "config": config,
-        "events": population,
         "rows": len(frame),
         "full_set_delta": float(next(iter(truth.values()))),
-        "build_s": built_s,
-        "import_s": imported_s,
         "bootstrap_s": time.perf_counter() - started,
         "sizes": sizes,
         "half_width_shrinkage": shrinkage(sizes),
@@ -254,6 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--probe", choices=("empathy", "attribution", "both"), default="both")
     parser.add_argument("--template-fractions", type=float, nargs="+", default=(0.1, 0.25, 0.5))
+    parser.add_argument("--configs", nargs="+", default=RELIGION, help="empathy configs (default: every religion one)")
     args = parser.parse_args(argv)
     record: dict = {
         "benchmark": "sample_coverage",
@@ -265,7 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out.is_file():
         record = {**json.loads(args.out.read_text()), **record}
     runs: dict[str, Callable[[Path], dict]] = {
-        "empathy": lambda work: empathy(args.sources, work, args.seed),
+        "empathy": lambda work: empathy(args.sources, work, args.seed, args.configs),
         "attribution": lambda work: attribution(args.sources, work, args.seed, args.template_fractions),
     }
     for name, run in runs.items():
@@ -273,9 +296,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue
         with tempfile.TemporaryDirectory(prefix=f"coverage-{name}-") as work:
             record[name] = run(Path(work))
-        for size in record[name]["sizes"]:
+        for size in record[name].get("sizes", ()):
             size["within_target"] = TARGET[0] <= size["coverage"] <= TARGET[1]
-        print(name, json.dumps(record[name]["sizes"], indent=1), flush=True)
+        print(name, "done", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=2) + "\n")
     return 0

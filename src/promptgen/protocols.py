@@ -20,18 +20,71 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from .core.errors import RecipeError
+from .core.flags import DeclaredFlag, declared_flags, option_flag
 
-#: the `probes run` flags a protocol may set, as `scoring_settings` keywords, and their types
+
+@dataclass(frozen=True)
+class ScoringFlags:
+    """The scoring flags of `probes run`, declared once (`promptgen.core.flags`): the command line's flags
+    (`probes.cli.options.SCORING`), the keywords of `runners.scoring.settings.scoring_settings` and what a
+    protocol may set (`SCORING_KEYS`) are these fields, a test ties the three. None is "not given": the
+    dataset's declared protocol decides, then the project's defaults."""
+
+    scoring: str | None = option_flag(
+        "sentence (choice: option texts' log-probabilities), letter (choice: the label token), or "
+        "generate (generate text and parse the answer). Number items are read exactly in the first two. "
+        "Default: the dataset's declared protocol (its paper's scoring)."
+    )
+    length_normalize: bool | None = option_flag(
+        "sentence: softmax over the options' MEAN token log-probabilities (cappr's default, which the "
+        "Talent-or-Luck release used) or over their sums. Default: the dataset's protocol.",
+        flag="--length-normalize/--no-length-normalize",
+    )
+    tokenization: str | None = option_flag(
+        "sentence: joint (prompt + option encoded as one string, cut at the boundary) or separate (each "
+        "encoded on its own, the prompt with the tokenizer's BOS, the option with none: what cappr and the "
+        "Talent-or-Luck release did). Default: the dataset's protocol, else joint."
+    )
+    number_mode: str | None = option_flag(
+        "Number items: exact (the digit trie: every number's full probability) or first-token (the "
+        "next-token distribution after the prompt; only where every number in range is one token). "
+        "Default: the dataset's protocol, else exact."
+    )
+    number_tolerance: float | None = option_flag(
+        "Exact number items: 0 computes every node of the digit trie; EPS in (0, 1) expands the trie only "
+        "until a certified bound on the L1 distance between the reported and the exact number distribution is at "
+        "most EPS (relative to the resolved mass; each row records number_bound and trie_positions). Part of the "
+        "result key. Default: 0.",
+        metavar="EPS",
+    )
+    temperature: float | None = option_flag("generate: 0 is greedy; above 0 samples (at least 0; default 0).")
+    top_p: float | None = option_flag("generate: nucleus sampling mass, above 0 and at most 1 (default 1).")
+    max_new_tokens: int | None = option_flag(
+        "generate: most tokens generated per item (default: the protocol's, else 16).", min=1
+    )
+    seed: int | None = option_flag("generate: base seed (each item's is derived from its id; default 0).")
+    number_parser: str | None = option_flag(
+        "generate, number items: first-integer (the empathy authors' released rule: the first integer, or the "
+        "second where the first is outside 0-100; 0-100 on every scale; answers starting 'I cannot', 'I can't' or "
+        "'I'm not rating' refused) or scale-aware (the project's: restated scales such as 'from 0 to 100' set "
+        "aside, then the first integer, checked against the item's scale). Part of the result key. "
+        "Default: the dataset's protocol, else scale-aware."
+    )
+
+
+def scoring_flags() -> list[DeclaredFlag]:
+    """`ScoringFlags`' fields as flags, in their order (the command line's)."""
+    return declared_flags("scoring", ScoringFlags)
+
+
+#: the flags a protocol may not set: the number tolerance is the user's trade-off of time for a bound, no paper's
+NOT_A_PROTOCOL_FLAG = frozenset({"number_tolerance"})
+#: the `probes run` flags a protocol may set, as `scoring_settings` keywords, and their types (a float flag takes
+#: an integer: a recipe's `temperature: 0`)
 SCORING_KEYS: dict[str, type | tuple[type, ...]] = {
-    "scoring": str,
-    "length_normalize": bool,
-    "number_mode": str,
-    "temperature": (int, float),
-    "top_p": (int, float),
-    "max_new_tokens": int,
-    "seed": int,
-    "tokenization": str,
-    "number_parser": str,
+    flag.name: (int, float) if flag.kind is float else flag.kind
+    for flag in scoring_flags()
+    if flag.name not in NOT_A_PROTOCOL_FLAG
 }
 _ENTRY_KEYS = {"configs", "name", "description", "chat", "where", *SCORING_KEYS}
 

@@ -108,3 +108,26 @@ def test_max_events_is_refused_for_datasets_without_events(fixture_release, tmp_
     )
     assert result.exit_code == 1 and "no events" in _plain(result.output)
     assert not (tmp_path / "o").exists()
+
+
+def test_the_scoring_flags_are_declared_once_for_the_command_line_the_settings_and_protocols() -> None:
+    """`promptgen.protocols.ScoringFlags` is the one declaration: `probes run`'s scoring group is its fields in
+    order, `scoring_settings` takes exactly those keywords (its defaults of each flag's type), and a protocol may
+    set every one but the tolerance. A flag added in one place and not the others fails here."""
+    import inspect
+
+    from probes.cli.options import SCORING
+    from promptgen.protocols import NOT_A_PROTOCOL_FLAG, SCORING_KEYS, scoring_flags
+    from runners.scoring.settings import scoring_settings
+
+    flags = scoring_flags()
+    names = [flag.name for flag in flags]
+    assert list(SCORING.flags) == names
+    keywords = inspect.signature(scoring_settings).parameters
+    assert sorted(keywords) == sorted(names)
+    for flag in flags:
+        assert isinstance(keywords[flag.name].default, flag.kind), flag.name
+    assert list(SCORING_KEYS) == [name for name in names if name not in NOT_A_PROTOCOL_FLAG]
+    text = runner.invoke(app, ["run", "--help"], env={"COLUMNS": "250"}).output
+    for flag in flags:
+        assert flag.declaration.split("/")[0] in text, flag.declaration

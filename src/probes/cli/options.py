@@ -14,6 +14,7 @@ import typer
 
 from analysis.probe_options import analysis_flags
 from promptgen.core.flags import DeclaredFlag
+from promptgen.protocols import scoring_flags
 from runners.backends import BACKENDS, DEFAULT_BACKEND, backend_flags
 from runners.model.device import ITEMS_PER_CALL
 
@@ -136,83 +137,7 @@ ModelRevision = Annotated[
     ),
 ]
 MaxNewTokens = Annotated[int, typer.Option("--max-new-tokens", min=1, help="generate: most tokens generated per item.")]
-MaxNewTokensRun = Annotated[
-    int | None,
-    typer.Option(
-        "--max-new-tokens", min=1, help="generate: most tokens generated per item (default: the protocol's, else 16)."
-    ),
-]
 
-
-# the scoring flags of `probes run`: None is "not given", the dataset's declared protocol decides
-Scoring = Annotated[
-    str | None,
-    typer.Option(
-        "--scoring",
-        help="sentence (choice: option texts' log-probabilities), letter (choice: the label token), or "
-        "generate (generate text and parse the answer). Number items are read exactly in the first two. "
-        "Default: the dataset's declared protocol (its paper's scoring).",
-    ),
-]
-LengthNormalize = Annotated[
-    bool | None,
-    typer.Option(
-        "--length-normalize/--no-length-normalize",
-        help="sentence: softmax over the options' MEAN token log-probabilities (cappr's default, which the "
-        "Talent-or-Luck release used) or over their sums. Default: the dataset's protocol.",
-    ),
-]
-Tokenization = Annotated[
-    str | None,
-    typer.Option(
-        "--tokenization",
-        help="sentence: joint (prompt + option encoded as one string, cut at the boundary) or separate (each "
-        "encoded on its own, the prompt with the tokenizer's BOS, the option with none: what cappr and the "
-        "Talent-or-Luck release did). Default: the dataset's protocol, else joint.",
-    ),
-]
-NumberMode = Annotated[
-    str | None,
-    typer.Option(
-        "--number-mode",
-        help="Number items: exact (the digit trie: every number's full probability) or first-token (the "
-        "next-token distribution after the prompt; only where every number in range is one token). "
-        "Default: the dataset's protocol, else exact.",
-    ),
-]
-NumberTolerance = Annotated[
-    float | None,
-    typer.Option(
-        "--number-tolerance",
-        metavar="EPS",
-        help="Exact number items: 0 computes every node of the digit trie; EPS in (0, 1) expands the trie only "
-        "until a certified bound on the L1 distance between the reported and the exact number distribution is at "
-        "most EPS (relative to the resolved mass; each row records number_bound and trie_positions). Part of the "
-        "result key. Default: 0.",
-    ),
-]
-Temperature = Annotated[
-    float | None,
-    typer.Option("--temperature", help="generate: 0 is greedy; above 0 samples (at least 0; default 0)."),
-]
-TopP = Annotated[
-    float | None,
-    typer.Option("--top-p", help="generate: nucleus sampling mass, above 0 and at most 1 (default 1)."),
-]
-Seed = Annotated[
-    int | None, typer.Option("--seed", help="generate: base seed (each item's is derived from its id; default 0).")
-]
-NumberParser = Annotated[
-    str | None,
-    typer.Option(
-        "--number-parser",
-        help="generate, number items: first-integer (the empathy authors' released rule: the first integer, or the "
-        "second where the first is outside 0-100; 0-100 on every scale; answers starting 'I cannot', 'I can't' or "
-        "'I'm not rating' refused) or scale-aware (the project's: restated scales such as 'from 0 to 100' set "
-        "aside, then the first integer, checked against the item's scale). Part of the result key. "
-        "Default: the dataset's protocol, else scale-aware.",
-    ),
-]
 
 Revision = Annotated[str | None, typer.Option("--revision", help="Prompt dataset revision (Hub).")]
 # what `analyze` and `export` read of a results folder
@@ -295,6 +220,12 @@ def declared_flag(declared: list[DeclaredFlag], owners: str = "{} backend") -> A
     return Annotated[first.kind | None, option]
 
 
+def scoring_flag(flag: DeclaredFlag) -> Any:
+    """One scoring flag of `probes run` (`promptgen.protocols.ScoringFlags`): "not given" by default, the dataset's
+    protocol deciding."""
+    return Annotated[flag.kind | None, typer.Option(flag.declaration, help=flag.help, **flag.limits)]
+
+
 def _analysis_options(**flags: Any) -> Any:
     from analysis.probe_analysis import AnalysisOptions
 
@@ -341,18 +272,8 @@ RUN = OptionGroup(
 SCORING = OptionGroup(
     "scoring",
     _given_scoring,
-    not_given(
-        scoring=Scoring,
-        length_normalize=LengthNormalize,
-        tokenization=Tokenization,
-        number_mode=NumberMode,
-        number_tolerance=NumberTolerance,
-        temperature=Temperature,
-        top_p=TopP,
-        max_new_tokens=MaxNewTokensRun,
-        seed=Seed,
-        number_parser=NumberParser,
-    ),
+    # declared once, with their help texts (`promptgen.protocols.ScoringFlags`); None is "not given"
+    not_given(**{flag.name: scoring_flag(flag) for flag in scoring_flags()}),
 )
 #: what `probes analyze` computes with: `analysis.probe_analysis.AnalysisOptions`; each probe's own flags from the
 #: registry (`ProbeSpec.analysis_options`)
