@@ -14,7 +14,9 @@ user_input, response`, `to_csv(sep='\\t', index=False)`; `ethnicity_origin_batch
 answers like a model's ("70", a sentence, a refusal, an empty answer). Then it runs, each in a
 child process as a user runs it:
 
-- `probes import FOLDER --format empathy-authors` of every file (the full config);
+- `probes import FOLDER --format empathy-authors` of every file (the full config); with
+  `--allocator-defaults`, again with mimalloc's own settings (`probes` sets Arrow's allocator to give
+  freed memory back at once, `probes.cli.allocator`; this measures what that setting is worth);
 - the same with one byte of the last row's system prompt changed (the last file): refused, in one line;
 - with `--before-src` (a checkout's `src` of the importer before this change, its `cards` and
   `builders` beside it), the old importer on `--before-files` of the files (the largest first;
@@ -53,6 +55,9 @@ CONFIG = "race_P0S0T0"
 BATCH_ROWS = 6050 * 50
 MODEL = "bench/llama-like"
 TARGET_RATIO = 3.0
+#: mimalloc's own settings in pyarrow 26 (what `MIMALLOC_VERBOSE=1` prints), which `probes` overrides
+#: (`probes.cli.allocator`); `--allocator-defaults` runs the full import with these too
+MIMALLOC_DEFAULTS = {"MIMALLOC_PURGE_DELAY": "1000", "MIMALLOC_ARENA_EAGER_COMMIT": "2"}
 #: answers as a chat model gives them, cycled over the rows
 ANSWERS = [
     "70",
@@ -171,13 +176,21 @@ def measure(cmd: list[str], env: dict[str, str], log: Path) -> dict[str, Any]:
 
 
 def run_import(
-    name: str, folder: Path, prompts: Path, work: Path, largest: int, src: Path | None = None
+    name: str,
+    folder: Path,
+    prompts: Path,
+    work: Path,
+    largest: int,
+    src: Path | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """`probes import` of `folder` in a child (this checkout's, or the one in `src`), measured."""
+    """`probes import` of `folder` in a child (this checkout's, or the one in `src`; `extra_env` added to its
+    environment), measured."""
     out = work / f"results-{name}"
     shutil.rmtree(out, ignore_errors=True)
     cache = work / f"hf-{name}"
     env = {**os.environ, "HF_DATASETS_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    env.update(extra_env or {})
     args = ["import", str(folder), "--format", "empathy-authors", "--prompts", str(prompts)]
     args += ["--model-name", MODEL, "--out", str(out)]
     if src is None:
@@ -202,7 +215,8 @@ def load_only(prompts: Path, config: str, work: Path, largest: int) -> dict[str,
     """A child that only loads `config` of `prompts`, measured: the floor of any command that reads it."""
     cache = work / "hf-load"
     env = {**os.environ, "HF_DATASETS_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
-    code = "import sys; from runners.prompts import load_prompt_config; load_prompt_config(sys.argv[1], sys.argv[2])"
+    # as a command does: `probes.cli` first (it sets Arrow's allocator), then the config
+    code = "import sys, probes.cli; from runners.prompts import load_prompt_config as load; load(*sys.argv[1:3])"
     result = measure([sys.executable, "-c", code, str(prompts), config], env, work / "load.log")
     _ratios(result, largest)
     shutil.rmtree(cache, ignore_errors=True)
@@ -219,6 +233,9 @@ def main() -> None:
     parser.add_argument("--batch-rows", type=int, default=BATCH_ROWS, help="rows per file (theirs: 6050 * 50)")
     parser.add_argument("--before-src", type=Path, help="`src` of the importer to compare with")
     parser.add_argument("--before-files", type=int, default=1, help="files the old importer is measured on")
+    parser.add_argument(
+        "--allocator-defaults", action="store_true", help="the full import with mimalloc's defaults too"
+    )
     parser.add_argument("--work-dir", type=Path, help="keep the files here (default: a temporary folder)")
     opts = parser.parse_args()
     work = opts.work_dir or Path(tempfile.mkdtemp(prefix="import-memory-"))
@@ -233,6 +250,11 @@ def main() -> None:
     largest = max(sizes.values())
     runs: dict[str, Any] = {"load_only": load_only(prompts, opts.config, work, largest)}
     runs["full"] = run_import("full", authors, prompts, work, largest)
+    if opts.allocator_defaults:
+        runs["full_allocator_defaults"] = {
+            "env": MIMALLOC_DEFAULTS,
+            **run_import("defaults", authors, prompts, work, largest, extra_env=MIMALLOC_DEFAULTS),
+        }
     bad = work / "exp-bad"
     shutil.rmtree(bad, ignore_errors=True)
     spoiled = spoil(authors, bad)
@@ -260,6 +282,7 @@ def main() -> None:
         "total_bytes": sum(sizes.values()),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()},
         "target": {"peak_over_largest_file": TARGET_RATIO},
+        "allocator": {k: os.environ.get(k, "unset: probes.cli sets it") for k in MIMALLOC_DEFAULTS},
         "runs": runs,
         "done": runs["full"]["exit_code"] == 0
         and runs["bad_file"]["exit_code"] != 0

@@ -37,34 +37,61 @@ Heavy libraries (torch, vLLM, Ray) are imported only by the calls that need them
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from analysis.export_files import ExportRequest, ExportResult, export
-from analysis.pipeline import AnalysisOptions, AnalysisRequest
-from analysis.report import analyze
-from promptgen.build import BuildResult, LintResult, build, lint
 from promptgen.core.errors import ProbeError
 from promptgen.core.plugins import resolve_reference
 from promptgen.probe_registry import probe_extras
-from promptgen.recipe import Recipe, list_recipes, load_recipe
-from promptgen.sources import SourceOptions
-from runners.extras import MissingExtraError
-from runners.plan import PlanRequest, make_plan, plan_rows, write_json
-from runners.plan.run_budget import BudgetSample, BudgetTerms, budget_sample
-from runners.plan.run_budget import check_local as check_budget_dataset
-from runners.request import LoadOptions, RunRequest
-from runners.run import expand_configs, run, run_many
-from runners.scoring.settings import ScoringSettings, scoring_settings
-from runners.summary import RunSummary
 
-from .demo import demo
-from .importer import ImportRequest, ImportResult, import_results
-from .precision_plan import PrecisionSample, sample_for_precision
-from .publish import plan_table, publish
-from .sweep import SweepPlan, SweepRequest, SweepResult, SweepRun, sweep
+if TYPE_CHECKING:  # what each name below is, for readers and type checkers; imported on first use
+    from analysis.export_files import ExportRequest, ExportResult, export
+    from analysis.pipeline import AnalysisOptions, AnalysisRequest
+    from analysis.report import analyze
+    from promptgen.build import BuildResult, LintResult, build, lint
+    from promptgen.recipe import Recipe
+    from promptgen.sources import SourceOptions
+    from runners.extras import MissingExtraError
+    from runners.plan import PlanRequest, plan_rows
+    from runners.plan.run_budget import BudgetSample, BudgetTerms, budget_sample
+    from runners.plan.run_budget import check_local as check_budget_dataset
+    from runners.request import LoadOptions, RunRequest
+    from runners.run import expand_configs, run, run_many
+    from runners.scoring.settings import ScoringSettings, scoring_settings
+    from runners.summary import RunSummary
+
+    from .demo import demo
+    from .importer import ImportRequest, ImportResult, import_results
+    from .precision_plan import PrecisionSample, sample_for_precision
+    from .publish import plan_table, publish
+    from .sweep import SweepPlan, SweepRequest, SweepResult, SweepRun, sweep
+
+#: where each name of the API is defined, as "module" or "module:attribute" (its name there). Imported when first
+#: used (PEP 562), so a command imports what it calls: `probes import` of a 154 MB file peaked 59 MB higher when
+#: every command's libraries (scipy among them) were loaded with this module (benchmarks/import_memory.py).
+_HOMES = {
+    **dict.fromkeys(["ExportRequest", "ExportResult", "export"], "analysis.export_files"),
+    **dict.fromkeys(["AnalysisOptions", "AnalysisRequest"], "analysis.pipeline"),
+    "analyze": "analysis.report",
+    **dict.fromkeys(["BuildResult", "LintResult", "build", "lint"], "promptgen.build"),
+    "SourceOptions": "promptgen.sources",
+    "MissingExtraError": "runners.extras",
+    **dict.fromkeys(["PlanRequest", "plan_rows"], "runners.plan"),
+    **dict.fromkeys(["BudgetSample", "BudgetTerms", "budget_sample"], "runners.plan.run_budget"),
+    "check_budget_dataset": "runners.plan.run_budget:check_local",
+    **dict.fromkeys(["LoadOptions", "RunRequest"], "runners.request"),
+    **dict.fromkeys(["expand_configs", "run", "run_many"], "runners.run"),
+    **dict.fromkeys(["ScoringSettings", "scoring_settings"], "runners.scoring.settings"),
+    "RunSummary": "runners.summary",
+    "demo": "probes.demo",
+    **dict.fromkeys(["ImportRequest", "ImportResult", "import_results"], "probes.importer"),
+    **dict.fromkeys(["PrecisionSample", "sample_for_precision"], "probes.precision_plan"),
+    **dict.fromkeys(["plan_table", "publish"], "probes.publish"),
+    **dict.fromkeys(["SweepPlan", "SweepRequest", "SweepResult", "SweepRun", "sweep"], "probes.sweep"),
+}
 
 __all__ = [
     "AnalysisOptions",
@@ -115,15 +142,28 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """A probe's own API (`ProbeSpec.api`: `curate_pairs`, `rewrite`, ...), imported on first use (PEP 562)."""
+    """A name of the API, imported from its home on first use (`_HOMES`), or a probe's own (`ProbeSpec.api`:
+    `curate_pairs`, `rewrite`, ...); PEP 562."""
+    home = _HOMES.get(name)
+    if home is not None:
+        module, _, attribute = home.partition(":")
+        value = getattr(importlib.import_module(module), attribute or name)
+        globals()[name] = value  # found once: the next use is a plain attribute
+        return value
     target = probe_extras("api").get(name)
     if target is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return resolve_reference(target)
 
 
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
 def plan(request: PlanRequest, *, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """`probes plan`: price a sweep (`runners.plan.make_plan`), and write it to `request.json_out` when given."""
+    from runners.plan import make_plan, write_json
+
     priced = make_plan(request, progress=progress)
     if request.json_out is not None:
         write_json(priced, request.json_out)
@@ -142,6 +182,8 @@ class RecipeEntry:
 
 def recipes() -> list[RecipeEntry]:
     """`probes recipes`: every recipe in builders/, loaded (an invalid one is listed with its error, not raised)."""
+    from promptgen.recipe import list_recipes, load_recipe
+
     entries = []
     for name, path in list_recipes().items():
         try:

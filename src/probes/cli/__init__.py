@@ -10,13 +10,20 @@ every command's `--help`; one that fails in any way is one scrubbed line, exit c
 (`shared.load_plugins_or_exit`). The app is taken from here (`from probes.cli import app`) once
 `commands` has registered every command: a probe's command module imports `options` from this
 package, so the commands are registered on first use, not while the package is imported.
+
+First of all, Arrow's allocator is told to give the memory it frees back at once (`allocator`):
+it must be told before pyarrow loads.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .shared import load_plugins_or_exit
+from .allocator import give_freed_memory_back
+
+give_freed_memory_back()  # before anything loads pyarrow: its allocator reads these options once, at load
+
+from .shared import load_plugins_or_exit  # noqa: E402
 
 load_plugins_or_exit()  # before the commands exist: their `--help` lists the plugins' backends and probes
 

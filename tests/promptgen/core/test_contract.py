@@ -11,6 +11,7 @@ the model would mean the contract check came too late.
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 import re
 import shutil
@@ -252,3 +253,46 @@ def test_a_build_manifest_of_the_wrong_shape_is_one_line(tmp_path: Path, manifes
     target = dataset / "build_manifest.json"
     target.write_bytes(manifest if isinstance(manifest, bytes) else manifest.encode())
     one_line_error(_run(dataset, tmp_path), "build_manifest.json", says, ignore=LIBRARY_PROGRESS)
+
+
+def test_ids_unique_and_take_chunked_agree_with_plain_python_on_any_chunking() -> None:
+    """Random ids in random chunks: `take_chunked` is the list indexed, `ids_unique` is `len(set) == len`."""
+    import numpy as np
+    import pyarrow as pa
+
+    from promptgen.core.contract import ids_unique, take_chunked
+
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        n = int(rng.integers(0, 40))
+        values = [f"id{int(v)}" for v in rng.integers(0, 30, n)]
+        cuts = sorted(int(c) for c in rng.integers(0, n + 1, int(rng.integers(0, 5))))
+        bounds = [0, *cuts, n]
+        pieces = [pa.array(values[a:b], pa.string()) for a, b in itertools.pairwise(bounds)]
+        chunked = pa.chunked_array(pieces, pa.string())
+        positions = rng.integers(0, max(n, 1), int(rng.integers(0, 25))) if n else np.zeros(0, dtype=np.int64)
+        assert take_chunked(chunked, positions).to_pylist() == [values[p] for p in positions]
+        assert take_chunked(chunked.combine_chunks(), positions).to_pylist() == [values[p] for p in positions]
+        for step in (1, 2, 5, 1 << 16):
+            assert ids_unique(chunked, step) is (len(set(values)) == len(values))
+
+
+@pytest.mark.parametrize("min_max", [[(0, 5), (9, 2), (0, 10), (7, 1)], [(0, 5), (0, 20_000), (3, 4), (1, 50_000)]])
+def test_the_number_checks_a_slice_at_a_time_say_what_the_whole_column_says(monkeypatch, min_max) -> None:
+    """The range checks hold a slice's float columns at a time; the line (first bad id, the count) is the same as
+    checked whole."""
+    import pyarrow as pa
+
+    import promptgen.core.contract as contract
+
+    rows = [(f"n{k}", "number", lo, hi) for k in range(9) for lo, hi in min_max]
+    names = ["id", "task", "number_min", "number_max"]
+    table = pa.table({n: list(v) for n, v in zip(names, zip(*rows, strict=True), strict=True)})
+    said = []
+    for slice_rows in (1 << 17, 1, 3, 7):
+        monkeypatch.setattr(contract, "CHECK_SLICE_ROWS", slice_rows)
+        with pytest.raises(ProbeError) as caught:
+            contract.check_number_ranges(table, "where")
+        said.append(str(caught.value))
+    assert len(set(said)) == 1, said
+    assert "(9 such rows)" in said[0] or "(18 such rows)" in said[0], said[0]
