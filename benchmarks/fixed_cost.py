@@ -2,7 +2,7 @@
 
     python benchmarks/fixed_cost.py --prompts DIR/talent-or-luck --out benchmarks/results/fixed_cost_cpu2.json
 
-A sweep scores every config on one loaded model (`runners.run.resolve_protocol`, then `Runner.run`), so
+A sweep scores every config on one loaded model (`runners.run.runner.resolve_protocol`, then `Runner.run`), so
 what each config costs beyond its tokens is fixed: the config's load and checks, the session (resume,
 key, manifest, card, compaction), and per backend call the Python around it (rendering, tokenising,
 building requests, writing rows). Small configs are all fixed cost: a GPU sweep of 32 items per
@@ -72,8 +72,8 @@ def main() -> None:
     import torch
 
     from runners.backends import load as models
-    from runners.request import LoadOptions, RunRequest
-    from runners.run import Runner, resolve_protocol
+    from runners.run.request import LoadOptions, RunRequest
+    from runners.run.runner import Runner, resolve_protocol
     from runners.testmodel import ensure_smollm2
 
     torch.set_num_threads(2)

@@ -11,12 +11,12 @@ protocol in the dataset's build manifest; no scoring setting is overridden here)
 its own narrative), per backend (`hf`, `vllm`), with one model (default SmolLM2-135M-Instruct,
 float32, `runners.testmodel.ensure_smollm2`):
 
-1. `run_public`: `runners.run.run` (what `probes run` calls) into a fresh results folder, timed end
+1. `run_public`: `runners.run.runner.run` (what `probes run` calls) into a fresh results folder, timed end
    to end: the model or engine load included (`wall_s`), and the summary's own scoring rate.
 2. The model is then loaded once the way `run` loads it (`runners.backends.load.load_backend`, vLLM's
-   context sized by `runners.positions_needed.needs_of`), warmed up on two items, and on that one
+   context sized by `runners.run.sizing.needs_of`), warmed up on two items, and on that one
    backend, `--repeats` times in turn (the vLLM prefix cache emptied before each timed pass):
-   - `run`: `runners.run.Runner.run` (what `run` calls once the model is loaded) into a fresh results
+   - `run`: `runners.run.runner.Runner.run` (what `run` calls once the model is loaded) into a fresh results
      folder, timed around the call: the run's whole work without the load (session, tokenisation,
      generation, result rows, parts, compaction, manifest and card). `backend_generate_s` is the
      time inside the backend's `generate`, the rest is `other_s`;
@@ -70,8 +70,8 @@ def build_prompts(out: Path, sources: Path, config: str) -> Path:
 
 def resolve(prompts: Path, config: str, model: str, results: Path, backend: str, items: int) -> tuple[Any, Any]:
     """(config rows, request) as `run` resolves them: the dataset's protocol, the first `items` rows."""
-    from runners.request import LoadOptions, RunRequest
-    from runners.run import resolve_protocol
+    from runners.run.request import LoadOptions, RunRequest
+    from runners.run.runner import resolve_protocol
 
     request = RunRequest(prompts, config, model, results, load=LoadOptions(backend=backend), limit=items)
     resolved = resolve_protocol(request)
@@ -82,7 +82,7 @@ def load_like_run(rows: Any, request: Any) -> Any:
     """The loaded model (`load.LoadedModel`: backend, tokenizer, key revision, config), loaded exactly as
     `run.Runner.load` loads it."""
     from runners.backends import backend_spec, load
-    from runners.positions_needed import needs_of
+    from runners.run.sizing import needs_of
 
     needed = None
     if backend_spec(request.load.backend).sizes_context:
@@ -91,12 +91,12 @@ def load_like_run(rows: Any, request: Any) -> Any:
 
 
 def run_requests(rows: Any, request: Any, backend: Any, tokenizer: Any) -> tuple[list[dict], list[list[Any]], bool]:
-    """The run's items and its generation requests, in the run's backend calls (`local_run.run_config`)."""
+    """The run's items and its generation requests, in the run's backend calls (`local_driver.run_config`)."""
     from runners.model.device import default_batch_size
     from runners.prompts import chat_for
     from runners.results import resume
     from runners.rows import generation_request
-    from runners.session import select_rows
+    from runners.run.session import select_rows
 
     chat = chat_for(tokenizer, request.chat)
     chosen = select_rows(resume.id_column(rows.dataset), request.shard_range, request.limit)
@@ -208,9 +208,9 @@ def run_rows(key_dir: Path) -> dict[str, dict[str, Any]]:
 
 
 def time_public_run(prompts: Path, config: str, model: str, results: Path, backend: str, items: int) -> dict:
-    """`runners.run.run` as a user calls it: the load included."""
-    from runners.request import LoadOptions
-    from runners.run import run
+    """`runners.run.runner.run` as a user calls it: the load included."""
+    from runners.run.request import LoadOptions
+    from runners.run.runner import run
 
     started = time.perf_counter()
     summary = run(prompts, config, model, results, load=LoadOptions(backend=backend), limit=items)
@@ -226,8 +226,9 @@ def time_public_run(prompts: Path, config: str, model: str, results: Path, backe
 
 
 def time_loaded_run(rows: Any, request: Any, backend: Any, tokenizer: Any, revision: str) -> dict:
-    """`runners.run.Runner.run` on the loaded backend (what `run` does after the load), with its generate time."""
-    from runners.run import Runner
+    """`runners.run.runner.Runner.run` on the loaded backend (what `run` does after the load), with its generate
+    time."""
+    from runners.run.runner import Runner
 
     inner = backend.generate
     spent = [0.0]
@@ -299,7 +300,7 @@ def profile_run(rows: Any, request: Any, backend: Any, tokenizer: Any, revision:
     import io
     import pstats
 
-    from runners.run import Runner
+    from runners.run.runner import Runner
 
     profiler = cProfile.Profile()
     profiler.enable()

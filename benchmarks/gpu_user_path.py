@@ -14,7 +14,7 @@ tokenizer from the llama.cpp vocabulary, `runners.testmodel`; carry that folder 
 without network) into a model folder, and then, for each `--choice`/`--number` item set
 (`DATASET:CONFIG:ITEMS`):
 
-1. `run`: `runners.run.run` (what `probes run` calls) on the first ITEMS rows, into a fresh
+1. `run`: `runners.run.runner.run` (what `probes run` calls) on the first ITEMS rows, into a fresh
    results folder, with the dataset's protocol, timed end to end (`wall_s`) and by its own
    scoring rate (`items_per_s`, the summary's);
 2. `backend`: the same rows' requests made by the run's own tokenization
@@ -80,8 +80,8 @@ def make_model_folder(shape: dict[str, Any], dtype: str, device: str, tokenizer:
 
 
 def time_user_run(dataset: Path, config: str, items: int, model: Path, results: Path, load: Any) -> dict[str, Any]:
-    """`runners.run.run` on the first `items` rows, timed end to end."""
-    from runners.run import run
+    """`runners.run.runner.run` on the first `items` rows, timed end to end."""
+    from runners.run.runner import run
 
     started = time.perf_counter()
     summary = run(dataset, config, str(model), results, limit=items, load=load)
@@ -101,9 +101,9 @@ def time_backend_alone(dataset: Path, config: str, items: int, model: Path, load
     from runners.backends import load as models
     from runners.model.device import default_batch_size
     from runners.prompts import chat_for
-    from runners.request import RunRequest
     from runners.rows import cached_digit_start_ids, prepare_request
-    from runners.run import resolve_protocol
+    from runners.run.request import RunRequest
+    from runners.run.runner import resolve_protocol
 
     resolved = resolve_protocol(RunRequest(dataset, config, str(model), "unused", load=load))
     prompts, request = resolved.prompts, resolved.request
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if not args.choice and not args.number:
         parser.error("give at least one --choice or --number item set")
 
-    from runners.request import LoadOptions
+    from runners.run.request import LoadOptions
 
     shape_name, shape = SHAPES[args.shape]
     with tempfile.TemporaryDirectory() as tmp:

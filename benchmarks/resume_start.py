@@ -9,7 +9,7 @@ into `--work`. On one config (default `race_P0S0T0`, about 1.8 M rows) the scrip
 complete result key folder directly, as a run leaves it (every id, its `prompt_sha256`, the
 row a generation run writes, `results.write_part` in parts of `--part-rows` rows: a GPU run
 flushes a part per 1,024-item call), so no model is needed: scoring 1.8 M items is out of
-reach here. Then it times the real start of a run (`runners.run.resolve_protocol`: load and
+reach here. Then it times the real start of a run (`runners.run.runner.resolve_protocol`: load and
 check the config; `Session.open`: select, read the folder, decide what to score) and the
 no-op finish (`Session.finish`: compact, manifest, card), in these cases:
 
@@ -74,13 +74,13 @@ def build_dataset(work: Path) -> Path:
 
 
 def _request(prompts: Path, config: str, results: Path) -> Any:
-    from runners.request import RunRequest
+    from runners.run.request import RunRequest
 
     return RunRequest(str(prompts), config, MODEL, results)
 
 
 def _key(request: Any) -> Any:
-    from runners.session import result_key
+    from runners.run.session import result_key
 
     return result_key(MODEL, "sha256-" + "0" * 64, request.settings, bool(request.chat), dtype="bfloat16", backend="hf")
 
@@ -98,7 +98,7 @@ def _row(item_id: str, digest: str, key: Any, mode: str) -> dict[str, Any]:
 def fabricate(prompts: Path, config: str, results: Path, part_rows: int) -> dict[str, Any]:
     """A complete key folder of `config` as a run leaves it: every id, its prompt hash, unlabelled parts."""
     from runners import results as res
-    from runners.run import resolve_protocol
+    from runners.run.runner import resolve_protocol
 
     resolved = resolve_protocol(_request(prompts, config, results))
     config_prompts, request = resolved.prompts, resolved.request
@@ -159,8 +159,8 @@ def measure(
     """
     from runners import results as res
     from runners import session as session_mod
-    from runners.run import resolve_protocol
-    from runners.session import Session
+    from runners.run.runner import resolve_protocol
+    from runners.run.session import Session
 
     out: dict[str, Any] = {}
     (config_prompts, request, _), out["load_s"] = _timed(resolve_protocol, _request(prompts, config, results))

@@ -35,7 +35,7 @@ from promptgen.hub import remote
 from promptgen.hub.remote import HubRef
 from promptgen.probe_registry import probes
 from runners.results import result_configs as stored_configs
-from runners.summary import REFUSED_EXAMPLES, all_refused_advice, refused_answer
+from runners.results.summary import REFUSED_EXAMPLES, all_refused_advice, refused_answer
 
 from .columns import (
     RESULT_FILE_COLUMN,
@@ -313,7 +313,7 @@ def fingerprint_mismatches(provenance: dict[str, Any], wanted: dict[str, list[st
 
 def refusal_table(collected: Collected) -> pd.DataFrame:
     """Per config and run: items, refused items and their share (every probe, one table), and the
-    first refused answers (`runners.summary.refused_answer`: the generated text, else the valid mass)."""
+    first refused answers (`runners.results.summary.refused_answer`: the generated text, else the valid mass)."""
     rows = []
     for probe, by_config in collected.joined.items():
         for config, frame in by_config.items():

@@ -58,10 +58,10 @@ if TYPE_CHECKING:  # what each name below is, for readers and type checkers; imp
     from runners.plan import PlanRequest, plan_rows
     from runners.plan.run_budget import BudgetSample, BudgetTerms, budget_sample
     from runners.plan.run_budget import check_local as check_budget_dataset
-    from runners.request import LoadOptions, RunRequest
-    from runners.run import expand_configs, run, run_many
+    from runners.results.summary import RunSummary
+    from runners.run.request import LoadOptions, RunRequest
+    from runners.run.runner import expand_configs, run, run_many
     from runners.scoring.settings import ScoringSettings, scoring_settings
-    from runners.summary import RunSummary
 
     from .demo import demo
     from .importer import ImportRequest, ImportResult, import_results
@@ -82,10 +82,10 @@ _HOMES = {
     **dict.fromkeys(["PlanRequest", "plan_rows"], "runners.plan"),
     **dict.fromkeys(["BudgetSample", "BudgetTerms", "budget_sample"], "runners.plan.run_budget"),
     "check_budget_dataset": "runners.plan.run_budget:check_local",
-    **dict.fromkeys(["LoadOptions", "RunRequest"], "runners.request"),
-    **dict.fromkeys(["expand_configs", "run", "run_many"], "runners.run"),
+    **dict.fromkeys(["LoadOptions", "RunRequest"], "runners.run.request"),
+    **dict.fromkeys(["expand_configs", "run", "run_many"], "runners.run.runner"),
     **dict.fromkeys(["ScoringSettings", "scoring_settings"], "runners.scoring.settings"),
-    "RunSummary": "runners.summary",
+    "RunSummary": "runners.results.summary",
     "demo": "probes.demo",
     **dict.fromkeys(["ImportRequest", "ImportResult", "import_results"], "probes.importer"),
     **dict.fromkeys(["PrecisionSample", "sample_for_precision"], "probes.precision_plan"),

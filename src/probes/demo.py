@@ -31,8 +31,8 @@ from promptgen.probe_registry import probes
 from promptgen.sources import SourceOptions
 from runners.backends import require_for_scoring
 from runners.results import row_counts
+from runners.results.summary import RunSummary
 from runners.scoring.settings import scoring_settings
-from runners.summary import RunSummary
 from runners.testmodel import MODEL_NAME, ensure_smollm2
 
 from .datasets import check_local_sources, find_or_build

@@ -13,7 +13,7 @@
 3. Plan: the model loads once; each config is priced on the device it loaded on
    (`runners.plan.loaded`). A plan over `max_hours` is refused, and the caller's
    `confirm(plan)` decides whether to go on.
-4. Run: each config in turn on the loaded model (`runners.run.Runner`). Each is a resumable
+4. Run: each config in turn on the loaded model (`runners.run.runner.Runner`). Each is a resumable
    `probes run` into `OUT/results/<dataset>`: killed at any moment, the same command goes on
    where it stopped, and finished configs are skipped.
 5. Analyse: each dataset into `OUT/report/<dataset>/report.html`; the per-config summary goes
@@ -46,10 +46,10 @@ from promptgen.sources import SourceOptions
 from runners.backends.load import LoadOptions
 from runners.plan.loaded import SweepPlan, price_loaded
 from runners.plan.run_budget import BudgetSample, BudgetTerms, sweep_samples
-from runners.request import ResolvedRun, RunRequest
-from runners.run import Runner, resolve_protocol, warnings_to
+from runners.results.summary import RunSummary
+from runners.run.request import ResolvedRun, RunRequest
+from runners.run.runner import Runner, resolve_protocol, warnings_to
 from runners.scoring.settings import ScoringSettings
-from runners.summary import RunSummary
 
 from .datasets import find_datasets, find_or_build
 

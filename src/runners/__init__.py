@@ -12,10 +12,12 @@ May import `promptgen` (the item contract, errors, files); never `analysis` or `
 - `model/`: a model checked, keyed and loaded (`load`, `identity`, `device`, `context_length`);
 - `results/`: the result folder, written and read (`layout`, `parts`, `manifest`), validated
   (`check`) and resumed (`resume`);
-- `plan/`: a sweep priced without running the model;
-- here: a prompt config loaded and checked (`prompts`); items -> result rows (`rows`); one
-  resumable run of a config (`session`), driven in this process (`local_run`) or on a Ray
-  actor pool (`ray_run`); what one run asks for (`request`); `run` checks it, picks the
-  driver and loads the model (`probes run` as one call); the extras a command needs
-  (`extras`); the small test models (`testmodel`).
+- `results/` also holds the `--out` guard (`out_folder`) and a finished run's `summary`;
+- `run/`: one run of a config: what it asks for (`request`), its resumable `session`, driven in
+  this process (`local_driver`) or on a Ray actor pool (`ray_driver`), and `runner`, which
+  checks a request, picks the driver and loads the model (`probes run` as one call);
+- `plan/`: a sweep priced without running the model (it reads `run`'s request and row selection);
+- here: a prompt config loaded and checked (`prompts`); items -> result rows (`rows`); a
+  seeded sample of a config's units (`sample`); the extras a command needs (`extras`); the
+  small test models (`testmodel`).
 """

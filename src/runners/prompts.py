@@ -1,6 +1,6 @@
 """Load and check one config of a prompt dataset (docs/DESIGN.md section 7, step 1), before any model loads.
 
-`load_prompt_config` is how a run reads a prompt config (`runners.run.resolve_protocol`, for
+`load_prompt_config` is how a run reads a prompt config (`runners.run.runner.resolve_protocol`, for
 `probes run`, the sweep, the demo and `probes rewrite`), and `probes import` the prompts it
 answers: a local Hub-ready folder or a Hub repo id, loaded with `datasets` and checked against
 the item contract. The checks that need the tokenizer's choice of prompt form or scoring mode
@@ -429,7 +429,7 @@ def check_scoring_mode(prompts: PromptConfig, settings: ScoringSettings) -> None
 def check_chat_form(prompts: PromptConfig, chat: bool) -> None:
     """Once the tokenizer has decided `chat`, every item must have the form it reads (`check_prompt_forms`).
 
-    `runners.run.resolve_protocol` checks it before the load when --chat/--no-chat or the
+    `runners.run.runner.resolve_protocol` checks it before the load when --chat/--no-chat or the
     protocol decided; left to the tokenizer, the session checks it, still before anything is written.
     """
     check_prompt_forms(prompts.dataset, f"{prompts.path} config {prompts.config!r}", chat)

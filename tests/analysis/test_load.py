@@ -243,8 +243,8 @@ def test_consistent_number_rows_and_a_bounded_refusal_are_accepted(tmp_path):
 def _killed_run(prompts: Path, results: Path, n: int = 6) -> Path:
     """A `probes run` killed after its first part: rows written through the runners' session, never finished."""
     from runners.prompts import load_prompt_config
+    from runners.run.session import Session, result_key
     from runners.scoring.settings import resolve_scoring
-    from runners.session import Session, result_key
 
     loaded = load_prompt_config(str(prompts), "single_actor")
     settings = resolve_scoring(loaded.protocol, None, None).settings

@@ -2,7 +2,7 @@
 
 No GPU is lent to CI: the script runs here end to end on a two-layer Llama with Llama-3's real
 tokenizer. Its rates mean nothing on a CPU; what is checked is that it runs what a user runs
-(`runners.run.run` into a results folder) and the backend alone on the same items, and that
+(`runners.run.runner.run` into a results folder) and the backend alone on the same items, and that
 both did the same work: the computed tokens the run's rows report equal those of the backend
 fed the run's own requests.
 """

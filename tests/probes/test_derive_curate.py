@@ -264,11 +264,11 @@ def tiny(shared_sources: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
 @pytest.fixture(scope="module")
 def race_results(tiny: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The subset `SCORED` of race_probe, scored by the project's run loop with the session SmolLM2."""
-    from runners import local_run
     from runners.backends.hf.backend import HFBackend
     from runners.model import identity as model_identity
     from runners.prompts import load_prompt_config
-    from runners.request import RunRequest
+    from runners.run import local_driver
+    from runners.run.request import RunRequest
     from runners_fixtures import load_folder, load_model, load_tokenizer
 
     prompts = load_prompt_config(str(tiny["dataset"]), "race_probe")
@@ -287,7 +287,7 @@ def race_results(tiny: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
     request = RunRequest(
         prompts.path, prompts.config, str(load_folder()), out, model_name=MODEL_NAME, chat=False, batch_size=16
     )
-    local_run.run_config(prompts, backend, load_tokenizer(), request, model_revision=revision)
+    local_driver.run_config(prompts, backend, load_tokenizer(), request, model_revision=revision)
     return out
 
 

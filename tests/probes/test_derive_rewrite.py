@@ -96,9 +96,9 @@ class ScriptedWriter:
 
 
 def _generate(dataset: Path, results: Path, tokenizer: Any, limit: int | None = None) -> Any:
-    from runners import local_run
     from runners.prompts import load_prompt_config
-    from runners.request import RunRequest
+    from runners.run import local_driver
+    from runners.run.request import RunRequest
     from runners.scoring.settings import ScoringSettings
 
     prompts = load_prompt_config(str(dataset), "rewrite_t2")
@@ -106,7 +106,7 @@ def _generate(dataset: Path, results: Path, tokenizer: Any, limit: int | None = 
     request = RunRequest(
         dataset, "rewrite_t2", ScriptedWriter.model_id, results, settings=settings, chat=False, limit=limit
     )
-    return local_run.run_config(prompts, ScriptedWriter(), tokenizer, request, model_revision="r1")
+    return local_driver.run_config(prompts, ScriptedWriter(), tokenizer, request, model_revision="r1")
 
 
 def _result_rows(results: Path) -> pd.DataFrame:

@@ -336,7 +336,7 @@ def test_sigkill_of_a_served_run_then_rerun_sends_only_the_missing_items(
     prompts_of = lambda r: len(r["choice_probs"]) if r["choice_probs"] is not None else r["trie_positions"] + 1  # noqa: E731
     need = sum(prompts_of(r) for r in missing)
     # and the one-token completion that reads the fingerprint, and the first done item scored again
-    # (`runners.served_recheck`: other weights behind the served name would be refused)
+    # (`runners.run.served_recheck`: other weights behind the served name would be refused)
     parts = sorted((prompts / "data" / "items").glob("*.parquet"))
     order = [i for part in parts for i in pq.read_table(part, columns=["id"]).column("id").to_pylist()]
     again = served_reference[next(i for i in order if i in done)]

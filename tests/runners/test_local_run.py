@@ -1,4 +1,4 @@
-"""The run loop (runners.local_run, runners.rows, runners.results, `probes run`) on a tiny prompt folder and SmolLM2."""
+"""The run loop (runners.run.local_driver, runners.rows, runners.results, `probes run`) on a tiny folder and SmolLM2."""
 
 from __future__ import annotations
 
@@ -21,11 +21,11 @@ from promptgen.core import contract
 from promptgen.core.errors import ProbeError
 from promptgen.core.files import sha256_file
 from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
-from runners import local_run
 from runners.model import identity as model_identity
 from runners.prompts import load_prompt_config
-from runners.request import RunRequest
 from runners.results import parse_shard, read_key_rows, shard_of
+from runners.run import local_driver
+from runners.run.request import RunRequest
 from runners.scoring.settings import ScoringSettings
 from runners_fixtures import load_folder, load_model, load_tokenizer, require_extra
 
@@ -81,13 +81,13 @@ def env() -> dict[str, Any]:
     }
 
 
-def _run(prompts_dir: Path, env: dict, out: Path, **kw: Any) -> local_run.RunSummary:
+def _run(prompts_dir: Path, env: dict, out: Path, **kw: Any) -> local_driver.RunSummary:
     # one item per backend call: an item's numbers then do not depend on which items share its
     # batch (padding changes fp32 results by ~1e-6), so resumed and sharded runs match exactly
     kw.setdefault("batch_size", 1)
     prompts = load_prompt_config(str(prompts_dir), "items")
     request = RunRequest(prompts_dir, "items", env["backend"].model_id, out, chat=False, **kw)
-    return local_run.run_config(prompts, env["backend"], env["tokenizer"], request, model_revision=env["revision"])
+    return local_driver.run_config(prompts, env["backend"], env["tokenizer"], request, model_revision=env["revision"])
 
 
 def _load(out: Path) -> list[dict]:

@@ -318,10 +318,10 @@ def test_a_profile_whose_scoring_is_not_json_is_one_line(tmp_path: Path) -> None
 def test_a_chat_config_priced_or_run_with_a_base_model_is_one_line(tmp_path: Path) -> None:
     """A base model (no chat template) asked for the chat form: the sweep's quote and the run both stop with
     one line that names the config and --no-chat, before anything is scored; the plain form is priced."""
-    from runners.local_run import run_config
     from runners.plan.quote import quote_config
     from runners.prompts import load_prompt_config
-    from runners.request import RunRequest
+    from runners.run.local_driver import run_config
+    from runners.run.request import RunRequest
     from runners.scoring.settings import ScoringSettings
     from runners_fixtures import vocab_tokenizer
 
@@ -409,7 +409,7 @@ def test_a_backend_without_token_accounting_is_quoted_by_its_prompts_and_not_pri
     from runners.plan.pricing import count_params
     from runners.plan.quote import quote_config
     from runners.prompts import load_prompt_config
-    from runners.request import RunRequest
+    from runners.run.request import RunRequest
     from runners.scoring.settings import ScoringSettings
     from runners_fixtures import vocab_tokenizer
 

@@ -165,9 +165,9 @@ def test_plan_of_8_items_equals_what_their_run_computed(
     from runners.plan.pricing import GPUS, load_model_config
     from runners.plan.quote import quote_config
     from runners.prompts import load_prompt_config
-    from runners.request import RunRequest
     from runners.results import key_folders, read_key_rows
-    from runners.run import run
+    from runners.run.request import RunRequest
+    from runners.run.runner import run
     from runners.scoring.settings import scoring_settings
 
     model = load_folder()  # SmolLM2-135M-Instruct: real answers, which stop before the ceiling

@@ -85,7 +85,7 @@ def test_a_narrowed_load_holds_exactly_the_rows_a_full_load_selects(
 ) -> None:
     """`RowSpec`: reading only the selected rows gives the rows (and their values) the full load then selects."""
     from runners.prompts import RowSpec, load_prompt_config, select_rows
-    from runners.session import select_rows as shard_rows
+    from runners.run.session import select_rows as shard_rows
 
     def where_of(protocol):
         return protocol.where if protocol else None

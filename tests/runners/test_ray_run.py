@@ -1,4 +1,4 @@
-"""The Ray Data runner (runners.ray_run, `probes run --ray`) against the plain loop, on a local CPU Ray and SmolLM2.
+"""The Ray Data runner (runners.run.ray_driver, `probes run --ray`) against the plain loop, on a local Ray and SmolLM2.
 
 Ray runs locally (`ray.init(num_cpus=2)`), two replicas, one CPU each. Without the `ray` extra
 the tests are skipped with a reason on a developer machine and fail under CI.
@@ -20,12 +20,10 @@ from loop_items import FEATURES, IDS, ITEMS  # the loop tests' items: 4 choice, 
 from probes.cli import app
 from promptgen.core.errors import ProbeError
 from promptgen.hub.folder import ConfigData, card_front_matter, write_hub_folder
-from runners import local_run
 from runners.backends import load as models
 from runners.backends.load import LoadOptions
 from runners.model import identity as model_identity
 from runners.prompts import PromptConfig, load_prompt_config
-from runners.request import RunRequest
 from runners.results import (
     PART_CONTENT,
     RESULT_SCHEMA,
@@ -35,8 +33,10 @@ from runners.results import (
     write_key_file,
     write_part,
 )
+from runners.run import local_driver
+from runners.run.request import RunRequest
+from runners.run.session import result_key
 from runners.scoring.settings import ScoringSettings
-from runners.session import result_key
 from runners_fixtures import load_folder, load_model, load_tokenizer, require_extra
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.*")  # inside Ray's DataContext
@@ -80,7 +80,7 @@ def prompts(tmp_path_factory: pytest.TempPathFactory) -> PromptConfig:
     return load_prompt_config(str(folder), "items")
 
 
-def _loop(prompts: PromptConfig, out: Path, **kw: Any) -> local_run.RunSummary:
+def _loop(prompts: PromptConfig, out: Path, **kw: Any) -> local_driver.RunSummary:
     """A loop run in this process with one torch thread, as a Ray actor with one CPU has.
 
     A float32 matmul's last bits depend on how many threads split it (SmolLM2 here: 5.6e-6 nats
@@ -98,7 +98,7 @@ def _loop(prompts: PromptConfig, out: Path, **kw: Any) -> local_run.RunSummary:
     torch.set_num_threads(1)
     try:
         request = RunRequest(prompts.path, prompts.config, str(folder), out, chat=False, batch_size=BATCH, **kw)
-        return local_run.run_config(prompts, backend, load_tokenizer(), request, model_revision=revision)
+        return local_driver.run_config(prompts, backend, load_tokenizer(), request, model_revision=revision)
     finally:
         torch.set_num_threads(threads)
 
@@ -170,7 +170,7 @@ def test_ray_resumes_a_loop_run_and_matches_it(prompts: PromptConfig, tmp_path: 
 
 
 def test_more_workers_than_the_cluster_holds_is_one_error(prompts: PromptConfig, tmp_path: Path) -> None:
-    from runners.ray_run import run_config_ray
+    from runners.run.ray_driver import run_config_ray
 
     out = tmp_path / "results"
     with pytest.raises(
@@ -189,7 +189,7 @@ def test_replica_reports_input_errors_as_rows(prompts: PromptConfig, monkeypatch
     import pyarrow as pa
 
     from runners.backends.hf.backend import HFBackend
-    from runners.ray_run import ROW_SCHEMA, _Replica
+    from runners.run.ray_driver import ROW_SCHEMA, _Replica
 
     folder, settings = load_folder(), ScoringSettings()
     loaded = models.LoadedModel(

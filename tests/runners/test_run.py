@@ -1,4 +1,4 @@
-"""`runners.run`: a run without scoring flags follows the dataset's declared protocol (the paper's scoring)."""
+"""`runners.run.runner`: a run without scoring flags follows the dataset's declared protocol (the paper's scoring)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from promptgen.core.errors import ProbeError
-from runners.run import run, run_many
+from runners.run.runner import run, run_many
 from runners.scoring.settings import scoring_settings
 from runners_fixtures import reference_option_logprobs, tiny_llama_folder
 
@@ -122,7 +122,7 @@ def test_empathy_default_is_greedy_generation_on_the_chat_form(tmp_path: Path) -
 def test_several_configs_share_one_model_load(built_small_release: Path, tmp_path: Path, monkeypatch) -> None:
     """`config` as names and globs: every match is scored, the model loads once, each config has its summary."""
     from runners.backends import load as models
-    from runners.run import expand_configs
+    from runners.run.runner import expand_configs
 
     assert expand_configs(built_small_release, ["single_actor*", "actor_observer", "single_actor"]) == [
         "single_actor",
@@ -191,7 +191,7 @@ def test_a_results_folder_of_another_build_is_refused_before_the_model_loads(tmp
 def test_a_run_s_counts_are_refused_as_the_request_is_made(
     tmp_path: Path, monkeypatch, field: str, value: int, message: str
 ) -> None:
-    from runners.request import RunRequest
+    from runners.run.request import RunRequest
 
     _refuse_loads(monkeypatch)
     with pytest.raises(ProbeError, match=re.escape(message)):
@@ -203,7 +203,7 @@ def test_a_run_s_counts_are_refused_as_the_request_is_made(
 def test_a_driver_scores_resolved_settings_or_the_defaults(tmp_path: Path) -> None:
     """`RunRequest.scoring`, what both drivers and the session read: the settings as resolved, the project's defaults
     when none were given (a driver called directly), and a bug's TypeError for flags nobody resolved."""
-    from runners.request import RunRequest
+    from runners.run.request import RunRequest
     from runners.scoring.settings import ScoringSettings
 
     def request(settings: object) -> RunRequest:
@@ -212,7 +212,7 @@ def test_a_driver_scores_resolved_settings_or_the_defaults(tmp_path: Path) -> No
     assert request(None).scoring == ScoringSettings()
     letter = scoring_settings("letter")
     assert request(letter).scoring is letter
-    with pytest.raises(TypeError, match=re.escape("resolve flags with runners.run.resolve_protocol")):
+    with pytest.raises(TypeError, match=re.escape("resolve flags with runners.run.runner.resolve_protocol")):
         _ = request({"scoring": "letter"}).scoring
 
 
@@ -222,7 +222,7 @@ def test_run_many_scores_a_list_of_requests_with_one_load(
     """`run_many(requests)`: each request's own config, settings, limit and folder, the model loaded once; the rows
     equal those of one `run` per request."""
     from runners.backends import load as models
-    from runners.request import RunRequest
+    from runners.run.request import RunRequest
 
     model = str(tiny_llama_folder("float32"))
     requests = [

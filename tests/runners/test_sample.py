@@ -124,7 +124,7 @@ def test_limit_on_an_event_config_warns_and_names_sample(empathy130: Path, smoll
 
 @pytest.mark.parametrize("size", [0, -3])
 def test_a_sample_below_one_is_refused(size: int) -> None:
-    from runners.request import RunRequest
+    from runners.run.request import RunRequest
 
     with pytest.raises(ProbeError, match=f"--sample must be a positive number of units, got {size}"):
         RunRequest("d", CONFIG, "m", "r", sample=size)

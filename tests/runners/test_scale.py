@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from runners import local_run
 from runners.backends import load as models
 from runners.backends.load import LoadOptions
 from runners.exchange import GenerateRequest
 from runners.prompts import load_prompt_config
-from runners.request import RunRequest
+from runners.run import local_driver
+from runners.run.request import RunRequest
 from runners.scoring.tokenize import encode_context
 from runners_fixtures import number_items, tiny_llama_folder, write_prompt_folder
 
@@ -103,12 +103,12 @@ def test_digit_start_ids_runs_once_per_run(prompts_dir: Path, tmp_path: Path, mo
     def request(out: str, batch_size: int) -> RunRequest:
         return RunRequest(prompts_dir, "items", str(folder), tmp_path / out, batch_size=batch_size)
 
-    summary = local_run.run_config(prompts, backend, tokenizer, request("a", 2), model_revision=revision)
+    summary = local_driver.run_config(prompts, backend, tokenizer, request("a", 2), model_revision=revision)
     assert summary.items == 6 and len(calls) == 1  # three batches, one vocabulary pass
-    local_run.run_config(prompts, backend, tokenizer, request("b", 2), model_revision=revision)
+    local_driver.run_config(prompts, backend, tokenizer, request("b", 2), model_revision=revision)
     assert len(calls) == 1  # the same tokenizer in a later run: still cached
     _, other, _, _ = models.load_backend(str(folder), LoadOptions.of(backend="hf", device="cpu"))
-    local_run.run_config(prompts, backend, other, request("c", 3), model_revision=revision)
+    local_driver.run_config(prompts, backend, other, request("c", 3), model_revision=revision)
     assert len(calls) == 2 and calls[1] is other  # another tokenizer object: computed for it
 
 

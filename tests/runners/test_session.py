@@ -1,4 +1,4 @@
-"""Resume (runners.session, runners.results.resume): exact, and without hashing prompts whose content is known.
+"""Resume (runners.run.session, runners.results.resume): exact, and without hashing prompts whose content is known.
 
 No model: a fake scorer turns the items to score into result rows, so every scenario runs on
 a 40-item config in a second. Each resumed open is compared with the rule computed the
@@ -19,7 +19,7 @@ import pytest
 from promptgen.core.errors import ProbeError
 from runners import results as res
 from runners.prompts import PromptConfig, load_prompt_config, select_rows
-from runners.session import Session
+from runners.run.session import Session
 from runners_fixtures import number_items, write_prompt_folder
 
 KEY = res.ResultKey("org/m", "rev-1", '{"mode":"score"}')

@@ -1,7 +1,7 @@
 """The option types several `probes` commands share, declared once so their flags and help texts agree.
 
 Sources (`build`, `lint`, `curate-pairs`, `rewrite`, `demo`): where recipe inputs come from.
-Model (`run`, `rewrite`, and `--chat` of `plan`): the flags of `runners.request.LoadOptions`
+Model (`run`, `rewrite`, and `--chat` of `plan`): the flags of `runners.run.request.LoadOptions`
 and the run options around it.
 """
 

@@ -1,5 +1,5 @@
 """`rewrite_t2` generations -> the empathy dataset's LLM T2 (`probes rewrite`): the empathy probe's own step that
-needs a model's answers, at the I/O edge (it scores with `runners.run.Runner`, reads results with
+needs a model's answers, at the I/O edge (it scores with `runners.run.runner.Runner`, reads results with
 `runners.results` and rebuilds with `promptgen.build`; promptgen itself never imports the runners).
 
 Third-person rewrites (docs/DESIGN.md section 4)
@@ -42,11 +42,11 @@ from promptgen.empathy.third_person import RULE_METHOD, parse_rewrite
 from promptgen.hub.read import config_files, config_folder, read_parquet_files
 from promptgen.sources import SourceOptions
 from runners.backends import require_for_scoring
-from runners.request import LoadOptions, RunRequest
 from runners.results import KeyRows, load_key_rows
-from runners.run import Runner, resolve_protocol
+from runners.results.summary import RunSummary
+from runners.run.request import LoadOptions, RunRequest
+from runners.run.runner import Runner, resolve_protocol
 from runners.scoring.settings import ScoringSettings
-from runners.summary import RunSummary
 
 REWRITE_RESULT_COLUMNS = ("id", "generated_text", "parse_status", "finish_reason")
 

@@ -4,7 +4,7 @@ Each format is a probe's own (`ProbeSpec.import_formats`: the Talent-or-Luck rel
 files, the inverse of `probes export`; the intergroup-empathy authors' generation TSV files), a
 reader in that probe's room (`common.ImportFormat`), found through the registry. Each file's rows
 are joined to the prompt dataset's rows and checked against them; the rows are then written with
-the results layer a run writes with (`runners.session.Session`: key folders, atomic parts,
+the results layer a run writes with (`runners.run.session.Session`: key folders, atomic parts,
 compaction, the manifest entry under its lock, the card), so an imported folder is one more
 results folder.
 
@@ -58,12 +58,12 @@ from promptgen.core.files import writing
 from promptgen.core.memory import release_memory
 from promptgen.probe_registry import probe_extras, probe_format
 from runners.model import identity as model_identity
-from runners.out_folder import check_out_folder
 from runners.prompts import PromptConfig, load_prompt_config
 from runners.results import KEY_FILE, RESULT_SCHEMA, ResultKey, finished_keys, read_manifest, record_import, rows_table
 from runners.results.check import check_same_prompts
+from runners.results.out_folder import check_out_folder
 from runners.results.parts import file_lock
-from runners.session import Session, result_key
+from runners.run.session import Session, result_key
 
 from .common import ImportFormat, ParsedFile, SourceFile, rows_to_arrow
 

@@ -6,7 +6,7 @@ own checks: one line per bad flag, before any input is read). `load_backend` (a 
 and keys the model (`model_identity.locate`), loads the shared transformers tokenizer and the hf
 or vLLM backend with `auto` settings resolved for the machine (`runners.model.device`), and checks the
 weights did not change while they loaded.
-`runners.positions_needed.needs_of` sizes an engine's context to the run's items.
+`runners.run.sizing.needs_of` sizes an engine's context to the run's items.
 """
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ def load_backend(
     follow the model and the machine (`runners.model.device`): the checkpoint's dtype, CUDA when
     torch sees a GPU (with a `RunnerWarning` when a GPU-sized model lands on the CPU), and
     vLLM's memory fraction 0.9 on CUDA, 0.3 on the CPU. vLLM's `max_model_len` left out is
-    what the items need (`needed_tokens(tokenizer)`, see `runners.positions_needed.needs_of`), capped by the model's
+    what the items need (`needed_tokens(tokenizer)`, see `runners.run.sizing.needs_of`), capped by the model's
     position limit (`runners.model.context_length`); without `needed_tokens`, the smaller of the
     limit and 4096.
 

@@ -16,7 +16,7 @@ from runners.exchange import GenerateRequest, Generation, ScoreRequest, ScoreRes
 
 @runtime_checkable
 class Backend(Protocol):
-    """What the drivers (`runners.local_run`, `runners.ray_run`, `runners.rows`) use of a backend, all of it.
+    """What the drivers (`runners.run.local_driver`, `.ray_driver`, `runners.rows`) use of a backend, all of it.
 
     Every member is declared here, so no caller probes a backend for what it has: a backend
     with nothing to say for a member says None (or `{}` for `hardware`).

@@ -53,7 +53,7 @@ class BackendSpec:
     quantizes: bool = False
     #: it starts an engine whose threads outlive the run (the CLI then exits without waiting on them)
     starts_engine: bool = False
-    #: its context length is fixed at load time, so the run sizes it to the items (`runners.positions_needed.needs_of`)
+    #: its context length is fixed at load time, so the run sizes it to the items (`runners.run.sizing.needs_of`)
     sizes_context: bool = False
     #: it follows `--device`; False: it runs wherever its install runs (a GPU when there is one), so on a
     #: Ray cluster with GPUs only an explicit `--device cpu` keeps it off them

@@ -16,7 +16,7 @@ from runners.backends import backend_spec
 from runners.model.device import default_batch_size
 from runners.plan.pricing import GPUS, count_params
 from runners.plan.quote import Quote, cpu_decode_tokens_per_s, cpu_tokens_per_s, quote_config
-from runners.request import ResolvedRun
+from runners.run.request import ResolvedRun
 
 
 @dataclass

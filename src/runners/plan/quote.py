@@ -27,14 +27,14 @@ from typing import Any
 from runners.backends import backend_spec
 from runners.plan.pricing import GPUS, ModelShape, decode_machine, decode_seconds, fixed_hours, flops
 from runners.prompts import PromptConfig, chat_for, check_chat_template
-from runners.request import RunRequest
 from runners.results.resume import id_column
 from runners.rows import cached_digit_start_ids, prepare_request, render_context
+from runners.run.request import RunRequest
+from runners.run.session import select_rows
 from runners.scoring.generate_accounting import DecodedLengths, GenerateCall, GenerateCounts
 from runners.scoring.settings import ScoringSettings
 from runners.scoring.token_accounting import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_VLLM_BLOCK_SIZE
 from runners.scoring.tokenize import encode_context
-from runners.session import select_rows
 
 #: rows per config whose requests are built to estimate its tokens
 QUOTE_SAMPLE = 64

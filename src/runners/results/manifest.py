@@ -27,7 +27,7 @@ CARD_TEMPLATE = "results.md.j2"
 def recorded_keys(manifest: Mapping[str, Any]) -> set[tuple[str, str]]:
     """The (config, key folder) pairs a finished run recorded: its `runs` entry names both.
 
-    A run writes its entry only when it finishes (`runners.session.Session.finish`), so a key
+    A run writes its entry only when it finishes (`runners.run.session.Session.finish`), so a key
     folder holding parts that no entry names was left by a run killed or stopped on an error:
     no record says which prompt build its rows were scored on, nor when. Such a folder is
     unfinished (`summarize`, the card) and `probes publish` refuses it (`results.check`).

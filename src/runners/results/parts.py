@@ -280,7 +280,7 @@ MERGE_ROWS = 16_384
 
 def merge_parts(folder: Path, parts: Sequence[Path], *, content: str | None = None) -> Path | None:
     """Rewrite `parts` of a key folder as one part, `MERGE_ROWS` rows at a time; for the parts of one writer whose
-    rows are each id once (`runners.session.Session`'s `merge_parts`), which compaction would read back whole.
+    rows are each id once (`runners.run.session.Session`'s `merge_parts`), which compaction would read back whole.
     The merged part says so (`PART_UNIQUE`).
 
     Under the folder's lock, as `compact_key`; the merged part is in place before the parts are removed, so a

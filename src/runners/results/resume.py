@@ -181,7 +181,7 @@ def plan(
     """Which of the `selected` rows of `dataset` (whose ids are `ids`) are done under the key folder `folder`.
 
     `hash_todo` False: the items never scored under the key are not hashed here (their rows are, as they are
-    added: `runners.session.Session.add_table`), only the stored rows to check; `hashes` is then empty and `todo`
+    added: `runners.run.session.Session.add_table`), only the stored rows to check; `hashes` is then empty and `todo`
     an array, so a config of millions of rows costs no Python object per row.
     """
     done = _read_done(folder)

@@ -12,8 +12,8 @@ from analysis.export_files import ExportRequest, export
 from promptgen.build import build
 from release_fixture import write_recipe, write_release
 from runners.prompts import load_prompt_config
+from runners.run.session import Session, result_key
 from runners.scoring.settings import resolve_scoring
-from runners.session import Session, result_key
 
 #: the model the release's rows are scored and imported as
 MODEL = "org/model-a"

@@ -25,7 +25,7 @@ from promptgen.build import build
 from promptgen.core.errors import ProbeError
 from runners.prompts import PromptConfig, load_prompt_config
 from runners.results import key_folders, part_files, read_key_rows
-from runners.session import Session
+from runners.run.session import Session
 
 MODEL = "org/model-a"
 FILES = {"religion_origin": "religion_P0S0T0", "religion_10-scale": "religion_P0S1T0"}

@@ -1,6 +1,6 @@
 """An import that did not finish is unfinished everywhere (issue #69, finding 3).
 
-`probes import` writes as a run does (`runners.session.Session`), so an import killed or stopped
+`probes import` writes as a run does (`runners.run.session.Session`), so an import killed or stopped
 part way leaves key folders as a killed run does. Each is refused by `analyze`, `export` and
 `publish` in one line naming the key folder and the command that finishes it, `probes import`
 (never `probes run`, which cannot). The import records the configs it will write before it writes
@@ -26,7 +26,7 @@ from probes.importer import ImportRequest, import_results
 from promptgen.core.errors import ProbeError
 from runners.results import DATA_DIR, key_folders, part_files, read_manifest
 from runners.results.check import validate_results
-from runners.session import Session
+from runners.run.session import Session
 
 runner = CliRunner()
 MODEL = "org/model-a"

@@ -109,7 +109,7 @@ def test_a_third_backend_s_own_option_is_a_flag_of_probes_run_and_reaches_its_lo
 def test_a_third_backend_registered_alone_scores_a_config(
     fake_backend, built_designed: Path, smollm2, tmp_path: Path
 ) -> None:
-    from runners.run import run
+    from runners.run.runner import run
 
     fake = fake_backend
     fake.FakeBackend.requests.clear()

@@ -19,7 +19,7 @@ from openai_fake_server import MODEL, FakeServer, load_served
 from promptgen.core.errors import ProbeError
 from runners.backends.load import LoadOptions
 from runners.exchange import ScoreRequest
-from runners.run import run
+from runners.run.runner import run
 from runners_fixtures import load_folder, number_items, require_extra, write_prompt_folder
 
 

@@ -25,7 +25,7 @@ from runners.backends import BACKENDS, Resolved, backend_spec
 from runners.backends.load import LoadOptions
 from runners.backends.openai import backend as openai_backend
 from runners.exchange import GenerateRequest, NumberBound, ScoreRequest
-from runners.request import RunRequest
+from runners.run.request import RunRequest
 from runners_fixtures import load_folder, number_items, require_extra, write_prompt_folder
 
 KEY = "sk-test-" + "K7" * 20  # an OpenAI-shaped key: must never be printed or written
@@ -406,7 +406,7 @@ def test_an_answer_for_another_model_is_refused() -> None:
 
 
 def _served_run(server: FakeServer, prompts: Path, out: Path, limit: int):
-    from runners.run import run
+    from runners.run.runner import run
 
     load = LoadOptions.of(backend="openai", base_url=server.url, tokenizer=str(load_folder()))
     return run(RunRequest(str(prompts), "items", MODEL, str(out), load=load, chat=False, limit=limit))
@@ -441,7 +441,7 @@ def test_a_resumed_run_refuses_a_served_model_whose_answers_changed(tmp_path: Pa
 def test_a_resumed_greedy_generation_refuses_a_served_model_whose_answers_changed(tmp_path: Path) -> None:
     """#69: served generation was never rechecked at resume, though a greedy protocol's answer should repeat. One done
     item is generated again: the same answer goes on; another answer is one line, and nothing is added."""
-    from runners.run import run
+    from runners.run.runner import run
     from runners.scoring.settings import scoring_settings
 
     prompts = write_prompt_folder(tmp_path / "prompts", number_items(4))

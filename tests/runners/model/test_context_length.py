@@ -1,4 +1,4 @@
-"""vLLM's max_model_len follows the items, capped by the model (runners.positions_needed, runners.model.context_length).
+"""vLLM's max_model_len follows the items, capped by the model (runners.run.sizing, runners.model.context_length).
 
 A fixed default of 4096 did not load any 2048-position model (GPT-2, Phi-2, Falcon-7B) with
 default options. The default is now what the longest items need, checked here against a
@@ -19,10 +19,10 @@ import pytest
 from loop_items import ITEMS, write_loop_prompts
 from promptgen.core.contract import user_messages
 from promptgen.core.errors import ProbeError
-from runners import positions_needed
 from runners import results as res
 from runners.model import context_length as cl
 from runners.rows import prepare_request
+from runners.run import sizing
 from runners.scoring.settings import ScoringSettings
 from runners.scoring.tokenize import digit_start_ids
 from runners_fixtures import load_tokenizer, require_extra, tiny_llama_folder
@@ -80,10 +80,10 @@ def test_tokens_needed_equals_brute_force_over_every_item(chat: bool) -> None:
         items.append(base)
     dataset = Dataset.from_list(items)
     settings = ScoringSettings()
-    got = positions_needed.tokens_needed(dataset, list(range(len(items))), tokenizer, chat, settings)
+    got = sizing.tokens_needed(dataset, list(range(len(items))), tokenizer, chat, settings)
     assert got == _brute_force(items, tokenizer, chat, settings)
     generate = ScoringSettings(mode="generate", max_new_tokens=40)
-    assert positions_needed.tokens_needed(dataset, [0, 1], tokenizer, chat, generate) > 40
+    assert sizing.tokens_needed(dataset, [0, 1], tokenizer, chat, generate) > 40
 
 
 @pytest.mark.slow

@@ -108,7 +108,7 @@ def cluster(monkeypatch: pytest.MonkeyPatch):
 
 @pytest.mark.parametrize("device_name", ["auto", "cuda"])
 def test_vllm_replicas_ask_for_the_tensor_parallel_size_in_gpus(cluster: dict, device_name: str) -> None:
-    from runners.ray_run import _worker_resources
+    from runners.run.ray_driver import _worker_resources
 
     cluster.update(CPU=64.0, GPU=8.0)
     assert _worker_resources(device_name, 2, backend="vllm", tensor_parallel_size=4) == {"num_gpus": 4.0}
@@ -118,7 +118,7 @@ def test_vllm_replicas_ask_for_the_tensor_parallel_size_in_gpus(cluster: dict, d
 
 
 def test_hf_replicas_ask_for_one_gpu_on_cuda_and_a_cpu_otherwise(cluster: dict) -> None:
-    from runners.ray_run import _worker_resources
+    from runners.run.ray_driver import _worker_resources
 
     cluster.update(CPU=16.0, GPU=2.0)
     assert _worker_resources("auto", 2, backend="hf") == {"num_gpus": 1.0}  # auto resolves to the cluster's GPUs

@@ -148,8 +148,8 @@ def test_the_release_4bit_load_is_opt_in_keyed_and_refused_in_one_line_where_it_
     from transformers import BitsAndBytesConfig
 
     from runners.backends.hf.backend import quantization_config
+    from runners.run.session import result_key
     from runners.scoring.settings import ScoringSettings
-    from runners.session import result_key
 
     # every released scorer: BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=torch.float16)
     release = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=torch.float16).to_dict()

@@ -270,7 +270,7 @@ def test_a_gguf_file_is_keyed_by_its_own_bytes_and_checked_after_loading(tmp_pat
 def test_a_model_name_with_bidirectional_controls_is_refused(model: str, model_name: str | None, flag: str) -> None:
     """`org/\u202eevil` displays as `org/live`: stored in every row, it would spoof another model's results."""
     from promptgen.core.errors import ProbeError
-    from runners.session import model_name_for
+    from runners.run.session import model_name_for
 
     with pytest.raises(ProbeError) as caught:
         model_name_for(model, model_name)
@@ -284,8 +284,8 @@ def test_the_name_a_run_derives_is_checked_like_model_name(tmp_path: Path) -> No
     """Issue #69: a local folder's own name becomes the key's name (never the path to it), so that name is checked:
     one line saying where it came from and to give --model-name; a good folder name and --model-name pass."""
     from promptgen.core.errors import ProbeError
-    from runners.request import RunRequest
-    from runners.session import model_name_for
+    from runners.run.request import RunRequest
+    from runners.run.session import model_name_for
 
     for folder, says in (("m1\u200b", "U+200B"), ("\uff4d1", "give it as 'm1'")):
         model = tmp_path / folder

@@ -1,4 +1,4 @@
-"""Results you can trust (runners.model.identity, runners.session, runners.results).
+"""Results you can trust (runners.model.identity, runners.run.session, runners.results).
 
 Every scenario here served stale rows before the result key covered the model's content,
 the dtype, the chat template and each row's prompt: the rerun scored nothing. Each test
@@ -316,7 +316,7 @@ def test_unwritable_out_for_run_is_one_line_before_the_model_loads(tmp_path: Pat
 
 
 def test_a_killed_writers_temp_files_are_removed_at_the_next_run(tmp_path: Path) -> None:
-    from runners.session import STALE_TEMP_SECONDS, remove_stale_temp_files
+    from runners.run.session import STALE_TEMP_SECONDS, remove_stale_temp_files
 
     folder = tmp_path / "key"
     folder.mkdir()

@@ -20,7 +20,7 @@ from runners import results as res
 from runners.backends.load import LoadOptions
 from runners.results.check import validate_results
 from runners.results.rules import breaches, check_rows, part_problems, valid_rows
-from runners.run import run
+from runners.run.runner import run
 from runners_fixtures import load_folder, number_items, require_extra, write_prompt_folder
 
 NAN = math.nan

@@ -27,7 +27,7 @@ What each protocol needs from the server (docs/DESIGN.md section 6, the same rul
   Every later answer must be from what the key names (`_same_server`): the same fingerprint (one that
   appears or disappears is a change too; on the completions API, where it was read), and a `model` that
   is the served name or another name of its checkpoint. Weights redeployed behind the same name, card and
-  fingerprint are caught when a run resumes (`runners.served_recheck`).
+  fingerprint are caught when a run resumes (`runners.run.served_recheck`).
 """
 
 from __future__ import annotations

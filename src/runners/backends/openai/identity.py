@@ -20,7 +20,7 @@ in the manifest either way. Whatever the server reports, it can swap the model b
 without notice, and a digest cannot catch it. What can be checked is: during a run, every answer's
 fingerprint (one appearing or disappearing included) and the model it names (`backend._same_server`);
 when a run resumes, one done item scored again must give the probabilities stored for it
-(`runners.served_recheck`). Weights changed where neither looks (between two finished runs into
+(`runners.run.served_recheck`). Weights changed where neither looks (between two finished runs into
 different folders, or to the same numbers) stay unseen: the result card says so (`cards/results.md.j2`).
 """
 

@@ -1,7 +1,7 @@
 """One resumable run of one prompt config under one result key: what both drivers share.
 
-`probes run` scores in this process (`runners.local_run`) or on a Ray actor pool
-(`runners.ray_run`); either way the same session decides what to score and records it:
+`probes run` scores in this process (`runners.run.local_driver`) or on a Ray actor pool
+(`runners.run.ray_driver`); either way the same session decides what to score and records it:
 
 1. selection: the shard (a hash of the item id), then `--limit` (the first N of the shard);
 2. resume: an item is skipped only when its id is already under the key AND its stored
@@ -16,8 +16,8 @@
    under the manifest's lock.
 
 Drivers only load models and move items to scorers and rows back. What a run returns is
-`runners.summary.RunSummary`; the `--out` guard checked before the model loads is `runners.out_folder`;
-the positions the selected items need, for an engine sized to them, are `runners.positions_needed`.
+`runners.results.summary.RunSummary`; the `--out` guard checked before the model loads is `runners.results.out_folder`;
+the positions the selected items need, for an engine sized to them, are `runners.run.sizing`.
 """
 
 from __future__ import annotations
@@ -40,10 +40,10 @@ from promptgen.core.version import __version__
 from runners import results as res
 from runners.model import identity as model_identity
 from runners.prompts import chat_for, check_chat_form, check_chat_template, check_number_mode
-from runners.request import RunRequest
 from runners.results import resume
+from runners.results.summary import REFUSED_EXAMPLES, RunSummary, refused_answer
+from runners.run.request import RunRequest
 from runners.scoring.settings import ScoringSettings
-from runners.summary import REFUSED_EXAMPLES, RunSummary, refused_answer
 
 
 def result_key(
@@ -150,7 +150,7 @@ class Session:
 
         `model_id` is what names the model when `request.model_name` does not (`model_name_for`),
         `revision` and `dtype` what the key records; the checks that need no model ran before the load
-        (`runners.run.resolve_protocol`).
+        (`runners.run.runner.resolve_protocol`).
         """
         settings, chat = request.scoring, chat_for(tokenizer, request.chat)
         if request.chat is None:  # decided by the tokenizer just now; a form decided before the load was checked then
@@ -192,8 +192,8 @@ class Session:
         """Select the shard's items and those still to score (`batch_size` None: the driver's).
 
         The checks that need no model ran before it, once: the counts as the `RunRequest` was made,
-        the results folder (`runners.out_folder.check_out_folder`) and its prompt build
-        (`runners.results.check.check_same_prompts`) in `runners.run.resolve_protocol`, or in the
+        the results folder (`runners.results.out_folder.check_out_folder`) and its prompt build
+        (`runners.results.check.check_same_prompts`) in `runners.run.runner.resolve_protocol`, or in the
         importer for the rows it writes. `name_given`: the key's model name is the user's
         `--model-name`, not a default (`keep_one_name`).
 

@@ -1,6 +1,6 @@
 """The Ray driver (docs/DESIGN.md section 7): the same scoring and the same result folder, on many model replicas.
 
-`run_config_ray` is `local_run.run_config` with the scoring moved onto a Ray actor pool; everything
+`run_config_ray` is `local_driver.run_config` with the scoring moved onto a Ray actor pool; everything
 that decides what a run writes is the local driver's:
 
 1. Items are selected as in `probes run` (shard by a hash of the id, then `limit`, then the ids
@@ -8,7 +8,7 @@ that decides what a run writes is the local driver's:
    (model, model revision, scoring settings, chat): it never depends on the number of workers,
    so Ray runs, `probes run` runs and `--shard` runs fill and resume the same key folder.
 2. The not-yet-done items become a `ray.data.Dataset` with one block per batch of `batch_size`
-   items, in row order: an actor scores exactly the batches `local_run.run_config` would score, so
+   items, in row order: an actor scores exactly the batches `local_driver.run_config` would score, so
    (on the same hardware) the rows are the local driver's bit for bit, whatever the number of workers.
 3. `map_batches` runs `_Replica`, a callable class: each actor loads the model once
    (`load.load_backend`; a GPU actor asks for one GPU with hf, the tensor-parallel size with vLLM
@@ -31,7 +31,7 @@ The driver loads no model: it validates the model source, loads the tokenizer (t
 the model it loaded has that revision, so a worker that sees other weights fails instead of
 writing rows under a wrong key. A local model folder must be at the same path on every node.
 
-Ray is imported inside functions: `import runners.ray_run` works without the `ray` extra.
+Ray is imported inside functions: `import runners.run.ray_driver` works without the `ray` extra.
 """
 
 from __future__ import annotations
@@ -50,13 +50,13 @@ from runners import results as res
 from runners.backends import DEFAULT_BACKEND, backend_spec, load, require_for_scoring
 from runners.backends.load import LoadOptions
 from runners.model.device import AUTO, ITEMS_PER_CALL, device_type
-from runners.positions_needed import needs_of
 from runners.prompts import PromptConfig
-from runners.request import RunRequest
+from runners.results.summary import RunSummary
 from runners.rows import run_items
+from runners.run.request import RunRequest
+from runners.run.session import Session
+from runners.run.sizing import needs_of
 from runners.scoring.settings import ScoringSettings
-from runners.session import Session
-from runners.summary import RunSummary
 
 #: what an actor returns per item: the result row, which replica scored it, an input error, and
 #: the token positions its backend computed for it (summed by the session, not stored)
@@ -119,7 +119,7 @@ class _Replica:
                 rows = run_items(
                     items, self.backend, self.tokenizer, self.chat, settings=self.settings, batch_items=self.batch_size
                 )
-            except ValueError as exc:  # an item the scorer rejects (as local_run.run_config reports it)
+            except ValueError as exc:  # an item the scorer rejects (as local_driver.run_config reports it)
                 error = str(exc)
         if error is not None:
             rows = [{"id": item["id"], "error": error} for item in items]
@@ -199,7 +199,7 @@ def run_config_ray(
         started=started,
     )
     chat = session.chat
-    needed = None  # the actors' engines fit the items (`runners.positions_needed.needs_of`): vLLM's context length
+    needed = None  # the actors' engines fit the items (`runners.run.sizing.needs_of`): vLLM's context length
     if backend_spec(backend).sizes_context:
         needed = needs_of(prompts, settings, chat, shard=shard, limit=limit)(tokenizer)
     key = session.key  # under the name the folder already records, when a default name gave way

@@ -1,6 +1,6 @@
 """What one run of one config did, and how its refused answers are shown.
 
-`runners.session.Session.finish` returns a `RunSummary`; `probes run` prints its `line`, and
+`runners.run.session.Session.finish` returns a `RunSummary`; `probes run` prints its `line`, and
 `probes.api.run` returns one per config. The refused-answer helpers are shared with the analysis
 (`analysis.pipeline`), which shows a config whose every answer was refused the same way.
 """

@@ -1,11 +1,11 @@
 """`probes run` as one call: a `RunRequest` -> a result folder, on this process or on Ray.
 
-The two drivers (`local_run.run_config` here, `ray_run.run_config_ray` on a Ray actor pool) share
+The two drivers (`local_driver.run_config` here, `ray_driver.run_config_ray` on a Ray actor pool) share
 one `session.Session`; this module is what checks a request, chooses between them and loads the
 model, so a notebook gets exactly what the command line does::
 
-    from runners.request import RunRequest
-    from runners.run import run
+    from runners.run.request import RunRequest
+    from runners.run.runner import run
     from runners.scoring.settings import scoring_settings
 
     summary = run(RunRequest("datasets/talent-or-luck", "single_actor", "HuggingFaceTB/SmolLM2-135M-Instruct",
@@ -27,11 +27,8 @@ from promptgen.core.errors import ProbeError
 from promptgen.core.outputs import Reference
 from promptgen.hub import remote
 from promptgen.hub.remote import HubRef
-from runners import local_run
 from runners.backends import backend_spec, load, require_for_scoring
 from runners.model.device import RunnerWarning
-from runners.out_folder import check_out_folder
-from runners.positions_needed import needs_of
 from runners.prompts import (
     RowSpec,
     check_chat_form,
@@ -42,10 +39,13 @@ from runners.prompts import (
     select_rows,
     select_sample,
 )
-from runners.request import LoadOptions, ResolvedRun, RunRequest
 from runners.results.check import check_same_prompts
+from runners.results.out_folder import check_out_folder
+from runners.results.summary import RunSummary
+from runners.run import local_driver
+from runners.run.request import LoadOptions, ResolvedRun, RunRequest
+from runners.run.sizing import needs_of
 from runners.scoring.settings import resolve_scoring
-from runners.summary import RunSummary
 
 __all__ = [
     "LoadOptions",
@@ -138,7 +138,7 @@ class Runner:
             raise ValueError(
                 f"a Runner of {self.model!r} cannot score a request for {request.model!r} loaded otherwise"
             )
-        return local_run.run_config(
+        return local_driver.run_config(
             resolved.prompts, self.backend, self.tokenizer, request, model_revision=self.revision,
             on_start=on_start, on_advance=on_advance,
         )  # fmt: skip
@@ -201,7 +201,7 @@ def run(
     and returns its `RunSummary`. Several configs, or glob patterns, are `run_many`.
     Everything that can be checked without a model is checked first (extras, options, the
     output folder, the prompt config and the scoring mode), so a mistake costs no model load.
-    `ray=True` scores on `ray_workers` replicas (`runners.ray_run`); this process loads none.
+    `ray=True` scores on `ray_workers` replicas (`runners.run.ray_driver`); this process loads none.
     `on_start(total, done)` and `on_advance(n)` report progress, `on_warning(text)` a warning.
     """
     if isinstance(request, RunRequest):
@@ -277,7 +277,7 @@ def run_many(
     hooks = on_config or (lambda _request: (None, None))
     summaries = []
     if first.ray:
-        from runners.ray_run import run_config_ray
+        from runners.run.ray_driver import run_config_ray
 
         for one in resolved:
             start, advance = hooks(one.request)

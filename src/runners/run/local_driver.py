@@ -1,10 +1,10 @@
 """The local driver (docs/DESIGN.md section 7): a prompt config + a model -> result parts, resumable and shardable.
 
-1. The prompt config was loaded and checked before the model loaded (`runners.run.resolve_protocol`:
+1. The prompt config was loaded and checked before the model loaded (`runners.run.runner.resolve_protocol`:
    the item contract, the protocol, the results folder); the session checks what needs the tokenizer.
-2. `runners.session` selects the shard's items and those still to score under the
+2. `runners.run.session` selects the shard's items and those still to score under the
    `ResultKey` (same id and same prompt hash are done). A served model resumed scores one
-   done item again first (`runners.served_recheck`): other weights behind its name are refused.
+   done item again first (`runners.run.served_recheck`): other weights behind its name are refused.
 3. The rest is scored `batch_size` items at a time by `runners.rows.run_items`; the session
    flushes rows as an atomically written part every `flush_every` rows and at the end. A
    killed run loses at most the rows since its last flush; rerunning the same command resumes.
@@ -22,11 +22,11 @@ from promptgen.core.errors import ProbeError
 from runners.backends.protocol import Backend
 from runners.model.device import default_batch_size
 from runners.prompts import PromptConfig
-from runners.request import RunRequest
+from runners.results.summary import RunSummary
 from runners.rows import scored_batches
-from runners.served_recheck import check_served_unchanged
-from runners.session import Session
-from runners.summary import RunSummary
+from runners.run.request import RunRequest
+from runners.run.served_recheck import check_served_unchanged
+from runners.run.session import Session
 
 __all__ = ["RunRequest", "RunSummary", "run_config"]
 

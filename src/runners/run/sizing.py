@@ -1,7 +1,7 @@
 """The positions a run's items need, for an engine that sizes its context to them.
 
 `load_backend` takes `needs_of(...)` as its `needed_tokens`: once the tokenizer is known, the
-longest of the run's selected items (`runners.session.select_rows`) are tokenised exactly as the
+longest of the run's selected items (`runners.run.session.select_rows`) are tokenised exactly as the
 runners tokenise them; `runners.model.context_length` caps that by the model's position limit.
 """
 
@@ -14,9 +14,9 @@ from runners.model import context_length
 from runners.prompts import PromptConfig, chat_for
 from runners.results import resume
 from runners.rows import prepare_request, render_context
+from runners.run.session import select_rows
 from runners.scoring.settings import ScoringSettings
 from runners.scoring.tokenize import digit_start_ids, encode_context
-from runners.session import select_rows
 
 
 def tokens_needed(dataset: Any, rows: list[int], tokenizer: Any, chat: bool, settings: Any) -> int:

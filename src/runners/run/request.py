@@ -1,13 +1,13 @@
 """What one `probes run` asks for: `RunRequest` (its model loaded as `backends.load.LoadOptions` says).
 
 Built once (by the command line, or by a notebook through `probes.api.run`) and handed down
-unchanged: `runners.run.run` checks it and picks a driver, and both drivers
-(`local_run.run_config`, `ray_run.run_config_ray`) read their settings from it, so a new
+unchanged: `runners.run.runner.run` checks it and picks a driver, and both drivers
+(`local_driver.run_config`, `ray_driver.run_config_ray`) read their settings from it, so a new
 option is one field here instead of a keyword re-typed at every layer.
 
 These are plain values that import no model library; they live in their own module so that
 `run` and both drivers can import them without importing each other. `ResolvedRun` is a request
-once `runners.run.resolve_protocol` has checked it against its prompt config: what `Runner.run`,
+once `runners.run.runner.resolve_protocol` has checked it against its prompt config: what `Runner.run`,
 the sweep and pricing take.
 """
 
@@ -32,7 +32,7 @@ from runners.scoring.settings import ScoringSettings
 class RunRequest:
     """One config of a prompt dataset, scored with one model into one result folder (`probes run`).
 
-    `shard` is `i/n` text or an (i, n) pair (None: the whole config); `runners.run.run` checks
+    `shard` is `i/n` text or an (i, n) pair (None: the whole config); `runners.run.runner.run` checks
     it and the output folder, and passes on a request with both resolved. `load` left as None
     is the default. `ray=True` scores on `ray_workers` Ray replicas.
 
@@ -78,7 +78,7 @@ class RunRequest:
             raise ProbeError(f"--limit must be positive, got {self.limit}")
         if self.sample is not None:
             Sample(self.sample, self.sample_seed)  # a size below 1 is one line, as the request is made
-        if self.model_name is not None:  # before the model loads, not once it has (`runners.session.model_name_for`)
+        if self.model_name is not None:  # before the model loads, not once it has (`session.model_name_for`)
             check_model_name(self.model_name)
         if self.ray_workers < 1:
             raise ProbeError("--ray-workers must be positive")
@@ -92,14 +92,16 @@ class RunRequest:
     def scoring(self) -> ScoringSettings:
         """The settings a driver scores with, defined once for both drivers and the session.
 
-        `runners.run.resolve_protocol` lays the dataset's protocol under the request and passes on
+        `runners.run.runner.resolve_protocol` lays the dataset's protocol under the request and passes on
         complete settings; a driver called directly scores the request's own, None being the
         project's defaults. A mapping of flags here is a caller's bug (it skipped the resolving).
         """
         if self.settings is None:
             return ScoringSettings()
         if not isinstance(self.settings, ScoringSettings):
-            raise TypeError("a driver needs complete ScoringSettings; resolve flags with runners.run.resolve_protocol")
+            raise TypeError(
+                "a driver needs complete ScoringSettings; resolve flags with runners.run.runner.resolve_protocol"
+            )
         return self.settings
 
     @property
@@ -115,7 +117,7 @@ class RunRequest:
 
 @dataclass(frozen=True)
 class ResolvedRun:
-    """One config checked and ready to score, before any model loads (`runners.run.resolve_protocol`).
+    """One config checked and ready to score, before any model loads (`runners.run.runner.resolve_protocol`).
 
     A value, not a tuple, so every caller (`run_many`, the sweep, pricing, `probes rewrite`) reads
     the same names: `prompts` is the config restricted to the rows scored; `request` carries a

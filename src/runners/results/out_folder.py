@@ -1,6 +1,6 @@
 """The `--out` guard: a run writes only into a results folder or a new one.
 
-Checked before a model loads, for every config a run resolves (`runners.run.resolve_protocol`:
+Checked before a model loads, for every config a run resolves (`runners.run.runner.resolve_protocol`:
 `probes run`, the sweep, the demo, `probes rewrite`) and by `probes import`, so a wrong `--out`
 is one line, not a traceback after the loading and scoring.
 """
