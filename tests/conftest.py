@@ -42,6 +42,14 @@ from release_fixture import REPO, write_designed_recipe, write_recipe, write_rel
 from runners_fixtures import smollm2, smollm2_model, smollm2_tokenizer  # noqa: F401  (session fixtures)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The plugins installed in the test environment or named in `PROBES_PLUGINS` loaded, as the command line and
+    `probes.api` load them (`promptgen.core.plugins.load_extensions`): no registry loads them when imported."""
+    from promptgen.core.plugins import load_extensions
+
+    load_extensions()
+
+
 def _shared_sources() -> Path:
     return Path(os.environ.get("PROBES_TEST_SOURCES", REPO.parent / "shared" / "sources"))
 
@@ -179,15 +187,15 @@ FAKE_PROBE_FILES = Path(__file__).resolve().parent / "fake_probe_files"
 
 @pytest.fixture()
 def fake_probe(monkeypatch: pytest.MonkeyPatch):
-    """The tests' fourth probe (tests/fake_probe.py) registered for one test, with its recipe and card found
-    (`PROBES_BUILDERS`, `PROBES_CARDS`): the registry is a copy, restored afterwards."""
+    """The tests' fourth probe (tests/fake_probe.py) registered for one test, its recipe and card found through its
+    spec's `assets`: the registry and the asset folders are copies, restored afterwards."""
     import importlib
     import sys
 
+    import promptgen.assets as assets
     import promptgen.probe_registry as registry
 
     monkeypatch.setattr(registry, "_REGISTERED", dict(registry._REGISTERED))
-    monkeypatch.setenv("PROBES_BUILDERS", str(FAKE_PROBE_FILES / "builders"))
-    monkeypatch.setenv("PROBES_CARDS", str(FAKE_PROBE_FILES / "cards"))
+    monkeypatch.setattr(assets, "_ADDED", list(assets._ADDED))
     monkeypatch.delitem(sys.modules, "fake_probe", raising=False)
     return importlib.import_module("fake_probe")

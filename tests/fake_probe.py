@@ -3,11 +3,12 @@
 Its files, all of them:
 
 - `tests/fake_probe.py` (this module): its `ProbeSpec`, its drafter and its analysis module;
-- `tests/fake_probe_files/builders/fake_probe.yaml`: its recipe (found through `PROBES_BUILDERS`);
-- `tests/fake_probe_files/cards/fake_probe.md.j2`: its dataset card (found through `PROBES_CARDS`);
+- `tests/fake_probe_files/builders/fake_probe.yaml`: its recipe (found through its spec's `assets`);
+- `tests/fake_probe_files/cards/fake_probe.md.j2`: its dataset card (the same);
 - `tests/fake_probe_files/sources/fake-statements/statements.csv`: its source (`--sources`).
 
-Named in `PROBES_PLUGINS`, it is part of every `probes` command; imported, it is registered. Its
+Named in `PROBES_PLUGINS`, or installed with a `social_bias_probes` entry point naming it, it is
+part of every `probes` command; imported, it is registered. Its
 metric: the probability the model gives the choice it agrees with, per group of the statement.
 It has a command of its own, `probes fake-groups DATASET` (`probes.api.fake_groups`), as the
 Trust Game has `curate-pairs`; a release format, `probes import --format fake-release`
@@ -243,5 +244,6 @@ SPEC = register_probe(
         api={"fake_groups": f"{__name__}:fake_groups"},
         import_formats={"fake-release": ReleaseFormat(f"{__name__}:FORMAT", "another team's answers.csv")},
         export_formats={"fake-agreement-csv": ReleaseFormat(f"{__name__}:EXPORT", "the agreement table as CSV")},
+        assets=str(FILES),
     )
 )

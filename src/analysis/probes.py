@@ -1,7 +1,7 @@
 """The registered probes as the analysis sees them: each one's analysis module, report section and headline.
 
 The registry is `promptgen.probe_registry` (one `ProbeSpec` per probe, from its own package or a
-`PROBES_PLUGINS` module); each spec names its analysis module (`ProbeSpec.analysis`), whose
+plugin, `promptgen.core.plugins`); each spec names its analysis module (`ProbeSpec.analysis`), whose
 contract is `analysis.probe_analysis`. The pipeline, the report and the sweep loop over these and
 name no probe.
 """

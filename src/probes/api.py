@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from promptgen.core.errors import ProbeError
-from promptgen.core.plugins import resolve_reference
+from promptgen.core.plugins import load_extensions, resolve_reference
 from promptgen.probe_registry import probe_extras
 
 if TYPE_CHECKING:  # what each name below is, for readers and type checkers; imported on first use
@@ -92,6 +92,8 @@ _HOMES = {
     **dict.fromkeys(["plan_table", "publish"], "probes.publish"),
     **dict.fromkeys(["SweepPlan", "SweepRequest", "SweepResult", "SweepRun", "sweep"], "probes.sweep"),
 }
+
+load_extensions()  # the plugins' probes and backends, as the command line has them (their API names below)
 
 __all__ = [
     "AnalysisOptions",

@@ -3,9 +3,9 @@
 Each built-in probe is a package of `promptgen` with a `spec.py` that holds its `SPEC`
 (`promptgen.core.probe_spec.ProbeSpec`); they are found here by looking, so a new in-tree probe
 adds its package and names no other module. A third-party probe calls `register_probe` from a
-module named in `PROBES_PLUGINS`, loaded when this registry is first imported (as the backends'
-registry loads it). The order of `probes()` (by rank) is the order a sweep runs the probes and
-the report shows them.
+plugin module (an installed package's entry point, or a module named in `PROBES_PLUGINS`),
+loaded by `promptgen.core.plugins.load_extensions`, never by importing this registry. The order
+of `probes()` (by rank) is the order a sweep runs the probes and the report shows them.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .assets import add_assets
 from .core.errors import ProbeError, RecipeError
-from .core.plugins import PluginCode, is_plugin_module, load_plugins, plugin_call, resolve_reference
+from .core.plugins import PluginCode, is_plugin_module, plugin_call, resolve_reference
 from .core.probe_spec import ProbeSpec
 
 _REGISTERED: dict[str, ProbeSpec] = {}
@@ -48,6 +49,8 @@ def register_probe(spec: ProbeSpec) -> ProbeSpec:
             if name in owners:
                 raise ValueError(f"probe {spec.name!r}: {kind} name {name!r} is registered already, by {owners[name]}")
     _REGISTERED[spec.name] = spec
+    if spec.assets is not None:
+        add_assets(spec.assets)
     return spec
 
 
@@ -120,4 +123,3 @@ def _discover() -> None:
 
 
 _discover()
-load_plugins()  # PROBES_PLUGINS: third-party modules that register their own probes (or backends)

@@ -85,6 +85,21 @@ def test_a_probe_s_own_commands_and_api_come_from_its_spec() -> None:
         api.nope  # noqa: B018
 
 
+def test_no_registry_loads_a_plugin_when_imported_and_load_extensions_does() -> None:
+    code = (
+        "import promptgen.probe_registry as r, runners.backends as b; from promptgen.core.plugins import "
+        "load_extensions; print('fake-probe' in r.probes(), 'fake-third' in b.BACKENDS); load_extensions(); "
+        "print('fake-probe' in r.probes(), 'fake-third' in b.BACKENDS)"
+    )
+    env = {
+        **os.environ,
+        "PROBES_PLUGINS": "fake_probe,fake_backend",
+        "PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path]),
+    }
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.stdout.split() == ["False", "False", "True", "True"], done.stderr
+
+
 def test_a_plugin_probe_is_listed_by_probes_sweep_help() -> None:
     env = {
         **os.environ,

@@ -33,8 +33,6 @@ def _probes(args: list[str | Path]) -> subprocess.CompletedProcess[str]:
     env = {
         **os.environ,
         "PROBES_PLUGINS": "fake_probe,fake_backend",
-        "PROBES_BUILDERS": str(ASSETS / "builders"),
-        "PROBES_CARDS": str(ASSETS / "cards"),
         "PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path]),
         "NO_COLOR": "1",
         "COLUMNS": "200",

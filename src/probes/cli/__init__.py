@@ -5,11 +5,12 @@ script); `options` the option types several commands share; one module per group
 commands holds their flags and bodies; `commands` registers them, and each probe's own
 commands (`ProbeSpec.commands`), in the order `probes --help` lists them.
 
-The plugins named in `PROBES_PLUGINS` are imported first, so their backends and probes are in
-every command's `--help`; one that fails in any way is one scrubbed line, exit code 2
-(`shared.load_plugins_or_exit`). The app is taken from here (`from probes.cli import app`) once
-`commands` has registered every command: a probe's command module imports `options` from this
-package, so the commands are registered on first use, not while the package is imported.
+The plugins (installed packages' `social_bias_probes` entry points, and the modules named in
+`PROBES_PLUGINS`) are loaded first, so their backends and probes are in every command's `--help`;
+one that fails in any way is one scrubbed line, exit code 2 (`shared.load_extensions_or_exit`).
+The app is taken from here (`from probes.cli import app`) once `commands` has registered every
+command: a probe's command module imports `options` from this package, so the commands are
+registered on first use, not while the package is imported.
 
 First of all, Arrow's allocator is told to give the memory it frees back at once (`allocator`):
 it must be told before pyarrow loads.
@@ -23,9 +24,9 @@ from .allocator import give_freed_memory_back
 
 give_freed_memory_back()  # before anything loads pyarrow: its allocator reads these options once, at load
 
-from .shared import load_plugins_or_exit  # noqa: E402
+from .shared import load_extensions_or_exit  # noqa: E402
 
-load_plugins_or_exit()  # before the commands exist: their `--help` lists the plugins' backends and probes
+load_extensions_or_exit()  # before the commands exist: their `--help` lists the plugins' backends and probes
 
 __all__ = ["_ENGINE_THREADS", "_warn", "app", "entry", "err", "main", "out"]
 

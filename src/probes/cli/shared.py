@@ -65,18 +65,19 @@ def _fail(exc: Exception) -> NoReturn:
     raise typer.Exit(code=getattr(exc, "exit_code", 1))
 
 
-def load_plugins_or_exit() -> None:
-    """Import the `PROBES_PLUGINS` modules; one that fails is one scrubbed line on stderr, exit code 2.
+def load_extensions_or_exit() -> None:
+    """Load the plugins (`promptgen.core.plugins.load_extensions`: installed entry points, then `PROBES_PLUGINS`);
+    one that fails is one scrubbed line on stderr, exit code 2.
 
     Called when `probes.cli` is imported, before the commands are built (their `--help` lists the
     plugins' backends and probes), so outside `entry`: this is that boundary for plugins. Any
-    exception a plugin raises is one line (`promptgen.core.plugins.load_plugins`); one of another
-    kind here is a bug of ours, still one scrubbed line, never a traceback holding the environment.
+    exception a plugin raises is one line; one of another kind here is a bug of ours, still one
+    scrubbed line, never a traceback holding the environment.
     """
-    from promptgen.core.plugins import load_plugins
+    from promptgen.core.plugins import load_extensions
 
     try:
-        load_plugins()
+        load_extensions()
     except Exception as exc:
         plugin_failed(exc)
 

@@ -1,9 +1,20 @@
-"""Third-party extensions, named in `PROBES_PLUGINS`: modules imported when a registry loads.
+"""Third-party extensions: installed packages' entry points, and the modules `PROBES_PLUGINS` names.
 
 A plugin is any importable module that registers what it adds when imported: a backend
-(`runners.backends.register`), a probe (`promptgen.probe_registry.register_probe`), or both. Naming it
-in `PROBES_PLUGINS` (comma-separated module names) makes it part of every `probes` command,
-its `--help` included, without touching the project's files (lm-eval's `--include_path`).
+(`runners.backends.register`), a probe (`promptgen.probe_registry.register_probe`), or both.
+A package makes it part of every `probes` command, its `--help` included, by declaring an
+entry point of the group `social_bias_probes` (`ENTRY_POINT_GROUP`) in its own
+`pyproject.toml`, as pytest finds its plugins (`pytest11`)::
+
+    [project.entry-points.social_bias_probes]
+    my_probe = "my_probe"                 # a module, imported
+    my_backend = "my_backend.spec:setup"  # or a function, called once
+
+`PROBES_PLUGINS` (comma-separated module names) adds modules that are not installed (lm-eval's
+`--include_path`). Nothing is found while a registry is imported: `load_extensions()` loads
+them, at one explicit call, made by the command line (`probes.cli`), the Python API
+(`probes.api`), a Ray replica and the tests' fixtures. A program that uses a registry directly
+(`runners`, `promptgen`) calls it first.
 """
 
 from __future__ import annotations
@@ -12,12 +23,18 @@ import dataclasses
 import importlib
 import os
 from collections.abc import Callable, Iterator
+from importlib.metadata import EntryPoint, entry_points
+from types import ModuleType
 from typing import Any
 
 from .errors import ProbeError
 from .secrets import scrub
 
 PLUGINS_VARIABLE = "PROBES_PLUGINS"
+#: the entry-point group an installed package declares its plugin modules (or setup functions) under
+ENTRY_POINT_GROUP = "social_bias_probes"
+#: the entry points whose function has been called in this process: each is called once
+_CALLED: set[str] = set()
 #: the project's own packages (pyproject.toml's `root_packages`): code under them is ours, and a bug of ours keeps
 #: its traceback; code anywhere else was registered by a plugin (`PluginCode`)
 PROJECT_PACKAGES = ("probes", "analysis", "runners", "promptgen")
@@ -26,6 +43,35 @@ PROJECT_PACKAGES = ("probes", "analysis", "runners", "promptgen")
 def plugin_modules() -> list[str]:
     """The module names `PROBES_PLUGINS` lists, in order, blanks dropped."""
     return [name.strip() for name in os.environ.get(PLUGINS_VARIABLE, "").split(",") if name.strip()]
+
+
+def load_extensions() -> None:
+    """Load every plugin: each installed entry point of `ENTRY_POINT_GROUP` (by name), then `PROBES_PLUGINS`.
+
+    An entry point naming a module imports it; one naming a function calls it, once per process. Calling this
+    again loads what is new and nothing twice (a module is imported once). Whatever a plugin raises is one
+    `ProbeError` line naming the entry point and its distribution (`load_plugins` for the variable's modules),
+    exit code 2 at the command line.
+    """
+    for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
+        _load_entry_point(point)
+    load_plugins()
+
+
+def _load_entry_point(point: EntryPoint) -> None:
+    where = f"{ENTRY_POINT_GROUP} entry point {point.name!r} ({point.value}"
+    where += f", of {point.dist.name})" if point.dist is not None else ")"
+    try:
+        loaded = point.load()
+        if not isinstance(loaded, ModuleType) and callable(loaded) and point.value not in _CALLED:
+            _CALLED.add(point.value)
+            loaded()
+    except ProbeError as exc:
+        raise _PluginError(f"{where}: {_one_line(exc)}") from None
+    except ImportError as exc:
+        raise _PluginError(f"{where}: cannot import it: {_one_line(exc)}") from None
+    except Exception as exc:
+        raise _PluginError(f"{where} failed: {type(exc).__name__}: {_one_line(exc)}") from None
 
 
 def load_plugins() -> None:

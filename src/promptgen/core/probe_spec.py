@@ -2,7 +2,7 @@
 
 A probe is a `ProbeSpec`. The built-in probes each declare theirs in their own package
 (`promptgen/<package>/spec.py`, a module-level `SPEC`), found there by `promptgen.probe_registry`;
-a third-party probe registers its spec from a module named in `PROBES_PLUGINS`. Nothing else in
+a third-party probe registers its spec from a plugin (`promptgen.core.plugins`). Nothing else in
 the project names a probe: the build, the analysis, its report and the sweep loop over the
 registry. Functions and modules are named as strings ("module:function", "module") and imported
 on first use, so listing the probes in `--help` imports neither pandas nor `datasets`, and a spec
@@ -72,6 +72,10 @@ class ProbeSpec:
     #: what a sample of its configs draws (DESIGN 9): the first unit whose columns a config has is that
     #: config's; a config with none of them is taken whole by a sample (the Trust Game's small sets)
     sample_units: tuple[SampleUnit, ...] = ()
+    #: a folder holding its recipe (`builders/*.yaml`) and card template (`cards/`), for a probe whose files are
+    #: not in the project's folders (a plugin package's own data): searched after `PROBES_BUILDERS` and
+    #: `PROBES_CARDS`, before the project's own (`promptgen.assets`). None: the project's folders hold them
+    assets: str | None = None
 
     def sample_unit(self, columns: Iterable[str]) -> SampleUnit | None:
         """The unit a sample of a config with these columns draws; None: a sample takes all its rows."""

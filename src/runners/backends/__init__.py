@@ -11,13 +11,12 @@ drivers, the extras check, plans and quotes and the CLI all read the spec.
 A new backend is a package under `runners/backends/` (or any importable module) with a class
 that implements `protocol.Backend` and a loader, plus one `register(BackendSpec(...))`
 (docs/EXTENDING.md). The three built in register below, from their own `spec`
-modules; a module outside the project registers by being named in `PROBES_PLUGINS`
-(`promptgen.core.plugins`).
+modules; a module outside the project registers from a plugin (an installed package's entry
+point, or `PROBES_PLUGINS`), which `promptgen.core.plugins.load_extensions` loads: importing this
+registry loads none.
 """
 
 from __future__ import annotations
-
-from promptgen.core.plugins import load_plugins
 
 from .hf.spec import HF  # registers the built-in backends
 from .registry import (  # the package's public names
@@ -61,5 +60,3 @@ __all__ = [
     "register",
     "require_for_scoring",
 ]
-
-load_plugins()  # PROBES_PLUGINS: third-party modules that register their own backends (or probes)

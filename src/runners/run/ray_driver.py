@@ -46,6 +46,7 @@ from dataclasses import replace
 import pyarrow as pa
 
 from promptgen.core.errors import ProbeError
+from promptgen.core.plugins import load_extensions
 from runners import results as res
 from runners.backends import DEFAULT_BACKEND, backend_spec, load, require_for_scoring
 from runners.backends.load import LoadOptions
@@ -94,6 +95,7 @@ class _Replica:
 
             torch.set_num_threads(cpu_threads)
         try:
+            load_extensions()  # a new process: a plugin's backend is registered here as in the driver's
             loaded = load.load_backend(model, load_options, needed_tokens=needed_tokens)
             self.backend, self.tokenizer, revision = loaded.backend, loaded.tokenizer, loaded.revision
         except ProbeError as exc:
