@@ -23,7 +23,7 @@ from typing import Any, BinaryIO, Protocol
 import numpy as np
 import pyarrow as pa
 
-from promptgen.core.contract import arrow_table
+from promptgen.core.contract import arrow_table, take_chunked
 from promptgen.core.errors import ProbeError
 from promptgen.core.memory import release_mapped
 from runners.prompts import PromptConfig
@@ -110,33 +110,14 @@ def rows_to_arrow(rows: Iterable[Mapping[str, Any]], batch: int = 8_192) -> pa.T
 
 
 def prompt_rows(prompts: PromptConfig, positions: np.ndarray, columns: Sequence[str]) -> pa.Table:
-    """The `columns` of the prompt rows at `positions` (in that order), reading only the record batches they fall in.
-
-    Arrow's `take` on a table of many record batches (a memory-mapped config) first joins each
-    column's batches into one: a whole config's messages, for a chunk's rows.
-    """
+    """The `columns` of the prompt rows at `positions` (in that order), reading only the record batches they fall in
+    (`take_chunked`: Arrow's `take` on a table of many record batches joins each column's batches into one first, a
+    whole config's messages for a chunk's rows); the pages read given back (`promptgen.core.memory`)."""
     table = arrow_table(prompts.dataset.select_columns(list(columns)))
-    positions = np.asarray(positions, dtype=np.int64)
-    if not len(positions):
-        return table.slice(0, 0)
-    batches = table.to_batches()
-    starts = np.cumsum([0, *(b.num_rows for b in batches)])
-    order = np.argsort(positions, kind="stable")
-    ordered = positions[order]
-    owner = np.searchsorted(starts, ordered, side="right") - 1
-    cuts = np.flatnonzero(np.diff(owner)) + 1
-    parts = [
-        batches[int(owner[g[0]])].take(pa.array(ordered[g] - starts[owner[g[0]]]))
-        for g in np.split(np.arange(len(ordered)), cuts)
-    ]
-    taken = pa.Table.from_batches(parts, schema=table.schema)  # copies: nothing here points into the mapped file
-    del batches, parts, table
-    release_mapped(prompts.dataset)  # the pages read stay resident otherwise (`promptgen.core.memory`)
-    if (order == np.arange(len(order))).all():  # in the config's order already (their files are)
-        return taken
-    back = np.empty_like(order)
-    back[order] = np.arange(len(order))
-    return taken.combine_chunks().take(pa.array(back))
+    taken = take_chunked(table, positions)  # copies: nothing here points into the mapped file
+    del table
+    release_mapped(prompts.dataset)  # the pages read stay resident otherwise
+    return taken
 
 
 def layout_files(folder: Path, suffix: str, *, recursive: bool, fmt: str, under: str = "") -> list[Path]:

@@ -223,18 +223,20 @@ def ids_unique(ids: pa.ChunkedArray | pa.Array, step: int = 1 << 16) -> bool:
     return True
 
 
-def take_chunked(values: pa.ChunkedArray | pa.Array, positions: np.ndarray) -> pa.Array:
-    """`values` at `positions`, in that order, each taken from the chunk that holds it: a copy of those values only.
+def take_chunked(values: Any, positions: np.ndarray) -> Any:
+    """`values` (a `pa.ChunkedArray`, an array, or a table) at `positions`, in that order, each taken from the chunk
+    (record batch) that holds it: a copy of those rows only.
 
-    `pa.ChunkedArray.take` joins every chunk into one array first (as `Table.take` joins each column):
-    a copy of the whole column for a few rows of it.
+    Arrow's `take` of a chunked array or a table of many record batches joins every chunk into one first (each
+    column's, for a table): a copy of a whole memory-mapped column for a few rows of it.
     """
     positions = np.asarray(positions, dtype=np.int64)
     if isinstance(values, pa.Array):
         return values.take(pa.array(positions))
+    table = isinstance(values, pa.Table)
+    chunks = values.to_batches() if table else values.chunks
     if not len(positions):
-        return pa.array([], type=values.type)
-    chunks = values.chunks
+        return values.slice(0, 0) if table else pa.array([], type=values.type)
     starts = np.cumsum([0, *(len(c) for c in chunks)])
     order = np.argsort(positions, kind="stable")
     ordered = positions[order]
@@ -244,10 +246,12 @@ def take_chunked(values: pa.ChunkedArray | pa.Array, positions: np.ndarray) -> p
         chunks[int(owner[group[0]])].take(pa.array(ordered[group] - starts[owner[group[0]]]))
         for group in np.split(np.arange(len(ordered)), cuts)
     ]
-    taken = pa.concat_arrays(parts)
+    taken = pa.Table.from_batches(parts, schema=values.schema) if table else pa.concat_arrays(parts)
+    if (order == np.arange(len(order))).all():  # in the values' order already
+        return taken
     back = np.empty_like(order)
     back[order] = np.arange(len(order))
-    return taken.take(pa.array(back))
+    return (taken.combine_chunks() if table else taken).take(pa.array(back))
 
 
 def check_number_ranges(table: pa.Table, where: str) -> None:

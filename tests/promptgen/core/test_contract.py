@@ -273,6 +273,12 @@ def test_ids_unique_and_take_chunked_agree_with_plain_python_on_any_chunking() -
         positions = rng.integers(0, max(n, 1), int(rng.integers(0, 25))) if n else np.zeros(0, dtype=np.int64)
         assert take_chunked(chunked, positions).to_pylist() == [values[p] for p in positions]
         assert take_chunked(chunked.combine_chunks(), positions).to_pylist() == [values[p] for p in positions]
+        table = pa.Table.from_batches(
+            [pa.record_batch([piece, pa.array(range(len(piece)), pa.int64())], ["id", "k"]) for piece in pieces],
+            schema=pa.schema([("id", pa.string()), ("k", pa.int64())]),
+        )
+        assert take_chunked(table, positions).column("id").to_pylist() == [values[p] for p in positions]
+        assert take_chunked(table, positions).schema == table.schema
         for step in (1, 2, 5, 1 << 16):
             assert ids_unique(chunked, step) is (len(set(values)) == len(values))
 
