@@ -52,6 +52,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from analysis import precision
 from analysis.attribution.precision import mean_d_precision
 from analysis.attribution.tables import compute_items
 from analysis.empathy import tables as emp
@@ -153,7 +154,7 @@ def authors_tsv(prompts: Path, config: str, folder: Path, rng: np.random.Generat
     ).to_csv(folder / f"{stem}_batch-0.tsv", sep="\t", index=False)
 
 
-def empathy(sources: Path, work: Path, seed: int, configs: Sequence[str]) -> dict:
+def empathy(sources: Path, work: Path, seed: int, configs: Sequence[str], sizes: Sequence[int] = SIZES) -> dict:
     """Every config in `configs` (the religion settings), imported together; per config, the coverage of δ's
     interval over samples of each size drawn as `probes run --sample n --sample-seed k` draws them
     (`promptgen.sample_order`: k = 0..199, the first n units of seed k's order, stratified by emotion), the same
@@ -177,12 +178,12 @@ def empathy(sources: Path, work: Path, seed: int, configs: Sequence[str]) -> dic
     orders = [sample_order(units, seed=k, probe="intergroup-empathy") for k in range(SAMPLES)]
     out: dict = {"events": len(units), "build_s": built_s, "import_s": imported_s, "configs": {}}
     for config in configs:
-        out["configs"][config] = empathy_config(joined_all[config], orders)
+        out["configs"][config] = empathy_config(joined_all[config], orders, sizes)
         print(config, json.dumps(out["configs"][config]["sizes"]), flush=True)
     return out
 
 
-def empathy_config(joined: pd.DataFrame, orders: Sequence[list[str]]) -> dict:
+def empathy_config(joined: pd.DataFrame, orders: Sequence[list[str]], sizes: Sequence[int] = SIZES) -> dict:
     """One config's full-set δ and the coverage of its intervals over the samples `orders` give at each size."""
     frame = emp.intensity_frame(joined, score="parsed_value")
     samples = run_samples(joined)
@@ -194,21 +195,21 @@ def empathy_config(joined: pd.DataFrame, orders: Sequence[list[str]]) -> dict:
         ].itertuples(index=False)
     }
     by_event = {str(t): g for t, g in frame.groupby("text_id", sort=False)}
-    sizes = []
+    covered = []
     started = time.perf_counter()
-    for n in SIZES:
+    for n in sizes:
         draws = []
         for k, order in enumerate(orders):
             rows = pd.concat([by_event[t] for t in order[:n]], ignore_index=True)
             draws.append(gap_precision(rows, samples, seed=k))
-        sizes.append(coverage(truth, draws, n, population))
-        sizes[-1]["within_target"] = TARGET[0] <= sizes[-1]["coverage"] <= TARGET[1]
+        covered.append(coverage(truth, draws, n, population))
+        covered[-1]["within_target"] = TARGET[0] <= covered[-1]["coverage"] <= TARGET[1]
     return {
         "rows": len(frame),
         "full_set_delta": float(next(iter(truth.values()))),
         "bootstrap_s": time.perf_counter() - started,
-        "sizes": sizes,
-        "half_width_shrinkage": shrinkage(sizes),
+        "sizes": covered,
+        "half_width_shrinkage": shrinkage(covered),
     }
 
 
@@ -277,10 +278,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--probe", choices=("empathy", "attribution", "both"), default="both")
     parser.add_argument("--template-fractions", type=float, nargs="+", default=(0.1, 0.25, 0.5))
     parser.add_argument("--configs", nargs="+", default=RELIGION, help="empathy configs (default: every religion one)")
+    parser.add_argument(
+        "--method", choices=("BCa", "percentile"), help="the interval (default: analysis.precision.METHOD)"
+    )
+    parser.add_argument("--sizes", type=int, nargs="+", default=SIZES, help="empathy sample sizes, in events")
     args = parser.parse_args(argv)
+    if args.method is not None:
+        precision.METHOD = args.method  # what every headline's interval uses, for this run
     record: dict = {
         "benchmark": "sample_coverage",
         "resamples": RESAMPLES,
+        "method": precision.METHOD,
         "samples_per_size": SAMPLES,
         "target_coverage": list(TARGET),
         "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
@@ -288,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out.is_file():
         record = {**json.loads(args.out.read_text()), **record}
     runs: dict[str, Callable[[Path], dict]] = {
-        "empathy": lambda work: empathy(args.sources, work, args.seed, args.configs),
+        "empathy": lambda work: empathy(args.sources, work, args.seed, args.configs, args.sizes),
         "attribution": lambda work: attribution(args.sources, work, args.seed, args.template_fractions),
     }
     for name, run in runs.items():

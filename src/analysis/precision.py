@@ -8,7 +8,12 @@ event, every identity of a template) kept whole. A resample is a weight per unit
 drawn), so B resamples of n units are one (B x n) @ (n x cells) product: `scipy.stats.bootstrap`
 draws the indices, `_weights` turns them into counts.
 
-The interval is the percentile interval of `scipy.stats.bootstrap` (2,000 resamples by default).
+The interval is `scipy.stats.bootstrap`'s BCa interval (bias-corrected and accelerated; 2,000
+resamples by default; its jackknife leaves one unit out at a time). δ is a difference of z-scored
+cells, a ratio, whose bootstrap distribution with few events is biased and skewed: the percentile
+interval held the full-set δ in 82.5% of 150-event samples of the largest gap, BCa in 88%, and BCa
+brought 18 of the 21 cells of `benchmarks/sample_coverage.py` within 93-97% (14 before). Where
+BCa's interval is undefined (resamples without a value), the percentile interval of those with one.
 A sample of n of N units is drawn without replacement, so its estimate varies less than the
 bootstrap's (which treats the units as drawn from an infinite population) by the finite
 population correction sqrt(1 - n/N): the interval's deviations from the estimate and the
@@ -22,17 +27,20 @@ test detects with 80% power at this size (1.96 + 0.84).
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.stats import bootstrap
+from scipy.stats import DegenerateDataWarning, bootstrap
 
 from .columns import RUN_COLUMNS, SAMPLE_POPULATION_COLUMN, SAMPLE_SEED_COLUMN
 
 #: resamples of every interval (DESIGN 9: 2,000 or more)
 RESAMPLES = 2000
+#: `scipy.stats.bootstrap`'s interval: "BCa" (bias-corrected and accelerated) or "percentile"
+METHOD = "BCa"
 CONFIDENCE = 0.95
 #: minimum detectable effect per standard error: z(0.975) + z(0.80)
 MDE_PER_SE = 2.8
@@ -147,13 +155,15 @@ def cluster_bootstrap(
     resamples: int = RESAMPLES,
     seed: int = 0,
     confidence: float = CONFIDENCE,
+    method: str | None = None,
 ) -> list[Precision]:
     """The precision of each metric `metric` computes from the units' cell sums (n_units x cells).
 
     `metric` takes summed cells (B x cells) and returns (B,) for one metric or (k x B) for k; the
-    estimate is the metric of every unit's sum. The interval is the percentile bootstrap over
+    estimate is the metric of every unit's sum. The interval is the bootstrap's (`method`, else `METHOD`) over
     units, its deviations from the estimate and the standard error scaled by `fpc`.
     """
+    method = method or METHOD
     sums = np.asarray(sums, dtype=float)
     n = len(sums)
     estimate = np.atleast_1d(np.asarray(metric(sums.sum(axis=0)[None, :]), dtype=float).reshape(-1))
@@ -173,25 +183,31 @@ def cluster_bootstrap(
 
     def statistic(idx: np.ndarray, axis: int = -1) -> np.ndarray:
         idx = np.moveaxis(np.asarray(idx), axis, -1)
-        lead = idx.shape[:-1]
-        out = np.asarray(metric(_weights(idx.reshape(-1, n), n) @ sums), dtype=float)
-        return out.reshape(*out.shape[:-1], *lead)
+        lead = idx.shape[:-1]  # a resample has n indices; the BCa jackknife's leave-one-out samples n - 1
+        out = np.asarray(metric(_weights(idx.reshape(-1, idx.shape[-1]), n) @ sums), dtype=float)
+        return out.reshape((*out.shape[:-1], *lead))
 
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DegenerateDataWarning)  # a NaN interval, replaced below
         res = bootstrap(
             (np.arange(n),),
             statistic,
             n_resamples=resamples,
             batch=BATCH,
             vectorized=True,
-            method="percentile",
+            method=method,
             confidence_level=confidence,
             rng=np.random.default_rng(seed),
         )
     dist = np.asarray(res.bootstrap_distribution, dtype=float).reshape(len(estimate), -1)
     tail = (1 - confidence) / 2
-    # NaN resamples (a resample leaving a cell empty) are left out, not allowed to blank the interval
+    # NaN resamples (a resample leaving a cell empty) are left out, not allowed to blank the interval: where the
+    # method's interval is NaN, the percentile interval of the resamples that have a value
     low, high = np.nanquantile(dist, [tail, 1 - tail], axis=1)
+    given_low = np.atleast_1d(np.asarray(res.confidence_interval.low, dtype=float)).reshape(-1)
+    given_high = np.atleast_1d(np.asarray(res.confidence_interval.high, dtype=float)).reshape(-1)
+    ok = np.isfinite(given_low) & np.isfinite(given_high)
+    low, high = np.where(ok, given_low, low), np.where(ok, given_high, high)
     se = np.nanstd(dist, axis=1, ddof=1)
     return made(estimate - (estimate - low) * scale, estimate + (high - estimate) * scale, se * scale)
 

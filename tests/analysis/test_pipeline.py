@@ -197,7 +197,7 @@ def test_a_sampled_empathy_run_gives_delta_its_interval_and_sample(datasets, tmp
     gaps = result.tables["empathy_gap"]
     gap = gaps[gaps["refused_items"] == "excluded"].iloc[0]
     assert (gap["sample_units"], gap["sample_population"], gap["sample_seed"]) == (10, 24, 3)
-    # (10 events: too few for the percentile interval to hold δ surely; benchmarks/sample_coverage.py checks it)
+    # (10 events: too few for the interval to hold δ surely; benchmarks/sample_coverage.py checks it)
     assert gap["sample_ci_low"] < gap["sample_ci_high"] and gap["sample_mde"] == pytest.approx(2.8 * gap["sample_se"])
     low, high = gap["sample_ci_low"], gap["sample_ci_high"]
     assert gap["precision"] == f"δ = {gap['delta']:.2f} (95% CI {low:.2f}-{high:.2f}; 10 of 24 events, seed 3)"

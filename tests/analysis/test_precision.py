@@ -231,3 +231,26 @@ def test_units_for_precision_reads_every_table_with_an_interval():
     from analysis.precision import units_for_half_width
 
     assert row.needed == units_for_half_width(precision.half_width, 40, 400, 0.05)
+
+
+@pytest.mark.parametrize("method", ["BCa", "percentile"])
+def test_the_interval_is_scipy_s_own_for_a_mean(method: str) -> None:
+    """Units' values summed with a count column: the metric is their mean, and the cluster bootstrap's interval (its
+    resamples as unit weights, the BCa jackknife's leave-one-out samples too) is `scipy.stats.bootstrap`'s on the
+    values themselves, with the same seed."""
+    from scipy.stats import bootstrap
+
+    values = np.random.default_rng(11).gamma(1.5, 2.0, 60)
+    sums = np.column_stack([values, np.ones_like(values)])
+    (got,) = cluster_bootstrap(sums, lambda s: s[..., 0] / s[..., 1], resamples=999, seed=3, method=method)
+    want = bootstrap(
+        (values,),
+        np.mean,
+        n_resamples=999,
+        batch=500,
+        vectorized=True,
+        method=method,
+        rng=np.random.default_rng(3),
+    ).confidence_interval
+    assert (got.low, got.high) == pytest.approx((want.low, want.high), rel=1e-12)
+    assert got.estimate == pytest.approx(values.mean())

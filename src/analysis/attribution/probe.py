@@ -164,7 +164,7 @@ HEADLINE_TABLES = (
 DESCRIPTIONS = {
     "attribution_single_actor": "Mean d = (p_effort + p_ability) - (p_difficulty + p_luck) per dimension x identity x "
     "gender x outcome, one-sample t-test against 0 (t, df, p, 95% CI); beside it the mean's sampling precision: a 95% "
-    "percentile bootstrap interval over the scored templates (ci_low, ci_high are the t-test's; the bootstrap's are "
+    "BCa bootstrap interval over the scored templates (ci_low, ci_high are the t-test's; the bootstrap's are "
     "sample_ci_low, sample_ci_high; 2,000 resamples, finite-population corrected), its standard error, the minimum "
     "detectable effect (2.8 SE) and the sample (templates scored of the config's; none for a full run).",
     "attribution_single_actor_by_dimension": "Mean d per dimension and outcome (over identities and genders), "

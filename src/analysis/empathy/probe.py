@@ -112,7 +112,7 @@ HEADLINE_TABLES = ("empathy_gap", "empathy_matrix_summary", "empathy_paper_gap",
 DESCRIPTIONS = {
     "empathy_gap": "In-group minus out-group mean of M (δ), 95% interval of δ under the structured permutation null "
     "(rows and columns permuted independently) and its p-value; beside them δ's sampling precision: a 95% "
-    "percentile bootstrap interval over the scored events (sample_ci_low, sample_ci_high; 2,000 resamples, "
+    "BCa bootstrap interval over the scored events (sample_ci_low, sample_ci_high; 2,000 resamples, "
     "finite-population corrected), its standard error, the minimum detectable effect (2.8 SE) and the sample "
     "(events scored of the config's; none for a full run).",
     "empathy_cell_tests": "Per cell, paired t-test over events against the perceiver's and the experiencer's in-group "
