@@ -19,6 +19,7 @@ them, at one explicit call, made by the command line (`probes.cli`), the Python 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import os
@@ -61,17 +62,25 @@ def load_extensions() -> None:
 def _load_entry_point(point: EntryPoint) -> None:
     where = f"{ENTRY_POINT_GROUP} entry point {point.name!r} ({point.value}"
     where += f", of {point.dist.name})" if point.dist is not None else ")"
-    try:
+    with _one_line_failures(where, f"{where}: cannot import it"):
         loaded = point.load()
         if not isinstance(loaded, ModuleType) and callable(loaded) and point.value not in _CALLED:
             _CALLED.add(point.value)
             loaded()
-    except ProbeError as exc:
-        raise _PluginError(f"{where}: {_one_line(exc)}") from None
+
+
+@contextlib.contextmanager
+def _one_line_failures(named: str, cannot_import: str) -> Iterator[None]:
+    """Whatever loading a plugin raises as one `_PluginError` line: a registry's own line after `named`, an import
+    that fails after `cannot_import`, anything else (a plugin's own bug, a name registered twice) as `named` failed."""
+    try:
+        yield
+    except ProbeError as exc:  # a registry's own one line, raised from a plugin or a registry it imported
+        raise _PluginError(f"{named}: {_one_line(exc)}") from None
     except ImportError as exc:
-        raise _PluginError(f"{where}: cannot import it: {_one_line(exc)}") from None
+        raise _PluginError(f"{cannot_import}: {_one_line(exc)}") from None
     except Exception as exc:
-        raise _PluginError(f"{where} failed: {type(exc).__name__}: {_one_line(exc)}") from None
+        raise _PluginError(f"{named} failed: {type(exc).__name__}: {_one_line(exc)}") from None
 
 
 def load_plugins() -> None:
@@ -86,16 +95,9 @@ def load_plugins() -> None:
     for name in plugin_modules():
         if name.startswith("."):
             raise _PluginError(f"{PLUGINS_VARIABLE}: {name!r} is a relative module name; name the full module")
-        try:
+        named = f"{PLUGINS_VARIABLE}: plugin module {name!r}"
+        with _one_line_failures(named, f"{PLUGINS_VARIABLE}: cannot import plugin module {name!r}"):
             importlib.import_module(name)
-        except ProbeError as exc:  # a registry's own one line, raised from a plugin or a registry it imported
-            raise _PluginError(f"{PLUGINS_VARIABLE}: plugin module {name!r}: {_one_line(exc)}") from None
-        except ImportError as exc:
-            raise _PluginError(f"{PLUGINS_VARIABLE}: cannot import plugin module {name!r}: {_one_line(exc)}") from None
-        except Exception as exc:  # a plugin's own bug or a name registered twice: still one line
-            raise _PluginError(
-                f"{PLUGINS_VARIABLE}: plugin module {name!r} failed: {type(exc).__name__}: {_one_line(exc)}"
-            ) from None
 
 
 class _PluginError(ProbeError):
