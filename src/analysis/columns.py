@@ -7,6 +7,7 @@ so a metric needs nothing but frames.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Literal, get_args
 
 import pandas as pd
 
@@ -19,7 +20,8 @@ RESULT_FILE_COLUMN = "results_file"
 RUN_COLUMNS = ("model", "model_revision", "scoring")
 #: a number item's answer, as result rows hold it: the distribution's expected value or most likely number
 #: (scored), or the number parsed from generated text (generated); `--score` picks one
-NUMBER_SCORES: tuple[str, ...] = ("expected_value", "argmax_value", "parsed_value")
+NumberScore = Literal["expected_value", "argmax_value", "parsed_value"]
+NUMBER_SCORES: tuple[NumberScore, ...] = get_args(NumberScore)
 #: result columns every part must have; the others of RESULT_SCHEMA are read when present, so
 #: parts written before a column was added to the schema still load (the column is null there)
 CORE_RESULT_COLUMNS = ("id", *RUN_COLUMNS, "refused")

@@ -53,7 +53,7 @@ class Jsonl:
 
     name = JSONL
     rounds = False
-    files = ("*.jsonl",)
+    files: tuple[str, ...] = ("*.jsonl",)
     folders: tuple[str, ...] = ()
 
     def export(self, rows: ExportRows) -> ExportFiles:

@@ -36,7 +36,8 @@ def run_labels(tables: Mapping[str, pd.DataFrame]) -> dict[Run, str]:
     runs: set[Run] = set()
     for table in tables.values():
         if all(c in table.columns for c in RUN_COLUMNS):
-            runs.update(tuple(map(str, r)) for r in table[list(RUN_COLUMNS)].drop_duplicates().itertuples(index=False))
+            rows = table[list(RUN_COLUMNS)].drop_duplicates().itertuples(index=False)
+            runs.update((str(model), str(revision), str(scoring)) for model, revision, scoring in rows)
     return dict(sorted(((run, run_label(*run)) for run in runs), key=lambda item: item[1]))
 
 

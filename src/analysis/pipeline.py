@@ -193,7 +193,8 @@ def collect(
             }
             for run in manifest.get("runs", {}).values()
         ]
-        commit = refs[str(r)].commit if refs[str(r)] else None
+        ref = refs[str(r)]
+        commit = ref.commit if ref else None
         out.provenance["results"].append(
             {"path": portable_name(r), "revision": results_revision, "commit": commit, "runs": runs}
         )

@@ -250,7 +250,7 @@ def run_samples(joined: pd.DataFrame) -> dict[tuple[str, ...], Sample]:
 
 
 def _int(value: object) -> int | None:
-    return None if value is None or pd.isna(value) else int(value)  # type: ignore[arg-type, call-overload]
+    return None if value is None or pd.isna(value) else int(value)  # type: ignore[call-overload]
 
 
 def units_for_half_width(half_width: float, n: int, population: int | None, eps: float) -> int:

@@ -31,7 +31,7 @@ import pandas as pd
 from promptgen.core.errors import ProbeError
 from promptgen.core.flags import flag_name
 
-from .columns import NUMBER_SCORES, RUN_COLUMNS
+from .columns import NUMBER_SCORES, RUN_COLUMNS, NumberScore
 from .headlines import Run, with_run_label
 from .probe_options import analysis_flags, option_classes
 
@@ -102,11 +102,14 @@ class AnalysisStep:
     run: Callable[[], dict[str, pd.DataFrame]]
 
 
-def number_score(frame: pd.DataFrame, score: str) -> str:
+_NUMBER_SCORE: dict[str, NumberScore] = {named: named for named in NUMBER_SCORES}
+
+
+def number_score(frame: pd.DataFrame, score: str) -> NumberScore:
     """The column that holds a number item's answer for this run: `auto` picks the expected
     value where the run read distributions, else the parsed generated number."""
     if score != AUTO_SCORE:
-        return score
+        return _NUMBER_SCORE[score]  # `AnalysisOptions` refused any other
     if "expected_value" in frame.columns and frame["expected_value"].notna().any():
         return "expected_value"
     return "parsed_value"

@@ -15,7 +15,7 @@ from promptgen.core.probe_spec import ProbeSpec
 from promptgen.probe_registry import probes
 
 
-def options_class(spec: ProbeSpec) -> type | None:
+def options_class(spec: ProbeSpec) -> type[Any] | None:
     """The class of the probe's own analysis options (`ProbeSpec.analysis_options`), or None."""
     return None if spec.analysis_options is None else resolve_reference(spec.analysis_options)
 

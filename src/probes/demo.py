@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +111,7 @@ def demo(
             progress(f"[demo] {result.notes[name]}")
     reports = {}
     for name in plans:
-        analysis = step(f"analyze {name}", lambda n=name: analyze(datasets.folders[n], [out / "results" / n]))
+        analysis = step(f"analyze {name}", partial(lambda n: analyze(datasets.folders[n], [out / "results" / n]), name))
         analysis.notes.extend([result.notes[name]] if name in result.notes else [])
         reports[name] = write_report(analysis, out / "reports" / name, overwrite=True) / "report.html"
     result.report.parent.mkdir(parents=True, exist_ok=True)

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ from analysis.probes import section_headlines
 from analysis.report import write_report
 from promptgen.core.errors import ProbeError
 from promptgen.core.files import atomic_write_text
-from promptgen.core.outputs import Output, Reference, check_output, holds_only
+from promptgen.core.outputs import Input, Output, Reference, check_output, holds_only
 from promptgen.core.secrets import scrub_value
 from promptgen.hub.read import read_build_manifest
 from promptgen.probe_registry import probe_names
@@ -184,12 +185,18 @@ def sweep(
                 "budget_hours prices each dataset's declared configs under the scoring flags given: not with runs= "
                 "or a complete ScoringSettings (give --sample N)"
             )
-    inputs = [Reference("--model", request.model)]
+    inputs: list[Input] = [Reference("--model", request.model)]
     if isinstance(request.datasets, (str, Path)):
         inputs.append(("--datasets", request.datasets))
     inputs.extend(request.sources.references())
     out = check_output(request.out, output, inputs=inputs)
     staging: Path | None = None
+    synthetic: list[str]
+
+    def building(name: str, make: Callable[[], Path]) -> Path:
+        progress(f"finding or building {name}")
+        return make()
+
     try:
         if isinstance(request.datasets, Mapping):
             folders, synthetic = {name: Path(request.datasets[name]) for name in names}, []
@@ -201,7 +208,7 @@ def sweep(
             built = find_or_build(
                 names, request.sources, reuse=out / "datasets", build_into=staging,
                 synthetic_dir=staging / ".synthetic-sources", warn=on_warning or progress,
-                progress=lambda name, make: (progress(f"finding or building {name}"), make())[1],
+                progress=building,
             )  # fmt: skip
             folders, synthetic = built.folders, built.synthetic
         configs = {name: sweep_runs(request, name, folders[name]) for name in names}
@@ -242,7 +249,9 @@ def sweep(
                 what = f"{Path(run.request.results).name} {run.request.config}"
                 label = f"score {what} ({len(run.prompts.dataset)} items)"
                 scored.append(
-                    stage(label, lambda one=run, s=start, a=advance: runner.run(one, on_start=s, on_advance=a))
+                    stage(
+                        label, partial(lambda one, s, a: runner.run(one, on_start=s, on_advance=a), run, start, advance)
+                    )
                 )
             summaries = [
                 (name, replace(summary, protocol=run.protocol))

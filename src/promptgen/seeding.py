@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -46,7 +46,7 @@ def hash_choice(seed: int, key: str, candidates: Sequence[T]) -> T:
     return candidates[hash_int(seed, key) % len(candidates)]
 
 
-def stratified_sample(seed: int, key: str, groups: dict[str, Sequence[T]], k: int) -> list[tuple[str, T]]:
+def stratified_sample(seed: int, key: str, groups: Mapping[str, Sequence[T]], k: int) -> list[tuple[str, T]]:
     """k (group, member) draws spread evenly over groups: one per group in a hashed group
     order, then a second per group, and so on (members ranked by hash within each group).
 

@@ -240,9 +240,11 @@ def load_prompt_config(
     header = read_card_header(folder) if ref is None else remote.read_card_header(ref)
     license = header.get("license", "other")
     check_prompt_config(ds, f"{dataset} config {config!r}")
-    content = (
-        local_content(config, files, built, total) if ref is None else hub_content(dataset, ref.commit, config, len(ds))
-    )
+    if ref is None:
+        assert total is not None  # no ref: a local folder (a Hub dataset's is resolved above), its rows counted
+        content = local_content(config, files, built, total)
+    else:
+        content = hub_content(dataset, ref.commit, config, len(ds))
     return PromptConfig(
         ds,
         dataset,
@@ -279,7 +281,7 @@ def _load(dataset: str, config: str, folder: Path | None, ref: remote.HubRef | N
         # and its split sizes are checked against that cache: a local folder is verified by the
         # item contract below instead (datasets' NonMatchingSplitsSizesError named no fix)
         checks = {"verification_mode": "no_checks"} if local else {}
-        if local:  # and it takes the features of that cache too: give it the folder's own
+        if folder is not None:  # and it takes the features of that cache too: give it the folder's own
             checks["features"] = _own_features(folder, config)
         at = ref.commit if ref is not None else revision
         # `datasets.load_dataset`'s own steps, with the memory the conversion to Arrow used given back before the

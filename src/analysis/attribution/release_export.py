@@ -122,7 +122,7 @@ NEEDS = {
     PAIR: ("outcome_config", "dimension", "gender_pair", "domain", "length", "set_id", *_TWO),
     OBSERVER: ("outcome", "dimension", "gender", "domain", "y_opt_key", *_TWO),
 }
-COMMON_NEEDS = ("id", "choices", "choice_labels", "choice_types", "choice_probs", "option_keys")
+COMMON_NEEDS: tuple[str, ...] = ("id", "choices", "choice_labels", "choice_types", "choice_probs", "option_keys")
 COMMON_NEEDS += ("release_index", "release_seed")
 
 
@@ -132,10 +132,10 @@ def model_names(runs: Iterable[tuple[str, str, str]]) -> dict[tuple[str, str, st
     Two runs of one model name (another revision or scoring) would write the same files; both
     then take their result key's folder name (`ResultKey.slug`: the name and a digest prefix).
     """
-    runs = sorted({tuple(map(str, r)) for r in runs})
-    short = {r: re.sub(r"[^A-Za-z0-9._-]+", "_", short_model_name(r[0])).strip("._") or "model" for r in runs}
+    named = sorted({(str(model), str(revision), str(scoring)) for model, revision, scoring in runs})
+    short = {r: re.sub(r"[^A-Za-z0-9._-]+", "_", short_model_name(r[0])).strip("._") or "model" for r in named}
     taken = pd.Series(list(short.values())).value_counts()
-    return {r: (ResultKey(*r).slug if taken[name] > 1 else name) for r, name in short.items()}  # type: ignore[misc]
+    return {r: (ResultKey(*r).slug if taken[name] > 1 else name) for r, name in short.items()}
 
 
 def statements(frame: pd.DataFrame) -> list[str]:
@@ -240,7 +240,7 @@ def single_actor_csv(rows: pd.DataFrame, dimension: str, decimals: int | None = 
         out["option_probs"].append(
             str({lab: values[k] for lab, k in zip(row_labels, row_keys, strict=True)}) if known else None
         )
-    copied = (("gender", "gender"), (dimension, "identity_release"), ("name", "name"))
+    copied: tuple[tuple[str, str], ...] = (("gender", "gender"), (dimension, "identity_release"), ("name", "name"))
     copied += (("set_id", "set_id"), ("domain", "domain"))
     key_order = list(keys[0]) if len(rows) else []
     frame = _release_frame(out, rows, copied, by_key, key_order)
@@ -261,7 +261,7 @@ def actor_actor_csv(rows: pd.DataFrame, dimension: str, decimals: int | None = N
     where = {who: _person(keys, who) for who in people}
     labels = np.array([list(x) for x in rows["choice_labels"]], dtype=object)
     choices = np.array([list(x) for x in rows["choices"]], dtype=object)
-    computed = ("initial_prompt", "option_probs")
+    computed: tuple[str, ...] = ("initial_prompt", "option_probs")
     computed += tuple(f"{who}_choice_{what}" for who in people for what in ("letter", "key", "text"))
     out: dict[str, list[Any]] = {c: [] for c in (*computed, "shuffled_X_options", "shuffled_Y_options")}
     by_key: list[dict[str, float]] = []

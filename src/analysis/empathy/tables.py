@@ -27,18 +27,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 import pandas as pd
 
 from promptgen.empathy.prompts import identity_rows
 
-from ..columns import NUMBER_SCORES, RUN_COLUMNS
+from ..columns import NUMBER_SCORES, RUN_COLUMNS, NumberScore
 from ..refusals import refusal_mask
 from ..stats import bonferroni, paired_t
 
-Score = Literal["expected_value", "argmax_value", "parsed_value"]
+Score = NumberScore
 SCORES = NUMBER_SCORES
 #: keys that split the items into matrices, in this order, where the frame has them: the run
 #: (model, revision, scoring settings: two scorings of one model are two analyses), then the design
@@ -342,7 +341,8 @@ def compute_gap(
         same = rel == SAME
         if not np.isfinite(m).any():
             notes = g["note"][g["note"] != ""]
-            res = PermutationResult(*(4 * [float("nan")]), 0, notes.iat[0] if len(notes) else "M undefined")
+            nan = float("nan")
+            res = PermutationResult(nan, nan, nan, nan, 0, notes.iat[0] if len(notes) else "M undefined")
         else:
             res = permutation_test(m, same, n_permutations=n_permutations, seed=seed, confidence=confidence)
         rows.append(

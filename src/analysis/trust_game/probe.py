@@ -45,7 +45,9 @@ def trust_game_analysis(
         joined = pd.concat(list(probing.values()), ignore_index=True)
 
         def accuracy(g: pd.DataFrame) -> pd.DataFrame:
-            answer = "argmax_value" if probe.number_score(g, options.score) != "parsed_value" else "parsed_value"
+            answer: tg.Answer = (
+                "argmax_value" if probe.number_score(g, options.score) != "parsed_value" else "parsed_value"
+            )
             return tg.probing_accuracy(g, answer=answer)
 
         out["trust_game_probing_accuracy"] = probe.per_run(joined, accuracy)

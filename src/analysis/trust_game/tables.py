@@ -28,12 +28,11 @@ Statistics that cannot be computed are NaN with the reason in `note` (empty when
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
 
 import numpy as np
 import pandas as pd
 
-from ..columns import RUN_COLUMNS
+from ..columns import RUN_COLUMNS, NumberScore
 from ..frames import keyed_groups
 from ..refusals import refusal_mask
 from ..stats import bonferroni, two_sample_t
@@ -49,7 +48,7 @@ EFFECTS: dict[str, str] = {
     "Residual": "Residual",
 }
 SS_TYPE = 3
-Answer = Literal["argmax_value", "parsed_value", "expected_value"]
+Answer = NumberScore
 
 
 def unit_keys(frame: pd.DataFrame, keys: Sequence[str] = UNIT_KEYS) -> list[str]:
@@ -59,7 +58,7 @@ def unit_keys(frame: pd.DataFrame, keys: Sequence[str] = UNIT_KEYS) -> list[str]
 def prediction_frame(
     joined: pd.DataFrame,
     *,
-    score: Literal["expected_value", "parsed_value"] = "expected_value",
+    score: NumberScore = "expected_value",
     min_valid_mass: float | None = None,
     keep_refused: bool = False,
 ) -> pd.DataFrame:

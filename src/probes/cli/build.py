@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Annotated, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -15,6 +16,9 @@ from promptgen.probe_registry import probes
 from . import options as opt
 from .groups import takes
 from .shared import err, out
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
 
 #: the registered probes whose datasets are built from events (they take `--max-events`)
 EVENT_PROBES = ", ".join(spec.name for spec in probes().values() if MAX_EVENTS in spec.build_options)
@@ -75,7 +79,7 @@ def build(
         disable=quiet,
         transient=False,
     )
-    tasks: dict[str, int] = {}
+    tasks: dict[str, TaskID] = {}
 
     def on_draft(draft) -> None:
         for config in draft.configs:
@@ -87,7 +91,7 @@ def build(
     with progress:
         result = api.build(
             name,
-            out_dir=out_dir,
+            out_dir=Path(out_dir),
             sources=sources,
             full=full,
             max_events=max_events,

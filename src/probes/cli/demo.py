@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -34,7 +35,7 @@ def demo_cmd(
     from probes import api
 
     result = api.demo(
-        out_dir,
+        Path(out_dir),
         sources=sources,
         cache_dir=cache_dir,
         offline=not online,

@@ -165,7 +165,7 @@ def plan_cmd(
         dataset=dataset,
         model=model,
         model_revision=model_revision,
-        configs=configs,
+        configs=tuple(configs or ()),
         gpu=gpu,
         mfu=mfu,
         chat=chat,

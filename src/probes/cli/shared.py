@@ -14,7 +14,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import IO, Annotated, Any, NoReturn, TypeVar, cast
 
 import typer
 from rich.console import Console
@@ -45,7 +45,8 @@ class _ScrubbingConsole(Console):
     """
 
     def __init__(self, stream: str) -> None:
-        super().__init__(file=ScrubbedStream(stream), stderr=stream == "stderr")
+        # rich writes, flushes and asks isatty/fileno of its file: what ScrubbedStream provides of IO[str]
+        super().__init__(file=cast("IO[str]", ScrubbedStream(stream)), stderr=stream == "stderr")
 
     def print(self, *objects: Any, **kwargs: Any) -> None:
         super().print(*(scrub(o) if isinstance(o, str) else o for o in objects), **kwargs)

@@ -185,7 +185,7 @@ class EmpathyAuthors:
                     continue
                 frame = column = None  # the block is not kept while its rows are made and the next is read
                 yield chunk.parsed(self.backend, answers, secrets)
-                chunk = answers = None
+                del chunk, answers  # neither is kept while the next block is read
             for chunk, answers in held:
                 others = [sample for sample in samples if sample.dtype != answers.dtype]
                 yield chunk.parsed(self.backend, concat_compat([answers, *others])[: len(answers)], secrets)
@@ -286,13 +286,14 @@ class _Chunk:
             for column, role in (("system_prompt", "system"), ("user_input", "user")):
                 given = frame[column].iloc[start : start + SLICE_ROWS]
                 wanted = _contents(items["messages"], role)
-                if (row := _first_mismatch(given, wanted)) is None:
+                if (at_row := _first_mismatch(given, wanted)) is None:
                     continue
-                cell, text = given.iloc[row], wanted[row].as_py()
+                cell, text = given.iloc[at_row], wanted[at_row].as_py()
                 where = first_difference(str(cell), str(text)) if isinstance(cell, str) and text else ""
                 error = ProbeError(
-                    f"{source.name}: idx {int(idx[start + row])} (row {offset + start + row + 1}): {column} is not the "
-                    f"{role} message of its prompt {items['id'][row].as_py()!r}" + (f" ({where})" if where else "")
+                    f"{source.name}: idx {int(idx[start + at_row])} (row {offset + start + at_row + 1}): {column} is "
+                    f"not the {role} message of its prompt {items['id'][at_row].as_py()!r}"
+                    + (f" ({where})" if where else "")
                 )
                 if role == "system":
                     raise error

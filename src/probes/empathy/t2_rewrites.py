@@ -75,7 +75,7 @@ def compute_rewrites(found: KeyRows, event_ids: list[str], *, results_file: str)
         if status == "ok" and text is None:
             status = "no_answer"
         statuses[status] += 1
-        if status == "ok":
+        if status == "ok" and text is not None:  # "ok" with no text is "no_answer", above
             texts[by_item[row.id]] = text
     record = {
         "model": found.model,

@@ -59,8 +59,27 @@ class HubApi(Protocol):
     def create_repo(
         self, repo_id: str, *, private: bool | None = ..., repo_type: str | None = ..., exist_ok: bool = ...
     ) -> Any: ...
-    def create_commit(self, repo_id: str, operations: Any, **kwargs: Any) -> Any: ...
-    def create_tag(self, repo_id: str, *, tag: str, **kwargs: Any) -> Any: ...
+    def create_commit(
+        self,
+        repo_id: str,
+        operations: Any,
+        *,
+        commit_message: str,
+        commit_description: str | None = ...,
+        repo_type: str | None = ...,
+        revision: str | None = ...,
+        parent_commit: str | None = ...,
+    ) -> Any: ...
+    def create_tag(
+        self,
+        repo_id: str,
+        *,
+        tag: str,
+        tag_message: str | None = ...,
+        revision: str | None = ...,
+        repo_type: str | None = ...,
+        exist_ok: bool = ...,
+    ) -> Any: ...
 
 
 def make_api() -> HubApi:

@@ -25,6 +25,7 @@ def check_repo_id(repo_id: str) -> None:
 
 def resolve_tag(folder: LocalFolder, revision_tag: str | None) -> str | None:
     """The tag this publish creates: `v<version>` for prompts, `--revision-tag` (or none) for results."""
+    tag: str | None
     if folder.kind == "prompt":
         tag = f"v{folder.version}"
         if revision_tag is not None and revision_tag != tag:

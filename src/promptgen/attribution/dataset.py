@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from functools import partial
 from typing import Any
 
 from ..core.build_options import BuildOptions
@@ -113,7 +114,7 @@ def draft_talent_or_luck(recipe: Recipe, sources: dict[str, ResolvedSource], *, 
             ConfigData(
                 config,
                 ITEM_FEATURES,
-                (lambda g=generate: row_batches(g(release, identities, params), item_columns)),
+                partial(lambda g: row_batches(g(release, identities, params), item_columns), generate),
                 description,
                 expected_rows=counts[config],
             )
@@ -130,7 +131,7 @@ def draft_talent_or_luck(recipe: Recipe, sources: dict[str, ResolvedSource], *, 
                 ConfigData(
                     config,
                     features,
-                    (lambda g=items: g(as_released, identities)),
+                    partial(lambda g: g(as_released, identities), items),
                     description,
                     expected_rows=release_rows[config],
                 )

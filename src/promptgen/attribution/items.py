@@ -108,6 +108,7 @@ def _pair_instances(
                 for gx in identities[dimension]:
                     for gy in identities[dimension]:
                         key = f"aa/{config}/{gp}/{dimension}/{gx.label_original}/{gy.label_original}"
+                        draws: list[tuple[str, int, int | None]]
                         if params.sampling == "full":
                             draws = [
                                 (d, s, i)

@@ -142,14 +142,14 @@ def lint_release(release: Release) -> tuple[list[Finding], dict]:
         for o in p.options_y:
             pron(where + ".Y", o, gy)
     seen_obs: set[tuple] = set()
-    for t in release.observer:
-        where = f"actor_observer/{t.outcome}.json: {t.gender}.{t.domain}.short[{t.scenario}]"
-        pron(f"{where}.{t.observer_cause}.initial_prompt", t.statement, t.gender)
-        key = (t.outcome, t.gender, t.domain, t.scenario)
+    for ob in release.observer:
+        where = f"actor_observer/{ob.outcome}.json: {ob.gender}.{ob.domain}.short[{ob.scenario}]"
+        pron(f"{where}.{ob.observer_cause}.initial_prompt", ob.statement, ob.gender)
+        key = (ob.outcome, ob.gender, ob.domain, ob.scenario)
         if key not in seen_obs:
             seen_obs.add(key)
-            for o in t.options:
-                pron(where + ".options", o, t.gender)
+            for o in ob.options:
+                pron(where + ".options", o, ob.gender)
 
     balance = {}
     for setting, option_sets in (

@@ -347,7 +347,7 @@ def actor_actor_release_items(release: Release, identities: dict[str, list[Ident
             for group in _two_person_groups(templates, release.groups[dimension], _pair_key, labels):
                 t, n = group.template, len(group.pairs)
                 x_options, y_options = options[id(t)]
-                shuffled = []
+                shuffled: list[_Shuffled] = []
                 prompts = []
                 for m, ((_, nx, _, ny), statement) in enumerate(zip(group.pairs, group.statements, strict=True)):
                     code_x, code_y = orders(k + m)

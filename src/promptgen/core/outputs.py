@@ -142,6 +142,7 @@ class Layout:
         """The first entry (a relative path, in name order, shallow first) the command did not write; None if none."""
         listed = self.listed(folder) if self.listed is not None else None
         patterned = lambda rel: any(_matches(rel, p.split("/")) for p in self.folders)  # noqa: E731
+        is_file: Callable[[tuple[str, ...]], bool]
         if listed is not None:
             files = {tuple(f.split("/")) for f in listed} | {(name,) for name in self.required}
             folders = {f[:k] for f in files for k in range(1, len(f))}

@@ -111,8 +111,9 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(scrub(str(exc)).split()) or type(exc).__name__
 
 
-def resolve_reference(target: str) -> Callable[..., Any]:
-    """The function a "module:function" reference names, imported now (registries import lazily)."""
+def resolve_reference(target: str) -> Any:
+    """The object a "module:attribute" reference names (a function, a format, a plan), imported now (registries
+    import lazily)."""
     module, _, name = target.partition(":")
     return getattr(importlib.import_module(module), name)
 

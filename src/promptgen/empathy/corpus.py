@@ -13,8 +13,10 @@ import csv
 import io
 import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import pandas as pd
 
@@ -127,7 +129,14 @@ def load_events(path: Path, display: str) -> list[Event]:
     return parse_events(read_tsv(path, display), display)
 
 
-def count_deviations(events: list[Event]) -> list[str]:
+class _Emotional(Protocol):
+    """What the count reads of an event: its emotion (a corpus `Event` or a release `ReleaseEvent`)."""
+
+    @property
+    def emotion(self) -> str: ...
+
+
+def count_deviations(events: Sequence[_Emotional]) -> list[str]:
     """How a full corpus differs from the published counts (empty when it matches)."""
     counts = Counter(e.emotion for e in events)
     out = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
+from functools import partial
 from typing import Any
 
 from ..core.build_options import BuildOptions
@@ -140,7 +141,7 @@ def draft_intergroup_empathy(
                     ConfigData(
                         f"{category}_{name}",
                         PROMPT_FEATURES,
-                        (lambda c=category, n=name: prompt_batches(c, n, rows)),
+                        partial(lambda c, n: prompt_batches(c, n, rows), category, name),
                         f"{n_people} x {n_people} {category} identities x {len(rows):,} events; persona {s.persona}, "
                         f"scale 0-{s.number_max}, narrative {s.narrative_form}.",
                         expected_rows=counts[f"{category}_{name}"],

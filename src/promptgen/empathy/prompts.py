@@ -331,7 +331,7 @@ def prompt_batches(category: str, setting_name: str, events: list[dict[str, Any]
         for e in people:
             users = [s.user(e.identity, emo, nar) for emo, nar in zip(emotions, narratives, strict=True)]
             prompts = [join_prompt(system, u) for u in users]
-            contents = [None] * (2 * n)
+            contents: list[str | None] = [None] * (2 * n)
             contents[0::2] = [system] * n
             contents[1::2] = users
             messages = pa.ListArray.from_arrays(

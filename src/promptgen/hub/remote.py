@@ -147,7 +147,7 @@ def _cause(exc: BaseException) -> str:
     """The HTTP error behind huggingface_hub's "cannot find it in the local cache" (a 500, a 403), else `exc`."""
     from huggingface_hub.errors import HfHubHTTPError
 
-    seen = exc
+    seen: BaseException | None = exc
     while seen is not None and not isinstance(seen, HfHubHTTPError):
         seen = seen.__cause__ or seen.__context__
     first = str(seen if seen is not None else exc).strip().splitlines()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pandas as pd
@@ -172,7 +173,7 @@ def curated_configs(
             ConfigData(
                 pairs_config_name(cur.slug),
                 Features(CURATED_PAIR_FEATURES),
-                lambda cur=cur: frame_batches(cur.pairs, list(PAIR_COLUMNS)),
+                partial(lambda cur: frame_batches(cur.pairs, list(PAIR_COLUMNS)), cur),
                 f"Pairs curated from {cur.record['model_name']}'s race-probe scores (variant {cur.record['variant']}): "
                 f"up to {cur.per_gender} per race and gender, {len(cur.pairs)} kept.",
                 expected_rows=len(cur.pairs),
@@ -183,8 +184,11 @@ def curated_configs(
                 ConfigData(
                     curated_games_config_name(cur.slug),
                     GAME_FEATURES,
-                    lambda games=games: row_batches(
-                        game_rows(games, params.games.variants, params.games.amounts), game_columns
+                    partial(
+                        lambda games: row_batches(
+                            game_rows(games, params.games.variants, params.games.amounts), game_columns
+                        ),
+                        games,
                     ),
                     f"Trust Game prompts on the `{pairs_config_name(cur.slug)}` pairs, "
                     f"{len(params.games.variants)} prompt variants.",
@@ -283,7 +287,10 @@ def draft_trust_game(
             ConfigData(
                 games_config_name(model),
                 GAME_FEATURES,
-                lambda model=model: row_batches(game_rows(games[model], params.games.variants, amounts), game_columns),
+                partial(
+                    lambda model: row_batches(game_rows(games[model], params.games.variants, amounts), game_columns),
+                    model,
+                ),
                 f"Trust Game prompts on the {model} pairs: {len(params.games.investors)} investor groups x 10 trustee "
                 f"groups x {games_per_condition(params.paper_pairs.pairs_per_gender)} name pairs, in "
                 f"{len(params.games.variants)} prompt variants ({', '.join(params.games.variants)}).",

@@ -460,7 +460,7 @@ def sample_probing_games(games: list[Game], *, k: int, seed: int) -> list[Game]:
     conditions: dict[tuple[str, Group, Group], list[Game]] = {}
     for game in games:
         conditions.setdefault((game.source_key, game.investor.group, game.trustee.group), []).append(game)
-    out = []
+    out: list[Game] = []
     for (source, investor, trustee), members in conditions.items():
         keys = [f"{g.investor.key}/{g.trustee.key}" for g in members]
         # sorted, so the draw does not depend on the order the games arrive in

@@ -85,7 +85,11 @@ def race_probe_rows(seed: pd.DataFrame, params: RaceProbeParams) -> Iterator[dic
     surnames = list(zip(seed["race"], seed["surname"], strict=True))
     for variant in params.variants:
         spec = RACE_PROBE_VARIANTS[variant]
-        options = {"choices": spec.choices, "choice_labels": RACE_PROBE_LABELS, "choice_types": RACE_PROBE_CHOICE_TYPES}
+        options: dict[str, Any] = {
+            "choices": spec.choices,
+            "choice_labels": RACE_PROBE_LABELS,
+            "choice_types": RACE_PROBE_CHOICE_TYPES,
+        }
         for title in params.titles:
             for seed_race, surname in surnames:
                 for race in RACES:

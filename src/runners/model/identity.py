@@ -305,9 +305,9 @@ def model_name_problem(name: str) -> str | None:
             f"{name!r} holds a bidirectional control character (U+{ord(found.group()):04X}), which makes it "
             "display as another name; give the name without it"
         )
-    found = re.search(INVISIBLE_RE, name) or next((c for c in name if not c.isprintable() and c != " "), None)
-    if found:
-        char = found if isinstance(found, str) else found.group()
+    hidden = re.search(INVISIBLE_RE, name) or next((c for c in name if not c.isprintable() and c != " "), None)
+    if hidden:
+        char = hidden if isinstance(hidden, str) else hidden.group()
         return (
             f"{name!r} holds an invisible or unprintable character (U+{ord(char):04X}), which makes it display as "
             "another name; give the name without it"

@@ -34,7 +34,8 @@ class SweepPlan:
     @property
     def hours(self) -> float | None:
         prices = [h for _, _, h in self.quotes]
-        return None if any(h is None for h in prices) else sum(prices)  # type: ignore[misc]
+        known = [h for h in prices if h is not None]
+        return None if len(known) != len(prices) else sum(known)
 
 
 def _device(backend: Any) -> tuple[str | None, str]:
@@ -78,7 +79,7 @@ def price_loaded(
         rate = "the tokens and prompts it is sent, not in hours (a served model's time is its server's)"
         return SweepPlan(f"a server (--backend {backend.name})", rate, [(name, q, None) for name, q in quotes])
     if config is None:
-        unpriced = [(name, q, None) for name, q in quotes]
+        unpriced: list[tuple[str, Quote, float | None]] = [(name, q, None) for name, q in quotes]
         return SweepPlan(str(getattr(backend, "device", None) or "?"), "not priced: no config was loaded", unpriced)
     shape = count_params(config)
     gpu, device = _device(backend)

@@ -321,6 +321,7 @@ def make_plan(req: PlanRequest, *, progress: Callable[[str], None] | None = None
         return counts
 
     search: list[tuple[int, float]] = []
+    size: int | None
     if req.budget_hours is not None:
         size, per_config, search = fit_budget(req, base_rows, price_at, configs, modes)
     else:

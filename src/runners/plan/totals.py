@@ -47,7 +47,7 @@ def plan_totals(
                 }
                 continue
             generated = mode == GENERATE
-            keys = GENERATE_TOTALS if generated else NUMBER_TOTALS
+            keys: tuple[str, ...] = GENERATE_TOTALS if generated else NUMBER_TOTALS
             if served:
                 keys += ("prompts",)
             else:

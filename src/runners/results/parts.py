@@ -369,7 +369,7 @@ def compact_key(
         origin = np.repeat(np.arange(len(parts)), [len(t) for t in tables])
         keep = newest_rows(merged.column("id"))
         merged, origin = (merged, origin) if keep is None else (merged.take(keep), origin[keep.to_numpy()])
-        labels = [*sorted({*stored, content} - {None}), None]
+        labels: list[str | None] = [*sorted({c for c in (*stored, content) if c is not None}), None]
         row_label = np.array([labels.index(c) for c in stored], dtype=np.int64)[origin]
         moved = np.isin(origin, relabel)
         if ids is not None:

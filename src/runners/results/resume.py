@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -128,7 +129,7 @@ class Resume:
     """What `plan` decided for a run's selection."""
 
     #: dataset rows still to score, in selection order (an array when the plan hashed none of them)
-    todo: Sequence[int]
+    todo: Sequence[int] | npt.NDArray[np.int64]
     #: id -> prompt hash of each item to score
     hashes: dict[str, str]
     #: items to score whose stored row was scored on another prompt

@@ -210,7 +210,7 @@ def run_config_ray(
         on_start(len(session.selected), len(session.selected) - len(todo))
     workers: dict[str, None] = {}  # the replicas' hardware, in order of first appearance
 
-    if todo:
+    if len(todo):  # a list, or an array (`Session.todo`), whose truth is ambiguous
         import ray
         import ray.data
 
@@ -244,10 +244,10 @@ def run_config_ray(
                     "load_options": replace(load_options, revision=ref.load_revision, dtype=weights),
                     "needed_tokens": needed,
                 },
-                **resources,
+                **resources,  # type: ignore[arg-type]  # num_gpus or num_cpus, floats: ray types each keyword apart
             )
             for batch in replicas.iter_batches(batch_size=None, batch_format="pyarrow"):
-                rows = batch.to_pylist()
+                rows = batch.to_pylist()  # type: ignore[union-attr]  # ray's type is every format's; this is pyarrow's
                 errors = sorted({row["error"] for row in rows if row["error"] is not None})
                 if errors:
                     raise ProbeError(f"{prompts.path} config {prompts.config!r}: {'; '.join(errors)}")

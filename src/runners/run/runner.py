@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from promptgen.core.errors import ProbeError
 from promptgen.core.outputs import Reference
@@ -46,6 +46,11 @@ from runners.run import local_driver
 from runners.run.request import LoadOptions, ResolvedRun, RunRequest
 from runners.run.sizing import needs_of
 from runners.scoring.settings import resolve_scoring
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from runners.backends.protocol import Backend
 
 __all__ = [
     "LoadOptions",
@@ -92,8 +97,8 @@ class Runner:
         self,
         model: str,
         load_options: LoadOptions,
-        backend: Any,
-        tokenizer: Any,
+        backend: Backend,
+        tokenizer: PreTrainedTokenizerBase,
         revision: str,
         config: Mapping[str, Any] | None = None,
     ) -> None:
@@ -209,6 +214,8 @@ def run(
             raise TypeError("run() takes a RunRequest or its fields, not both")
     elif not isinstance(config, str) or is_pattern(config):
         raise TypeError(f"run() scores one config, got {config!r}; run_many() takes a list or glob patterns")
+    elif model is None or results is None:
+        raise TypeError("run() takes a RunRequest, or a dataset, config, model and results folder")
     else:
         request = RunRequest(request, config, model, results, **options)
     if is_pattern(request.config):
@@ -243,7 +250,7 @@ def run_many(
     last costs no scoring of the first. `on_config(request)` gives a config's (on_start,
     on_advance) progress hooks.
     """
-    if isinstance(template, (list, tuple)):
+    if isinstance(template, Sequence) and not isinstance(template, str):
         if configs is not None or model is not None or results is not None or options:
             raise TypeError("run_many() takes a list of RunRequests, or a template and its configs, not both")
         requests = list(template)
@@ -257,6 +264,8 @@ def run_many(
         if isinstance(template, RunRequest):
             if model is not None or results is not None or options:
                 raise TypeError("run_many() takes a RunRequest or its fields, not both")
+        elif model is None or results is None:
+            raise TypeError("run_many() takes RunRequests, or a dataset, configs, model and results folder")
         else:
             template = RunRequest(template, "", model, results, **options)
         configs = [configs] if isinstance(configs, str) else list(configs or ())
@@ -308,7 +317,8 @@ def resolve_protocol(
     """
     # empty, a file, a prompt dataset, an input or unwritable: one line before a model loads
     inputs = [("DATASET", request.dataset), Reference("--model", request.model)]
-    request = replace(request, results=check_out_folder(request.results, inputs=inputs))
+    results = check_out_folder(request.results, inputs=inputs)
+    request = replace(request, results=results)
     # the protocol's rows, or the request's, then its shard and limit: with a shard or a limit, only those are read
     # (a sample is drawn from the whole config's units, so with one the load reads every row the protocol selects)
     rows = RowSpec(
@@ -332,6 +342,6 @@ def resolve_protocol(
         check_chat_form(prompts, scoring.chat)
     check_scoring_mode(prompts, scoring.settings)
     # a folder of another build's rows: refused before any config of a sweep is scored, not after its load
-    check_same_prompts(request.results, prompts.provenance(), rescore_changed=request.rescore_changed)
+    check_same_prompts(results, prompts.provenance(), rescore_changed=request.rescore_changed)
     request = replace(request, settings=scoring.settings, chat=scoring.chat, where=scoring.where)
     return ResolvedRun(prompts, request, scoring.label)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow.parquet as pq
 
 from promptgen.core.errors import ProbeError
@@ -40,7 +41,7 @@ ANSWER_COLUMNS = ("parsed_value", "parse_status")
 def check_served_unchanged(
     dataset: Any,
     selected: Sequence[int],
-    todo: Sequence[int],
+    todo: Sequence[int] | npt.NDArray[np.int64],
     folder: Path,
     backend: Any,
     tokenizer: Any,
@@ -54,7 +55,7 @@ def check_served_unchanged(
     """
     spec = BACKENDS.get(backend.name)  # a backend object made in code need not be registered: not served
     generated = settings.mode == "generate"
-    if spec is None or not spec.served or (generated and settings.temperature > 0) or not todo:
+    if spec is None or not spec.served or (generated and settings.temperature > 0) or not len(todo):
         return
     pending = set(todo)
     done = next((row for row in selected if row not in pending), None)

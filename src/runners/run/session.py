@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -39,7 +40,7 @@ from promptgen.core.memory import release_mapped
 from promptgen.core.version import __version__
 from runners import results as res
 from runners.model import identity as model_identity
-from runners.prompts import chat_for, check_chat_form, check_chat_template, check_number_mode
+from runners.prompts import PromptConfig, chat_for, check_chat_form, check_chat_template, check_number_mode
 from runners.results import resume
 from runners.results.summary import REFUSED_EXAMPLES, RunSummary, refused_answer
 from runners.run.request import RunRequest
@@ -98,7 +99,7 @@ def keep_one_name(results: Path, key: res.ResultKey, *, name_given: bool) -> res
 class Session:
     """The state of one run (module docstring); `open` it, `add` rows, `finish` it."""
 
-    prompts: Any  # prompts.PromptConfig
+    prompts: PromptConfig
     results: Path
     key: res.ResultKey
     chat: bool
@@ -107,7 +108,8 @@ class Session:
     flush_every: int
     folder: Path
     selected: Sequence[int]
-    todo: Sequence[int]
+    #: dataset rows still to score, in selection order (an array when the plan hashed none: `resume.Resume.todo`)
+    todo: Sequence[int] | npt.NDArray[np.int64]
     rescored: int
     hashes: dict[str, str]  # id -> prompt hash of the items to score (empty when `hash_later`)
     started: float
@@ -134,7 +136,7 @@ class Session:
     @classmethod
     def start(
         cls,
-        prompts: Any,
+        prompts: PromptConfig,
         request: RunRequest,
         tokenizer: Any,
         *,
@@ -175,7 +177,7 @@ class Session:
     @classmethod
     def open(
         cls,
-        prompts: Any,
+        prompts: PromptConfig,
         results: Path,
         key: res.ResultKey,
         *,

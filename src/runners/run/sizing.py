@@ -7,7 +7,7 @@ runners tokenise them; `runners.model.context_length` caps that by the model's p
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from runners.model import context_length
@@ -19,7 +19,7 @@ from runners.scoring.settings import ScoringSettings
 from runners.scoring.tokenize import digit_start_ids, encode_context
 
 
-def tokens_needed(dataset: Any, rows: list[int], tokenizer: Any, chat: bool, settings: Any) -> int:
+def tokens_needed(dataset: Any, rows: Sequence[int], tokenizer: Any, chat: bool, settings: Any) -> int:
     """The most positions one of `rows` needs: context + longest continuation, or + the generation budget."""
     columns = [c for c in ("prompt", "messages") if c in dataset.column_names]
     texts = dataset.select(rows).select_columns(columns).to_list()

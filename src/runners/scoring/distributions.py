@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from runners.exchange import ScoreRequest, ScoreResult
 
@@ -70,7 +71,7 @@ def refused_by_mass(valid_mass: float, threshold: float, bound: float = 0.0) -> 
     return bool(refused_mask(np.float64(valid_mass), np.float64(threshold), np.float64(bound)))
 
 
-def refused_mask(valid_mass: np.ndarray, threshold: np.ndarray, bound: np.ndarray) -> np.ndarray:
+def refused_mask(valid_mass: npt.ArrayLike, threshold: npt.ArrayLike, bound: npt.ArrayLike) -> np.ndarray:
     """`refused_by_mass` over arrays (`analysis.result_checks` checks every stored row's `refused` by it at once)."""
     mass, bound = np.asarray(valid_mass, dtype=np.float64), np.asarray(bound, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -85,7 +86,7 @@ class Distribution:
     valid_mass: float  # their total probability before renormalising
 
 
-def letter_choice_probs(label_logprobs: Sequence[Sequence[float]]) -> Distribution:
+def letter_choice_probs(label_logprobs: Sequence[npt.ArrayLike]) -> Distribution:
     """Labels' next-token probabilities (each label: its token forms' log-probabilities), renormalised."""
     mass = np.array([np.exp(np.asarray(lps, dtype=np.float64)).sum() for lps in label_logprobs])
     total = float(mass.sum())

@@ -249,6 +249,7 @@ def resolve_scoring(
     try:
         paper = scoring_settings(**declared)
     except (ProbeError, TypeError) as exc:
+        assert protocol is not None  # the defaults (no protocol) always make valid settings
         raise ProbeError(f"the dataset's protocol {protocol.name!r} is not one this version can run: {exc}") from exc
     resolved = settings if isinstance(settings, ScoringSettings) else scoring_settings(**{**declared, **given})
     ignored: list[str] = []

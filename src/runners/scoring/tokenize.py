@@ -397,8 +397,9 @@ def _compute_tail_paths(
 ) -> _TailPaths | None:
     texts = [window] + [window + prefix + str(n) for n in range(lo, hi + 1) for prefix in prefixes]
     encoded = _encode_with_offsets(tokenizer, texts)
-    kept = [_from_boundary(ids, offsets, aligned) for ids, offsets in encoded]
-    if any(k is None for k in kept):
+    found = [_from_boundary(ids, offsets, aligned) for ids, offsets in encoded]
+    kept = [k for k in found if k is not None]
+    if len(kept) != len(found):
         return None
     (tail, _), *forms_kept = kept
     boundary = len(window) - aligned  # the context's end, in the kept part's characters

@@ -198,7 +198,9 @@ def hf_call_counts(call: SampledCall) -> tuple[TokenCounts, float]:
     so the picked tries scale to the call's `numbers`.
     """
     counts = hf_token_counts(call.requests, max_batch_tokens=call.max_batch_tokens, items_per_call=None)
-    per_trie = [hf_token_counts([call.full[k]], items_per_call=None).continuation_positions for k in call.picked]
+    per_trie: list[float] = [
+        hf_token_counts([call.full[k]], items_per_call=None).continuation_positions for k in call.picked
+    ]
     if call.trie_positions is not None:
         per_trie = [min(call.trie_positions, n) for n in per_trie]
     scale = len(call.numbers) / len(call.picked) if call.picked else 0.0

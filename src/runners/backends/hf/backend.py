@@ -375,7 +375,7 @@ class HFBackend:
         logits = tree_pass(self.model, pool, rows, all_logits=True)
         logprobs = LogSoftmax(logits)
         # tokens after the first: the one at depth m is read at the node of its first m tokens
-        spots = []
+        spots: list[tuple[int, int, int]] = []
         for b, i in enumerate(chunk):
             pad = width - len(fed[i])
             for cont in requests[i].continuations:

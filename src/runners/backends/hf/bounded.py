@@ -88,7 +88,7 @@ def _pass(
     width = max(len(row.tokens) for row in rows)
     logits = tree_pass(model, pool, rows, all_logits=True)
     logprobs = LogSoftmax(logits)
-    spots = []
+    spots: list[tuple[int, int, int]] = []
     for b, i in enumerate(chunk):
         pad = width - len(todo[i])
         for j, k in enumerate(todo[i]):
@@ -97,7 +97,9 @@ def _pass(
     del logits, logprobs
     at = 0
     for b, i in enumerate(chunk):
-        for k, slot in zip(todo[i], rows[b].slots, strict=True):
+        slots = rows[b].slots
+        assert slots is not None  # every row above is given its slots
+        for k, slot in zip(todo[i], slots, strict=True):
             ids = expansions[i].child_ids(k)
             expansions[i].record(k, dict(zip(ids, values[at : at + len(ids)].tolist(), strict=True)))
             at += len(ids)

@@ -81,6 +81,7 @@ def _prefilled_layer_class() -> type:
                 self.filled = past_len
 
             def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+                assert self.keys is not None and self.values is not None  # the buffers given to __init__
                 end = self.filled + key_states.shape[-2]
                 self.keys[:, :, self.filled : end] = key_states
                 self.values[:, :, self.filled : end] = value_states

@@ -55,8 +55,8 @@ def openai_call_counts(call: SampledCall) -> tuple[TokenCounts, float]:
         near = full[k] if k in full else full[max((p for p in picked if p <= k), default=picked[0])]
         own = openai_token_counts([ScoreRequest(call.requests[k].context, near.continuations, near.candidates)])
         # less the context's own prompts (one per candidate group), counted in `counts` already
-        nodes = own.prompts - len(candidate_groups(call.requests[k].candidates))
-        positions = own.continuation_positions
+        nodes: float = own.prompts - len(candidate_groups(call.requests[k].candidates))
+        positions: float = own.continuation_positions
         if call.trie_positions is not None and nodes:
             positions *= min(call.trie_positions, nodes) / nodes
             nodes = min(call.trie_positions, nodes)

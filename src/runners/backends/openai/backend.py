@@ -201,8 +201,8 @@ class OpenAIBackend:
             return (q.prompt_logprobs and k == 0, group)
 
         batches = []
-        for (wants_prompt, group), same in groupby(sorted(jobs, key=fields), key=fields):
-            same = list(same)
+        for (wants_prompt, group), same_jobs in groupby(sorted(jobs, key=fields), key=fields):
+            same = list(same_jobs)
             for start in range(0, len(same), PROMPTS_PER_REQUEST):
                 batches.append((wants_prompt, group, same[start : start + PROMPTS_PER_REQUEST]))
         bodies = [self._score_body([q.ids for q, _, _ in chunk], wants, group) for wants, group, chunk in batches]

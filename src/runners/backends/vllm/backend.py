@@ -212,7 +212,8 @@ class VLLMBackend:
         #: queries asked again without the prefix cache (see `_run`)
         self.cache_retries = 0
         #: how number items are scored (`NUMBER_PATHS`), and why not per row (None: no reason recorded)
-        self.number_path, self.number_path_reason = "candidate-groups", None
+        self.number_path = "candidate-groups"
+        self.number_path_reason: str | None = None
 
     @classmethod
     def from_pretrained(
@@ -250,13 +251,14 @@ class VLLMBackend:
             "block_size": block_size,
             "enforce_eager": enforce_eager,
         }
+        block: dict[str, Any] = {"block_size": block_size} if block_size else {}
         try:
             llm = LLM(
                 model=model_id,
                 tokenizer=model_id,
                 revision=revision,
                 tokenizer_revision=revision,
-                dtype=dtype,
+                dtype=dtype,  # type: ignore[arg-type]  # vllm's Literal of dtypes: it checks the flag's str itself
                 seed=seed,
                 enable_prefix_caching=prefix_caching,
                 gpu_memory_utilization=gpu_memory_utilization,
@@ -266,7 +268,7 @@ class VLLMBackend:
                 enforce_eager=enforce_eager,
                 tensor_parallel_size=tensor_parallel_size,
                 trust_remote_code=False,
-                **({"block_size": block_size} if block_size else {}),
+                **block,
             )
         except (RuntimeError, ValueError) as exc:
             raise ProbeError(engine_start_error(model_id, exc, settings)) from None
@@ -354,11 +356,11 @@ class VLLMBackend:
         bounded = [i for i, r in enumerate(requests) if r.bound is not None]
         if bounded:  # number items with a tolerance: level by level (`runners.backends.prompt_logprobs.bounded`)
             rest = [i for i, r in enumerate(requests) if r.bound is None]
-            results = dict.fromkeys(range(len(requests)))
+            results: dict[int, ScoreResult] = {}
             done = score_bounded(lambda qs: self._run(qs, []), [requests[i] for i in bounded])
             results.update(zip(bounded, done, strict=True))
             results.update(zip(rest, self.score([requests[i] for i in rest]) if rest else [], strict=True))
-            return list(results.values())
+            return [results[i] for i in range(len(requests))]
         queries = plan_queries(requests)
         if self.prefix_caching:
             contexts = {r.context for r in requests}
@@ -460,6 +462,8 @@ def load(model: str, options: VllmOptions, resolved: Resolved) -> VLLMBackend:
     vLLM detokenises with its own tokenizer and runs where its install runs, so `resolved.tokenizer`
     and `resolved.device` are not passed on; `resolved.extra` (a GGUF file) is refused before loading.
     """
+    # a backend that takes the option gets it settled (`load_backend`)
+    assert resolved.gpu_memory_utilization is not None
     return VLLMBackend.from_pretrained(
         model,
         options,
