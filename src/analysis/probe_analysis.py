@@ -102,14 +102,13 @@ class AnalysisStep:
     run: Callable[[], dict[str, pd.DataFrame]]
 
 
-_NUMBER_SCORE: dict[str, NumberScore] = {named: named for named in NUMBER_SCORES}
-
-
 def number_score(frame: pd.DataFrame, score: str) -> NumberScore:
     """The column that holds a number item's answer for this run: `auto` picks the expected
     value where the run read distributions, else the parsed generated number."""
-    if score != AUTO_SCORE:
-        return _NUMBER_SCORE[score]  # `AnalysisOptions` refused any other
+    if score in NUMBER_SCORES:
+        return score
+    if score != AUTO_SCORE:  # `AnalysisOptions` refuses it first, with the flag's line
+        raise KeyError(score)
     if "expected_value" in frame.columns and frame["expected_value"].notna().any():
         return "expected_value"
     return "parsed_value"
