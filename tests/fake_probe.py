@@ -2,7 +2,8 @@
 
 Its files, all of them:
 
-- `tests/fake_probe.py` (this module): its `ProbeSpec`, its drafter and its analysis module;
+- `tests/fake_probe.py` (this module): its `ProbeSpec`, its drafter, its analysis (`ProbeAnalysis`, `ProbeTables`)
+  and its own command, API name and reader (`ProbeCommands`);
 - `tests/fake_probe_files/builders/fake_probe.yaml`: its recipe (found through its spec's `assets`);
 - `tests/fake_probe_files/cards/fake_probe.md.j2`: its dataset card (the same);
 - `tests/fake_probe_files/sources/fake-statements/statements.csv`: its source (`--sources`).
@@ -36,13 +37,16 @@ from matplotlib.figure import Figure
 from analysis.columns import RUN_COLUMNS
 from analysis.export_format import ExportFiles, ExportRows
 from analysis.headlines import with_run_label
-from analysis.probe_analysis import AnalysisOptions, AnalysisStep
+from analysis.probe_analysis import AnalysisOptions, AnalysisStep, ProbeTables
+from analysis.probe_part import ProbeAnalysis
 from probes.importer.common import ParsedFile, SourceFile, empty_row, row_error
+from probes.probe_part import ProbeCommands
 from promptgen.core.build_options import BuildOptions
 from promptgen.core.contract import contract_row, item_features, user_messages
 from promptgen.core.errors import ProbeError
 from promptgen.core.flags import option_flag
-from promptgen.core.probe_spec import ProbeSpec, ReleaseFormat
+from promptgen.core.probe_spec import ProbeSpec
+from promptgen.core.release_format import ReleaseFormat
 from promptgen.hub.draft import DatasetDraft
 from promptgen.hub.folder import ConfigData, row_batches
 from promptgen.probe_registry import register_probe
@@ -99,7 +103,7 @@ def agreement(frame: pd.DataFrame) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class FakeOptions:
-    """Its own analysis option: `probes analyze` gains `--fake-round` from it (`ProbeSpec.analysis_options`)."""
+    """Its own analysis option: `probes analyze` gains `--fake-round` from it (`ProbeAnalysis.options`)."""
 
     round_to: int | None = option_flag(
         "decimals fake_probe_scores rounds p_agree to (default: full precision).", flag="--fake-round", min=0
@@ -228,22 +232,34 @@ class FakeAgreementCsv:
 EXPORT = FakeAgreementCsv()
 
 
+#: its analysis, as its spec names it (`ProbeSpec.analysis`): this module is its tables' module too
+ANALYSIS = ProbeAnalysis(
+    section=SECTION,
+    tables=lambda: TABLES,
+    metrics=METRICS,
+    options=FakeOptions,
+    export_formats={"fake-agreement-csv": ReleaseFormat(f"{__name__}:EXPORT", "the agreement table as CSV")},
+)
+TABLES = ProbeTables(
+    steps=steps, figures=figures, headline=headline, descriptions=DESCRIPTIONS, headline_tables=HEADLINE_TABLES
+)
+#: its own command, API name and release reader (`ProbeSpec.commands`)
+COMMANDS = ProbeCommands(
+    commands={"fake-groups": f"{__name__}:fake_groups_cmd"},
+    api={"fake_groups": f"{__name__}:fake_groups"},
+    import_formats={"fake-release": ReleaseFormat(f"{__name__}:FORMAT", "another team's answers.csv")},
+)
+
 SPEC = register_probe(
     ProbeSpec(
         name=NAME,
         aliases=("fake",),
         builder="fake",
         draft=f"{__name__}:draft",
-        analysis=__name__,
-        analysis_options=f"{__name__}:FakeOptions",
-        section=SECTION,
+        analysis=f"{__name__}:ANALYSIS",
+        commands=f"{__name__}:COMMANDS",
         table_prefix=PREFIX,
         row_probes=(ROWS,),
-        metrics=METRICS,
-        commands={"fake-groups": f"{__name__}:fake_groups_cmd"},
-        api={"fake_groups": f"{__name__}:fake_groups"},
-        import_formats={"fake-release": ReleaseFormat(f"{__name__}:FORMAT", "another team's answers.csv")},
-        export_formats={"fake-agreement-csv": ReleaseFormat(f"{__name__}:EXPORT", "the agreement table as CSV")},
         assets=str(FILES),
     )
 )

@@ -1,7 +1,7 @@
 """`probes export --format jsonl`: every result row joined to its prompt row, one JSON object a line, per config.
 
 The project's own export format, for any probe's results (`analysis.export_format.ExportFormat`);
-a probe's paper's formats come from its spec (`ProbeSpec.export_formats`).
+a probe's paper's formats come from its analysis (`ProbeAnalysis.export_formats`).
 """
 
 from __future__ import annotations

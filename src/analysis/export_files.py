@@ -9,7 +9,7 @@ renamed into place, so a refused or failed export leaves nothing behind. The fol
 it as an export that `--overwrite` may replace.
 
 The formats: `jsonl` (`analysis.export`), the project's own, and each probe's own, declared by its
-spec (`ProbeSpec.export_formats`), which this module finds through the registry and names none of.
+analysis (`ProbeAnalysis.export_formats`), which this module finds through the registry and names none of.
 Without `--format`, the results' probe's first format is written where it has one (its paper's
 tool reads it), else JSONL (`default_format`).
 """
@@ -25,21 +25,23 @@ from typing import Any
 from promptgen.core.errors import OutputError, ProbeError
 from promptgen.core.files import make_staging_dir, removed_on_error, swap_into_place, write_text, writing
 from promptgen.core.outputs import Layout, Output, check_output
+from promptgen.core.release_format import load_format
 from promptgen.core.version import __version__
-from promptgen.probe_registry import probe_format, probes
+from promptgen.probe_registry import probes
 
 from . import export as jsonl
 from .export_format import ExportFormat, ExportRows, check_decimals, format_helps
 from .pipeline import collect
+from .probe_part import analysis_of, export_formats
 
 EXPORT_MANIFEST = "export_manifest.json"
 
 
 def export_format(name: str) -> ExportFormat:
-    """The writer of `--format NAME`: `jsonl`, or the probe's that declares it (`ProbeSpec.export_formats`)."""
+    """The writer of `--format NAME`: `jsonl`, or the probe's that declares it (`ProbeAnalysis.export_formats`)."""
     if name == jsonl.JSONL:
         return jsonl.FORMAT
-    return probe_format("export_formats", name)
+    return load_format(name, export_formats()[name])
 
 
 def default_format(row_probes: Sequence[str]) -> str:
@@ -48,7 +50,7 @@ def default_format(row_probes: Sequence[str]) -> str:
     owners = {spec.name: spec for spec in probes().values() for value in row_probes if value in spec.row_probes}
     if len(owners) == 1:
         (spec,) = owners.values()
-        return spec.default_export or jsonl.JSONL
+        return analysis_of(spec).default_export or jsonl.JSONL
     return jsonl.JSONL
 
 

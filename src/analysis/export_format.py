@@ -1,7 +1,7 @@
 """What every `probes export` format is: the protocol a writer implements, the files it returns, `--round`'s range.
 
 `jsonl` (`analysis.export`) is the project's own format, for any probe's results; a probe adds the
-formats of its paper's tools from its spec (`ProbeSpec.export_formats`: the attribution probe's
+formats of its paper's tools from its analysis (`ProbeAnalysis.export_formats`: the attribution probe's
 `talent-or-luck-csv`, `analysis.attribution.release_export`). `analysis.export_files` checks the
 request, reads the results, asks the format for its files and writes them atomically. This module
 sits below the probes' analysis packages, so a probe's writer can implement it.
@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from promptgen.core.errors import ProbeError
-from promptgen.probe_registry import probe_extras
+
+from .probe_part import export_formats
 
 if TYPE_CHECKING:  # the command line reads the formats' names and help from here, without pandas
     import pandas as pd
@@ -28,7 +29,7 @@ JSONL_HELP = "every result row joined to its prompt, one JSON object a line, one
 
 def format_helps() -> dict[str, str]:
     """Every `--format` name and its help (`jsonl`, then the probes' formats), without importing a writer."""
-    return {JSONL: JSONL_HELP, **{name: fmt.help for name, fmt in probe_extras("export_formats").items()}}
+    return {JSONL: JSONL_HELP, **{name: fmt.help for name, fmt in export_formats().items()}}
 
 
 def check_decimals(decimals: int | None) -> None:

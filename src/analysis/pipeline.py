@@ -53,7 +53,7 @@ from .load import (
     load_results_manifest,
 )
 from .probe_analysis import AnalysisOptions
-from .probes import analysis_modules
+from .probes import probe_tables
 
 #: prompt columns analysis never needs past the join (large texts), which checks the rows' prompt hashes
 HEAVY_PROMPT_COLUMNS = ("prompt", "messages")
@@ -355,17 +355,17 @@ def all_refused_lines(refusals: pd.DataFrame) -> list[str]:
 def compute(collected: Collected, options: AnalysisOptions) -> tuple[dict[str, pd.DataFrame], list[dict[str, str]]]:
     """Every table the joined rows allow, and a problem row per analysis step that failed.
 
-    Each registered probe's analysis module (`analysis.probes`) gets the rows of the `probe` values
-    its spec reads; rows of a value no probe reads get their refusals only.
+    Each registered probe's analysis (`analysis.probes`) gets the rows of the `probe` values its
+    spec reads; rows of a value no probe reads get their refusals only.
     """
     tables: dict[str, pd.DataFrame] = {"refusals": refusal_table(collected)}
     problems = [{"probe": "", **s} for s in collected.skipped]
     j = collected.joined
-    for spec, module in analysis_modules():
+    for spec, _, computed in probe_tables():
         rows = {probe: j[probe] for probe in spec.row_probes if probe in j}
         if not rows:
             continue
-        for step in module.steps(rows, options):
+        for step in computed.steps(rows, options):
             try:
                 tables.update(step.run())
             except (ProbeError, ValueError, KeyError) as exc:
@@ -384,9 +384,9 @@ def compute(collected: Collected, options: AnalysisOptions) -> tuple[dict[str, p
 def draw(tables: dict[str, pd.DataFrame], options: AnalysisOptions) -> list[tuple[str, str, Any]]:
     """(section, file stem, Figure) for every figure the tables support, each probe's in its section."""
     return [
-        (spec.section, stem, figure)
-        for spec, module in analysis_modules()
-        for stem, figure in module.figures(tables, options)
+        (found.section, stem, figure)
+        for _, found, computed in probe_tables()
+        for stem, figure in computed.figures(tables, options)
     ]
 
 

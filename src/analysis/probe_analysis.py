@@ -1,7 +1,8 @@
-"""What a probe's analysis module is given and what it returns, and the helpers its tables share.
+"""What a probe's analysis is given and what it returns (`ProbeTables`), and the helpers its tables share.
 
-The pipeline (`analysis.pipeline.compute` and `draw`) calls, for each registered probe
-(`promptgen.probe_registry`), the module its `ProbeSpec.analysis` names:
+A probe's `ProbeSpec.analysis` names its `analysis.probe_part.ProbeAnalysis` (light: section,
+metrics, options, export formats), whose `tables()` returns its `ProbeTables`. The pipeline
+(`analysis.pipeline.compute` and `draw`) and the report call, for each registered probe:
 
 - `steps(rows, options) -> list[AnalysisStep]`: `rows` is `probe` value -> config -> joined rows,
   for the values the spec's `row_probes` lists and the results hold; each step computes some of
@@ -9,12 +10,12 @@ The pipeline (`analysis.pipeline.compute` and `draw`) calls, for each registered
   row of the report, named by the step, not a crash;
 - `figures(tables, options) -> list[(file stem, Figure)]`, shown in the probe's report section;
 - `headline(tables, run labels) -> DataFrame | None`: the compact table that opens the section;
-- `DESCRIPTIONS` (table -> what it is), `HEADLINE_TABLES` (opened in the report), and optionally
-  `SECTION_NOTES` (table-name prefix -> a note above the section's tables) and
+- `descriptions` (table -> what it is), `headline_tables` (opened in the report), and optionally
+  `section_notes` (table-name prefix -> a note above the section's tables) and
   `table_note(name, options) -> HTML | None`.
 
 `options` is an `AnalysisOptions`: the options every probe shares (seed, number score, α) and each
-probe's own (`ProbeSpec.analysis_options`, read as `options.probe(Class)`; `analysis.probe_options`).
+probe's own (`ProbeAnalysis.options`, read as `options.probe(Class)`; `analysis.probe_options`).
 
 Pure: no I/O.
 """
@@ -22,7 +23,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
 import numpy as np
@@ -47,7 +48,7 @@ class AnalysisOptions:
     """What the analysis computes with; recorded in the report.
 
     `seed`, `score` and `alpha` are every probe's; `probes` holds the probes' own options, one object of
-    each class a spec declares (`ProbeSpec.analysis_options`), which a probe's module reads with
+    each class a probe's analysis declares (`ProbeAnalysis.options`), which a probe's module reads with
     `probe(Class)`. `from_flags` makes one from flag values, as `probes analyze` does.
     """
 
@@ -186,3 +187,20 @@ def headline_rows(tables: Mapping[str, pd.DataFrame], name: str, labels: Mapping
 
 
 Figures = list[tuple[str, Any]]
+
+
+@dataclass(frozen=True, eq=False)
+class ProbeTables:
+    """What a probe's analysis computes and how the report shows it (this module's docstring says the contract)."""
+
+    steps: Callable[[Mapping[str, dict[str, pd.DataFrame]], AnalysisOptions], list[AnalysisStep]]
+    figures: Callable[[dict[str, pd.DataFrame], AnalysisOptions], Figures]
+    headline: Callable[[Mapping[str, pd.DataFrame], Mapping[Run, str]], pd.DataFrame | None]
+    #: table -> what it is, shown above it
+    descriptions: Mapping[str, str]
+    #: the tables opened in the report: the paper's headline results
+    headline_tables: tuple[str, ...] = ()
+    #: table-name prefix -> a note above the section's tables when it has tables of that prefix
+    section_notes: Mapping[str, str] = field(default_factory=dict)
+    #: HTML above a table (`Markup`), or None
+    table_note: Callable[[str, AnalysisOptions], Any] | None = None

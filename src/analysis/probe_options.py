@@ -1,4 +1,4 @@
-"""Each probe's own analysis options (`ProbeSpec.analysis_options`), as classes, flags and recorded values.
+"""Each probe's own analysis options (`ProbeAnalysis.options`), as classes, flags and recorded values.
 
 A light module (no pandas): `probes analyze` builds its flags from `analysis_flags` for `--help`,
 `analysis.probe_analysis.AnalysisOptions.from_flags` hands each probe its values, and the report
@@ -10,19 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 from promptgen.core.flags import DeclaredFlag, declared_flags, flags_by_name
-from promptgen.core.plugins import resolve_reference
 from promptgen.core.probe_spec import ProbeSpec
 from promptgen.probe_registry import probes
 
-
-def options_class(spec: ProbeSpec) -> type[Any] | None:
-    """The class of the probe's own analysis options (`ProbeSpec.analysis_options`), or None."""
-    return None if spec.analysis_options is None else resolve_reference(spec.analysis_options)
+from .probe_part import analysis_of
 
 
 def option_classes() -> list[tuple[ProbeSpec, type]]:
     """(spec, its options class) of each probe that declares its own analysis options, in report order."""
-    return [(spec, cls) for spec in probes().values() if (cls := options_class(spec)) is not None]
+    return [(spec, cls) for spec in probes().values() if (cls := analysis_of(spec).options) is not None]
 
 
 def analysis_flags() -> dict[str, list[DeclaredFlag]]:
@@ -46,5 +42,5 @@ def probe_option_values(options: Any) -> list[tuple[str, list[tuple[str, Any]]]]
             value = getattr(chosen, flag.name)
             shown = ("on" if value else "off") if flag.kind is bool and value is not None else value
             values.append((flag.declaration.split("/")[0], "default" if shown is None else shown))
-        out.append((spec.section, values))
+        out.append((analysis_of(spec).section, values))
     return out

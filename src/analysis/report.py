@@ -31,13 +31,13 @@ from .csv_cells import csv_text
 from .headlines import RUN_LABEL, run_labels, with_run_label
 from .pipeline import Analysis, AnalysisRequest
 from .probe_options import probe_option_values
-from .probes import OVERVIEW, analysis_modules, section_headlines, section_of
+from .probes import OVERVIEW, probe_tables, section_headlines, section_of
 from .probes import sections as section_order
 
 TEMPLATES = Path(__file__).parent / "templates"
 #: rows of a table shown in the HTML; the CSV next to it has them all
 HTML_ROWS = 60
-#: the overview's tables: what each is, shown above it (each probe's own are its analysis module's `DESCRIPTIONS`)
+#: the overview's tables: what each is, shown above it (each probe's own are its `ProbeTables.descriptions`)
 OVERVIEW_DESCRIPTIONS = {
     "refusals": "Items, refused items and refusal rate per config and model run (refused items are left out of means).",
 }
@@ -56,12 +56,12 @@ class TableTexts:
 
     @classmethod
     def of_probes(cls) -> TableTexts:
-        modules = [module for _, module in analysis_modules()]
+        computed = [tables for _, _, tables in probe_tables()]
         return cls(
-            {**OVERVIEW_DESCRIPTIONS, **{k: v for m in modules for k, v in m.DESCRIPTIONS.items()}},
-            frozenset({"refusals", *(name for m in modules for name in m.HEADLINE_TABLES)}),
-            {k: v for m in modules for k, v in getattr(m, "SECTION_NOTES", {}).items()},
-            tuple(m.table_note for m in modules if hasattr(m, "table_note")),
+            {**OVERVIEW_DESCRIPTIONS, **{k: v for t in computed for k, v in t.descriptions.items()}},
+            frozenset({"refusals", *(name for t in computed for name in t.headline_tables)}),
+            {k: v for t in computed for k, v in t.section_notes.items()},
+            tuple(t.table_note for t in computed if t.table_note is not None),
         )
 
     def note(self, name: str, options: Any) -> Any:

@@ -27,7 +27,7 @@ For notebooks and scripts that want what the CLI does without a subprocess::
 | `probes demo` | `demo` | `DemoResult` |
 | `probes recipes` | `recipes` | a `RecipeEntry` per recipe in builders/ |
 
-A probe's own commands and their functions are declared by its spec (`ProbeSpec.commands`, `.api`) and
+A probe's own commands and their functions are declared by its parts (`ProbeCommands.commands`, `.api`) and
 resolved here by name, so a plugin probe's functions are attributes of `probes.api` too.
 
 Errors in the input raise `ProbeError` (the CLI prints its message as one line); a missing
@@ -43,9 +43,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from probes.probe_part import probe_extras, resolve_parts
 from promptgen.core.errors import ProbeError
 from promptgen.core.plugins import load_extensions, resolve_reference
-from promptgen.probe_registry import probe_extras
 
 if TYPE_CHECKING:  # what each name below is, for readers and type checkers; imported on first use
     from analysis.export_files import ExportRequest, ExportResult, export
@@ -94,6 +94,7 @@ _HOMES = {
 }
 
 load_extensions()  # the plugins' probes and backends, as the command line has them (their API names below)
+resolve_parts()  # their parts, checked as the command line checks them
 
 __all__ = [
     "AnalysisOptions",
@@ -144,7 +145,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """A name of the API, imported from its home on first use (`_HOMES`), or a probe's own (`ProbeSpec.api`:
+    """A name of the API, imported from its home on first use (`_HOMES`), or a probe's own (`ProbeCommands.api`:
     `curate_pairs`, `rewrite`, ...); PEP 562."""
     home = _HOMES.get(name)
     if home is not None:

@@ -10,7 +10,7 @@ Owns, from the bottom up (each imports only what is below it; pyproject `[tool.i
 - `recipe` (load + validate `builders/*.yaml`) and `sources` (local folder, cache or download);
 - `hub`: the Hub-ready folder writer, the build plan, the dataset cards;
 - one package per probe, never importing each other, each with a `spec.py` that declares it
-  (`core.probe_spec.ProbeSpec`: its builder, rows and analysis module);
+  (`core.probe_spec.ProbeSpec`: its builder, rows, and references to its upper parts);
 - `probe_registry`: the probes found in those packages and registered by plugins;
 - `build`: `probes build` and `probes lint` as functions, through each recipe's probe.
 """

@@ -12,27 +12,26 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .assets import add_assets
 from .core.errors import ProbeError, RecipeError
-from .core.plugins import PluginCode, is_plugin_module, plugin_call, resolve_reference
 from .core.probe_spec import ProbeSpec
+from .core.release_format import ReleaseFormat
 
+T = TypeVar("T")
 _REGISTERED: dict[str, ProbeSpec] = {}
-#: what a probe adds to the project's shared commands, by name: no two probes may take the same name
-EXTRAS = ("commands", "api", "import_formats", "export_formats")
 #: the formats the project has of its own, outside every probe's spec: kind -> name -> the module that holds it
 #: (`analysis.export_format.JSONL`). No probe may take one's name: `--help` would show its text while ours runs.
 BUILTIN_FORMATS: dict[str, dict[str, str]] = {"import_formats": {}, "export_formats": {"jsonl": "analysis.export"}}
 
 
 def register_probe(spec: ProbeSpec) -> ProbeSpec:
-    """Add a probe; a name, alias or builder registered twice must be the same spec, and no two probes
-    may add the same command, `probes.api` name, import or export format, nor a format the project has of
-    its own (`BUILTIN_FORMATS`); a refusal names the name and the module that holds it."""
+    """Add a probe; a name, alias or builder registered twice must be the same spec. What its parts add to the
+    project's shared commands (commands, `probes.api` names, formats) is checked where the parts are resolved
+    (`merged_parts`), by the stage that owns them."""
     taken = {alias: name for name, known in _REGISTERED.items() for alias in (name, *known.aliases)}
     for alias in (spec.name, *spec.aliases):
         if alias in taken and _REGISTERED[taken[alias]] != spec:
@@ -40,45 +39,36 @@ def register_probe(spec: ProbeSpec) -> ProbeSpec:
     builders = {known.builder: name for name, known in _REGISTERED.items()}
     if spec.builder in builders and _REGISTERED[builders[spec.builder]] != spec:
         raise ValueError(f"builder {spec.builder!r} is registered already, by probe {builders[spec.builder]!r}")
-    for kind in EXTRAS:
-        owners = {name: f"the project's own, in {module}" for name, module in BUILTIN_FORMATS.get(kind, {}).items()}
-        for known in _REGISTERED.values():
-            if known.name != spec.name:
-                owners.update({name: f"{known.name!r}, in {_module_of(v)}" for name, v in getattr(known, kind).items()})
-        for name in getattr(spec, kind):
-            if name in owners:
-                raise ValueError(f"probe {spec.name!r}: {kind} name {name!r} is registered already, by {owners[name]}")
     _REGISTERED[spec.name] = spec
     if spec.assets is not None:
         add_assets(spec.assets)
     return spec
 
 
+def merged_parts(kind: str, declared: Iterable[tuple[str, str, Mapping[str, T]]]) -> dict[str, T]:
+    """Every probe's `kind` (its commands, `probes.api` names, import or export formats) in one mapping, in the
+    order given (registry order): `declared` is (probe name, the reference of the part that declares them,
+    name -> value). No two probes may take the same name, nor one the project has of its own
+    (`BUILTIN_FORMATS`: `--help` would show a probe's text while ours runs); a refusal is one line naming the
+    name, the part that takes it and the module that holds it."""
+    owners = {name: f"the project's own, in {module}" for name, module in BUILTIN_FORMATS.get(kind, {}).items()}
+    out: dict[str, T] = {}
+    for probe, part, names in declared:
+        for name, value in names.items():
+            if name in owners:
+                raise ProbeError(
+                    f"probe {probe!r} ({part}): {kind} name {name!r} is registered already, by {owners[name]}"
+                )
+            owners[name] = f"{probe!r}, in {_module_of(value)}"
+            out[name] = value
+    return out
+
+
 def _module_of(extra: Any) -> str:
-    """The module that holds a probe's command, API name or format (its "module:attribute" reference)."""
-    return str(getattr(extra, "format", extra)).partition(":")[0]
-
-
-def probe_extras(kind: str) -> dict[str, Any]:
-    """Every probe's `commands`, `api`, `import_formats` or `export_formats` in one mapping, in registry order."""
-    return {name: target for spec in probes().values() for name, target in getattr(spec, kind).items()}
-
-
-def probe_format(kind: str, name: str) -> Any:
-    """The format object of `--format NAME` (`kind`: "import_formats" or "export_formats"), from the probe that
-    declares it, imported on first use; one whose object names another format is refused (its rows or files
-    would be recorded under the wrong format). A plugin's format comes guarded (`promptgen.core.plugins.PluginCode`):
-    an exception its code raises is one line naming the format and the plugin's module, not a traceback."""
-    target = probe_extras(kind)[name].format
-    module = target.partition(":")[0]
-    if not is_plugin_module(module):
-        fmt = resolve_reference(target)
-    else:  # a plugin's: whatever its code raises, on import or on use, is one line naming it (`PluginCode`)
-        label = f"--format {name} (plugin {module})"
-        fmt = PluginCode(label, plugin_call(label, f"importing {target}", resolve_reference, target))
-    if fmt.name != name:
-        raise ProbeError(f"--format {name}: {target} is format {fmt.name!r}")
-    return fmt
+    """The module that holds a probe's command or API name (a reference "module:attribute") or format (its
+    `ReleaseFormat.format`, the same)."""
+    target = extra.format if isinstance(extra, ReleaseFormat) else str(extra)
+    return target.partition(":")[0]
 
 
 def probes() -> dict[str, ProbeSpec]:

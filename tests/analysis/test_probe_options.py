@@ -1,4 +1,4 @@
-"""Each probe's own analysis options (`ProbeSpec.analysis_options`): routed to their probe, refused when no
+"""Each probe's own analysis options (`ProbeAnalysis.options`): routed to their probe, refused when no
 probe declares them, and recorded in the report, for the built-in probes and a plugin one."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from analysis.attribution.options import AttributionOptions
 from analysis.empathy.options import EmpathyOptions
 from analysis.probe_analysis import AnalysisOptions
 from analysis.probe_options import analysis_flags, probe_option_values
+from analysis.probe_part import analysis_of
 from promptgen.core.errors import ProbeError
 from promptgen.probe_registry import probes
 
@@ -26,7 +27,7 @@ def test_each_flag_goes_to_the_probe_that_declares_it_and_the_rest_keep_their_de
 
 def test_the_flags_are_the_specs_declarations_owned_by_their_probe() -> None:
     flags = analysis_flags()
-    declared = {spec.name for spec in probes().values() if spec.analysis_options}
+    declared = {spec.name for spec in probes().values() if analysis_of(spec).options}
     assert {flag.owner for group in flags.values() for flag in group} == declared
     assert [(f.owner, f.declaration, f.default, f.limits) for f in flags["n_permutations"]] == [
         ("intergroup-empathy", "--permutations", 10_000, {"min": 1})

@@ -8,7 +8,7 @@ through the CLI alone: tests/probes/test_fourth_probe.py.
 
 from __future__ import annotations
 
-import importlib
+import itertools
 import os
 import re
 import subprocess
@@ -19,13 +19,46 @@ import pandas as pd
 import pytest
 
 from analysis.pipeline import Analysis, AnalysisOptions
-from analysis.probes import section_headlines, section_of, sections
+from analysis.probe_analysis import ProbeTables
+from analysis.probe_part import ProbeAnalysis, analysis_of
+from analysis.probes import section_headlines, section_of, sections, tables_of
 from analysis.report import render_html
+from probes.probe_part import ProbeCommands, commands_of
 from promptgen.core.errors import ProbeError
 from promptgen.core.probe_spec import ProbeSpec
+from promptgen.core.release_format import ReleaseFormat
 from promptgen.probe_registry import probe_names, probes
 
 TESTS = Path(__file__).resolve().parents[1]
+_MODULES = itertools.count()
+
+
+def other_probe(
+    monkeypatch: pytest.MonkeyPatch, analysis: ProbeAnalysis | None = None, commands: ProbeCommands | None = None
+) -> ProbeSpec:
+    """A probe "other" whose parts are these objects, in a module of its own (a new name each call), registered
+    for one test (the registry is a copy, restored afterwards)."""
+    import types
+
+    import promptgen.probe_registry as registry
+    from promptgen.probe_registry import register_probe
+
+    name = f"other_parts_{next(_MODULES)}"
+    module = types.ModuleType(name)
+    module.ANALYSIS = analysis or ProbeAnalysis(section="Other", tables=lambda: None)  # type: ignore[attr-defined]
+    module.COMMANDS = commands or ProbeCommands()  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr(registry, "_REGISTERED", dict(registry._REGISTERED))
+    spec = ProbeSpec(
+        name="other",
+        builder="other",
+        draft="m:f",
+        analysis=f"{name}:ANALYSIS",
+        commands=f"{name}:COMMANDS",
+        table_prefix="other_",
+        row_probes=("other",),
+    )
+    return register_probe(spec)
 
 
 def test_the_three_probes_are_registered_in_sweep_order_with_their_aliases() -> None:
@@ -36,8 +69,9 @@ def test_the_three_probes_are_registered_in_sweep_order_with_their_aliases() -> 
         probe_names(["nope"])
 
 
-def test_each_built_in_probe_is_one_name_in_both_stages_and_its_references_resolve() -> None:
-    """`ProbeSpec.in_project`: `promptgen/<p>/` and `analysis/<p>/` share the name the import contracts list once."""
+def test_each_built_in_probe_is_one_name_in_every_stage_and_its_parts_resolve_to_their_types() -> None:
+    """`ProbeSpec.in_project`: `promptgen/<p>/`, `analysis/<p>/` and `probes/<p>/` share the name the import
+    contracts list once; the spec's two references are a `ProbeAnalysis` and a `ProbeCommands`."""
     from promptgen.core.plugins import resolve_reference
 
     contract = (TESTS.parent / "pyproject.toml").read_text(encoding="utf-8").split('id = "probe-layers"', 1)[1]
@@ -47,34 +81,70 @@ def test_each_built_in_probe_is_one_name_in_both_stages_and_its_references_resol
     assert {spec.builder for spec in built_in} == listed == {"attribution", "empathy", "trust_game"}
     for spec in built_in:
         assert spec.draft == f"promptgen.{spec.builder}.dataset:draft"
-        assert spec.analysis == f"analysis.{spec.builder}.probe"
+        assert spec.analysis == f"analysis.{spec.builder}.spec:ANALYSIS"
+        assert spec.commands == f"probes.{spec.builder}.spec:COMMANDS"
         assert callable(resolve_reference(spec.draft)) and resolve_reference(spec.demo).runs
-        module = importlib.import_module(spec.analysis)
-        assert callable(module.steps) and callable(module.figures) and callable(module.headline)
+        tables = tables_of(analysis_of(spec))
+        assert isinstance(tables, ProbeTables) and set(tables.headline_tables) <= set(tables.descriptions)
         # a probe's own commands and API live in its own room of the top stage, `probes/<p>/`
-        for target in (*spec.commands.values(), *spec.api.values()):
+        own = commands_of(spec)
+        for target in (*own.commands.values(), *own.api.values()):
             assert target.startswith(f"probes.{spec.builder}."), target
             assert resolve_reference(target) is not None
-        for name, release in spec.import_formats.items():  # a reader keys its rows by its own name
+        for name, release in own.import_formats.items():  # a reader keys its rows by its own name
             reader = resolve_reference(release.format)
             assert release.format.startswith(f"probes.{spec.builder}.") and reader.name == name
-        for name, release in spec.export_formats.items():  # a writer is its probe's analysis, named as declared
+        for name, release in analysis_of(spec).export_formats.items():  # a writer is its probe's analysis
             writer = resolve_reference(release.format)
             assert release.format.startswith(f"analysis.{spec.builder}.") and writer.name == name
 
 
-def test_a_probe_s_own_commands_and_api_come_from_its_spec() -> None:
+def test_a_part_of_another_type_is_one_line_naming_the_probe_and_its_reference(monkeypatch) -> None:
+    """The stage that uses a part checks its type where it resolves it (the spec holds a reference)."""
+    from probes.probe_part import resolve_parts
+
+    spec = other_probe(monkeypatch)
+    module = sys.modules[spec.analysis.partition(":")[0]]
+    monkeypatch.setattr(module, "ANALYSIS", {"section": "Other"})
+    with pytest.raises(
+        ProbeError, match=rf"^probe 'other': its analysis {spec.analysis} is a dict, not a ProbeAnalysis$"
+    ):
+        resolve_parts()
+    monkeypatch.setattr(module, "ANALYSIS", ProbeAnalysis(section="Other", tables=lambda: "tables"))
+    monkeypatch.setattr(module, "COMMANDS", analysis_of(spec))
+    with pytest.raises(ProbeError, match=rf"its commands {spec.commands} are a ProbeAnalysis, not ProbeCommands$"):
+        resolve_parts()
+    with pytest.raises(ProbeError, match=r"^the Other analysis' tables are a str, not ProbeTables$"):
+        tables_of(analysis_of(spec))
+    with pytest.raises(ValueError, match=r"analysis is a reference module:attribute, got 'analysis.other'"):
+        ProbeSpec(name="x", builder="x", draft="m:f", analysis="analysis.other", table_prefix="x_", row_probes=())
+
+
+def test_a_probe_s_tables_are_imported_once_per_analysis(monkeypatch) -> None:
+    """`probes analyze` resolves each probe's tables once, however many times the pipeline and report ask."""
+    calls = []
+    computed = tables_of(analysis_of(probes()["talent-or-luck"]))
+
+    def load() -> ProbeTables:
+        calls.append(1)
+        return computed
+
+    spec = other_probe(monkeypatch, ProbeAnalysis(section="Other", tables=load))
+    assert [tables_of(analysis_of(spec)) for _ in range(4)] == [computed] * 4 and calls == [1]
+
+
+def test_a_probe_s_own_commands_and_api_come_from_its_parts() -> None:
     """`curate-pairs` and `rewrite` are the Trust Game's and the empathy probe's, found through the registry."""
     from probes import api
     from probes.cli import commands
+    from probes.probe_part import probe_extras
     from promptgen.core.plugins import resolve_reference
-    from promptgen.probe_registry import probe_extras
 
     by_name = dict(commands.COMMANDS)
     for spec in probes().values():
-        for name, target in spec.commands.items():
+        for name, target in commands_of(spec).commands.items():
             assert by_name[name] is resolve_reference(target)
-        for name, target in spec.api.items():
+        for name, target in commands_of(spec).api.items():
             assert getattr(api, name) is resolve_reference(target) and name in api.__all__
     assert set(probe_extras("commands")) == {"curate-pairs", "rewrite"}
     names = [name for name, _ in commands.COMMANDS]
@@ -124,7 +194,7 @@ def test_a_plugin_probe_is_listed_by_probes_sweep_help() -> None:
 
 
 def test_probes_analyze_help_lists_each_registered_probe_s_metrics(fake_probe) -> None:
-    """The help is composed from the specs (`ProbeSpec.metrics`): a plugin probe's sentence is in it too."""
+    """The help is composed from the probes' analyses (`ProbeAnalysis.metrics`): a plugin probe's is in it too."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path]), "COLUMNS": "120", "NO_COLOR": "1"}
 
     def shown(plugins: str) -> str:
@@ -137,7 +207,8 @@ def test_probes_analyze_help_lists_each_registered_probe_s_metrics(fake_probe) -
     with_plugin, without = shown("fake_probe"), shown("")
     assert f"{fake.SECTION}: {fake.METRICS}" in with_plugin and fake.SECTION not in without
     for spec in (s for s in probes().values() if s.name != fake.NAME):  # the fixture registered it here
-        assert spec.metrics and f"{spec.section}: {spec.metrics}" in without
+        found = analysis_of(spec)
+        assert found.metrics and f"{found.section}: {found.metrics}" in without
 
 
 def test_a_plugin_probe_s_own_command_and_api_are_in_probes_help_and_probes_api() -> None:
@@ -163,9 +234,12 @@ def test_the_command_line_with_the_probes_own_commands_imports_no_data_library()
 
 def test_a_probe_command_named_like_a_command_of_probes_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "clashing_probe.py").write_text(
+        "from analysis.probe_part import ProbeAnalysis\nfrom probes.probe_part import ProbeCommands\n"
         "from promptgen.core.probe_spec import ProbeSpec\nfrom promptgen.probe_registry import register_probe\n"
-        "register_probe(ProbeSpec(name='clash', builder='clash', draft='m:f', analysis='m', section='Clash',\n"
-        "    table_prefix='clash_', row_probes=('clash',), commands={'run': 'clashing_probe:nothing'}))\n"
+        "ANALYSIS = ProbeAnalysis(section='Clash', tables=lambda: None)\n"
+        "COMMANDS = ProbeCommands(commands={'run': 'clashing_probe:nothing'})\n"
+        "register_probe(ProbeSpec(name='clash', builder='clash', draft='m:f', analysis='clashing_probe:ANALYSIS',\n"
+        "    commands='clashing_probe:COMMANDS', table_prefix='clash_', row_probes=('clash',)))\n"
     )
     env = {**os.environ, "PROBES_PLUGINS": "clashing_probe", "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
     done = subprocess.run(
@@ -228,23 +302,29 @@ def test_no_module_outside_a_probe_s_own_rooms_names_a_probe() -> None:
     assert found.stdout and outside == []
 
 
-def test_two_probes_cannot_add_the_same_command_api_name_or_format(fake_probe) -> None:
-    from promptgen.core.probe_spec import ReleaseFormat
-    from promptgen.probe_registry import register_probe
+def test_two_probes_cannot_add_the_same_command_api_name_or_format(fake_probe, monkeypatch) -> None:
+    from probes.probe_part import resolve_parts
 
-    base = {"builder": "other", "draft": "m:f", "analysis": "m", "section": "Other", "table_prefix": "other_"}
     taken = {
-        "commands": {"fake-groups": "m:f"},
-        "api": {"fake_groups": "m:f"},
-        "import_formats": {"fake-release": ReleaseFormat("m:F", "x")},
-        "export_formats": {"fake-agreement-csv": ReleaseFormat("m:F", "x")},
+        "commands": ProbeCommands(commands={"fake-groups": "m:f"}),
+        "api": ProbeCommands(api={"fake_groups": "m:f"}),
+        "import_formats": ProbeCommands(import_formats={"fake-release": ReleaseFormat("m:F", "x")}),
+        "export_formats": ProbeAnalysis(
+            section="Other", tables=lambda: None, export_formats={"fake-agreement-csv": ReleaseFormat("m:F", "x")}
+        ),
     }
-    for kind, extra in taken.items():
-        with pytest.raises(
-            ValueError, match=f"{kind} name '{next(iter(extra))}' is registered already, by 'fake-probe'"
-        ):
-            register_probe(ProbeSpec(name="other", row_probes=("other",), **base, **{kind: extra}))
-    assert "other" not in probes()
+    for kind, part in taken.items():
+        with monkeypatch.context() as scoped:
+            spec = other_probe(scoped, **{"analysis" if kind == "export_formats" else "commands": part})
+            name = next(iter(getattr(part, kind)))
+            held = f"{fake_probe.__name__}"
+            reference = spec.analysis if kind == "export_formats" else spec.commands
+            with pytest.raises(ProbeError) as caught:
+                resolve_parts()
+            assert str(caught.value) == (
+                f"probe 'other' ({reference}): {kind} name {name!r} is registered already, by 'fake-probe', in {held}"
+            )
+    assert "other" not in probes()  # each registration was scoped to its case
 
 
 @pytest.mark.parametrize(
@@ -255,31 +335,42 @@ def test_two_probes_cannot_add_the_same_command_api_name_or_format(fake_probe) -
         ("export_formats", "talent-or-luck-csv", "by 'talent-or-luck', in analysis.attribution.release_export"),
     ],
 )
-def test_a_format_name_a_built_in_has_is_refused_at_registration(kind: str, name: str, holder: str) -> None:
+def test_a_format_name_a_built_in_has_is_refused_where_the_parts_are_resolved(
+    kind: str, name: str, holder: str, monkeypatch
+) -> None:
     """Issue #69: a plugin's `jsonl` export format was registered; `--help` then showed its text while ours ran."""
     from analysis.export_format import JSONL, format_helps
-    from promptgen.core.probe_spec import ReleaseFormat
-    from promptgen.probe_registry import BUILTIN_FORMATS, register_probe
+    from probes.probe_part import resolve_parts
+    from promptgen.probe_registry import BUILTIN_FORMATS
 
     assert JSONL in BUILTIN_FORMATS["export_formats"]  # the one list of our own formats holds analysis's
-    base = {"builder": "other", "draft": "m:f", "analysis": "m", "section": "Other", "table_prefix": "other_"}
-    with pytest.raises(ValueError) as caught:
-        register_probe(
-            ProbeSpec(name="other", row_probes=("other",), **base, **{kind: {name: ReleaseFormat("m:F", "x")}})
+    formats = {name: ReleaseFormat("m:F", "x")}
+    if kind == "export_formats":
+        spec = other_probe(
+            monkeypatch, analysis=ProbeAnalysis(section="Other", tables=lambda: None, export_formats=formats)
         )
+        reference = spec.analysis
+    else:
+        spec = other_probe(monkeypatch, commands=ProbeCommands(import_formats=formats))
+        reference = spec.commands
+    with pytest.raises(ProbeError) as caught:
+        resolve_parts()
     line = str(caught.value)
-    assert line == f"probe 'other': {kind} name {name!r} is registered already, {holder}" and "\n" not in line
-    assert "other" not in probes() and format_helps()[JSONL] != "x"
+    assert line == f"probe 'other' ({reference}): {kind} name {name!r} is registered already, {holder}"
+    assert "\n" not in line
+    if kind == "export_formats":
+        with pytest.raises(ProbeError):
+            format_helps()  # `probes export --help` never shows the plugin's text for our name
 
 
-def test_a_format_whose_object_names_another_format_is_refused(fake_probe) -> None:
+def test_a_format_whose_object_names_another_format_is_refused(fake_probe, monkeypatch) -> None:
     """A spec pointing `--format other-release` at the fake probe's `fake-release` reader would key its rows wrongly."""
-    from promptgen.core.probe_spec import ReleaseFormat
-    from promptgen.probe_registry import probe_format, register_probe
+    from probes.probe_part import probe_extras
+    from promptgen.core.release_format import load_format
 
     other = ReleaseFormat("fake_probe:FORMAT", "x")
-    base = {"builder": "other", "draft": "m:f", "analysis": "m", "section": "Other", "table_prefix": "other_"}
-    register_probe(ProbeSpec(name="other", row_probes=("other",), import_formats={"other-release": other}, **base))
-    assert probe_format("import_formats", "fake-release").__wrapped__ is fake_probe.FORMAT  # a plugin's, guarded
+    other_probe(monkeypatch, commands=ProbeCommands(import_formats={"other-release": other}))
+    formats = probe_extras("import_formats")
+    assert load_format("fake-release", formats["fake-release"]).__wrapped__ is fake_probe.FORMAT  # guarded
     with pytest.raises(ProbeError, match="--format other-release: fake_probe:FORMAT is format 'fake-release'"):
-        probe_format("import_formats", "other-release")
+        load_format("other-release", formats["other-release"])

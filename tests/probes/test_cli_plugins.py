@@ -32,7 +32,7 @@ PLUGINS = {
     "registers-existing-probe": (
         "from promptgen.core.probe_spec import ProbeSpec\n"
         "from promptgen.probe_registry import register_probe\n"
-        "register_probe(ProbeSpec('talent-or-luck', 'mine', 'mine:draft', 'mine', 'Mine', 'mine_', ('mine',)))\n"
+        "register_probe(ProbeSpec('talent-or-luck', 'mine', 'mine:draft', 'mine:ANALYSIS', 'mine_', ('mine',)))\n"
     ),
 }
 
@@ -75,15 +75,21 @@ def test_a_failing_plugin_is_one_scrubbed_line_on_every_command(case: str, tmp_p
 def test_a_plugin_format_under_a_built_in_s_name_is_one_line_naming_both(tmp_path: Path) -> None:
     """Issue #69: a plugin's `jsonl` export format was taken, and `probes export --help` showed its text."""
     (tmp_path / "plugin_jsonl.py").write_text(
-        "from promptgen.core.probe_spec import ProbeSpec, ReleaseFormat\n"
+        "from analysis.probe_part import ProbeAnalysis\n"
+        "from promptgen.core.probe_spec import ProbeSpec\n"
+        "from promptgen.core.release_format import ReleaseFormat\n"
         "from promptgen.probe_registry import register_probe\n"
-        "register_probe(ProbeSpec('mine', 'mine', 'mine:draft', 'mine', 'Mine', 'mine_', ('mine',),\n"
-        "    export_formats={'jsonl': ReleaseFormat('plugin_jsonl:F', 'mine')}))\n",
+        "FORMATS = {'jsonl': ReleaseFormat('plugin_jsonl:F', 'mine')}\n"
+        "ANALYSIS = ProbeAnalysis('Mine', lambda: None, export_formats=FORMATS)\n"
+        "register_probe(ProbeSpec('mine', 'mine', 'mine:draft', 'plugin_jsonl:ANALYSIS', 'mine_', ('mine',)))\n",
         encoding="utf-8",
     )
     done = _probes(["export", "--help"], "plugin_jsonl", tmp_path)
-    _assert_one_scrubbed_line(done, "'plugin_jsonl'")
-    assert "export_formats name 'jsonl' is registered already, by the project's own, in analysis.export" in done.stderr
+    assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.splitlines() == [
+        "error: probe 'mine' (plugin_jsonl:ANALYSIS): export_formats name 'jsonl' is registered already, by the "
+        "project's own, in analysis.export"
+    ]
 
 
 def test_a_relative_plugin_name_is_one_line(tmp_path: Path) -> None:

@@ -91,17 +91,13 @@ def test_an_export_format_that_raises_is_one_line_naming_it_and_its_plugin(relea
 def test_a_format_module_that_fails_on_first_use_is_one_line(fake_probe, tmp_path, monkeypatch) -> None:
     """The plugin's module imports; the module its format names does not (imported on first use, not at start)."""
     from promptgen.core.errors import ProbeError
-    from promptgen.core.probe_spec import ProbeSpec, ReleaseFormat
-    from promptgen.probe_registry import probe_format, register_probe
+    from promptgen.core.release_format import ReleaseFormat, load_format
 
     (tmp_path / "broken_format.py").write_text(f"raise RuntimeError('cannot start {HF_TOKEN}')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "broken_format", raising=False)
-    base = {"builder": "other", "draft": "m:f", "analysis": "m", "section": "Other", "table_prefix": "other_"}
-    formats = {"broken-release": ReleaseFormat("broken_format:FORMAT", "x")}
-    register_probe(ProbeSpec(name="other", row_probes=("other",), import_formats=formats, **base))
     with pytest.raises(ProbeError) as caught:
-        probe_format("import_formats", "broken-release")
+        load_format("broken-release", ReleaseFormat("broken_format:FORMAT", "x"))
     line = str(caught.value)
     assert line.startswith("--format broken-release (plugin broken_format): importing broken_format:FORMAT raised")
     assert "RuntimeError: cannot start hf_***" in line and HF_TOKEN not in line and caught.value.exit_code == 2
@@ -110,11 +106,13 @@ def test_a_format_module_that_fails_on_first_use_is_one_line(fake_probe, tmp_pat
 def test_a_plugin_format_is_its_object_guarded_and_a_built_in_one_is_not(fake_probe) -> None:
     """Attributes read through (`hasattr` as on the object); the project's own formats are not wrapped: a bug of
     ours keeps its traceback."""
+    from probes.probe_part import probe_extras
     from promptgen.core.plugins import PluginCode
-    from promptgen.probe_registry import probe_format
+    from promptgen.core.release_format import load_format
 
-    fmt = probe_format("import_formats", "fake-release")
+    formats = probe_extras("import_formats")
+    fmt = load_format("fake-release", formats["fake-release"])
     assert isinstance(fmt, PluginCode) and fmt.__wrapped__ is fake_probe.FORMAT
     assert fmt.name == "fake-release" and fmt.layout == fake_probe.FORMAT.layout and not hasattr(fmt, "nope")
     assert fmt.prepare(type("P", (), {"dataset": {"id": ["a", "b"]}})()) == {"a": 0, "b": 1}
-    assert not isinstance(probe_format("import_formats", "talent-or-luck-csv"), PluginCode)
+    assert not isinstance(load_format("talent-or-luck-csv", formats["talent-or-luck-csv"]), PluginCode)

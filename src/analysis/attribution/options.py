@@ -1,4 +1,4 @@
-"""Talent or Luck?'s own `probes analyze` options (`ProbeSpec.analysis_options`).
+"""Talent or Luck?'s own `probes analyze` options (`ProbeAnalysis.options`).
 
 Its own module, with no pandas, so the command line can build `--release-rounding` from it for
 `--help` without importing the analysis.

@@ -1,6 +1,6 @@
 """Talent or Luck? in the report: the designed configs' tables, the release's own metrics, figures, headline.
 
-The probe's analysis module (`ProbeSpec.analysis`; the contract is `analysis.probe_analysis`).
+Its `TABLES` are what the probe's analysis (`spec.ANALYSIS`) computes; the contract is `analysis.probe_analysis`.
 The metrics themselves are `analysis.attribution.tables` and `analysis.attribution.observer` (the
 design's d, Δd, SMD, shares; every table of the designed configs: `attribution_tables`),
 `analysis.attribution.release` and `analysis.attribution.release_deltas` (the release's code on its
@@ -18,7 +18,7 @@ from promptgen.core.errors import ProbeError
 
 from ..headlines import RUN_LABEL, Run
 from ..precision import PRECISION_HEADINGS, run_samples
-from ..probe_analysis import AnalysisOptions, AnalysisStep, Figures, has_rows, headline_rows
+from ..probe_analysis import AnalysisOptions, AnalysisStep, Figures, ProbeTables, has_rows, headline_rows
 from . import figures as fig
 from . import release as attr_release
 from . import release_deltas as attr_release_deltas
@@ -221,3 +221,13 @@ def table_note(name: str, options: AnalysisOptions) -> Markup | None:
         "<strong>Follows the release's code</strong> (<code>{}</code> of chahatraj/TalentorLuck at 57d6938), not "
         "the design: its metric on the release's exact items (<code>*_release</code> configs), probabilities {}."
     ).format(code, rounding)
+
+
+TABLES = ProbeTables(
+    steps=steps,
+    figures=figures,
+    headline=headline,
+    descriptions=DESCRIPTIONS,
+    headline_tables=HEADLINE_TABLES,
+    table_note=table_note,
+)

@@ -1,4 +1,4 @@
-"""The intergroup empathy gap's own `probes analyze` options (`ProbeSpec.analysis_options`).
+"""The intergroup empathy gap's own `probes analyze` options (`ProbeAnalysis.options`).
 
 Its own module, with no pandas, so the command line can build `--permutations` from it for
 `--help` without importing the analysis.

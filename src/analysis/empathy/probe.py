@@ -1,6 +1,6 @@
 """The intergroup empathy gap in the report: the project's tables, the paper's by its notebook, figures, headline.
 
-The probe's analysis module (`ProbeSpec.analysis`; the contract is `analysis.probe_analysis`).
+Its `TABLES` are what the probe's analysis (`spec.ANALYSIS`) computes; the contract is `analysis.probe_analysis`.
 The metrics are `analysis.empathy.tables` (M0, M, δ, the permutation test, per-cell tests: the
 project's choices, docs/DESIGN.md section 4) and `analysis.empathy.paper` (the authors' analysis
 notebook's rules). Pure.
@@ -133,3 +133,12 @@ SECTION_NOTES = {
     "heatmaps by the rules of the authors' analysis notebook (analysis_after_processing.ipynb); the other empathy "
     "tables and figures follow the project's own choices (docs/DESIGN.md section 4).",
 }
+
+TABLES = probe.ProbeTables(
+    steps=steps,
+    figures=figures,
+    headline=headline,
+    descriptions=DESCRIPTIONS,
+    headline_tables=HEADLINE_TABLES,
+    section_notes=SECTION_NOTES,
+)

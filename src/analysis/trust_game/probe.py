@@ -1,6 +1,6 @@
 """The name-based Trust Game in the report: the ANOVA, post hoc tests, cell means, probing accuracy, figures.
 
-The probe's analysis module (`ProbeSpec.analysis`; the contract is `analysis.probe_analysis`).
+Its `TABLES` are what the probe's analysis (`spec.ANALYSIS`) computes; the contract is `analysis.probe_analysis`.
 The metrics are `analysis.trust_game.tables`. Its `race_probe` rows (the curation input) are not read
 here: the report gives their refusals only. Pure.
 """
@@ -113,3 +113,7 @@ DESCRIPTIONS = {
     "The paper's rows: refused_items = included (it keeps every game).",
     "trust_game_probing_accuracy": "Share of probing questions answered correctly (construct validity).",
 }
+
+TABLES = probe.ProbeTables(
+    steps=steps, figures=figures, headline=headline, descriptions=DESCRIPTIONS, headline_tables=HEADLINE_TABLES
+)

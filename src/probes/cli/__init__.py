@@ -3,7 +3,7 @@
 `shared` holds the app, the scrubbing consoles, the one-line error and `entry` (the console
 script); `options` the option types several commands share; one module per group of
 commands holds their flags and bodies; `commands` registers them, and each probe's own
-commands (`ProbeSpec.commands`), in the order `probes --help` lists them.
+commands (`ProbeCommands.commands`), in the order `probes --help` lists them.
 
 The plugins (installed packages' `social_bias_probes` entry points, and the modules named in
 `PROBES_PLUGINS`) are loaded first, so their backends and probes are in every command's `--help`;

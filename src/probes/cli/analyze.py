@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from analysis.probe_part import analysis_of
 from promptgen.probe_registry import probes
 
 from . import options as opt
@@ -97,8 +98,9 @@ def analyze_cmd(
 
 
 def probe_metrics() -> str:
-    """Each registered probe's metrics in a sentence (`ProbeSpec.metrics`), in report order, for `--help`."""
-    return " ".join(f"{spec.section}: {spec.metrics}" for spec in probes().values() if spec.metrics)
+    """Each registered probe's metrics in a sentence (`ProbeAnalysis.metrics`), in report order, for `--help`."""
+    found = [analysis_of(spec) for spec in probes().values()]
+    return " ".join(f"{a.section}: {a.metrics}" for a in found if a.metrics)
 
 
 # the help lists what each registered probe computes, a plugin probe's too, so this module names none

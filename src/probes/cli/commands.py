@@ -1,7 +1,7 @@
 """Every `probes` command, registered on the app once, in the order `probes --help` lists them.
 
 The project's own commands are listed here; a probe's own commands (a step only it has, such as
-the Trust Game's `curate-pairs`) come from its spec (`ProbeSpec.commands`), after `lint`, so this
+the Trust Game's `curate-pairs`) come from its parts (`ProbeCommands.commands`), after `lint`, so this
 module names no probe and a plugin probe's commands are commands of `probes` too.
 """
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from probes.probe_part import probe_extras
 from promptgen.core.errors import ProbeError
 from promptgen.core.plugins import resolve_reference
-from promptgen.probe_registry import probe_extras
 
 from .analyze import analyze_cmd
 from .build import build, lint, list_recipes_cmd
@@ -46,8 +46,8 @@ def probe_commands() -> list[tuple[str, Callable[..., Any]]]:
     """The registered probes' own commands, imported; one that does not import, or is named like a command
     of the project's, is one line and exit code 2 (`shared.plugin_failed`), like a plugin that fails."""
     taken = {name for name, _ in (*BEFORE_PROBES, *AFTER_PROBES)}
-    found = probe_extras("commands")
     try:
+        found = probe_extras("commands")
         clash = sorted(taken & set(found))
         if clash:
             raise ProbeError(f"a probe's command {clash[0]!r} ({found[clash[0]]}) is a command of probes already")

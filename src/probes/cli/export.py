@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from analysis.export_format import format_helps
-from promptgen.probe_registry import probes
+from analysis.probe_part import default_exports
 
 from . import options as opt
 from .shared import err, out
@@ -33,7 +33,7 @@ def export_cmd(
             "--format",
             help="; ".join(f"{name}: {text}" for name, text in format_helps().items())
             + ". Default: the results' probe's own format where it has one ("
-            + ", ".join(f"{s.default_export} for {s.name}" for s in probes().values() if s.default_export)
+            + ", ".join(f"{fmt} for {name}" for name, fmt in default_exports().items())
             + "), else jsonl.",
         ),
     ] = None,

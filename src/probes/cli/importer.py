@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from promptgen.probe_registry import probe_extras
+from probes.probe_part import probe_extras
 
 from . import options as opt
 from .shared import err, out

@@ -276,7 +276,7 @@ SCORING = OptionGroup(
     not_given(**{flag.name: scoring_flag(flag) for flag in scoring_flags()}),
 )
 #: what `probes analyze` computes with: `analysis.probe_analysis.AnalysisOptions`; each probe's own flags from the
-#: registry (`ProbeSpec.analysis_options`)
+#: registry (`ProbeAnalysis.options`)
 ANALYSIS = OptionGroup(
     "options",
     _analysis_options,

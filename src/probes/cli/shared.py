@@ -75,10 +75,12 @@ def load_extensions_or_exit() -> None:
     exception a plugin raises is one line; one of another kind here is a bug of ours, still one
     scrubbed line, never a traceback holding the environment.
     """
+    from probes.probe_part import resolve_parts
     from promptgen.core.plugins import load_extensions
 
     try:
         load_extensions()
+        resolve_parts()  # the probes' parts (`ProbeSpec.analysis`, `.commands`): checked before a command lists them
     except Exception as exc:
         plugin_failed(exc)
 

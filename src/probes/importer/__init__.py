@@ -1,6 +1,6 @@
 """`probes import`: another team's released model outputs -> a results folder that `analyze` and `publish` read.
 
-Each format is a probe's own (`ProbeSpec.import_formats`: the Talent-or-Luck release's scorer CSV
+Each format is a probe's own (`ProbeCommands.import_formats`: the Talent-or-Luck release's scorer CSV
 files, the inverse of `probes export`; the intergroup-empathy authors' generation TSV files), a
 reader in that probe's room (`common.ImportFormat`), found through the registry. Each file's rows
 are joined to the prompt dataset's rows and checked against them; the rows are then written with
@@ -56,7 +56,7 @@ import pyarrow as pa
 from promptgen.core.errors import ProbeError
 from promptgen.core.files import writing
 from promptgen.core.memory import release_memory
-from promptgen.probe_registry import probe_extras, probe_format
+from promptgen.core.release_format import load_format
 from runners.model import identity as model_identity
 from runners.prompts import PromptConfig, load_prompt_config
 from runners.results import KEY_FILE, RESULT_SCHEMA, ResultKey, finished_keys, read_manifest, record_import, rows_table
@@ -65,6 +65,7 @@ from runners.results.out_folder import check_out_folder
 from runners.results.parts import file_lock
 from runners.run.session import Session, result_key
 
+from ..probe_part import probe_extras
 from .common import ImportFormat, ParsedFile, SourceFile, rows_to_arrow
 
 #: the model revision of imported rows: this prefix and the digest of the files
@@ -314,7 +315,7 @@ def _quiet_datasets() -> Iterator[None]:
 def import_results(request: ImportRequest, *, progress: Callable[[str], None] | None = None) -> ImportResult:
     """`probes import` (module docstring): check everything, then write the rows into `request.out`."""
     note = progress or (lambda _text: None)
-    fmt: ImportFormat = probe_format("import_formats", request.format)
+    fmt: ImportFormat = load_format(request.format, probe_extras("import_formats")[request.format])
     folder = Path(request.source).expanduser()
     if not folder.is_dir():
         raise ProbeError(f"{request.source}: not a folder (the released outputs to import: {fmt.layout})")

@@ -4,9 +4,12 @@ A probe is a `ProbeSpec`. The built-in probes each declare theirs in their own p
 (`promptgen/<package>/spec.py`, a module-level `SPEC`), found there by `promptgen.probe_registry`;
 a third-party probe registers its spec from a plugin (`promptgen.core.plugins`). Nothing else in
 the project names a probe: the build, the analysis, its report and the sweep loop over the
-registry. Functions and modules are named as strings ("module:function", "module") and imported
-on first use, so listing the probes in `--help` imports neither pandas nor `datasets`, and a spec
-in `promptgen` can name its analysis module without importing upwards.
+registry. The bottom stage's functions are named as references (module and attribute) and imported
+on first use, so listing the probes in `--help` imports neither pandas nor `datasets`. The upper
+stages' parts are two typed objects a spec points to, as `demo` points to a `DemoPlan`: its
+`analysis.probe_part.ProbeAnalysis` and its `probes.probe_part.ProbeCommands`; a spec in
+`promptgen` names them without importing upwards, and the stage that uses one resolves it once and
+checks its type.
 """
 
 from __future__ import annotations
@@ -26,22 +29,13 @@ class ProbeSpec:
     builder: str
     #: "module:function" (recipe, resolved sources, BuildOptions) -> DatasetDraft
     draft: str
-    #: the module of its analysis (`analysis.<probe>`): `steps(rows, options)`, `figures(tables, options)`,
-    #: `headline(tables, run labels)`, `DESCRIPTIONS`, `HEADLINE_TABLES`, optional `SECTION_NOTES`
-    #: and `table_note(name, options)` (docs/EXTENDING.md)
+    #: its analysis (`analysis.probe_part.ProbeAnalysis`: section, metrics, options, export formats, and the
+    #: tables it computes), as a reference "module:attribute" (the stage above resolves and checks it)
     analysis: str
-    #: the report section its tables go to
-    section: str
     #: its analysis tables' names start with this
     table_prefix: str
     #: the `probe` values of the rows its analysis reads (rows with other values are reported as refusals only)
     row_probes: tuple[str, ...]
-    #: what its analysis computes, a sentence for `probes analyze --help` (the help lists every probe's)
-    metrics: str = ""
-    #: "module:Class" of its own `probes analyze` options: a frozen dataclass of `promptgen.core.flags.option_flag`
-    #: fields, in a module without pandas (the command line builds their flags for `--help`); its analysis reads
-    #: the values as `options.probe(Class)`, and the report records them. None: it takes none
-    analysis_options: str | None = None
     #: other names `--probe` accepts (a recipe's short name)
     aliases: tuple[str, ...] = ()
     #: the build options its drafter takes beyond `full` and `configs`: `max_events` (a dataset of events) and
@@ -58,17 +52,9 @@ class ProbeSpec:
     synthetic_sources: str | None = None
     #: "module:attribute" of its `DemoPlan` (what `probes demo` builds and scores of it); None: not in the demo
     demo: str | None = None
-    #: steps only this probe has (a model's results -> a new version of its dataset, say), as commands of
-    #: `probes`: command name -> "module:function", a typer command, listed after `probes lint`
-    commands: Mapping[str, str] = field(default_factory=dict)
-    #: what `probes.api` offers of it, the functions its commands call and what they return:
-    #: attribute name -> "module:attribute"
-    api: Mapping[str, str] = field(default_factory=dict)
-    #: released model outputs of its paper that `probes import --format NAME` turns into results: NAME -> format
-    import_formats: Mapping[str, ReleaseFormat] = field(default_factory=dict)
-    #: files of another tool that `probes export --format NAME` writes from its results: NAME -> format; the
-    #: first is `probes export`'s default for its results
-    export_formats: Mapping[str, ReleaseFormat] = field(default_factory=dict)
+    #: its own commands, `probes.api` names and release readers (`probes.probe_part.ProbeCommands`), as a
+    #: reference "module:attribute"; None: it has none
+    commands: str | None = None
     #: what a sample of its configs draws (DESIGN 9): the first unit whose columns a config has is that
     #: config's; a config with none of them is taken whole by a sample (the Trust Game's small sets)
     sample_units: tuple[SampleUnit, ...] = ()
@@ -87,27 +73,33 @@ class ProbeSpec:
         """A probe of the project's own, laid out as the project lays them out (`fields` say the rest).
 
         `promptgen/<leaf>/` holds its drafter (`dataset:draft`) and demo plan (`demo:DEMO`), its
-        recipe's `builder:` is `<leaf>`, and its analysis is the package of the same name,
-        `analysis/<leaf>/` (`probe` the module): one name in both stages, which is all the import
-        contracts need of it (pyproject.toml, `probe-layers`). `package` is the spec module's `__package__`.
+        recipe's `builder:` is `<leaf>`, and its parts are the packages of the same name above:
+        `analysis/<leaf>/spec.py` (`ANALYSIS`) and `probes/<leaf>/spec.py` (`COMMANDS`): one name in every
+        stage, which is all the import contracts need of it (pyproject.toml, `probe-layers`). `package`
+        is the spec module's `__package__`.
         """
         leaf = package.rpartition(".")[2]
         laid_out = {
             "builder": leaf,
             "draft": f"{package}.dataset:draft",
-            "analysis": f"analysis.{leaf}.probe",
+            "analysis": f"analysis.{leaf}.spec:ANALYSIS",
+            "commands": f"probes.{leaf}.spec:COMMANDS",
             "demo": f"{package}.demo:DEMO",
         }
         return cls(**{**laid_out, **fields})
 
-    @property
-    def default_export(self) -> str | None:
-        """`probes export`'s format for its results when none is named: its first export format (None: jsonl)."""
-        return next(iter(self.export_formats), None)
-
     def __post_init__(self) -> None:
         if bad := [option for option in self.build_options if not option.isidentifier()]:
             raise ValueError(f"probe {self.name!r}: build options are names (BuildOptions.derived keys), got {bad}")
+        for part, reference in (("analysis", self.analysis), ("commands", self.commands)):
+            if reference is not None and not _is_reference(reference):
+                raise ValueError(f"probe {self.name!r}: {part} is a reference module:attribute, got {reference!r}")
+
+
+def _is_reference(reference: str) -> bool:
+    """A reference: a dotted module name, a colon and an attribute name."""
+    module, colon, attribute = reference.partition(":")
+    return bool(colon) and all(p.isidentifier() for p in (*module.split("."), attribute))
 
 
 @dataclass(frozen=True)
@@ -169,15 +161,3 @@ class DemoPlan:
     #: sizes also passed to the build under their own names (`max_events`, say)
     sized_build: tuple[str, ...] = ()
     note: str | None = None
-
-
-@dataclass(frozen=True)
-class ReleaseFormat:
-    """Another tool's files for a probe's results: `probes import --format NAME` reads them into its configs,
-    `probes export --format NAME` writes them from its results."""
-
-    #: "module:attribute" of the format, imported on first use: a reader (`probes.importer.common.ImportFormat`)
-    #: or a writer (`analysis.export_format.ExportFormat`)
-    format: str
-    #: what it reads or writes, for `--help` (one sentence)
-    help: str

@@ -7,7 +7,7 @@ dataset with them as T2) is this probe's own command, and `probes import --forma
 """
 
 from ..core.build_options import MAX_EVENTS
-from ..core.probe_spec import ProbeSpec, ReleaseFormat, SampleUnit
+from ..core.probe_spec import ProbeSpec, SampleUnit
 
 #: the build option (`BuildOptions.derived`) under which `probes rewrite` gives a build a model's T2 rewrites
 REWRITES = "rewrites"
@@ -15,10 +15,7 @@ REWRITES = "rewrites"
 SPEC = ProbeSpec.in_project(
     __package__,
     name="intergroup-empathy",
-    analysis_options="analysis.empathy.options:EmpathyOptions",
     build_options=(MAX_EVENTS, REWRITES),
-    section="Empathy",
-    metrics="M0, M, δ with the structured permutation test, per-cell tests, summaries.",
     table_prefix="empathy_",
     row_probes=("empathy",),
     rank=30,
@@ -26,14 +23,4 @@ SPEC = ProbeSpec.in_project(
     synthetic_sources=f"{__package__}.synthetic:write_synthetic_corpus",
     # events, in proportion to their emotions: the same events in every cell of every matrix (DESIGN 9)
     sample_units=(SampleUnit("event", ("text_id",), strata=("emotion",)),),
-    commands={"rewrite": "probes.empathy.cli:rewrite_cmd"},
-    api={"rewrite": "probes.empathy.t2_rewrites:rewrite", "RewriteRun": "probes.empathy.t2_rewrites:RewriteRun"},
-    import_formats={
-        "empathy-authors": ReleaseFormat(
-            format="probes.empathy.authors_import:FORMAT",
-            help="the intergroup-empathy authors' batch_pred_emotion.py TSV files (<group>_<variation>_batch-<k>.tsv: "
-            "idx, system_prompt, user_input, response), joined on the prompts' authors_index and parsed by their "
-            "first-integer rule",
-        )
-    },
 )

@@ -15,14 +15,7 @@ SPEC = ProbeSpec.in_project(
     name="trust-game-names",
     aliases=("trust-game",),
     build_options=(CURATED_PAIRS,),
-    section="Trust Game",
-    metrics="type III ANOVA, post hoc gender t-tests with Cohen's d, probing accuracy.",
     table_prefix="trust_game_",
     row_probes=("trust_game", "probing"),
     rank=20,
-    commands={"curate-pairs": "probes.trust_game.cli:curate_pairs_cmd"},
-    api={
-        "curate_pairs": "probes.trust_game.pair_curation:curate_pairs",
-        "CurateResult": "probes.trust_game.pair_curation:CurateResult",
-    },
 )
