@@ -5,27 +5,17 @@ Light: `--help` reads it without pandas. Its tables (`probe.TABLES`) are importe
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from functools import partial
 
+from promptgen.core.plugins import resolve_reference
 from promptgen.core.release_format import ReleaseFormat
 
 from ..probe_part import ProbeAnalysis
 from .options import AttributionOptions
 
-if TYPE_CHECKING:  # pandas: not for `--help`
-    from ..probe_analysis import ProbeTables
-
-
-def tables() -> ProbeTables:
-    """Its tables, figures and headline (`probe`), with pandas and matplotlib."""
-    from .probe import TABLES
-
-    return TABLES
-
-
 ANALYSIS = ProbeAnalysis(
     section="Attribution",
-    tables=tables,
+    tables=partial(resolve_reference, "analysis.attribution.probe:TABLES"),  # imported when an analysis runs
     metrics="d, single-actor t-tests, Δd, Δd_pair, Δd1/Δd2 with SMD, shares; the *_release configs (the "
     "release's exact items) get the release's own metrics, as its analysis scripts compute them "
     "(attribution_release_* tables).",

@@ -5,25 +5,16 @@ Light: `--help` reads it without pandas. Its tables (`probe.TABLES`) are importe
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from functools import partial
+
+from promptgen.core.plugins import resolve_reference
 
 from ..probe_part import ProbeAnalysis
 from .options import EmpathyOptions
 
-if TYPE_CHECKING:  # pandas: not for `--help`
-    from ..probe_analysis import ProbeTables
-
-
-def tables() -> ProbeTables:
-    """Its tables, figures and headline (`probe`), with pandas and matplotlib."""
-    from .probe import TABLES
-
-    return TABLES
-
-
 ANALYSIS = ProbeAnalysis(
     section="Empathy",
-    tables=tables,
+    tables=partial(resolve_reference, "analysis.empathy.probe:TABLES"),  # imported when an analysis runs
     metrics="M0, M, δ with the structured permutation test, per-cell tests, summaries.",
     options=EmpathyOptions,
 )

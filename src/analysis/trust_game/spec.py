@@ -5,23 +5,14 @@ Light: `--help` reads it without pandas. Its tables (`probe.TABLES`) are importe
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from functools import partial
+
+from promptgen.core.plugins import resolve_reference
 
 from ..probe_part import ProbeAnalysis
 
-if TYPE_CHECKING:  # pandas: not for `--help`
-    from ..probe_analysis import ProbeTables
-
-
-def tables() -> ProbeTables:
-    """Its tables, figures and headline (`probe`), with pandas and matplotlib."""
-    from .probe import TABLES
-
-    return TABLES
-
-
 ANALYSIS = ProbeAnalysis(
     section="Trust Game",
-    tables=tables,
+    tables=partial(resolve_reference, "analysis.trust_game.probe:TABLES"),  # imported when an analysis runs
     metrics="type III ANOVA, post hoc gender t-tests with Cohen's d, probing accuracy.",
 )

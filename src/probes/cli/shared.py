@@ -20,7 +20,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from probes.probe_part import resolve_parts
 from promptgen.core.errors import ProbeError
+from promptgen.core.plugins import load_extensions
 from promptgen.core.secrets import ScrubbedStream, install_log_scrubber, scrub, scrubbed_traceback
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -75,9 +77,6 @@ def load_extensions_or_exit() -> None:
     exception a plugin raises is one line; one of another kind here is a bug of ours, still one
     scrubbed line, never a traceback holding the environment.
     """
-    from probes.probe_part import resolve_parts
-    from promptgen.core.plugins import load_extensions
-
     try:
         load_extensions()
         resolve_parts()  # the probes' parts (`ProbeSpec.analysis`, `.commands`): checked before a command lists them
