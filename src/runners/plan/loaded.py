@@ -66,7 +66,7 @@ def price_loaded(
     `probes demo` asks for no price).
     """
     per_call = default_batch_size(backend.device) if getattr(backend, "device", None) else None
-    budget = getattr(backend, "max_batch_tokens", None)  # the hf backend's: it batches generation too
+    budget = backend.max_batch_tokens  # the hf backend's (`Backend.max_batch_tokens`): it batches generation too
     quotes = [
         (name, quote_config(run.prompts, run.request, tokenizer, items_per_call=per_call, max_batch_tokens=budget))
         for name, run in resolved

@@ -132,7 +132,7 @@ def test_errors_name_the_server_without_credentials_and_the_flag() -> None:
 
 
 def _resolved() -> Resolved:
-    return Resolved(None, None, "auto", "server", None, None, {})
+    return Resolved(None, None, "auto", "server", {})
 
 
 def _backend_at(url: str):

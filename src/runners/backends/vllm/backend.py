@@ -461,14 +461,14 @@ def load(model: str, options: VllmOptions, resolved: Resolved) -> VLLMBackend:
 
     vLLM detokenises with its own tokenizer and runs where its install runs, so `resolved.tokenizer`
     and `resolved.device` are not passed on; `resolved.extra` (a GGUF file) is refused before loading.
+    `options` come settled (`VllmOptions.settle`): its memory share and context length are set.
     """
-    # a backend that takes the option gets it settled (`load_backend`)
-    assert resolved.gpu_memory_utilization is not None
+    assert options.gpu_memory_utilization is not None  # settled (`load_backend`)
     return VLLMBackend.from_pretrained(
         model,
         options,
         revision=resolved.revision,
         dtype=resolved.dtype,
-        gpu_memory_utilization=resolved.gpu_memory_utilization,
-        max_model_len=resolved.max_model_len,
+        gpu_memory_utilization=options.gpu_memory_utilization,
+        max_model_len=options.max_model_len,
     )
