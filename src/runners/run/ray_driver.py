@@ -112,7 +112,7 @@ class _Replica:
                 f"the worker on {platform.node()} loaded {model} in {self.backend.dtype}, the driver keyed the run "
                 f"by {keyed}: pass an explicit --dtype this engine supports"
             )
-        self.worker = json.dumps({**self.backend.hardware(), "node": platform.node()}, sort_keys=True)
+        self.worker = json.dumps({**self.backend.hardware().manifest(), "node": platform.node()}, sort_keys=True)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         items, error = batch.to_pylist(), self.error

@@ -169,7 +169,7 @@ def test_hf_loads_straight_onto_the_gpu_with_a_budget_from_free_memory(
     assert seen["device_map"] == (device_map or "cuda") and seen["dtype"] == torch.bfloat16
     assert backend.max_logit_rows == device.MAX_LOGIT_ROWS["cuda"] == 4096
     assert backend.max_batch_tokens == device.cuda_token_budget(_llama(), "bfloat16", 40 * 2**30, 4096)
-    hardware = backend.hardware()
+    hardware = backend.hardware().manifest()
     assert hardware["dtype"] == "bfloat16" and hardware["device"] == "cuda:0" and hardware["device_map"] == ["0", "1"]
     assert hardware["gpu"].startswith("NVIDIA H100") and len(hardware["gpus"]) == 2
     given = HFBackend.from_pretrained(
