@@ -122,12 +122,14 @@ import importlib.util
 
 import torch
 
-from runners.extras import EXTRA_MODULES, missing_modules
+from runners.backends import extra_modules
+from runners.extras import missing_modules
 
 where = f"CUDA ({torch.cuda.get_device_name(0)})" if torch.cuda.is_available() else "CPU"
 print(f"setup.sh: torch {torch.__version__} on {where}")
-for extra in EXTRA_MODULES:
-    missing = missing_modules(extra)
+known = extra_modules()  # the extras no backend owns and each backend's own (its spec)
+for extra in known:
+    missing = missing_modules(extra, known)
     print(f"setup.sh: {extra} extra: {'ok' if not missing else 'not installed (' + ', '.join(missing) + ')'}")
 assert importlib.util.find_spec("pytest"), "the dev extra did not install"
 EOF

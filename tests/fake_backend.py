@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from runners.backends import BackendSpec, load_flag, register
+from runners.backends.protocol import Hardware
 from runners.exchange import ContinuationScore, ScoreRequest, ScoreResult
 
 NAME = "fake-third"
@@ -21,6 +22,16 @@ NAME = "fake-third"
 def token_logprob(token: int) -> float:
     """The fake model's log-probability of any token, wherever it comes."""
     return -((token % 13) + 1) / 7
+
+
+@dataclass(frozen=True, kw_only=True)
+class FakeHardware(Hardware):
+    """What the fake records of its run: its name and its flag's note."""
+
+    note: str | None
+
+    def manifest(self) -> dict[str, Any]:
+        return {"backend": NAME, "note": self.note}
 
 
 class FakeBackend:
@@ -53,8 +64,8 @@ class FakeBackend:
             out.append(ScoreResult(continuations, candidates, len(request.context)))
         return out
 
-    def hardware(self) -> dict[str, Any]:
-        return {"backend": NAME, "note": self.note}
+    def hardware(self) -> FakeHardware:
+        return FakeHardware(note=self.note)
 
     def close(self) -> None:
         pass

@@ -242,5 +242,5 @@ def load_served(server: FakeServer, **options: Any) -> Any:
     from runners.backends.openai import backend as openai_backend
 
     load = LoadOptions.of(backend="openai", base_url=server.url, **options)
-    resolved = Resolved(None, None, "auto", "server", None, None, {"tokenizer_revision": "sha256-tok"})
+    resolved = Resolved(None, None, "auto", "server", {"tokenizer_revision": "sha256-tok"})
     return openai_backend.load(MODEL, load.options, resolved)

@@ -34,14 +34,16 @@ LLAMA3_8B_SHAPE: dict[str, Any] = dict(
 def require_extra(extra: str) -> None:
     """Skip the calling test when an optional extra is missing, naming it; under CI=true fail instead.
 
-    The modules per extra and the install line come from `runners.extras`, the one list the
-    commands check too, so a skipped test says exactly what `probes` would ask for.
+    The modules per extra and the install line come from `runners.extras` and the backends' specs
+    (`runners.backends.extra_modules`), the one list the commands check too, so a skipped test says
+    exactly what `probes` would ask for.
     """
+    from runners.backends import cpu_extras, extra_modules
     from runners.extras import install_hint, missing_modules
 
-    missing = missing_modules(extra)
+    missing = missing_modules(extra, extra_modules())
     if missing:
-        reason = f"needs the {extra} extra (missing {', '.join(missing)}): {install_hint([extra])}"
+        reason = f"needs the {extra} extra (missing {', '.join(missing)}): {install_hint([extra], cpu_extras())}"
         if os.environ.get("CI"):
             pytest.fail(reason)
         pytest.skip(reason)

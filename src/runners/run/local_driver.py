@@ -88,4 +88,4 @@ def run_config(
         session.flush()
         raise ProbeError(f"{prompts.path} config {prompts.config!r}: {exc}") from exc
     extra = {"batch_size": batch_size, "device": backend.device}
-    return session.finish(backend=backend.name, dtype=dtype, hardware=backend.hardware(), extra=extra)
+    return session.finish(backend=backend.name, dtype=dtype, hardware=backend.hardware().manifest(), extra=extra)

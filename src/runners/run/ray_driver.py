@@ -112,7 +112,7 @@ class _Replica:
                 f"the worker on {platform.node()} loaded {model} in {self.backend.dtype}, the driver keyed the run "
                 f"by {keyed}: pass an explicit --dtype this engine supports"
             )
-        self.worker = json.dumps({**self.backend.hardware(), "node": platform.node()}, sort_keys=True)
+        self.worker = json.dumps({**self.backend.hardware().manifest(), "node": platform.node()}, sort_keys=True)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         items, error = batch.to_pylist(), self.error
@@ -144,19 +144,20 @@ def _uses_gpu(device: str, backend: str, cluster: Mapping[str, float]) -> bool:
 
 
 def _worker_resources(
-    device: str, num_workers: int, *, backend: str = DEFAULT_BACKEND, tensor_parallel_size: int = 1
+    device: str, num_workers: int, *, backend: str = DEFAULT_BACKEND, gpus_per_replica: int = 1
 ) -> dict[str, float]:
     """Ray resources of one replica; fails early when the cluster cannot hold `num_workers` of them.
 
     A GPU replica asks for its GPUs, so Ray makes exactly those visible to it
-    (CUDA_VISIBLE_DEVICES): `tensor_parallel_size` of them where the backend shards a model
-    (vLLM's engine, over them), one elsewhere (the option's default). A CPU replica asks for one CPU.
+    (CUDA_VISIBLE_DEVICES): `gpus_per_replica` of them, as the backend's options say (`BackendSpec.gpus_per_replica`:
+    vLLM's tensor parallel size, the GPUs its engine shards a model over), one elsewhere. A CPU replica asks for
+    one CPU.
     """
     import ray
 
     have = ray.cluster_resources()
     if _uses_gpu(device, backend, have):
-        name, amount = "GPU", float(tensor_parallel_size)
+        name, amount = "GPU", float(gpus_per_replica)
     else:
         name, amount = "CPU", 1.0
     if have.get(name, 0.0) < amount * num_workers:
@@ -216,9 +217,8 @@ def run_config_ray(
 
         if not ray.is_initialized():
             ray.init()
-        resources = _worker_resources(
-            device, num_workers, backend=backend, tensor_parallel_size=load_options.get("tensor_parallel_size", 1)
-        )
+        gpus = backend_spec(backend).gpus_per_replica(load_options.options)
+        resources = _worker_resources(device, num_workers, backend=backend, gpus_per_replica=gpus)
         if batch_size is None:
             batch_size = ITEMS_PER_CALL["cuda" if "num_gpus" in resources else "cpu"]
         table = prompts.dataset.select(todo).with_format("arrow")[:]

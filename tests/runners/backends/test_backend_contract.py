@@ -6,8 +6,8 @@ functions of the tokens, and for the real model (SmolLM2-135M-Instruct, hf and v
 passes from the first token (`runners_fixtures.full_forward_logprobs`, no cache, no prefix tree).
 The contract: one result per request, in order; a log-probability per continuation token and a row
 of candidate log-probabilities after the context and after each continuation token; the context's
-length; numbers that do not depend on which other requests share the call; a JSON-able
-`hardware()`; a name the registry knows. Generation, on the backends that decode a model (hf,
+length; numbers that do not depend on which other requests share the call; a `Hardware` with a
+JSON-able `manifest()`; a name the registry knows. Generation, on the backends that decode a model (hf,
 vLLM): greedy tokens equal to argmax decoding by those full passes, up to `max_tokens`, a stop
 token id (left out of the text) or the first stop string (kept, the text cut after it), with the
 finish reason each gives. vLLM's engine is the slow tier's.
@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 from runners.backends import backend_spec
+from runners.backends.protocol import Hardware
 from runners.backends.vllm.spec import VllmOptions
 from runners.exchange import ScoreRequest
 from runners_fixtures import full_forward_logprobs, load_folder, load_tokenizer, require_extra
@@ -141,7 +142,9 @@ def test_a_backend_says_what_it_ran_on_under_a_registered_name(contract: tuple[A
     backend, _, _ = contract
     assert backend_spec(backend.name).name == backend.name
     hardware = backend.hardware()
-    assert isinstance(hardware, dict) and json.dumps(hardware)  # recorded in every result folder's manifest
+    assert isinstance(hardware, Hardware)  # what a sweep's price reads
+    record = hardware.manifest()
+    assert isinstance(record, dict) and json.dumps(record)  # recorded in every result folder's manifest
 
 
 #: contexts to continue greedily, and how many tokens at the most

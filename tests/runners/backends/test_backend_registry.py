@@ -87,7 +87,7 @@ def test_a_third_backend_s_own_option_is_a_flag_of_probes_run_and_reaches_its_lo
     load = LoadOptions.of(backend=fake.NAME, fake_note="from the flag")
     assert load.options == fake.FakeOptions("from the flag") and load.get("fake_note") == "from the flag"
     backend = backend_spec(fake.NAME).function("loader")("m", load.options, None)
-    assert backend.hardware()["note"] == "from the flag"
+    assert backend.hardware().manifest()["note"] == "from the flag"
     with pytest.raises(ProbeError, match=r"^--fake-note works with --backend fake-third$"):
         LoadOptions.of(backend="hf", fake_note="x")
     # the command line builds its flags from the registry: a plugin's option is listed with the backend taking it

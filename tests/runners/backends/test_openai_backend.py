@@ -95,7 +95,7 @@ def test_a_429_a_500_or_a_dropped_connection_is_retried(first: str) -> None:
         backend = load_served(server)  # reads /models and the fingerprint (one POST)
         server.script = [first, None]
         (result,) = backend.score([ScoreRequest((1, 2), ((3,),))])
-        hardware = backend.hardware()
+        hardware = backend.hardware().manifest()
         backend.close()
     np.testing.assert_array_equal(result.continuations[0].token_logprobs, _brute((1, 2), (3,)))
     assert len(server.posts) == 3 and server.posts[1] == server.posts[2]
@@ -132,7 +132,7 @@ def test_errors_name_the_server_without_credentials_and_the_flag() -> None:
 
 
 def _resolved() -> Resolved:
-    return Resolved(None, None, "auto", "server", None, None, {})
+    return Resolved(None, None, "auto", "server", {})
 
 
 def _backend_at(url: str):
@@ -204,7 +204,7 @@ def test_the_key_is_sent_and_the_identity_is_what_the_server_reports(monkeypatch
         backend = load_served(server, api_key_env="MY_SERVER_KEY")
         backend.score([ScoreRequest((1, 2), ((3,),))])
         again = load_served(server, api_key_env="MY_SERVER_KEY")
-        hardware = backend.hardware()
+        hardware = backend.hardware().manifest()
         backend.close()
         again.close()
     assert server.auth[0] == f"Bearer {KEY}"

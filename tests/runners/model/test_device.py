@@ -111,10 +111,10 @@ def test_vllm_replicas_ask_for_the_tensor_parallel_size_in_gpus(cluster: dict, d
     from runners.run.ray_driver import _worker_resources
 
     cluster.update(CPU=64.0, GPU=8.0)
-    assert _worker_resources(device_name, 2, backend="vllm", tensor_parallel_size=4) == {"num_gpus": 4.0}
-    assert _worker_resources(device_name, 8, backend="vllm", tensor_parallel_size=1) == {"num_gpus": 1.0}
+    assert _worker_resources(device_name, 2, backend="vllm", gpus_per_replica=4) == {"num_gpus": 4.0}
+    assert _worker_resources(device_name, 8, backend="vllm", gpus_per_replica=1) == {"num_gpus": 1.0}
     with pytest.raises(ProbeError, match=r"--ray-workers 3 needs 12 GPU\(s\) .*\(4 per replica\), it has 8"):
-        _worker_resources(device_name, 3, backend="vllm", tensor_parallel_size=4)
+        _worker_resources(device_name, 3, backend="vllm", gpus_per_replica=4)
 
 
 def test_hf_replicas_ask_for_one_gpu_on_cuda_and_a_cpu_otherwise(cluster: dict) -> None:
@@ -127,7 +127,7 @@ def test_hf_replicas_ask_for_one_gpu_on_cuda_and_a_cpu_otherwise(cluster: dict) 
     assert _worker_resources("cpu", 2, backend="vllm") == {"num_cpus": 1.0}
     cluster.pop("GPU")  # a CPU-only cluster: auto is the CPU, for both backends
     assert _worker_resources("auto", 2, backend="hf") == {"num_cpus": 1.0}
-    assert _worker_resources("auto", 2, backend="vllm", tensor_parallel_size=2) == {"num_cpus": 1.0}
+    assert _worker_resources("auto", 2, backend="vllm", gpus_per_replica=2) == {"num_cpus": 1.0}
 
 
 class _FakeCudaModel:
@@ -169,7 +169,7 @@ def test_hf_loads_straight_onto_the_gpu_with_a_budget_from_free_memory(
     assert seen["device_map"] == (device_map or "cuda") and seen["dtype"] == torch.bfloat16
     assert backend.max_logit_rows == device.MAX_LOGIT_ROWS["cuda"] == 4096
     assert backend.max_batch_tokens == device.cuda_token_budget(_llama(), "bfloat16", 40 * 2**30, 4096)
-    hardware = backend.hardware()
+    hardware = backend.hardware().manifest()
     assert hardware["dtype"] == "bfloat16" and hardware["device"] == "cuda:0" and hardware["device_map"] == ["0", "1"]
     assert hardware["gpu"].startswith("NVIDIA H100") and len(hardware["gpus"]) == 2
     given = HFBackend.from_pretrained(

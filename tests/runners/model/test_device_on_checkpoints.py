@@ -112,7 +112,7 @@ def test_vllm_loads_the_checkpoint_dtype_by_default_and_fp32_when_asked() -> Non
     for asked, want in (("auto", "bfloat16"), ("float32", "float32")):
         backend, _, _, _ = models.load_backend(str(folder), LoadOptions.of(dtype=asked, **options))
         try:
-            hardware = backend.hardware()
+            hardware = backend.hardware().manifest()
             assert backend.dtype == want and hardware["dtype"] == want and hardware["device"] == "cpu"
             assert hardware["gpu_memory_utilization"] == 0.3 and hardware["tensor_parallel_size"] == 1
         finally:

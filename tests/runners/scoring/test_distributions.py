@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from runners.backends.protocol import Backend, GeneratingBackend
+from runners.backends.protocol import Backend, GeneratingBackend, Hardware
 from runners.exchange import ContinuationScore, ScoreRequest, ScoreResult
 from runners.scoring.distributions import (
     build_number_trie,
@@ -59,8 +59,8 @@ class ToyBackend:
     device = None
     max_batch_tokens = None
 
-    def hardware(self) -> dict[str, Any]:
-        return {}
+    def hardware(self) -> Hardware:
+        return Hardware()
 
     def close(self) -> None:
         pass
@@ -185,7 +185,8 @@ def test_the_product_backends_meet_the_protocol(backend: Any) -> None:
     for made in (backend, vllm):
         assert isinstance(made, Backend) and isinstance(made, GeneratingBackend), type(made).__name__
     assert (backend.dtype, backend.device, backend.max_batch_tokens) == ("float32", "cpu", DEFAULT_MAX_BATCH_TOKENS)
-    assert list(backend.hardware()) == ["dtype", "device", "max_batch_tokens", "max_logit_rows", "torch", "threads"]
+    recorded = ["dtype", "device", "max_batch_tokens", "max_logit_rows", "torch", "threads"]
+    assert list(backend.hardware().manifest()) == recorded
     assert (vllm.dtype, vllm.device, vllm.max_batch_tokens) == ("float32", None, None)
 
 

@@ -319,7 +319,9 @@ def test_vllm_equals_hf(family: str) -> None:
     )
     bounded = ScoringSettings(number_tolerance=1e-3)
     try:
-        assert vllm.hardware()["max_model_len"] == 256  # what the items need, rounded up; not the model's 2048
+        assert (
+            vllm.hardware().manifest()["max_model_len"] == 256
+        )  # what the items need, rounded up; not the model's 2048
         got = run_items(items, vllm, tokenizer, chat=False)
         got_bounded = run_items(items[:1], vllm, tokenizer, chat=False, settings=bounded)
     finally:

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -52,6 +53,7 @@ from runners.backends.hf.generate import generate
 from runners.backends.hf.logprobs import LogSoftmax, candidate_logprobs_by_row, gather_logprobs
 from runners.backends.hf.spec import HF, HfOptions
 from runners.backends.hf.tree_pass import KVPool, TreeRow, tree_pass
+from runners.backends.protocol import Hardware
 from runners.backends.registry import Resolved
 from runners.exchange import ContinuationScore, GenerateRequest, Generation, ScoreRequest, ScoreResult
 from runners.scoring.number_bound import TrieExpansion
@@ -71,6 +73,39 @@ def quantization_config(dtype: str) -> Any:
     from runners.model.device import QUANTIZED
 
     return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=getattr(torch, QUANTIZED[dtype]))
+
+
+@dataclass(frozen=True, kw_only=True)
+class HfHardware(Hardware):
+    """What the hf backend loaded, with which memory settings, on which torch (`HFBackend.hardware`)."""
+
+    dtype: str
+    device: str
+    #: after any out-of-memory halving
+    max_batch_tokens: int
+    max_logit_rows: int
+    #: the devices accelerate spread the layers over (`--device-map auto`), sorted; None: not spread
+    device_map: tuple[str, ...] | None = None
+    #: the GPUs the model is on (on a GPU)
+    gpus: tuple[str, ...] = ()
+    torch: str
+    #: float32 matmuls' last bits depend on the thread count
+    threads: int
+
+    def manifest(self) -> dict[str, Any]:
+        info: dict[str, Any] = {
+            "dtype": self.dtype,
+            "device": self.device,
+            "max_batch_tokens": self.max_batch_tokens,
+            "max_logit_rows": self.max_logit_rows,
+        }
+        if self.device_map is not None:
+            info["device_map"] = list(self.device_map)
+        if self.gpu is not None:
+            info["gpu"] = self.gpu
+            info["gpus"] = list(self.gpus)
+        info.update(torch=self.torch, threads=self.threads)
+        return info
 
 
 class HFBackend:
@@ -172,27 +207,33 @@ class HFBackend:
         """The device of the model's first parameters (inputs go there)."""
         return str(self.model.device)
 
-    def hardware(self) -> dict[str, Any]:
-        """What the run loaded, with which memory settings, on which torch (recorded in the manifest)."""
+    def hardware(self) -> HfHardware:
+        """What the run loaded, with which memory settings, on which torch (recorded in the manifest); its model,
+        for a sweep to time on the CPU."""
         import torch
 
-        info: dict[str, Any] = {
-            "dtype": self.dtype,
-            "device": self.device,
-            "max_batch_tokens": self.max_batch_tokens,  # after any out-of-memory halving
-            "max_logit_rows": self.max_logit_rows,
-        }
         placement = getattr(self.model, "hf_device_map", None)
-        if placement:
-            info["device_map"] = sorted({str(d) for d in placement.values()})
+        gpu: str | None = None
+        gpus: tuple[str, ...] = ()
         if self.model.device.type == "cuda":
-            info["gpu"] = torch.cuda.get_device_name(self.model.device)
-            info["gpus"] = sorted(
-                {torch.cuda.get_device_name(d) for d in (placement or {}).values() if str(d) not in ("cpu", "disk")}
-            ) or [info["gpu"]]
-        # float32 matmuls' last bits depend on the thread count
-        info.update(torch=torch.__version__, threads=torch.get_num_threads())
-        return info
+            gpu = torch.cuda.get_device_name(self.model.device)
+            gpus = tuple(
+                sorted(
+                    {torch.cuda.get_device_name(d) for d in (placement or {}).values() if str(d) not in ("cpu", "disk")}
+                )
+            ) or (gpu,)
+        return HfHardware(
+            dtype=self.dtype,
+            device=self.device,
+            max_batch_tokens=self.max_batch_tokens,
+            max_logit_rows=self.max_logit_rows,
+            device_map=tuple(sorted({str(d) for d in placement.values()})) if placement else None,
+            gpu=gpu,
+            gpus=gpus,
+            torch=torch.__version__,
+            threads=torch.get_num_threads(),
+            timed_model=self.model,
+        )
 
     def close(self) -> None:
         """Nothing to shut down: no engine process; the weights are freed with the backend."""

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from promptgen.core.errors import ProbeError
 from runners.model.device import AUTO, MAX_LOGIT_ROWS, QUANTIZED
+from runners.scoring.generate_accounting import GenerateCall
 
 from ..registry import BackendSpec, load_flag, register
 
@@ -44,6 +46,16 @@ class HfOptions:
                 f"--dtype {load.dtype} quantises a checkpoint's weights (a safetensors folder or Hub id), "
                 "not a --gguf-file"
             )
+
+    def checkpoint_files(self) -> dict[str, str]:
+        """The model is located, keyed and read from its GGUF file, if named (`BackendSpec.checkpoint_files`)."""
+        return {"gguf_file": self.gguf_file} if self.gguf_file else {}
+
+    def size_call(self, call: GenerateCall) -> GenerateCall:
+        """A quote's generation call batched by the token budget asked for (the CPU default otherwise)."""
+        if self.max_batch_tokens is None:
+            return call
+        return dataclasses.replace(call, max_batch_tokens=self.max_batch_tokens)
 
 
 HF = register(

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from itertools import groupby
 from typing import Any
 
@@ -48,6 +49,7 @@ from runners.backends.openai.spec import OPENAI
 from runners.backends.prompt_logprobs.bounded import score_bounded
 from runners.backends.prompt_logprobs.queries import Query, assemble, candidate_groups, plan_queries
 from runners.backends.prompt_logprobs.read import candidate_logprobs, continuation_logprobs
+from runners.backends.protocol import Hardware
 from runners.backends.registry import Resolved
 from runners.exchange import GenerateRequest, Generation, ScoreRequest, ScoreResult, cut_at_stop
 from runners.results.rules import BadLogprob
@@ -114,6 +116,47 @@ def next_token_entries(choice: Mapping[str, Any]) -> dict[int, float]:
     return out
 
 
+#: what the manifest says of any served run
+SERVED_NOTE = (
+    "a served model can change behind its name without notice; checked: the fingerprint and model "
+    "name of every answer, and one done item scored again at resume"
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServedHardware(Hardware):
+    """Where the model was served and what the server said of it (`OpenAIBackend.hardware`)."""
+
+    #: the server and the model as it reported them (`identity.served_identity`)
+    server: Mapping[str, Any]
+    server_api: str
+    #: the variable's name, never its value: publish masks what it holds in the publishing shell too
+    api_key_env: str
+    system_fingerprint: str | None
+    max_concurrency: int
+    request_timeout: float
+    max_retries: int
+    #: requests answered and attempts sent (retries too), and prompts sent
+    requests: int
+    attempts: int
+    prompts: int
+
+    def manifest(self) -> dict[str, Any]:
+        return {
+            "server": self.server,
+            "server_api": self.server_api,
+            "api_key_env": self.api_key_env,
+            "system_fingerprint": self.system_fingerprint,
+            "max_concurrency": self.max_concurrency,
+            "request_timeout": self.request_timeout,
+            "max_retries": self.max_retries,
+            "requests": self.requests,
+            "attempts": self.attempts,
+            "prompts": self.prompts,
+            "note": SERVED_NOTE,
+        }
+
+
 class OpenAIBackend:
     """Scores and generates through a `ServerClient` (see the module docstring)."""
 
@@ -150,24 +193,21 @@ class OpenAIBackend:
     def close(self) -> None:
         self.client.close()
 
-    def hardware(self) -> dict[str, Any]:
+    def hardware(self) -> ServedHardware:
         """Where the model was served and what the server said of it (the manifest's record)."""
         settings = self.client.settings
-        return {
-            "server": self.identity,
-            "server_api": settings.server_api,
-            # the variable's name, never its value: publish masks what it holds in the publishing shell too
-            "api_key_env": settings.api_key_env,
-            "system_fingerprint": self.fingerprint,
-            "max_concurrency": settings.max_concurrency,
-            "request_timeout": settings.request_timeout,
-            "max_retries": settings.max_retries,
-            "requests": self.client.requests,
-            "attempts": self.client.attempts,
-            "prompts": self.prompts,
-            "note": "a served model can change behind its name without notice; checked: the fingerprint and model "
-            "name of every answer, and one done item scored again at resume",
-        }
+        return ServedHardware(
+            server=self.identity,
+            server_api=settings.server_api,
+            api_key_env=settings.api_key_env,
+            system_fingerprint=self.fingerprint,
+            max_concurrency=settings.max_concurrency,
+            request_timeout=settings.request_timeout,
+            max_retries=settings.max_retries,
+            requests=self.client.requests,
+            attempts=self.client.attempts,
+            prompts=self.prompts,
+        )
 
     # scoring
 

@@ -68,11 +68,15 @@ class ServerOptions:
         "(the items' messages on /v1/chat/completions, the server's chat template: generation only).",
         "completions",
     )
-    #: where the tokenizer is (read by `runners.backends.load.load_served`, not by the client)
+    #: where the tokenizer is (for `runners.backends.load.load_served`, through `tokenizer_source`; not the client's)
     tokenizer: str | None = load_flag(
         "the served model's tokenizer, a Hub id or folder (default: --model); prompts are tokenised here with it, "
         "and its revision is part of the result key."
     )
+
+    def tokenizer_source(self) -> str | None:
+        """Where the served model's tokenizer loads from (`BackendSpec.tokenizer_source`); None: the model's name."""
+        return self.tokenizer
 
     def __post_init__(self) -> None:
         if not self.base_url:

@@ -15,6 +15,7 @@ OPENAI = register(
         summary="a model behind an OpenAI-compatible server (--base-url): generation on any; "
         "sentence/letter scoring where /v1/completions returns prompt log-probabilities of token ids (vLLM)",
         extras=("openai",),
+        provides=("openai",),
         options=ServerOptions,
         follows_device=False,
         served=True,

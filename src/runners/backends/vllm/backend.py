@@ -42,7 +42,8 @@ The rules of docs/DESIGN.md section 6, and how they are kept:
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -51,13 +52,14 @@ from promptgen.core.errors import ProbeError
 from runners.backends.prompt_logprobs.bounded import score_bounded
 from runners.backends.prompt_logprobs.queries import MAX_LOGPROB_TOKEN_IDS, assemble, candidate_groups, plan_queries
 from runners.backends.prompt_logprobs.read import candidate_logprobs, continuation_logprobs, may_be_cached
+from runners.backends.protocol import Hardware
 from runners.backends.registry import Resolved
 from runners.backends.vllm.generations import generations_of
 from runners.backends.vllm.spec import VLLM, VllmOptions
 from runners.exchange import GenerateRequest, Generation, ScoreRequest, ScoreResult
 from runners.model.device import RunnerWarning
 
-#: how vLLM number items are scored (`hardware()["number_path"]`): one prompt per trie node with candidates
+#: how vLLM number items are scored (`hardware().number_path`): one prompt per trie node with candidates
 #: in groups (`runners.backends.prompt_logprobs.queries`), or one prompt per leaf scored per row (not built on main)
 NUMBER_PATHS = ("candidate-groups", "row-scores")
 
@@ -176,6 +178,36 @@ def _common(seed: int | None) -> dict[str, Any]:
         "allowed_token_ids": None,
         "bad_words": None,
     }
+
+
+@dataclass(frozen=True, kw_only=True)
+class VllmHardware(Hardware):
+    """The engine's version, what it loaded (dtype, device, GPU) and its memory settings (`VLLMBackend.hardware`)."""
+
+    vllm: str
+    dtype: str
+    device: str
+    prefix_caching: bool
+    prefix_cache_retries: int
+    number_path: str
+    number_path_reason: str | None
+    #: the engine settings that bound memory and placement, its tensor parallel size and context as it runs them
+    settings: Mapping[str, Any]
+
+    def manifest(self) -> dict[str, Any]:
+        info: dict[str, Any] = {
+            "vllm": self.vllm,
+            "dtype": self.dtype,
+            "device": self.device,
+            "prefix_caching": self.prefix_caching,
+            "prefix_cache_retries": self.prefix_cache_retries,
+            "number_path": self.number_path,
+            "number_path_reason": self.number_path_reason,
+            **self.settings,
+        }
+        if self.gpu is not None:
+            info["gpu"] = self.gpu
+        return info
 
 
 class VLLMBackend:
@@ -307,29 +339,32 @@ class VLLMBackend:
 
         gc.collect()
 
-    def hardware(self) -> dict[str, Any]:
+    def hardware(self) -> VllmHardware:
         """Engine version, what it loaded (dtype, device, GPU) and its memory settings (for the manifest)."""
         import vllm
 
         config = self.llm.llm_engine.vllm_config
-        info: dict[str, Any] = {
-            "vllm": vllm.__version__,
-            "dtype": self.dtype,
-            "device": str(config.device_config.device_type),
-            "prefix_caching": bool(config.cache_config.enable_prefix_caching),
-            "prefix_cache_retries": self.cache_retries,
-            "number_path": self.number_path,
-            "number_path_reason": self.number_path_reason,
-            **self.settings,
-            "tensor_parallel_size": int(config.parallel_config.tensor_parallel_size),
-            "max_model_len": int(config.model_config.max_model_len),
-        }
-        if info["device"] == "cuda":
+        device, gpu = str(config.device_config.device_type), None
+        if device == "cuda":
             import torch
 
             if torch.cuda.is_available():
-                info["gpu"] = torch.cuda.get_device_name(0)
-        return info
+                gpu = torch.cuda.get_device_name(0)
+        return VllmHardware(
+            vllm=vllm.__version__,
+            dtype=self.dtype,
+            device=device,
+            prefix_caching=bool(config.cache_config.enable_prefix_caching),
+            prefix_cache_retries=self.cache_retries,
+            number_path=self.number_path,
+            number_path_reason=self.number_path_reason,
+            settings={
+                **self.settings,
+                "tensor_parallel_size": int(config.parallel_config.tensor_parallel_size),
+                "max_model_len": int(config.model_config.max_model_len),
+            },
+            gpu=gpu,
+        )
 
     def _score_params(self, prompt_logprobs: bool, candidates: Sequence[int], skip_cache: bool = False) -> Any:
         from vllm import SamplingParams
@@ -461,14 +496,14 @@ def load(model: str, options: VllmOptions, resolved: Resolved) -> VLLMBackend:
 
     vLLM detokenises with its own tokenizer and runs where its install runs, so `resolved.tokenizer`
     and `resolved.device` are not passed on; `resolved.extra` (a GGUF file) is refused before loading.
+    `options` come settled (`VllmOptions.settle`): its memory share and context length are set.
     """
-    # a backend that takes the option gets it settled (`load_backend`)
-    assert resolved.gpu_memory_utilization is not None
+    assert options.gpu_memory_utilization is not None  # settled (`load_backend`)
     return VLLMBackend.from_pretrained(
         model,
         options,
         revision=resolved.revision,
         dtype=resolved.dtype,
-        gpu_memory_utilization=resolved.gpu_memory_utilization,
-        max_model_len=resolved.max_model_len,
+        gpu_memory_utilization=options.gpu_memory_utilization,
+        max_model_len=options.max_model_len,
     )
