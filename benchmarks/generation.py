@@ -86,20 +86,18 @@ def load_like_run(rows: Any, request: Any) -> Any:
 
     needed = None
     if backend_spec(request.load.backend).sizes_context:
-        needed = needs_of(rows, request.settings, request.chat, shard=request.shard_range, limit=request.limit)
+        needed = needs_of(rows, request.settings, request.chat, rows=request.selection)
     return load.load_backend(request.model, request.load, needed_tokens=needed)
 
 
 def run_requests(rows: Any, request: Any, backend: Any, tokenizer: Any) -> tuple[list[dict], list[list[Any]], bool]:
     """The run's items and its generation requests, in the run's backend calls (`local_driver.run_config`)."""
     from runners.model.device import default_batch_size
-    from runners.prompts import chat_for
-    from runners.results import resume
+    from runners.prompts import chat_for, rows_of
     from runners.rows import generation_request
-    from runners.run.session import select_rows
 
     chat = chat_for(tokenizer, request.chat)
-    chosen = select_rows(resume.id_column(rows.dataset), request.shard_range, request.limit)
+    chosen = rows_of(rows, request.selection).rows
     items = rows.dataset.select(chosen).to_list()
     batch = default_batch_size(backend.device) if request.batch_size is None else request.batch_size
     calls = [

@@ -157,17 +157,20 @@ def measure(
 
     With `limit` the run is `--limit`ed, and the whole config's start is extrapolated from it (`_extrapolate`).
     """
+    import pyarrow as pa
+
     from runners import results as res
-    from runners import session as session_mod
+    from runners.run import session as session_mod
     from runners.run.runner import resolve_protocol
     from runners.run.session import Session
+    from runners.selection.select import Selection, select_rows
 
     out: dict[str, Any] = {}
     (config_prompts, request, _), out["load_s"] = _timed(resolve_protocol, _request(prompts, config, results))
     key = _key(request)
     clock = _Clock()
     clock.wrap(res, "prompt_sha256", "hashed", count=True)
-    clock.wrap(session_mod, "select_rows", "select_s")
+    clock.wrap(session_mod, "rows_of", "select_s")
     new = hasattr(session_mod, "resume")
     if new:  # this runner: the id column, the folder, the hashes, the rest of the decision
         clock.wrap(session_mod.resume, "id_column", "ids_s")
@@ -178,7 +181,7 @@ def measure(
         clock.wrap(session_mod, "prompt_hashes", "hash_s")
     try:
         session, out["open_s"] = _timed(
-            Session.open, config_prompts, results, key, chat=bool(request.chat), limit=limit
+            Session.open, config_prompts, results, key, chat=bool(request.chat), rows=Selection(limit=limit)
         )
     finally:
         clock.undo()
@@ -190,7 +193,7 @@ def measure(
     if limit is not None:
         out.update(_extrapolate(out, len(config_prompts.dataset)))
     ids = session_mod.resume.id_column(config_prompts.dataset) if new else list(config_prompts.dataset["id"])
-    _, out["select_shard_0of4_s"] = _timed(session_mod.select_rows, ids, (0, 4), None)
+    _, out["select_shard_0of4_s"] = _timed(select_rows, pa.table({"id": ids}), Selection(shard=(0, 4)), "config")
     if rescore:  # the items to score get a (fake) row, as the model would give them
         rows = config_prompts.dataset.select(session.todo).to_list()
         session.add({"id": r["id"], "refused": False, "context_tokens": 1, "choice_tokens": None} for r in rows)

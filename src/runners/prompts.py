@@ -9,7 +9,6 @@ the item contract. The checks that need the tokenizer's choice of prompt form or
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -35,12 +34,12 @@ from promptgen.hub.read import (
     read_parquet,
 )
 from promptgen.protocols import Protocol, manifest_protocol
-from runners.results import shard_of
 from runners.results.resume import PromptContent, files_digest, hub_content, local_content
 from runners.rows import prepare_request
-from runners.sample import Sample, draw_sample, unit_columns
-from runners.sample import limit_warning as sample_limit_warning
 from runners.scoring.settings import ScoringSettings
+from runners.selection.sample import limit_warning as sample_limit_warning
+from runners.selection.sample import unit_columns
+from runners.selection.select import Selected, Selection, select_rows
 
 
 @dataclass
@@ -67,8 +66,11 @@ class PromptConfig:
     #: a local config: the digest of its data files' bytes (`resume.files_digest`), its identity without a
     #: fingerprint (`runners.results.check.prompt_identity`); None: a Hub dataset (its commit names it)
     data_sha256: str | None = None
-    #: the sample its rows are (`runners.sample.SampleDraw.record`), for the run's manifest entry; None: no sample
+    #: the sample its rows are (`runners.selection.sample.SampleDraw.record`), for the run's manifest entry; None: no
+    #: sample
     sample: dict[str, Any] | None = None
+    #: the selection its rows already are (`select_prompts`, or a narrowed load); None: the whole config
+    selection: Selection | None = None
 
     def provenance(self) -> dict[str, Any]:
         """How a results manifest names its prompts: by name, version, fingerprint, Hub repo and commit, never a
@@ -107,61 +109,20 @@ def _own_features(folder: Path, config: str) -> Any:
     return None if schema is None else datasets.Features.from_arrow_schema(schema)
 
 
-@dataclass(frozen=True)
-class RowSpec:
-    """The rows a run scores, known before its config loads: the selection (`where`, from the protocol the
-    dataset declares, or the run's own), then the shard, then `limit` (as `session.select_rows` takes them).
-
-    With a shard or a limit, a local config is read for those rows only (`load_prompt_config`): a 4-item run
-    of a 2.97 M-row config reads a few columns of it and its 4 rows, never converting the whole config.
-    """
-
-    where: Callable[[Protocol | None], Mapping[str, Sequence[str]] | None]
-    shard: tuple[int, int] = (0, 1)
-    limit: int | None = None
-
-    @property
-    def narrows(self) -> bool:
-        return self.limit is not None or self.shard[1] > 1
-
-
-def _selected_table(folder: Path, config: str, rows: RowSpec, protocol: Protocol | None, what: str) -> Any:
-    """The Arrow rows `rows` selects from a local config, reading no more of it than the selection needs.
+def _selected_table(folder: Path, config: str, rows: Selection, what: str, total: int) -> Any:
+    """The Arrow rows `rows` keeps of a local config (`select_rows`), reading no more of it than the selection needs.
 
     The `where` columns (and the ids, for a shard) are read one parquet file at a time, in order, and
-    the reading stops once `limit` rows are chosen; then only the row groups holding them are read.
-    Without `where` or a shard, the first `limit` rows are chosen without reading any column.
+    the reading stops once `limit` rows are kept; then only the row groups holding them are read.
+    Without `where` or a shard, the first `limit` rows are chosen from the files' row counts alone.
     """
-    import pyarrow.compute as pc
-
-    where = rows.where(protocol)
+    columns = rows.columns()
     files = config_files(folder, config, required=True)
-    columns = [*(["id"] if rows.shard[1] > 1 else []), *(where or {})]
-    chosen: list[int] = []
-    offset = 0
-    for path in files:
-        if rows.limit is not None and len(chosen) >= rows.limit:
-            break
-        if not columns:  # every row is selected: positions alone
-            import pyarrow.parquet as pq
-
-            n = pq.read_metadata(path).num_rows
-            chosen.extend(range(offset, offset + n))
-            offset += n
-            continue
-        table = read_parquet(path, columns, "prompt config")
-        keep = range(len(table)) if not where else pc.indices_nonzero(where_mask(table, where, what)).to_pylist()
-        if rows.shard[1] > 1:
-            ids = table["id"].to_pylist()
-            keep = [k for k in keep if shard_of(ids[k], rows.shard[1]) == rows.shard[0]]
-        chosen.extend(offset + k for k in keep)
-        offset += len(table)
-    if where and not chosen and offset:
-        raise ProbeError(f"{what}: no row has {where_text(where)}")
+    chosen = select_rows((read_parquet(path, columns, "prompt config") for path in files), rows, what).rows
     if not chosen and rows.shard[1] > 1:
         i, n = rows.shard
-        raise ProbeError(f"{what}: shard {i}/{n} selects none of its {offset} rows; use fewer shards (--shard i/n)")
-    return read_config_positions(folder, config, chosen[: rows.limit] if rows.limit is not None else chosen)
+        raise ProbeError(f"{what}: shard {i}/{n} selects none of its {total} rows; use fewer shards (--shard i/n)")
+    return read_config_positions(folder, config, list(chosen))
 
 
 def _in_memory(table: Any, features: Any) -> Any:
@@ -190,7 +151,7 @@ def load_prompt_config(
     *,
     revision: str | None = None,
     ref: remote.HubRef | None = None,
-    rows: RowSpec | None = None,
+    rows: Selection | None = None,
 ) -> PromptConfig:
     """Load `config` (split `test`) of a local Hub-ready folder or Hub dataset and check it.
 
@@ -200,7 +161,9 @@ def load_prompt_config(
     the rows keep the item contract with either prompt form (`check_prompt_config`; the form a
     run reads is checked once it is decided, `check_chat_form`). A Hub dataset is read at one
     commit (`ref`, else `revision` resolved here): rows, build manifest and card.
-    `rows` with a shard or a limit: a local config holds only the rows the run selects (`RowSpec`).
+    `rows`: the run's selection (its `where` None is the protocol's, `Selection.under`); with a shard or a
+    limit and no sample (`Selection.narrows`), a local config holds only the rows it keeps, read from a few
+    columns: a 4-item run of a 2.97 M-row config never converts the whole config.
     """
     check_path_segment(config, "config name (--config)")
     found = local_source(dataset, "prompt dataset", revision)
@@ -231,8 +194,10 @@ def load_prompt_config(
                 total += pq.read_metadata(path).num_rows
         if total == 0:  # before `datasets`, whose error for it names a batch size
             raise ProbeError(f"{what}: {EMPTY_CONFIG}")
-    if local and rows is not None and rows.narrows:
-        ds = _in_memory(_selected_table(folder, config, rows, protocol, what), _own_features(folder, config))
+    narrowed = rows.under(protocol) if local and rows is not None and rows.narrows else None
+    if narrowed is not None:
+        assert total is not None  # a local folder: its rows counted above
+        ds = _in_memory(_selected_table(folder, config, narrowed, what, total), _own_features(folder, config))
     else:
         ds = _load(dataset, config, folder if local else None, ref, revision)
     if local and not files:  # no build manifest: hashed all the same, they name the build (`data_sha256`)
@@ -259,6 +224,7 @@ def load_prompt_config(
         content=content,
         commit=ref.commit if ref is not None else None,
         data_sha256=files_digest(config, files) if local and files else None,
+        selection=narrowed,
     )
 
 
@@ -307,32 +273,39 @@ def _load(dataset: str, config: str, folder: Path | None, ref: remote.HubRef | N
         raise ProbeError(f"cannot read config {config!r} of {dataset} (empty or corrupt parquet?): {cause}") from exc
 
 
-def select_rows(prompts: PromptConfig, where: Mapping[str, Sequence[str]] | None) -> PromptConfig:
-    """The rows of `prompts` whose `column` holds one of its values, for each column of `where`.
+def select_prompts(prompts: PromptConfig, selection: Selection) -> tuple[PromptConfig, str]:
+    """`prompts` holding only the rows `selection` keeps (`select_rows`: where, sample, shard, limit), and the one
+    line to show when its sample is the whole config ("" otherwise). As they are when they already hold them.
 
-    How a protocol (or `--where`) names the rows its paper scored: the Trust Game's configs hold
-    every prompt variant of a game, and its paper read the plain-text ones. A column the config
-    lacks, or a selection that keeps no row, is one `ProbeError` before a model loads.
+    How a run's rows are selected, once (`runners.run.runner.resolve_protocol`); a column `where` names that
+    the config lacks, or a `where` that keeps no row, is one `ProbeError` before a model loads.
     """
-    if not where:
-        return prompts
-    rows = where_rows(arrow_table(prompts.dataset), where, f"{prompts.path} config {prompts.config!r}")
-    return replace(prompts, dataset=prompts.dataset.select(rows))
-
-
-def select_sample(prompts: PromptConfig, sample: Sample | None) -> tuple[PromptConfig, str]:
-    """The rows of the sample's units (`runners.sample.draw_sample`), after the protocol's selection, and the one
-    line to show when the sample is the whole config ("" otherwise). Without a sample: `prompts` as they are."""
-    if sample is None:
+    if prompts.selection == selection:
         return prompts, ""
-    what = f"{prompts.path} config {prompts.config!r}"
-    draw = draw_sample(_unit_table(prompts), sample, what)
-    dataset = prompts.dataset if draw.whole else prompts.dataset.select(draw.rows)
-    return replace(prompts, dataset=dataset, sample=draw.record()), draw.note(prompts.config)
+    picked = rows_of(prompts, selection)
+    whole = len(picked.rows) == len(prompts.dataset)  # positions in order, each once: every row
+    dataset = prompts.dataset if whole else prompts.dataset.select(picked.rows)
+    sample = picked.draw.record() if picked.draw is not None else None
+    note = picked.draw.note(prompts.config) if picked.draw is not None else ""
+    return replace(prompts, dataset=dataset, sample=sample, selection=selection), note
+
+
+def rows_of(prompts: PromptConfig, selection: Selection) -> Selected:
+    """The positions in `prompts.dataset` of the rows `selection` keeps: all of them when the config already holds
+    exactly those (`PromptConfig.selection`, a resolved run's), else `select_rows` over its selection columns."""
+    if prompts.selection == selection:
+        return Selected(range(len(prompts.dataset)))
+    names = prompts.dataset.column_names
+    if any(column not in names for column in selection.where or {}):  # its error names every column the config has
+        table = arrow_table(prompts.dataset)
+    else:  # the selection's columns (the ids alone give the length): memory-mapped, never the prompts
+        table = arrow_table(prompts.dataset.select_columns([c for c in selection.columns() if c in names] or ["id"]))
+    return select_rows(table, selection, f"{prompts.path} config {prompts.config!r}")
 
 
 def limit_warning(prompts: PromptConfig, flag: str = "--limit") -> str:
-    """`runners.sample.limit_warning` of a loaded config: its first rows are one cell of a matrix, not a sample."""
+    """`runners.selection.sample.limit_warning` of a loaded config: its first rows are one cell of a matrix, not a
+    sample."""
     return sample_limit_warning(_unit_table(prompts), prompts.config, flag)
 
 
@@ -340,83 +313,6 @@ def _unit_table(prompts: PromptConfig) -> Any:
     """The Arrow columns of `prompts` a sample reads (ids, `probe`, the units' and strata's): never the prompts."""
     wanted = {"id", *unit_columns()}
     return arrow_table(prompts.dataset.select_columns([c for c in prompts.dataset.column_names if c in wanted]))
-
-
-def where_rows(table: Any, where: Mapping[str, Sequence[str]], what: str) -> list[int]:
-    """Positions of the rows of an Arrow `table` whose columns hold one of `where`'s values (`where_mask`).
-
-    One rule for `select_rows` (a run) and the plan's row access (`plan.configs.ConfigRows`). No row
-    kept is one `ProbeError` naming `what`.
-    """
-    import pyarrow.compute as pc
-
-    rows = pc.indices_nonzero(where_mask(table, where, what)).to_pylist()
-    if not rows:
-        raise ProbeError(f"{what}: no row has {where_text(where)}")
-    return rows
-
-
-def where_text(where: Mapping[str, Sequence[str]]) -> str:
-    """`column in (v1, v2) and ...`: how an error names a row selection."""
-    return " and ".join(f"{column} in ({', '.join(values)})" for column, values in where.items())
-
-
-def where_mask(table: Any, where: Mapping[str, Sequence[str]], what: str) -> Any:
-    """Boolean array: which rows of an Arrow `table` hold one of `where`'s values in each of its columns.
-
-    Values are read by the column's type (`_where_hits`): true/false in any case for a boolean
-    column, numbers for a numeric one, text otherwise; a list or struct column cannot be
-    selected by one value. A missing column or a value its type cannot hold is one `ProbeError`
-    naming `what`. A file of a config may match no row (a narrowed load reads file by file).
-    """
-    import pyarrow.compute as pc
-
-    keep = None
-    for column, values in where.items():
-        if column not in table.column_names:
-            raise ProbeError(
-                f"{what} has no column {column!r} to select rows by (--where {column}=...); its columns: "
-                f"{', '.join(table.column_names)}"
-            )
-        hit = _where_hits(table[column], column, values, what)
-        keep = hit if keep is None else pc.and_(keep, hit)
-    return keep
-
-
-#: the words a boolean column's `--where` value may be, in any case
-_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
-
-
-def _where_hits(array: Any, column: str, values: Sequence[str], what: str) -> Any:
-    """Boolean array: which values of `array` equal one of `values`, read by the column's Arrow type."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    kind = array.type
-    if pa.types.is_nested(kind):
-        raise ProbeError(
-            f"{what}: column {column!r} holds {kind} values (lists or records), which --where cannot select by; "
-            "pick a column of text, numbers or true/false"
-        )
-    if pa.types.is_boolean(kind):
-        wanted = []
-        for value in values:
-            word = value.strip().lower()
-            if word not in _TRUE + _FALSE:
-                raise ProbeError(f"{what}: column {column!r} is true/false; --where {column}={value} is neither")
-            wanted.append(word in _TRUE)
-        return pc.fill_null(pc.is_in(array, value_set=pa.array(wanted, pa.bool_())), False)
-    if pa.types.is_integer(kind) or pa.types.is_floating(kind):
-        numbers = []
-        for value in values:
-            try:
-                numbers.append(float(value))
-            except ValueError:
-                problem = f"column {column!r} holds numbers; --where {column}={value} is not one"
-                raise ProbeError(f"{what}: {problem}") from None
-        column_values = pc.cast(array, pa.float64())
-        return pc.fill_null(pc.is_in(column_values, value_set=pa.array(numbers, pa.float64())), False)
-    return pc.fill_null(pc.is_in(pc.cast(array, pa.string()), value_set=pa.array(list(values))), False)
 
 
 def check_scoring_mode(prompts: PromptConfig, settings: ScoringSettings) -> None:

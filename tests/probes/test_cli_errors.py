@@ -343,7 +343,7 @@ def test_corrupt_result_part_on_run_resume_is_one_line(fixture_release, smollm2,
     first = runner.invoke(app, [*args, "--limit", "2"])
     assert first.exit_code == 0, first.output
     part = _corrupt_first_part(results)
-    # --limit on a template-crossed config warns that it is not a sample (runners.sample); that line is
+    # --limit on a template-crossed config warns that it is not a sample (runners.selection.sample); that line is
     # not the error, so it is set aside as the libraries' progress lines are
     ignore = re.compile(rf"{LIBRARY_PROGRESS.pattern}|^warning: config 'single_actor': --limit takes its first rows")
     one_line_error(runner.invoke(app, [*args, "--limit", "3"]), str(part), "cannot read result part", ignore=ignore)

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from probes.cli import app
 from promptgen.core.errors import ProbeError
-from runners.prompts import where_rows
+from runners.selection.select import Selection, select_rows
 from runners_fixtures import number_items, write_prompt_folder
 
 TABLE = pa.table(
@@ -46,7 +46,7 @@ def _by_hand(column: str, keep) -> list[int]:
     ],
 )
 def test_where_reads_each_column_by_its_type(where, expected) -> None:
-    assert where_rows(TABLE, where, "cfg") == expected
+    assert list(select_rows(TABLE, Selection(where=where), "cfg").rows) == expected
 
 
 @pytest.mark.parametrize(
@@ -61,7 +61,7 @@ def test_where_reads_each_column_by_its_type(where, expected) -> None:
 )
 def test_where_errors_are_one_line_naming_the_column(where, words) -> None:
     with pytest.raises(ProbeError) as info:
-        where_rows(TABLE, where, "cfg")
+        select_rows(TABLE, Selection(where=where), "cfg")
     assert words in str(info.value) and "\n" not in str(info.value)
 
 
@@ -83,18 +83,17 @@ def test_where_on_a_list_column_is_one_line_from_the_command_line(tmp_path: Path
 def test_a_narrowed_load_holds_exactly_the_rows_a_full_load_selects(
     built_trust_game: Path, config: str, shard: tuple[int, int], limit: int | None
 ) -> None:
-    """`RowSpec`: reading only the selected rows gives the rows (and their values) the full load then selects."""
-    from runners.prompts import RowSpec, load_prompt_config, select_rows
-    from runners.run.session import select_rows as shard_rows
+    """`Selection.narrows`: reading only the selected rows gives the rows (and their values) the full load then
+    selects (`select_prompts`), and records the selection, so a run does not select them again."""
+    from runners.prompts import load_prompt_config, select_prompts
 
-    def where_of(protocol):
-        return protocol.where if protocol else None
-
+    rows = Selection(shard=shard, limit=limit)  # `where` None: the protocol's
     full = load_prompt_config(str(built_trust_game), config)
-    full = select_rows(full, where_of(full.protocol))
-    expected = full.dataset.select(shard_rows(full.dataset["id"], shard, limit)).to_list()
-    narrow = load_prompt_config(str(built_trust_game), config, rows=RowSpec(where_of, shard, limit))
+    selected, _ = select_prompts(full, rows.under(full.protocol))
+    expected = selected.dataset.to_list()
+    narrow = load_prompt_config(str(built_trust_game), config, rows=rows)
     assert narrow.dataset.to_list() == expected and len(expected) > 0
+    assert narrow.selection == rows.under(full.protocol) and select_prompts(narrow, narrow.selection)[0] is narrow
     assert narrow.content == full.content and narrow.protocol == full.protocol
     assert narrow.dataset.features == full.dataset.features
 

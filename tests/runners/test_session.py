@@ -18,8 +18,9 @@ import pytest
 
 from promptgen.core.errors import ProbeError
 from runners import results as res
-from runners.prompts import PromptConfig, load_prompt_config, select_rows
+from runners.prompts import PromptConfig, load_prompt_config, select_prompts
 from runners.run.session import Session
+from runners.selection.select import Selection
 from runners_fixtures import number_items, write_prompt_folder
 
 KEY = res.ResultKey("org/m", "rev-1", '{"mode":"score"}')
@@ -93,7 +94,7 @@ def test_an_unchanged_config_resumes_without_hashing_done_rows(tmp_path: Path, h
     prompts = _prompts(tmp_path / "v1", _items())
     assert prompts.content is not None and prompts.content.rows == N
     out = tmp_path / "results"
-    first = _open(prompts, out, limit=25)
+    first = _open(prompts, out, rows=Selection(limit=25))
     assert len(hashed) == 25 and first.todo == list(range(25))  # new items: their rows need the hash
     _score(first)
     hashed.clear()
@@ -186,20 +187,20 @@ def test_shards_check_only_their_rows(tmp_path: Path, hashed: list[str]) -> None
     v1 = _prompts(tmp_path / "v1", _items())
     out = tmp_path / "results"
     for i in range(2):
-        _score(_open(v1, out, shard=(i, 2)))
+        _score(_open(v1, out, rows=Selection(shard=(i, 2))))
     rows = v1.dataset.to_list()
     by_shard = [[k for k in range(N) if res.shard_of(rows[k]["id"], 2) == i] for i in range(2)]
     a, b = by_shard[0][0], by_shard[1][0]  # one item of each shard changes
     v2 = _prompts(tmp_path / "v2", _items({a: "Reworded A?\nAnswer: $", b: "Reworded B?\nAnswer: $"}))
     assert v2.content is not None
-    zero = _open(v2, out, shard=(0, 2))
+    zero = _open(v2, out, rows=Selection(shard=(0, 2)))
     _check(zero, out)
     assert zero.todo == [a] and zero.selected == by_shard[0]
     _score(zero)
     # shard 1's rows were not checked by shard 0's run: they keep the old label, and item b is found
     assert _labels(out) == {v2.content.sha256: len(by_shard[0]), v1.content.sha256: len(by_shard[1])}
     hashed.clear()
-    one = _open(v2, out, shard=(1, 2))
+    one = _open(v2, out, rows=Selection(shard=(1, 2)))
     assert len(hashed) == len(by_shard[1])  # its own rows, unlabelled for v2: checked
     _check(one, out)
     assert one.todo == [b] and one.rescored == 1
@@ -215,13 +216,13 @@ def test_limit_and_row_selection_check_only_their_rows(tmp_path: Path, hashed: l
     _score(_open(v1, out))
     v2 = _prompts(tmp_path / "v2", _items({3: "Reworded 3?\nAnswer: $", 30: "Reworded 30?\nAnswer: $"}))
     assert v2.content is not None
-    limited = _open(v2, out, limit=10)
+    limited = _open(v2, out, rows=Selection(limit=10))
     _check(limited, out)
     assert limited.todo == [3]
     _score(limited)
     # a selection by a protocol's `where` (here by id): rows 0-19 and 35; 30 is outside it
     ids = [r["id"] for r in v2.dataset.to_list()]
-    selection = select_rows(v2, {"id": [*ids[:20], ids[35]]})
+    selection, _ = select_prompts(v2, Selection(where={"id": [*ids[:20], ids[35]]}))
     assert selection.content == v2.content and len(selection.dataset) == 21
     picked = _open(selection, out)
     _check(picked, out)
@@ -259,7 +260,7 @@ def test_the_manifest_and_a_rerun_see_one_row_per_id(tmp_path: Path) -> None:
     prompts = _prompts(tmp_path / "v1", _items())
     out = tmp_path / "results"
     for shard in ((0, 3), (1, 3), (2, 3)):
-        session = _open(prompts, out, shard=shard, flush_every=4)
+        session = _open(prompts, out, rows=Selection(shard=shard), flush_every=4)
         _score(session)
     manifest = json.loads((out / res.MANIFEST_NAME).read_text())
     (entry,) = manifest["configs"]["items"].values()

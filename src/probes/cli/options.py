@@ -82,6 +82,13 @@ SampleSeed = Annotated[
     int,
     typer.Option("--sample-seed", help="Seed of the --sample order (the same seed: the same units).", metavar="S"),
 ]
+
+
+def budget_hours(help: str) -> Any:
+    """`--budget-hours H` (run, sweep, plan): one flag, one type and metavar; each command says what it fits in H."""
+    return typer.Option("--budget-hours", metavar="H", help=help)
+
+
 BudgetGpu = Annotated[
     str, typer.Option("--gpu", help="--budget-hours: the GPU priced (h100, h200, a100, a6000 or l40s).")
 ]

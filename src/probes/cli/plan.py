@@ -109,12 +109,10 @@ def plan_cmd(
     sample_seed: opt.SampleSeed = 0,
     budget_hours: Annotated[
         float | None,
-        typer.Option(
-            "--budget-hours",
-            metavar="H",
-            help="Price the largest --sample (units per config, the same for every config) whose hours on --backend "
+        opt.budget_hours(
+            "Price the largest --sample (units per config, the same for every config) whose hours on --backend "
             "fit H, found by bisection; prints each config's units, items and hours. Then `probes run --sample N` "
-            "(or --budget-hours H) scores it.",
+            "(or --budget-hours H) scores it."
         ),
     ] = None,
     backend: Annotated[

@@ -45,11 +45,9 @@ def run(
     sample_seed: opt.SampleSeed = 0,
     budget_hours: Annotated[
         float | None,
-        typer.Option(
-            "--budget-hours",
-            metavar="H",
-            help="Instead of --sample: the largest sample whose hours on --backend fit H, priced as `probes plan "
-            "--budget-hours H` prices it (on --gpu at --mfu; a local DATASET folder). Prints N, then scores it.",
+        opt.budget_hours(
+            "Instead of --sample: the largest sample whose hours on --backend fit H, priced as `probes plan "
+            "--budget-hours H` prices it (on --gpu at --mfu; a local DATASET folder). Prints N, then scores it."
         ),
     ] = None,
     gpu: opt.BudgetGpu = "h100",

@@ -84,12 +84,10 @@ def sweep_cmd(
     ] = None,
     budget_hours: Annotated[
         float | None,
-        typer.Option(
-            "--budget-hours",
-            metavar="H",
-            help="Instead of --sample: share H among the datasets (cheapest whole first, the rest equal shares) and "
+        opt.budget_hours(
+            "Instead of --sample: share H among the datasets (cheapest whole first, the rest equal shares) and "
             "score each dataset's largest sample within its share, priced as `probes plan --budget-hours` on --gpu "
-            "at --mfu on --backend (hf or vllm).",
+            "at --mfu on --backend (hf or vllm)."
         ),
     ] = None,
     gpu: opt.BudgetGpu = "h100",

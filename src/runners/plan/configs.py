@@ -22,8 +22,8 @@ from promptgen.hub.read import (
     read_build_manifest,
 )
 from promptgen.protocols import Protocol, manifest_protocol
-from runners.prompts import where_rows
-from runners.sample import SampleDraw, UnitIndex, unit_columns
+from runners.selection.sample import SampleDraw, UnitIndex, unit_columns
+from runners.selection.select import Selection, select_rows
 
 
 def item_configs(dataset: Path) -> list[str]:
@@ -64,7 +64,7 @@ ITEM_COLUMNS = ("id", "task", "prompt", "messages", "choices", "choice_labels", 
 class ConfigRows:
     """Row access to one config's parquet files without loading them: counts from the footers, rows by range.
 
-    With `where` (a protocol's row selection, `runners.prompts.where_rows`), only the rows it keeps
+    With `where` (a protocol's row selection, `runners.selection.select.select_rows`), only the rows it keeps
     count, in table order: their positions come from the selection's columns alone. With `limit`, only
     the first `limit` of them (`probes run --limit`).
     """
@@ -104,8 +104,8 @@ class ConfigRows:
             self.rows = min(self.rows, limit)
 
     def unit_index(self, seed: int) -> UnitIndex:
-        """The config's sample units in their seeded order (`runners.sample.UnitIndex`), over its kept rows; read
-        once per seed from the unit columns alone."""
+        """The config's sample units in their seeded order (`runners.selection.sample.UnitIndex`), over its kept
+        rows; read once per seed from the unit columns alone."""
         cache = self.__dict__.setdefault("_unit_indexes", {})
         if seed not in cache:
             import pyarrow as pa
@@ -128,6 +128,7 @@ class ConfigRows:
         and the draw; the limit, if any, applies after it, as the run's does."""
         import copy
 
+        # `select_rows`' sample step, from units indexed once per seed (a budget's bisection prices many sizes)
         draw = self.unit_index(seed).draw(size)
         out = copy.copy(self)
         base = self.kept if self.kept is not None else range(self.total_kept)
@@ -145,7 +146,8 @@ class ConfigRows:
             with parquet_errors(path, "prompt"):
                 tables.append(pf.read(columns=columns))
         table = pa.concat_tables(tables) if tables else pa.table({})
-        return where_rows(table, where, f"config {self.paths[0].parent.name!r}" if self.paths else "config")
+        what = f"config {self.paths[0].parent.name!r}" if self.paths else "config"
+        return list(select_rows(table, Selection(where=where), what).rows)
 
     @staticmethod
     def _check_contract(path: Path, pf: Any) -> None:

@@ -50,11 +50,11 @@ from runners.plan.pricing import (
 from runners.plan.profile import GenerationProfile, TrieProfile, read_generation_profile, read_profile
 from runners.plan.totals import plan_totals
 from runners.prompts import chat_for, check_chat_template
-from runners.sample import Sample
 from runners.scoring.distributions import NUMBER_MODES
 from runners.scoring.generate_accounting import DecodedLengths
 from runners.scoring.settings import SCORING_NAMES, check_number_tolerance, resolve_scoring
 from runners.scoring.token_accounting import DEFAULT_MAX_BATCH_TOKENS
+from runners.selection.sample import Sample
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ class PlanRequest:
     limit: int | None = None
     #: a measured decode rate (generated tokens/s), with `tokens_per_s` pricing a generated config's decode
     decode_tokens_per_s: float | None = None
-    #: price the seeded sample of this many units per config (`probes run --sample N`, `runners.sample`)
+    #: price the seeded sample of this many units per config (`probes run --sample N`, `runners.selection.sample`)
     sample: int | None = None
     sample_seed: int = 0
     #: instead of `sample`: the largest sample whose hours on `backend` fit (found by bisection)

@@ -26,11 +26,9 @@ from typing import Any
 
 from runners.backends import backend_spec
 from runners.plan.pricing import GPUS, ModelShape, decode_machine, decode_seconds, fixed_hours, flops
-from runners.prompts import PromptConfig, chat_for, check_chat_template
-from runners.results.resume import id_column
+from runners.prompts import PromptConfig, chat_for, check_chat_template, rows_of
 from runners.rows import cached_digit_start_ids, prepare_request, render_context
 from runners.run.request import RunRequest
-from runners.run.session import select_rows
 from runners.scoring.generate_accounting import DecodedLengths, GenerateCall, GenerateCounts
 from runners.scoring.settings import ScoringSettings
 from runners.scoring.token_accounting import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_VLLM_BLOCK_SIZE
@@ -116,7 +114,8 @@ def quote_config(
     items_per_call: int | None = None,
     max_batch_tokens: int | None = None,
 ) -> Quote:
-    """The rows `request` will select of `prompts` (shard, limit) and their computed tokens, from a spread sample.
+    """The rows `request` will score of `prompts` (its `selection`: all of a resolved run's) and their computed
+    tokens, from a spread sample.
 
     `items_per_call`: the run's batch size (`request.batch_size`, else the loaded backend's default), for its calls;
     `max_batch_tokens`: the loaded hf backend's token budget, which batches its generation.
@@ -125,7 +124,7 @@ def quote_config(
     settings = request.settings if isinstance(request.settings, ScoringSettings) else ScoringSettings()
     chat = chat_for(tokenizer, request.chat)
     check_chat_template(prompts.config, tokenizer, chat)
-    rows = select_rows(id_column(prompts.dataset), request.shard_range, request.limit)
+    rows = rows_of(prompts, request.selection).rows
     if not rows:
         return Quote(prompts.config, 0, 0.0, 0.0, settings.mode)
     step = max(len(rows) / min(sample, len(rows)), 1.0)

@@ -265,7 +265,7 @@ def render_results_card(manifest: Mapping[str, Any], *, pretty_name: str, licens
             configs=configs,
             runs=runs,
             served=served,
-            # runs of a seeded sample of their config's units (`runners.sample`): the card's Samples table
+            # runs of a seeded sample of their config's units (`runners.selection.sample`): the card's Samples table
             sampled={k: r["sample"] for k, r in runs.items() if isinstance(r.get("sample"), dict)},
             unfinished=[
                 f"`{DATA_DIR}/{config}/{slug}`"

@@ -185,7 +185,7 @@ def run_config_ray(
     """
     load_options, model, settings = request.load, request.model, request.scoring
     backend, device, num_workers = load_options.backend, load_options.device, request.ray_workers
-    shard, limit, batch_size = request.shard_range, request.limit, request.batch_size
+    batch_size = request.batch_size
     require_for_scoring(backend=backend, ray=True, what="run_config_ray")
     started = time.perf_counter()
     located = load.locate_model(model, load_options)
@@ -204,7 +204,7 @@ def run_config_ray(
     chat = session.chat
     needed = None  # the actors' engines fit the items (`runners.run.sizing.needs_of`): vLLM's context length
     if backend_spec(backend).sizes_context:
-        needed = needs_of(prompts, settings, chat, shard=shard, limit=limit)(tokenizer)
+        needed = needs_of(prompts, settings, chat, rows=request.selection)(tokenizer)
     key = session.key  # under the name the folder already records, when a default name gave way
     todo = session.todo
     if on_start is not None:

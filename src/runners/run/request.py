@@ -24,8 +24,8 @@ from runners.backends.load import LoadOptions
 from runners.model.identity import check_model_name
 from runners.prompts import PromptConfig
 from runners.results import parse_shard
-from runners.sample import Sample
 from runners.scoring.settings import ScoringSettings
+from runners.selection.select import Selection
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,8 @@ class RunRequest:
     where: Mapping[str, Sequence[str]] | None = None
     shard: str | tuple[int, int] | None = None
     limit: int | None = None
-    #: score the rows of the first `sample` units of the config's seeded order (`runners.sample`); None: all rows
+    #: score the rows of the first `sample` units of the config's seeded order (`runners.selection.sample`); None:
+    #: all rows
     sample: int | None = None
     #: the seed of that order: the same seed gives the same units for every model
     sample_seed: int = 0
@@ -74,10 +75,8 @@ class RunRequest:
         # the counts a run takes: refused here, as the request is made, never after a model has loaded
         if (self.batch_size is not None and self.batch_size < 1) or self.flush_every < 1:
             raise ProbeError("--batch-size and --flush-every must be positive")
-        if self.limit is not None and self.limit < 1:
-            raise ProbeError(f"--limit must be positive, got {self.limit}")
-        if self.sample is not None:
-            Sample(self.sample, self.sample_seed)  # a size below 1 is one line, as the request is made
+        # a limit or sample size below 1 is one line, as the request is made
+        Selection(limit=self.limit, sample=self.sample, seed=self.sample_seed)
         if self.model_name is not None:  # before the model loads, not once it has (`session.model_name_for`)
             check_model_name(self.model_name)
         if self.ray_workers < 1:
@@ -105,9 +104,11 @@ class RunRequest:
         return self.settings
 
     @property
-    def drawn(self) -> Sample | None:
-        """The sample asked (`--sample N --sample-seed S`); None: every row the protocol selects."""
-        return None if self.sample is None else Sample(self.sample, self.sample_seed)
+    def selection(self) -> Selection:
+        """The rows it scores (`runners.selection.select`): `where` (None: the protocol's, until `resolve_protocol`
+        decides it), the sample, the shard and the limit."""
+        where = None if self.where is None else dict(self.where)
+        return Selection(where, self.shard_range, self.limit, self.sample, self.sample_seed)
 
     @property
     def shard_range(self) -> tuple[int, int]:

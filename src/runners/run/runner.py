@@ -30,14 +30,12 @@ from promptgen.hub.remote import HubRef
 from runners.backends import backend_spec, load, require_for_scoring
 from runners.model.device import RunnerWarning
 from runners.prompts import (
-    RowSpec,
     check_chat_form,
     check_scoring_mode,
     hub_ref,
     limit_warning,
     load_prompt_config,
-    select_rows,
-    select_sample,
+    select_prompts,
 )
 from runners.results.check import check_same_prompts
 from runners.results.out_folder import check_out_folder
@@ -118,10 +116,7 @@ class Runner:
     ) -> Runner:
         needed = None
         if sized_for and backend_spec(load_options.backend).sizes_context:
-            sizes = [
-                needs_of(run.prompts, run.settings, run.chat, shard=run.request.shard_range, limit=run.request.limit)
-                for run in sized_for
-            ]
+            sizes = [needs_of(run.prompts, run.settings, run.chat, rows=run.request.selection) for run in sized_for]
 
             def needed(tokenizer: Any) -> int:
                 return max(size(tokenizer) for size in sizes)
@@ -304,9 +299,10 @@ def resolve_protocol(
 ) -> ResolvedRun:
     """Load the request's config and decide how it is scored: its protocol with the request's settings over it.
 
-    Returns a `ResolvedRun`: the config restricted to the rows scored (the protocol's or the
-    request's `where`), the request with a `ScoringSettings`, the prompt form and the selection
-    decided, and the run summary's protocol line. `ref`: the Hub dataset's revision already resolved to a commit
+    Returns a `ResolvedRun`: the config holding only the rows scored, selected once
+    (`runners.prompts.select_prompts`: the protocol's or the request's `where`, the sample, the shard,
+    the limit), the request with a `ScoringSettings`, the prompt form and the `where` decided, and the
+    run summary's protocol line. `ref`: the Hub dataset's revision already resolved to a commit
     (`hub_ref`); else it is resolved here.
 
     Every check of a config that needs no model is here, so each caller (`run_many`, the sweep,
@@ -319,20 +315,15 @@ def resolve_protocol(
     inputs = [("DATASET", request.dataset), Reference("--model", request.model)]
     results = check_out_folder(request.results, inputs=inputs)
     request = replace(request, results=results)
-    # the protocol's rows, or the request's, then its shard and limit: with a shard or a limit, only those are read
-    # (a sample is drawn from the whole config's units, so with one the load reads every row the protocol selects)
-    rows = RowSpec(
-        lambda protocol: request.where if request.where is not None else (protocol.where if protocol else None),
-        request.shard_range if request.drawn is None else (0, 1),
-        request.limit if request.drawn is None else None,
-    )
+    # with a shard or a limit (and no sample), a local config's load reads only the rows the selection keeps
+    rows = request.selection
     prompts = load_prompt_config(str(request.dataset), request.config, revision=request.revision, ref=ref, rows=rows)
     tasks = prompts.dataset.unique("task") if "task" in prompts.dataset.column_names else None
     scoring = resolve_scoring(prompts.protocol, request.settings, request.chat, request.where, tasks=tasks)
     if prompts.no_protocol_reason:
         scoring = replace(scoring, label=f"{scoring.label}: {prompts.no_protocol_reason}")
-    prompts = select_rows(prompts, scoring.where)
-    prompts, note = select_sample(prompts, request.drawn)
+    request = replace(request, settings=scoring.settings, chat=scoring.chat, where=scoring.where)
+    prompts, note = select_prompts(prompts, request.selection)  # the run's rows, selected once
     if note:
         warnings.warn(note, RunnerWarning, stacklevel=2)
     partial = request.limit is not None and request.sample is None and limit_flag is not None
@@ -343,5 +334,4 @@ def resolve_protocol(
     check_scoring_mode(prompts, scoring.settings)
     # a folder of another build's rows: refused before any config of a sweep is scored, not after its load
     check_same_prompts(results, prompts.provenance(), rescore_changed=request.rescore_changed)
-    request = replace(request, settings=scoring.settings, chat=scoring.chat, where=scoring.where)
     return ResolvedRun(prompts, request, scoring.label)

@@ -3,7 +3,8 @@
 `probes run` scores in this process (`runners.run.local_driver`) or on a Ray actor pool
 (`runners.run.ray_driver`); either way the same session decides what to score and records it:
 
-1. selection: the shard (a hash of the item id), then `--limit` (the first N of the shard);
+1. selection: the rows of its `Selection` (`runners.selection.select`: where, sample, shard, limit), which
+   a resolved run's config already holds (`runners.run.runner.resolve_protocol` selected them once);
 2. resume: an item is skipped only when its id is already under the key AND its stored
    `prompt_sha256` equals the current item's (`results.prompt_sha256`), so a rebuilt dataset
    with changed prompts is rescored, never served stale rows; rows scored on the prompt
@@ -40,11 +41,12 @@ from promptgen.core.memory import release_mapped
 from promptgen.core.version import __version__
 from runners import results as res
 from runners.model import identity as model_identity
-from runners.prompts import PromptConfig, chat_for, check_chat_form, check_chat_template, check_number_mode
+from runners.prompts import PromptConfig, chat_for, check_chat_form, check_chat_template, check_number_mode, rows_of
 from runners.results import resume
 from runners.results.summary import REFUSED_EXAMPLES, RunSummary, refused_answer
 from runners.run.request import RunRequest
 from runners.scoring.settings import ScoringSettings
+from runners.selection.select import EVERY_ROW, Selection
 
 
 def result_key(
@@ -166,8 +168,7 @@ class Session:
             Path(request.results),
             key,
             chat=chat,
-            shard=request.shard_range,
-            limit=request.limit,
+            rows=request.selection,
             batch_size=batch_size,
             flush_every=request.flush_every,
             started=started,
@@ -182,8 +183,7 @@ class Session:
         key: res.ResultKey,
         *,
         chat: bool,
-        shard: tuple[int, int] = (0, 1),
-        limit: int | None = None,
+        rows: Selection = EVERY_ROW,
         batch_size: int | None = 16,
         flush_every: int = 64,
         started: float | None = None,
@@ -191,7 +191,9 @@ class Session:
         hash_later: bool = False,
         merge_parts: bool = False,
     ) -> Session:
-        """Select the shard's items and those still to score (`batch_size` None: the driver's).
+        """Select the items `rows` keeps (`runners.prompts.rows_of`: all of them when `prompts` already holds
+        exactly those, as a resolved run's does) and those still to score (`batch_size` None: the driver's).
+        Its shard names the parts written; it and its limit are recorded in the manifest entry.
 
         The checks that need no model ran before it, once: the counts as the `RunRequest` was made,
         the results folder (`runners.results.out_folder.check_out_folder`) and its prompt build
@@ -208,8 +210,11 @@ class Session:
         key = keep_one_name(results, key, name_given=name_given)
         folder = res.key_dir(results, prompts.config, key)
         remove_stale_temp_files(folder)
+        picked = rows_of(prompts, rows)
+        if picked.draw is not None:  # the sample drawn here, for the manifest entry (a resolved run's is drawn)
+            prompts = replace(prompts, sample=picked.draw.record())
+        selected = picked.rows
         ids = resume.id_column(prompts.dataset)
-        selected = select_rows(ids, shard, limit)
         plan = resume.plan(prompts.dataset, ids, selected, folder, prompts.content, hash_todo=not hash_later)
         del ids
         release_mapped(prompts.dataset)  # the ids and stored rows' prompts it read (`promptgen.core.memory`)
@@ -218,8 +223,8 @@ class Session:
             results=results,
             key=key,
             chat=chat,
-            shard=shard,
-            limit=limit,
+            shard=rows.shard,
+            limit=rows.limit,
             flush_every=flush_every,
             folder=folder,
             selected=selected,
@@ -354,7 +359,8 @@ class Session:
             "runner_version": __version__,
             "shard": f"{self.shard[0]}/{self.shard[1]}",
             "limit": self.limit,
-            # the sample the rows are (unit, columns, size, seed, population: `runners.sample`); not in the key
+            # the sample the rows are (unit, columns, size, seed, population: `runners.selection.sample`); not in
+            # the key
             **({"sample": self.prompts.sample} if getattr(self.prompts, "sample", None) else {}),
             "selected": summary.selected,
             "skipped_done": summary.skipped,
@@ -384,17 +390,6 @@ class Session:
             pretty_name=f"social-bias-probes results: {', '.join(models)}",
             license=self.prompts.license,
         )
-
-
-def select_rows(ids: Sequence[str] | pa.ChunkedArray, shard: tuple[int, int], limit: int | None) -> Sequence[int]:
-    """The rows of a shard (a hash of the item id, so shards partition a config in any row order), then --limit.
-
-    The whole config (one shard) is a `range`: no Python int per row of a config of millions."""
-    if shard[1] == 1:
-        return range(len(ids) if limit is None else min(limit, len(ids)))
-    values = ids.to_pylist() if isinstance(ids, pa.ChunkedArray | pa.Array) else ids
-    selected = [k for k, i in enumerate(values) if res.shard_of(i, shard[1]) == shard[0]]
-    return selected if limit is None else selected[:limit]
 
 
 #: a part's hidden temporary file older than this was left by a killed writer (a part takes seconds)

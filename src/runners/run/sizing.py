@@ -1,7 +1,7 @@
 """The positions a run's items need, for an engine that sizes its context to them.
 
 `load_backend` takes `needs_of(...)` as its `needed_tokens`: once the tokenizer is known, the
-longest of the run's selected items (`runners.run.session.select_rows`) are tokenised exactly as the
+longest of the run's selected items (`runners.prompts.rows_of`) are tokenised exactly as the
 runners tokenise them; `runners.model.context_length` caps that by the model's position limit.
 """
 
@@ -11,12 +11,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from runners.model import context_length
-from runners.prompts import PromptConfig, chat_for
-from runners.results import resume
+from runners.prompts import PromptConfig, chat_for, rows_of
 from runners.rows import prepare_request, render_context
-from runners.run.session import select_rows
 from runners.scoring.settings import ScoringSettings
 from runners.scoring.tokenize import digit_start_ids, encode_context
+from runners.selection.select import EVERY_ROW, Selection
 
 
 def tokens_needed(dataset: Any, rows: Sequence[int], tokenizer: Any, chat: bool, settings: Any) -> int:
@@ -42,14 +41,13 @@ def needs_of(
     settings: ScoringSettings,
     chat: bool | None,
     *,
-    shard: tuple[int, int] = (0, 1),
-    limit: int | None = None,
+    rows: Selection = EVERY_ROW,
 ) -> Callable[[Any], int]:
-    """`needed_tokens` for `load_backend`: the positions the run's longest items need, once the tokenizer is known."""
+    """`needed_tokens` for `load_backend`: the positions the longest items `rows` keeps need, once the tokenizer is
+    known (a resolved run's config holds only its rows: `rows` is its request's `selection`)."""
 
     def needed(tokenizer: Any) -> int:
         use_chat = chat_for(tokenizer, chat)
-        rows = select_rows(resume.id_column(prompts.dataset), shard, limit)
-        return tokens_needed(prompts.dataset, rows, tokenizer, use_chat, settings)
+        return tokens_needed(prompts.dataset, rows_of(prompts, rows).rows, tokenizer, use_chat, settings)
 
     return needed

@@ -1,4 +1,5 @@
-"""`--sample N`: the rows of the first N units of the probe's seeded order (runners.sample), on a real empathy build.
+"""`--sample N`: the rows of the first N units of the probe's seeded order (runners.selection.sample), on a
+real empathy build.
 
 Scored with the tests' third backend (tests/fake_backend.py) on the SmolLM2 tokenizer: the checks are on
 which rows are selected, scored and recorded, recomputed here from the config's own columns and
