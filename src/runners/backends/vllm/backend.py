@@ -42,8 +42,7 @@ The rules of docs/DESIGN.md section 6, and how they are kept:
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -52,9 +51,9 @@ from promptgen.core.errors import ProbeError
 from runners.backends.prompt_logprobs.bounded import score_bounded
 from runners.backends.prompt_logprobs.queries import MAX_LOGPROB_TOKEN_IDS, assemble, candidate_groups, plan_queries
 from runners.backends.prompt_logprobs.read import candidate_logprobs, continuation_logprobs, may_be_cached
-from runners.backends.protocol import Hardware
 from runners.backends.registry import Resolved
 from runners.backends.vllm.generations import generations_of
+from runners.backends.vllm.hardware import VllmHardware
 from runners.backends.vllm.spec import VLLM, VllmOptions
 from runners.exchange import GenerateRequest, Generation, ScoreRequest, ScoreResult
 from runners.model.device import RunnerWarning
@@ -178,36 +177,6 @@ def _common(seed: int | None) -> dict[str, Any]:
         "allowed_token_ids": None,
         "bad_words": None,
     }
-
-
-@dataclass(frozen=True, kw_only=True)
-class VllmHardware(Hardware):
-    """The engine's version, what it loaded (dtype, device, GPU) and its memory settings (`VLLMBackend.hardware`)."""
-
-    vllm: str
-    dtype: str
-    device: str
-    prefix_caching: bool
-    prefix_cache_retries: int
-    number_path: str
-    number_path_reason: str | None
-    #: the engine settings that bound memory and placement, its tensor parallel size and context as it runs them
-    settings: Mapping[str, Any]
-
-    def manifest(self) -> dict[str, Any]:
-        info: dict[str, Any] = {
-            "vllm": self.vllm,
-            "dtype": self.dtype,
-            "device": self.device,
-            "prefix_caching": self.prefix_caching,
-            "prefix_cache_retries": self.prefix_cache_retries,
-            "number_path": self.number_path,
-            "number_path_reason": self.number_path_reason,
-            **self.settings,
-        }
-        if self.gpu is not None:
-            info["gpu"] = self.gpu
-        return info
 
 
 class VLLMBackend:
