@@ -15,7 +15,7 @@ For notebooks and scripts that want what the CLI does without a subprocess::
 | `probes lint` | `lint` | `LintResult` (recipe, report) |
 | `probes run` | `run` (a `RunRequest`, or its fields); `run_many` (requests, or configs) | `RunSummary`; a list |
 | `probes run --budget-hours` | `budget_sample`, then `run_many(..., sample=N)` | `BudgetSample` (N, hours) |
-| `probes sweep` | `sweep(SweepRequest(...), confirm=...)` (`runs=`: `SweepRun`s) | `SweepResult` |
+| `probes sweep` | `sweep(SweepRequest(RunRequest.each_config(model), out))` (`runs=`: `SweepRun`s) | `SweepResult` |
 | `probes curate-pairs` | `curate_pairs` (the Trust Game's, from its spec) | `CurateResult` |
 | `probes rewrite` | `rewrite` (the empathy probe's, from its spec) | `RewriteRun` |
 | `probes analyze` | `analyze` (`AnalysisRequest(...)`, or its fields) | (`Analysis`, report folder) |

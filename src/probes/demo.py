@@ -33,6 +33,7 @@ from promptgen.sources import SourceOptions
 from runners.backends import require_for_scoring
 from runners.results import row_counts
 from runners.results.summary import RunSummary
+from runners.run.request import RunRequest
 from runners.scoring.settings import scoring_settings
 from runners.testmodel import MODEL_NAME, ensure_smollm2
 
@@ -94,9 +95,10 @@ def demo(
     )  # fmt: skip
     result.synthetic = datasets.synthetic
     runs = {name: tuple(_sweep_run(name, run, sized[name]) for run in plan.runs) for name, plan in plans.items()}
+    # results name the model portably, never by its cache path
+    each = RunRequest.each_config(model_path, model_name=None if model else MODEL_NAME)
     request = SweepRequest(
-        model_path, out, datasets=datasets.folders, probes=tuple(plans), runs=runs, reports=False, price=False,
-        model_name=None if model else MODEL_NAME,  # results name the model portably, never by its cache path
+        each, out, datasets=datasets.folders, probes=tuple(plans), runs=runs, reports=False, price=False
     )  # fmt: skip
     swept = sweep(request, output=DEMO_OUTPUT, stage=lambda label, make: step(label, make, _detail))
     counted: dict[str, dict[str, Any]] = {}

@@ -44,7 +44,6 @@ from promptgen.core.secrets import scrub_value
 from promptgen.hub.read import read_build_manifest
 from promptgen.probe_registry import probe_names
 from promptgen.sources import SourceOptions
-from runners.backends.load import LoadOptions
 from runners.plan.loaded import SweepPlan, price_loaded
 from runners.plan.run_budget import BudgetSample, BudgetTerms, sweep_samples
 from runners.results.summary import RunSummary
@@ -81,9 +80,12 @@ class SweepRun:
 
 @dataclass(frozen=True)
 class SweepRequest:
-    """Everything `probes sweep` asks; `settings`, `chat` and `where` left as None are each dataset's protocol."""
+    """Everything `probes sweep` asks: how each config is scored (`run`), and which datasets and configs."""
 
-    model: str
+    #: how every config is scored, as `probes run` scores one (`RunRequest.each_config(model, ...)`): the model and
+    #: its load, the scoring flags, chat and `where` (None: each dataset's protocol), the rows (`limit`: the first N
+    #: of each config, `sample`, `shard`) and the counts. Its dataset, config and results are each config's
+    run: RunRequest
     out: str | Path
     #: a folder of built datasets, or each probe's built folder by name (found or built by the caller);
     #: None builds them from `sources` (a folder, else downloads)
@@ -91,22 +93,9 @@ class SweepRequest:
     sources: SourceOptions = field(default_factory=SourceOptions)
     probes: tuple[str, ...] = ()
     configs: tuple[str, ...] = ()
-    limit_per_config: int | None = None
-    #: score a seeded sample of this many units per config (`RunRequest.sample`); None: every row
-    sample: int | None = None
-    sample_seed: int = 0
-    model_name: str | None = None
-    load: LoadOptions = field(default_factory=LoadOptions)
-    settings: ScoringSettings | Mapping[str, Any] | None = None
-    chat: bool | None = None
-    shard: str | None = None
-    batch_size: int | None = None
-    flush_every: int = 64
-    #: the results may hold another build of a config's prompts: rescore the changed items (`RunRequest`)
-    rescore_changed: bool = False
     mfu: float = 0.5
     max_hours: float | None = None
-    #: instead of `sample`: each dataset's largest sample within its share of these hours (priced as `probes plan`
+    #: instead of `run.sample`: each dataset's largest sample within its share of these hours (priced as `probes plan`
     #: on `gpu` at `mfu`: `runners.plan.run_budget.sweep_samples`)
     budget_hours: float | None = None
     gpu: str = "h100"
@@ -170,22 +159,23 @@ def sweep(
     """
     started = time.perf_counter()
     names = probe_names(request.probes)
-    if request.limit_per_config is not None and request.limit_per_config < 1:
-        raise ProbeError(f"--limit-per-config must be positive, got {request.limit_per_config}")
+    _check_each_config(request.run)
     if request.max_hours is not None and not request.max_hours > 0:
         raise ProbeError(f"--max-hours must be positive, got {request.max_hours}")
     if request.budget_hours is not None:
         hours = request.budget_hours
         if not (isinstance(hours, int | float) and math.isfinite(hours) and hours > 0):
             raise ProbeError(f"--budget-hours must be a positive number of hours, got {hours}")
-        if request.sample is not None:
+        if request.run.sample is not None:
             raise ProbeError("give --sample N or --budget-hours H (which picks N per dataset), not both")
-        if request.runs is not None or isinstance(request.settings, ScoringSettings):
+        if request.run.where is not None:
+            raise ProbeError("budget_hours prices whole configs' samples, not a where= selection: give --sample N")
+        if request.runs is not None or isinstance(request.run.settings, ScoringSettings):
             raise ProbeError(
                 "budget_hours prices each dataset's declared configs under the scoring flags given: not with runs= "
                 "or a complete ScoringSettings (give --sample N)"
             )
-    inputs: list[Input] = [Reference("--model", request.model)]
+    inputs: list[Input] = [Reference("--model", request.run.model)]
     if isinstance(request.datasets, (str, Path)):
         inputs.append(("--datasets", request.datasets))
     inputs.extend(request.sources.references())
@@ -215,14 +205,13 @@ def sweep(
         if request.configs and not any(configs.values()):
             raise ProbeError(f"--config {', '.join(request.configs)} matches no scoreable config of {', '.join(names)}")
         budget = None if request.budget_hours is None else _budget(request, names, folders, configs, progress)
-        samples = {n: request.sample if budget is None else getattr(budget.get(n), "size", None) for n in names}
+        samples = {n: request.run.sample if budget is None else getattr(budget.get(n), "size", None) for n in names}
         with warnings_to(on_warning):
             resolved = _resolve(request, names, folders, configs, out, samples)
-        progress(f"loading {request.model}")
+        progress(f"loading {request.run.model}")
         runs = [run for _, run in resolved]
-        runner = stage(
-            "load model", lambda: Runner.load(request.model, request.load, sized_for=runs, on_warning=on_warning)
-        )
+        each = request.run
+        runner = stage("load model", lambda: Runner.load(each.model, each.load, sized_for=runs, on_warning=on_warning))
         try:
             plan = stage(
                 "plan",
@@ -275,6 +264,19 @@ def sweep(
     return result
 
 
+def _check_each_config(run: RunRequest) -> None:
+    """`SweepRequest.run` says how each config is scored; the sweep decides where (one line for what it cannot take)."""
+    if (run.dataset, run.config, run.results) != ("", "", ""):
+        raise ProbeError(
+            "SweepRequest.run says how each config is scored; the sweep sets its dataset, config and results folder: "
+            "make it with RunRequest.each_config(model, ...)"
+        )
+    if run.ray:
+        raise ProbeError("a sweep loads its model once, here: score on Ray with probes run --ray, one dataset each")
+    if run.revision is not None:
+        raise ProbeError("a sweep scores local dataset folders: a dataset revision is probes run's (--revision)")
+
+
 def _budget(
     request: SweepRequest,
     names: Sequence[str],
@@ -285,18 +287,19 @@ def _budget(
     """`--budget-hours`: each dataset's sample within its share of the hours, priced before the model loads."""
     hours = float(request.budget_hours or 0)
     progress(f"pricing the datasets within --budget-hours {hours:g}")
+    each = request.run
     terms = BudgetTerms(
         request.gpu,
         request.mfu,
-        request.load.backend,
-        request.chat,
-        request.settings if isinstance(request.settings, Mapping) else None,  # a complete one is refused
-        limit=request.limit_per_config,
-        sample_seed=request.sample_seed,
-        model_revision=request.load.revision,
+        each.load.backend,
+        each.chat,
+        each.settings if isinstance(each.settings, Mapping) else None,  # a complete one is refused
+        limit=each.limit,
+        sample_seed=each.sample_seed,
+        model_revision=each.load.revision,
     )
     datasets = {n: (folders[n], [run.config for run in configs[n]]) for n in names if configs[n]}
-    fitted = sweep_samples(datasets, request.model, hours, terms)
+    fitted = sweep_samples(datasets, each.model, hours, terms)
     for name, bought in fitted.items():
         progress(f"{name}: {'all of it (its whole price fits its share)' if bought is None else bought.line()}")
     return fitted
@@ -314,24 +317,13 @@ def _resolve(
     `samples`: each dataset's `--sample` size (None: every row)."""
     resolved: list[tuple[str, ResolvedRun]] = []
     for name in names:
-        template = RunRequest(
-            folders[name],
-            "",
-            request.model,
-            out / "results" / name,
-            model_name=request.model_name,
-            load=request.load,
-            settings=request.settings,
-            chat=request.chat,
-            shard=request.shard,
-            limit=request.limit_per_config,
+        template = replace(
+            request.run,
+            dataset=folders[name],
+            results=out / "results" / name,
+            shard=request.run.shard_range,
             sample=samples.get(name),
-            sample_seed=request.sample_seed,
-            batch_size=request.batch_size,
-            flush_every=request.flush_every,
-            rescore_changed=request.rescore_changed,
         )
-        template = replace(template, shard=template.shard_range)
         for run in configs[name]:
             one = resolve_protocol(
                 replace(
@@ -362,7 +354,7 @@ def headline_records(tables: Mapping[str, Any]) -> dict[str, list[dict[str, Any]
 def sweep_record(request: SweepRequest, result: SweepResult) -> dict[str, Any]:
     """`sweep.json`: the plan and each config's summary, with paths relative to the sweep folder (none local)."""
     return {
-        "model": result.summaries[0][1].key.model if result.summaries else request.model_name,
+        "model": result.summaries[0][1].key.model if result.summaries else request.run.model_name,
         "device": result.plan.device,
         "priced_at": result.plan.rate,
         "planned_hours": result.plan.hours,
@@ -392,7 +384,7 @@ def sweep_record(request: SweepRequest, result: SweepResult) -> dict[str, Any]:
             "hours": request.budget_hours,
             "gpu": request.gpu,
             "mfu": request.mfu,
-            "backend": request.load.backend,
+            "backend": request.run.load.backend,
             "samples": {
                 name: None if bought is None else {"size": bought.size, "hours": bought.hours}
                 for name, bought in result.budget.items()

@@ -92,9 +92,8 @@ def test_sweep_scores_every_declared_config_with_one_load(datasets_dir: Path, tm
     planned = []
     declared = _declared(datasets_dir)
     wanted = tuple(c for cs in declared.values() for c in cs)
-    request = api.SweepRequest(
-        str(tiny_llama_folder("float32")), tmp_path / "s", datasets=datasets_dir, limit_per_config=LIMIT, configs=wanted
-    )
+    each = api.RunRequest.each_config(str(tiny_llama_folder("float32")), limit=LIMIT)
+    request = api.SweepRequest(each, tmp_path / "s", datasets=datasets_dir, configs=wanted)
     result = api.sweep(request, confirm=lambda plan: planned.append(plan) or True)
     assert len(loads) == 1
     assert {(n, s.config) for n, s in result.summaries} == {
@@ -166,17 +165,32 @@ def test_bad_requests_are_one_line_before_anything_is_written(small_datasets_dir
     datasets_dir = small_datasets_dir
     model = str(tiny_llama_folder("float32"))
     out = tmp_path / "s"
+    each = api.RunRequest.each_config(model)
     cases = [
-        (dict(probes=("talent",)), "--probe 'talent' is not a probe"),
-        (dict(configs=("nothing_*",)), "--config nothing_* matches no scoreable config"),
-        (dict(datasets=tmp_path / "empty"), "is not a folder of built datasets"),
-        (dict(budget_hours=1.0, sample=4), "give --sample N or --budget-hours H (which picks N per dataset), not both"),
-        (dict(budget_hours=-2.0), "--budget-hours must be a positive number of hours, got -2.0"),
-        (dict(budget_hours=float("nan")), "--budget-hours must be a positive number of hours, got nan"),
-        (dict(budget_hours=1.0, runs={}), "budget_hours prices each dataset's declared configs"),
+        (each, dict(probes=("talent",)), "--probe 'talent' is not a probe"),
+        (each, dict(configs=("nothing_*",)), "--config nothing_* matches no scoreable config"),
+        (each, dict(datasets=tmp_path / "empty"), "is not a folder of built datasets"),
+        (
+            dataclasses.replace(each, sample=4),
+            dict(budget_hours=1.0),
+            "give --sample N or --budget-hours H (which picks N per dataset), not both",
+        ),
+        (each, dict(budget_hours=-2.0), "--budget-hours must be a positive number of hours, got -2.0"),
+        (each, dict(budget_hours=float("nan")), "--budget-hours must be a positive number of hours, got nan"),
+        (each, dict(budget_hours=1.0, runs={}), "budget_hours prices each dataset's declared configs"),
+        (
+            dataclasses.replace(each, where={"group": ["a"]}),
+            dict(budget_hours=1.0),
+            "not a where= selection: give --sample N",
+        ),
+        # the sweep sets each config's dataset, config and results; it loads once, here, from folders
+        (dataclasses.replace(each, config="single_actor"), {}, "make it with RunRequest.each_config(model, ...)"),
+        (api.RunRequest(datasets_dir, "", model, ""), {}, "the sweep sets its dataset, config and results folder"),
+        (dataclasses.replace(each, ray=True), {}, "score on Ray with probes run --ray"),
+        (dataclasses.replace(each, revision="v1"), {}, "a dataset revision is probes run's (--revision)"),
     ]
-    for change, message in cases:
-        request = api.SweepRequest(model, out, **{"datasets": datasets_dir, **change})
+    for run, change, message in cases:
+        request = api.SweepRequest(run, out, **{"datasets": datasets_dir, **change})
         with pytest.raises(ProbeError, match=re.escape(message)):
             api.sweep(request)
         assert not out.exists()
@@ -187,11 +201,12 @@ def test_bad_requests_are_one_line_before_anything_is_written(small_datasets_dir
         with pytest.raises(
             ProbeError, match=r"has no trust-game-names dataset \(build it: probes build trust-game-names"
         ):
-            api.sweep(api.SweepRequest(model, out, datasets=partial))
+            api.sweep(api.SweepRequest(api.RunRequest.each_config(model), out, datasets=partial))
     finally:
         (partial / "talent-or-luck").rename(datasets_dir / "talent-or-luck")
     with pytest.raises(ProbeError, match=r"the sweep is priced at .* h, above --max-hours 1e-09; nothing was run"):
-        api.sweep(api.SweepRequest(model, out, datasets=datasets_dir, max_hours=1e-9, limit_per_config=LIMIT))
+        each = api.RunRequest.each_config(model, limit=LIMIT)
+        api.sweep(api.SweepRequest(each, out, datasets=datasets_dir, max_hours=1e-9))
     assert not out.exists()
 
 
@@ -207,10 +222,8 @@ def test_a_sweep_of_a_served_model_is_priced_by_the_prompts_the_server_is_sent(
     planned = []
     with FakeServer() as server:
         load = LoadOptions.of(backend="openai", base_url=server.url, tokenizer=str(tiny_llama_folder("float32")))
-        request = api.SweepRequest(
-            MODEL, tmp_path / "s", datasets=datasets_dir, limit_per_config=LIMIT, configs=("single_actor", "probing"),
-            load=load,
-        )  # fmt: skip
+        each = api.RunRequest.each_config(MODEL, limit=LIMIT, load=load)
+        request = api.SweepRequest(each, tmp_path / "s", datasets=datasets_dir, configs=("single_actor", "probing"))
         result = api.sweep(request, confirm=lambda plan: planned.append(plan) or True)
     (plan,) = planned
     assert plan.hours is None and "tokens and prompts" in plan.rate
@@ -273,9 +286,8 @@ def test_a_stale_results_folder_is_refused_before_the_model_loads(
     out = tmp_path / "s"
     stale = {"prompt_dataset": {"name": "trust-game-names", "config": "race_probe", "fingerprint": "f" * 64}}
     res.update_manifest(out / "results" / "trust-game-names", "race_probe/k1/shard-0of1", {**stale, "key": "k1"})
-    request = api.SweepRequest(
-        str(tiny_llama_folder("float32")), out, datasets=small_datasets_dir, configs=("single_actor", "race_probe")
-    )
+    each = api.RunRequest.each_config(str(tiny_llama_folder("float32")))
+    request = api.SweepRequest(each, out, datasets=small_datasets_dir, configs=("single_actor", "race_probe"))
     with pytest.raises(ProbeError, match=r"config 'race_probe' holds rows scored on another build of its prompts"):
         api.sweep(request)
     assert not list((out / "results").glob("*/data"))  # single_actor, resolved first, was not scored
@@ -305,8 +317,8 @@ def test_a_sweep_of_named_runs_scores_the_rows_each_selects_into_its_folder(
     }
     out = tmp_path / "s"
     request = api.SweepRequest(
-        str(tiny_llama_folder("float32")), out, datasets={"talent-or-luck": folder}, probes=("talent-or-luck",),
-        runs=runs, reports=False, price=False,
+        api.RunRequest.each_config(str(tiny_llama_folder("float32"))), out, datasets={"talent-or-luck": folder},
+        probes=("talent-or-luck",), runs=runs, reports=False, price=False,
     )  # fmt: skip
     stages: list[str] = []
     result = api.sweep(request, stage=lambda label, make: stages.append(label) or make())
@@ -332,12 +344,13 @@ def test_sweep_json_records_the_budget_and_each_dataset_s_sample(tmp_path: Path)
     from probes.sweep import SweepRequest, SweepResult, sweep_record
     from runners.plan.loaded import SweepPlan
     from runners.plan.run_budget import BudgetSample
+    from runners.run.request import RunRequest
 
-    request = SweepRequest("m", tmp_path, budget_hours=8.0, gpu="a100", mfu=0.4)
+    request = SweepRequest(RunRequest.each_config("m"), tmp_path, budget_hours=8.0, gpu="a100", mfu=0.4)
     bought = BudgetSample(120, 5.9, 6.2, "hf", "a100", 0.4)
     result = SweepResult(tmp_path, SweepPlan("cpu", "r", []), [], {}, 1.0, [], {}, {"a": bought, "b": None})
     assert sweep_record(request, result)["budget"] == {
-        "hours": 8.0, "gpu": "a100", "mfu": 0.4, "backend": request.load.backend,
+        "hours": 8.0, "gpu": "a100", "mfu": 0.4, "backend": request.run.load.backend,
         "samples": {"a": {"size": 120, "hours": 5.9}, "b": None},
     }  # fmt: skip
     unbudgeted = sweep_record(replace(request, budget_hours=None), replace(result, budget=None))

@@ -10,6 +10,7 @@ import pytest
 
 from analysis.precision import Precision, precision_columns
 from probes.sweep import SweepRequest, SweepResult, headline_records, sweep_record
+from runners.run.request import RunRequest
 
 RUN = {"model": "org/m", "model_revision": "main", "scoring": "{}"}
 
@@ -26,7 +27,7 @@ def test_sweep_json_carries_the_headlines_with_their_precision(tmp_path):
     }
     plan = SimpleNamespace(device="cpu", rate=None, hours=None)
     result = SweepResult(tmp_path, plan, [], {}, 1.0, headlines={"intergroup-empathy": headline_records(tables)})  # type: ignore[arg-type]
-    record = json.loads(json.dumps(sweep_record(SweepRequest("org/m", tmp_path), result)))
+    record = json.loads(json.dumps(sweep_record(SweepRequest(RunRequest.each_config("org/m"), tmp_path), result)))
     (row,) = record["headlines"]["intergroup-empathy"]["Empathy"]
     assert row["sampling precision (95% CI)"] == "δ = 0.31 (95% CI 0.27-0.35; 600 of 6,050 events, seed 0)"
     assert row["δ"] == 0.3114 and row["MDE"] == pytest.approx(2.8 * 0.02) and row["p"] == 0.01

@@ -137,23 +137,20 @@ def sweep_cmd(
             progress.start()
         return going
 
+    each = api.RunRequest.each_config(
+        model, load=load, settings=scoring, limit=limit_per_config, sample=sample, sample_seed=sample_seed, **run_fields
+    )
     request = api.SweepRequest(
-        model,
+        each,
         out_dir,
         datasets=datasets,
         sources=sources,
         probes=tuple(probes or ()),
         configs=tuple(configs or ()),
-        limit_per_config=limit_per_config,
-        sample=sample,
-        sample_seed=sample_seed,
-        load=load,
-        settings=scoring,
         mfu=mfu,
         max_hours=max_hours,
         budget_hours=budget_hours,
         gpu=gpu,
-        **run_fields,
     )
     try:
         result = api.sweep(

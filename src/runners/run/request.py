@@ -87,6 +87,12 @@ class RunRequest:
                 "(raise --max-concurrency instead)"
             )
 
+    @classmethod
+    def each_config(cls, model: str, **fields: Any) -> RunRequest:
+        """How a sweep scores each of its configs (`probes.sweep.SweepRequest.run`): every field but the dataset, the
+        config and the results folder, which the sweep sets for each config it scores."""
+        return cls("", "", model, "", **fields)
+
     @property
     def scoring(self) -> ScoringSettings:
         """The settings a driver scores with, defined once for both drivers and the session.

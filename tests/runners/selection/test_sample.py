@@ -199,9 +199,12 @@ def test_run_and_sweep_with_a_budget_score_the_largest_sample_that_fits(empathy1
     planned = []
     swept = api.sweep(
         api.SweepRequest(
-            model, tmp_path / "sweep", datasets={"intergroup-empathy": empathy16},
-            probes=("intergroup-empathy",), configs=(CONFIG,), budget_hours=budget, model_name="org/one",
-            load=LoadOptions.of(backend="hf"), settings={"scoring": "sentence"}, chat=False, price=False,
+            api.RunRequest.each_config(
+                model, model_name="org/one", load=LoadOptions.of(backend="hf"), settings={"scoring": "sentence"},
+                chat=False,
+            ),
+            tmp_path / "sweep", datasets={"intergroup-empathy": empathy16}, probes=("intergroup-empathy",),
+            configs=(CONFIG,), budget_hours=budget, price=False,
         ),
         confirm=lambda plan: planned.append(plan) and False,
         progress=said.append,
