@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What users get from a checkout, for comparing two versions of the code (e.g. before and after a
-# restructuring): the three datasets built, 40 items of two configs scored with SmolLM2, and the demo.
+# restructuring): the three datasets built, 40 items of two configs scored with SmolLM2, an import of the
+# empathy authors' files (scripts/write_authors_outputs.py), and the demo.
 #
 #   bash scripts/capture_outputs.sh OUT [SOURCES]       # run from the checkout to capture
 #   python scripts/compare_outputs.py OUT_BEFORE OUT_AFTER
@@ -23,4 +24,6 @@ $P build "$OUT/synthetic-sources/recipe.yaml" --sources "$OUT/synthetic-sources"
 MODEL=$($PY -c "from runners.testmodel import ensure_smollm2; print(ensure_smollm2()[1])")
 $P run "$OUT/datasets/talent-or-luck" --config single_actor --model "$MODEL" --model-name smol --limit 40 --out "$OUT/results" -q
 $P run "$OUT/datasets/intergroup-empathy-events24" --config religion_P0S0T0 --model "$MODEL" --model-name smol --no-chat --limit 40 --out "$OUT/results" -q
+$PY scripts/write_authors_outputs.py "$OUT/datasets/intergroup-empathy-events24" "$OUT/authors-outputs"
+$P import "$OUT/authors-outputs" --format empathy-authors --prompts "$OUT/datasets/intergroup-empathy-events24" --model-name org/authors-model --out "$OUT/imported" >/dev/null
 $P demo --sources "$SOURCES" --out "$OUT/demo"

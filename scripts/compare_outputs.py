@@ -1,5 +1,5 @@
-"""Compare two captures of `scripts/capture_outputs.sh`: dataset files byte for byte, result rows to the bit,
-demo tables byte for byte. Prints one line per part and IDENTICAL or DIFFERENT (exit 0 or 1).
+"""Compare two captures of `scripts/capture_outputs.sh`: dataset files byte for byte, result and imported rows to
+the bit, demo tables byte for byte. Prints one line per part and IDENTICAL or DIFFERENT (exit 0 or 1).
 
 Result part files are named by the time they were written, so rows are compared, not files: by config and
 id, every column, floats by `repr` (exact round trip, and NaN equal to NaN).
@@ -23,9 +23,9 @@ def file_digests(root: Path) -> dict[str, str]:
     }
 
 
-def result_rows(root: Path) -> dict[tuple[str, str], str]:
+def result_rows(root: Path, folder: str = "results") -> dict[tuple[str, str], str]:
     rows = {}
-    for part in sorted((root / "results" / "data").rglob("part-*.parquet")):
+    for part in sorted((root / folder / "data").rglob("part-*.parquet")):
         for row in pq.read_table(part).to_pylist():
             rows[(part.parent.parent.name, row["id"])] = repr(row)
     return rows
@@ -48,10 +48,13 @@ def main(before: Path, after: Path) -> int:
     rb, ra = result_rows(before), result_rows(after)
     bad = [k for k in rb if rb[k] != ra.get(k)]
     print(f"result rows: {len(rb)} before, {len(ra)} after, {len(bad)} differ {bad[:3]}")
+    ib, ia = result_rows(before, "imported"), result_rows(after, "imported")
+    ibad = [k for k in ib if ib[k] != ia.get(k)]
+    print(f"imported rows: {len(ib)} before, {len(ia)} after, {len(ibad)} differ {ibad[:3]}")
     tb, ta = demo_tables(before), demo_tables(after)
     tdiff = [k for k in sorted(set(tb) | set(ta)) if tb.get(k) != ta.get(k)]
     print(f"demo tables: {len(tb)} before, {len(ta)} after, {len(tdiff)} differ {tdiff[:5]}")
-    same = not differ and not bad and len(rb) == len(ra) and not tdiff and bool(tb)
+    same = not differ and not bad and len(rb) == len(ra) and not ibad and len(ib) == len(ia) and not tdiff and bool(tb)
     print("IDENTICAL" if same else "DIFFERENT")
     return 0 if same else 1
 

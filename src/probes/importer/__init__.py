@@ -11,8 +11,9 @@ results folder.
 - The result key: the model's content is the imported files' content, `model_revision =
   imported-<sha256>` of the format and every imported file's relative name and sha256 (one
   revision for all the configs of one import, so the analysis pairs them as one run); the
-  scoring is the format's (the release's scorer, the authors' generation and parser), with
-  `backend` `import:<format>` and no dtype. Importing the same files again adds nothing: same
+  scoring is each config's declared protocol, as a run's is, which must be the one the format's
+  answers followed (the release's scorer, the authors' generation and parser: `resolve_import`),
+  with `backend` `import:<format>` and no dtype. Importing the same files again adds nothing: same
   key, every item already there with its prompt hash. Another set of files (more of them, or
   fewer) is another revision: import a release's files for one model together.
 - The manifest entry of each config records `imported`: the format, the digest and each file
@@ -24,8 +25,9 @@ results folder.
   finishes them. One import of a set of files writes at a time (a lock in the results folder);
   it removes the temporary files a killed one left in its key folders.
 - A file with no rows (a header only) is refused, as is anything else wrong, before anything is written.
-- Everything is checked before anything is written: the output folder, every file of every
-  config against its prompts, the results folder's prompt build (`check_same_prompts`).
+- Everything is checked before anything is written: each config resolved as `probes run` resolves
+  it (`runners.run.runner.resolve_protocol`: the output folder, the results folder's prompt build,
+  the protocol), every file of every config against its prompts.
 - Each file is read once, as a stream: its sha256 is of the bytes parsed, and a format that
   reads in chunks (`common.ChunkedImportFormat.read`; the empathy authors' files) holds one
   chunk in memory, never the file. Each chunk's rows are made as it is checked and kept in a
@@ -46,7 +48,7 @@ import io
 import json
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,11 +60,12 @@ from promptgen.core.files import writing
 from promptgen.core.memory import release_memory
 from promptgen.core.release_format import load_format
 from runners.model import identity as model_identity
-from runners.prompts import PromptConfig, load_prompt_config
+from runners.prompts import PromptConfig
 from runners.results import KEY_FILE, RESULT_SCHEMA, ResultKey, finished_keys, read_manifest, record_import, rows_table
-from runners.results.check import check_same_prompts
 from runners.results.out_folder import check_out_folder
 from runners.results.parts import file_lock
+from runners.run.request import ResolvedRun, RunRequest
+from runners.run.runner import resolve_protocol
 from runners.run.session import Session, result_key
 
 from ..probe_part import probe_extras
@@ -138,9 +141,14 @@ class ImportResult:
 
 @dataclass
 class _Config:
-    """One config's checked import: its prompts, lookup, files (with sha256 and rows), prompt positions, staged rows."""
+    """One config's checked import: its resolved run (prompts, protocol), lookup, files (with sha256 and rows), prompt
+    positions, staged rows."""
 
-    prompts: PromptConfig
+    @property
+    def prompts(self) -> PromptConfig:
+        return self.run.prompts
+
+    run: ResolvedRun
     index: Any
     files: list[tuple[SourceFile, str, int]] = field(default_factory=list)
     positions: list[np.ndarray] = field(default_factory=list)
@@ -175,17 +183,53 @@ def _select(
     return [f for f in found if f.config in set(configs)]
 
 
+def resolve_import(fmt: ImportFormat, request: ImportRequest, config: str, out: Path) -> ResolvedRun:
+    """One config of an import resolved as `probes run` resolves it (`resolve_protocol`: the prompt build, the
+    results folder's checks, the config's declared protocol), and that protocol checked against the format's.
+
+    The key's scoring is the config's protocol, as a run's is: the files must have been scored the way the config
+    says its paper scored it (the format's `scoring()`), else the rows would be keyed as a protocol they did not
+    follow. A mismatch is one line naming the config and the first setting that differs.
+    """
+    request_run = RunRequest(
+        request.prompts, config, request.model_name, out, revision=request.revision, model_name=request.model_name
+    )
+    run = resolve_protocol(request_run, limit_flag=None)
+    if run.prompts.protocol is None:
+        raise ProbeError(
+            f"--prompts {request.prompts}: config {config!r} declares no scoring protocol, and an import is keyed by "
+            f"it: import into a dataset built by probes build (its build_manifest.json declares each protocol)"
+        )
+    settings, chat = fmt.scoring()
+    differ = [("chat", run.chat, chat)] if run.chat != chat else []
+    differ += [(f.name, getattr(run.settings, f.name), getattr(settings, f.name)) for f in fields(settings)]
+    name, declared, scored = next(((n, d, s) for n, d, s in differ if d != s), ("", None, None))
+    if name:
+        raise ProbeError(
+            f"--prompts {request.prompts}: config {config!r} declares {name}={declared!r} in its protocol, but "
+            f"--format {fmt.name}'s answers were scored with {name}={scored!r}: import them into a build whose "
+            "protocol is the one they followed"
+        )
+    return run
+
+
 def _check(
-    fmt: ImportFormat, request: ImportRequest, files: list[SourceFile], note: Callable[[str], None], staging: Path
+    fmt: ImportFormat,
+    request: ImportRequest,
+    files: list[SourceFile],
+    note: Callable[[str], None],
+    staging: Path,
+    out: Path,
 ) -> dict[str, _Config]:
-    """Every file read once, hashed and checked against its prompts, its rows staged in `staging` (`_stage`)."""
+    """Every config resolved (`resolve_import`); every file read once, hashed and checked against its prompts, its
+    rows staged in `staging` (`_stage`)."""
     checked: dict[str, _Config] = {}
     for k, source in enumerate(files):
         if source.config not in checked:
-            prompts = load_prompt_config(str(request.prompts), source.config, revision=request.revision)
-            release_memory(prompts.dataset)
-            checked[source.config] = _Config(prompts, fmt.prepare(prompts))
-            release_memory(prompts.dataset)
+            run = resolve_import(fmt, request, source.config, out)
+            release_memory(run.prompts.dataset)
+            checked[source.config] = _Config(run, fmt.prepare(run.prompts))
+            release_memory(run.prompts.dataset)
         entry = checked[source.config]
         note(f"checking {source.name}")
         staged = staging / f"{k:06d}.arrow"
@@ -324,7 +368,7 @@ def import_results(request: ImportRequest, *, progress: Callable[[str], None] | 
     files = _select(fmt, fmt.discover(folder, request.source_model), request.configs, folder)
     with tempfile.TemporaryDirectory(prefix="probes-import-") as staging:  # removed whatever the outcome
         with _quiet_datasets():
-            checked = _check(fmt, request, files, note, Path(staging))
+            checked = _check(fmt, request, files, note, Path(staging), out)
         return _import_checked(fmt, request, checked, name, out, note)
 
 
@@ -338,13 +382,16 @@ def _import_checked(
 ) -> ImportResult:
     """Every file checked and staged: the results folder's checks, then each config's rows written."""
     digest = files_digest(fmt.name, [(s.name, sha) for e in checked.values() for s, sha, _ in e.files])
-    settings, chat = fmt.scoring()
-    key = result_key(name, REVISION_PREFIX + digest, settings, chat, dtype=None, backend=fmt.backend)
+    # every config's protocol is the format's scoring (`resolve_import`): one key for the import's configs
+    if not checked:
+        raise ProbeError(f"{request.source}: no files of --format {fmt.name} to import ({fmt.layout})")
+    first = next(iter(checked.values())).run
+    key = result_key(name, REVISION_PREFIX + digest, first.settings, first.chat, dtype=None, backend=fmt.backend)
+    chat = first.chat
     sessions = {}
-    for config, entry in checked.items():  # the results folder's checks of a run, for every config, before writing
+    for config, entry in checked.items():  # each config's results checks were its resolving's (`resolve_import`)
         positions = np.sort(np.concatenate(entry.positions))
         narrowed = replace(entry.prompts, dataset=entry.prompts.dataset.select(positions))
-        check_same_prompts(out, narrowed.provenance())
         sessions[config] = Session.open(
             narrowed, out, key, chat=chat, batch_size=None, flush_every=FLUSH_EVERY, hash_later=True, merge_parts=True
         )

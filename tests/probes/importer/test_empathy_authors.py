@@ -184,6 +184,24 @@ def test_a_prompt_that_differs_is_one_line_naming_file_and_idx_and_nothing_is_wr
     assert not out.exists()
 
 
+def test_answers_generated_otherwise_than_the_config_s_protocol_are_one_line(prompts, imported, tmp_path) -> None:
+    """The key's scoring is the config's declared protocol: a build declaring 64 new tokens where the authors
+    generated 128 is refused, naming the config and the setting, and nothing is written."""
+    other = tmp_path / "prompts"
+    shutil.copytree(prompts, other)
+    manifest = json.loads((other / "build_manifest.json").read_text())
+    manifest["protocols"]["religion_P0S1T0"]["scoring"]["max_new_tokens"] = 64
+    (other / "build_manifest.json").write_text(json.dumps(manifest, indent=2))
+    out = tmp_path / "results"
+    args = ["import", str(imported["source"]), "--format", FORMAT, "--prompts", str(other), "--model-name", MODEL]
+    one_line_error(
+        runner.invoke(app, [*args, "--out", str(out)], terminal_width=400),
+        "config 'religion_P0S1T0' declares max_new_tokens=64 in its protocol",
+        f"--format {FORMAT}'s answers were scored with max_new_tokens=128",
+    )
+    assert not out.exists()
+
+
 def test_bad_files_are_one_line(prompts, imported, tmp_path) -> None:
     source = tmp_path / "exp"
     shutil.copytree(imported["source"], source)

@@ -255,6 +255,60 @@ def _import_cli(source: Path, prompts: Path, out: Path, *extra: str):
     return runner.invoke(app, [*args, "--out", str(out), *extra], env={"COLUMNS": "400"}, terminal_width=400)
 
 
+def test_each_config_is_resolved_as_a_run_and_keyed_by_its_declared_protocol(scored, tmp_path, monkeypatch) -> None:
+    """The import resolves each config through `resolve_protocol` (a run's resolution and checks), and its key's
+    scoring is what the config's declared protocol resolves to (`resolve_scoring`, computed apart here)."""
+    import probes.importer as importer
+
+    resolved: list[str] = []
+    real = importer.resolve_protocol
+    monkeypatch.setattr(importer, "resolve_protocol", lambda r, **k: resolved.append(r.config) or real(r, **k))
+    result = import_results(ImportRequest(scored["outputs"], FORMAT, scored["prompts"], MODEL, tmp_path / "r"))
+    assert sorted(resolved) == sorted(RELEASE_CONFIGS)
+    key = json.loads(result.key.scoring)
+    assert (key.pop("backend"), key.pop("dtype")) == (f"import:{FORMAT}", None)
+    for config in RELEASE_CONFIGS:
+        declared = resolve_scoring(load_prompt_config(str(scored["prompts"]), config).protocol, None, None)
+        assert key == {**json.loads(declared.settings.key()), "chat": declared.chat}
+
+
+def _with_protocol(prompts: Path, to: Path, config: str, change) -> Path:
+    """A copy of the built prompts whose build manifest declares another protocol for `config`."""
+    shutil.copytree(prompts, to)
+    path = to / "build_manifest.json"
+    manifest = json.loads(path.read_text())
+    change(manifest["protocols"], config)
+    path.write_text(json.dumps(manifest, indent=2))
+    return to
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (
+            lambda protocols, c: protocols[c]["scoring"].update(length_normalize=False),
+            "declares length_normalize=False in its protocol, but --format talent-or-luck-csv's answers were scored "
+            "with length_normalize=True",
+        ),
+        (
+            lambda protocols, c: protocols[c]["scoring"].update(tokenization="joint"),
+            "declares tokenization='joint' in its protocol, but --format talent-or-luck-csv's answers were scored "
+            "with tokenization='separate'",
+        ),
+        (lambda protocols, c: protocols.pop(c), "declares no scoring protocol"),
+    ],
+)
+def test_files_scored_otherwise_than_the_config_s_protocol_are_one_line_and_nothing_is_written(
+    scored, tmp_path, change, says
+) -> None:
+    """The key's scoring is the config's protocol: answers that followed another are refused, naming config and
+    setting, before anything is written (the other configs' files were fine)."""
+    prompts = _with_protocol(scored["prompts"], tmp_path / "prompts", "actor_observer_release", change)
+    out = tmp_path / "imported"
+    one_line_error(_import_cli(scored["outputs"], prompts, out), "config 'actor_observer_release'", says)
+    assert not out.exists()
+
+
 @pytest.mark.parametrize(
     ("column", "cell", "problem"),
     [
