@@ -386,8 +386,8 @@ def _import_checked(
     if not checked:
         raise ProbeError(f"{request.source}: no files of --format {fmt.name} to import ({fmt.layout})")
     first = next(iter(checked.values())).run
-    key = result_key(name, REVISION_PREFIX + digest, first.settings, first.chat, dtype=None, backend=fmt.backend)
-    chat = first.chat
+    chat = bool(first.chat)  # decided: `resolve_import` checked it is the format's
+    key = result_key(name, REVISION_PREFIX + digest, first.settings, chat, dtype=None, backend=fmt.backend)
     sessions = {}
     for config, entry in checked.items():  # each config's results checks were its resolving's (`resolve_import`)
         positions = np.sort(np.concatenate(entry.positions))
