@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from runners.backends import BackendSpec, load_flag, register
+from runners.backends import BackendOptions, BackendSpec, load_flag, register
 from runners.backends.protocol import Hardware
 from runners.exchange import ContinuationScore, ScoreRequest, ScoreResult
 
@@ -72,7 +72,7 @@ class FakeBackend:
 
 
 @dataclass(frozen=True)
-class FakeOptions:
+class FakeOptions(BackendOptions):
     """Its own load option, declared here alone: `probes run` gains `--fake-note` from it (`load_flag`)."""
 
     fake_note: str | None = load_flag("a note the backend records in the run's hardware (a test double's flag).")

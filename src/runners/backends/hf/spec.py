@@ -10,11 +10,11 @@ from promptgen.core.errors import ProbeError
 from runners.model.device import AUTO, MAX_LOGIT_ROWS, QUANTIZED
 from runners.scoring.generate_accounting import GenerateCall
 
-from ..registry import BackendSpec, load_flag, register
+from ..registry import BackendOptions, BackendSpec, load_flag, register
 
 
 @dataclass(frozen=True)
-class HfOptions:
+class HfOptions(BackendOptions):
     """`--backend hf`'s own flags (`BackendSpec.options`), checked when made."""
 
     device_map: str | None = load_flag(
@@ -47,8 +47,8 @@ class HfOptions:
                 "not a --gguf-file"
             )
 
-    def checkpoint_files(self) -> dict[str, str]:
-        """The model is located, keyed and read from its GGUF file, if named (`BackendSpec.checkpoint_files`)."""
+    def checkpoint_files(self) -> dict[str, Any]:
+        """The model is located, keyed and read from its GGUF file, if named (`BackendOptions.checkpoint_files`)."""
         return {"gguf_file": self.gguf_file} if self.gguf_file else {}
 
     def size_call(self, call: GenerateCall) -> GenerateCall:

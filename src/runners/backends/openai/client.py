@@ -30,7 +30,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from promptgen.core.errors import ProbeError
 from promptgen.core.secrets import watch_secret_env
-from runners.backends.registry import load_flag
+from runners.backends.registry import BackendOptions, load_flag
 from runners.model.device import AUTO
 
 #: the API a run talks to: `/v1/completions` (token-id prompts: scoring and generation) or `/v1/chat/completions`
@@ -38,7 +38,7 @@ APIS = ("completions", "chat")
 
 
 @dataclass(frozen=True)
-class ServerOptions:
+class ServerOptions(BackendOptions):
     """Where the server is and how to talk to it: `--backend openai`'s own flags (`BackendSpec.options`, declared
     once here as `load_flag` fields) and what `ServerClient` takes, checked whole when made (one line per bad flag,
     before anything is sent)."""
@@ -75,7 +75,7 @@ class ServerOptions:
     )
 
     def tokenizer_source(self) -> str | None:
-        """Where the served model's tokenizer loads from (`BackendSpec.tokenizer_source`); None: the model's name."""
+        """Where the served model's tokenizer loads from (`BackendOptions.tokenizer_source`); None: the model's name."""
         return self.tokenizer
 
     def __post_init__(self) -> None:

@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Self
 
 from promptgen.core.errors import ProbeError
 from runners.model import context_length
 from runners.model.device import GPU_MEMORY_UTILIZATION, device_type
 from runners.scoring.generate_accounting import GenerateCall
 
-from ..registry import BackendSpec, Settling, load_flag, register
+from ..registry import BackendOptions, BackendSpec, Settling, load_flag, register
 
 #: vLLM's max_model_len when neither it nor the items' needs are given
 DEFAULT_MAX_MODEL_LEN = 4096
 
 
 @dataclass(frozen=True)
-class VllmOptions:
+class VllmOptions(BackendOptions):
     """`--backend vllm`'s own flags (`BackendSpec.options`), checked when made.
 
     `gpu_memory_utilization` and `max_model_len` left out are settled for the machine and the items
@@ -46,7 +47,7 @@ class VllmOptions:
         if self.tensor_parallel_size < 1:
             raise ProbeError(f"--tensor-parallel-size must be positive, got {self.tensor_parallel_size}")
 
-    def settle(self, settling: Settling) -> VllmOptions:
+    def settle(self, settling: Settling) -> Self:
         """The engine's memory share and context length, where left out, for this machine and these items.
 
         The memory share follows the device (`GPU_MEMORY_UTILIZATION`: 0.9 on CUDA, 0.3 on the CPU). The
