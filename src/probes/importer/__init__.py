@@ -48,7 +48,7 @@ import io
 import json
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -64,12 +64,12 @@ from runners.prompts import PromptConfig
 from runners.results import KEY_FILE, RESULT_SCHEMA, ResultKey, finished_keys, read_manifest, record_import, rows_table
 from runners.results.out_folder import check_out_folder
 from runners.results.parts import file_lock
-from runners.run.request import ResolvedRun, RunRequest
-from runners.run.runner import resolve_protocol
+from runners.run.request import ResolvedRun
 from runners.run.session import Session, result_key
 
 from ..probe_part import probe_extras
 from .common import ImportFormat, ParsedFile, SourceFile, rows_to_arrow
+from .resolve import resolve_import
 
 #: the model revision of imported rows: this prefix and the digest of the files
 REVISION_PREFIX = "imported-"
@@ -181,36 +181,6 @@ def _select(
     if absent:
         raise ProbeError(f"--config {absent[0]!r}: {folder} has no file of it")
     return [f for f in found if f.config in set(configs)]
-
-
-def resolve_import(fmt: ImportFormat, request: ImportRequest, config: str, out: Path) -> ResolvedRun:
-    """One config of an import resolved as `probes run` resolves it (`resolve_protocol`: the prompt build, the
-    results folder's checks, the config's declared protocol), and that protocol checked against the format's.
-
-    The key's scoring is the config's protocol, as a run's is: the files must have been scored the way the config
-    says its paper scored it (the format's `scoring()`), else the rows would be keyed as a protocol they did not
-    follow. A mismatch is one line naming the config and the first setting that differs.
-    """
-    request_run = RunRequest(
-        request.prompts, config, request.model_name, out, revision=request.revision, model_name=request.model_name
-    )
-    run = resolve_protocol(request_run, limit_flag=None)
-    if run.prompts.protocol is None:
-        raise ProbeError(
-            f"--prompts {request.prompts}: config {config!r} declares no scoring protocol, and an import is keyed by "
-            f"it: import into a dataset built by probes build (its build_manifest.json declares each protocol)"
-        )
-    settings, chat = fmt.scoring()
-    differ = [("chat", run.chat, chat)] if run.chat != chat else []
-    differ += [(f.name, getattr(run.settings, f.name), getattr(settings, f.name)) for f in fields(settings)]
-    name, declared, scored = next(((n, d, s) for n, d, s in differ if d != s), ("", None, None))
-    if name:
-        raise ProbeError(
-            f"--prompts {request.prompts}: config {config!r} declares {name}={declared!r} in its protocol, but "
-            f"--format {fmt.name}'s answers were scored with {name}={scored!r}: import them into a build whose "
-            "protocol is the one they followed"
-        )
-    return run
 
 
 def _check(

@@ -258,7 +258,7 @@ def _import_cli(source: Path, prompts: Path, out: Path, *extra: str):
 def test_each_config_is_resolved_as_a_run_and_keyed_by_its_declared_protocol(scored, tmp_path, monkeypatch) -> None:
     """The import resolves each config through `resolve_protocol` (a run's resolution and checks), and its key's
     scoring is what the config's declared protocol resolves to (`resolve_scoring`, computed apart here)."""
-    import probes.importer as importer
+    import probes.importer.resolve as importer
 
     resolved: list[str] = []
     real = importer.resolve_protocol
