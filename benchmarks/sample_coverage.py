@@ -279,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--template-fractions", type=float, nargs="+", default=(0.1, 0.25, 0.5))
     parser.add_argument("--configs", nargs="+", default=RELIGION, help="empathy configs (default: every religion one)")
     parser.add_argument(
-        "--method", choices=("BCa", "percentile"), help="the interval (default: analysis.precision.METHOD)"
+        "--method", choices=("BCa", "percentile", "basic"), help="the interval (default: analysis.precision.METHOD)"
     )
     parser.add_argument("--sizes", type=int, nargs="+", default=SIZES, help="empathy sample sizes, in events")
     args = parser.parse_args(argv)
