@@ -352,9 +352,9 @@ def _import_checked(
 ) -> ImportResult:
     """Every file checked and staged: the results folder's checks, then each config's rows written."""
     digest = files_digest(fmt.name, [(s.name, sha) for e in checked.values() for s, sha, _ in e.files])
-    # every config's protocol is the format's scoring (`resolve_import`): one key for the import's configs
     if not checked:
         raise ProbeError(f"{request.source}: no files of --format {fmt.name} to import ({fmt.layout})")
+    # every config's protocol is the format's scoring (`resolve_import`): one key for the import's configs
     first = next(iter(checked.values())).run
     chat = bool(first.chat)  # decided: `resolve_import` checked it is the format's
     key = result_key(name, REVISION_PREFIX + digest, first.settings, chat, dtype=None, backend=fmt.backend)

@@ -34,10 +34,13 @@ def resolve_import(fmt: ImportFormat, request: ImportRequest, config: str, out: 
             f"it: import into a dataset built by probes build (its build_manifest.json declares each protocol)"
         )
     settings, chat = fmt.scoring()
-    differ = [("chat", run.chat, chat)] if run.chat != chat else []
-    differ += [(f.name, getattr(run.settings, f.name), getattr(settings, f.name)) for f in fields(settings)]
-    name, declared, scored = next(((n, d, s) for n, d, s in differ if d != s), ("", None, None))
-    if name:
+    pairs = [
+        ("chat", run.chat, chat),
+        *((f.name, getattr(run.settings, f.name), getattr(settings, f.name)) for f in fields(settings)),
+    ]
+    differ = [(n, d, s) for n, d, s in pairs if d != s]
+    if differ:
+        name, declared, scored = differ[0]
         raise ProbeError(
             f"--prompts {request.prompts}: config {config!r} declares {name}={declared!r} in its protocol, but "
             f"--format {fmt.name}'s answers were scored with {name}={scored!r}: import them into a build whose "

@@ -258,11 +258,11 @@ def _import_cli(source: Path, prompts: Path, out: Path, *extra: str):
 def test_each_config_is_resolved_as_a_run_and_keyed_by_its_declared_protocol(scored, tmp_path, monkeypatch) -> None:
     """The import resolves each config through `resolve_protocol` (a run's resolution and checks), and its key's
     scoring is what the config's declared protocol resolves to (`resolve_scoring`, computed apart here)."""
-    import probes.importer.resolve as importer
+    import probes.importer.resolve as resolve
 
     resolved: list[str] = []
-    real = importer.resolve_protocol
-    monkeypatch.setattr(importer, "resolve_protocol", lambda r, **k: resolved.append(r.config) or real(r, **k))
+    real = resolve.resolve_protocol
+    monkeypatch.setattr(resolve, "resolve_protocol", lambda r, **k: resolved.append(r.config) or real(r, **k))
     result = import_results(ImportRequest(scored["outputs"], FORMAT, scored["prompts"], MODEL, tmp_path / "r"))
     assert sorted(resolved) == sorted(RELEASE_CONFIGS)
     key = json.loads(result.key.scoring)
