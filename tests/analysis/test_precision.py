@@ -123,14 +123,21 @@ def test_a_full_run_has_no_interval_and_says_all_events():
 
 
 def test_the_interval_shrinks_by_the_finite_population_correction():
+    """Without replacement, n of N: the standard error and half-width shrink by sqrt(1 - n/N), the bias (which falls
+    as 1/n - 1/N) by 1 - n/N; a scipy interval's deviations from the estimate by sqrt(1 - n/N)."""
     sums = np.random.default_rng(4).normal(size=(40, 1))
     mean = lambda s: s[:, 0] / 40  # noqa: E731
     (free,) = cluster_bootstrap(sums, mean, resamples=500, seed=7)
     (part,) = cluster_bootstrap(sums, mean, population=160, resamples=500, seed=7)
     scale = math.sqrt(1 - 40 / 160)
+    assert part.half_width == pytest.approx(free.half_width * scale)
+    centre = lambda p: (p.low + p.high) / 2  # noqa: E731
+    assert part.estimate - centre(part) == pytest.approx((free.estimate - centre(free)) * scale**2)
+    assert part.se == pytest.approx(free.se * scale) and part.mde == pytest.approx(2.8 * part.se)
+    (free,) = cluster_bootstrap(sums, mean, resamples=500, seed=7, method="BCa")
+    (part,) = cluster_bootstrap(sums, mean, population=160, resamples=500, seed=7, method="BCa")
     assert part.high - part.estimate == pytest.approx((free.high - free.estimate) * scale)
     assert part.estimate - part.low == pytest.approx((free.estimate - free.low) * scale)
-    assert part.se == pytest.approx(free.se * scale) and part.mde == pytest.approx(2.8 * part.se)
 
 
 def test_coverage_of_a_large_share_sample_is_near_95_percent():
@@ -254,3 +261,31 @@ def test_the_interval_is_scipy_s_own_for_a_mean(method: str) -> None:
     ).confidence_interval
     assert (got.low, got.high) == pytest.approx((want.low, want.high), rel=1e-12)
     assert got.estimate == pytest.approx(values.mean())
+
+
+def test_the_default_interval_is_the_bootstrap_s_bias_corrected_normal_one() -> None:
+    """A ratio of sums is biased at small n. The default interval is the estimate less the bootstrap's bias (its
+    resamples' mean minus the estimate), ± z(0.975) bootstrap SEs: computed here from `scipy.stats.bootstrap`'s own
+    resamples of the units, with the same seed."""
+    from scipy.stats import bootstrap, norm
+
+    rng = np.random.default_rng(12)
+    sums = np.column_stack([rng.gamma(1.5, 2.0, 30), rng.integers(1, 6, 30)]).astype(float)
+    ratio = lambda s: s[..., 0] / s[..., 1]  # noqa: E731
+    (got,) = cluster_bootstrap(sums, ratio, resamples=999, seed=5)
+    dist = bootstrap(
+        (np.arange(30),),
+        lambda i, axis=-1: ratio(sums[i].sum(axis=-2)),
+        n_resamples=999,
+        batch=500,
+        vectorized=True,
+        method="percentile",
+        rng=np.random.default_rng(5),
+    ).bootstrap_distribution
+    estimate = sums[:, 0].sum() / sums[:, 1].sum()
+    centre, half = 2 * estimate - dist.mean(), norm.ppf(0.975) * dist.std(ddof=1)
+    assert got.estimate == pytest.approx(estimate)
+    assert (got.low, got.high) == pytest.approx((centre - half, centre + half), rel=1e-12)
+    assert got.se == pytest.approx(dist.std(ddof=1)) and dist.mean() != pytest.approx(estimate, abs=1e-6)
+    with pytest.raises(ValueError, match="no interval method 'student'"):
+        cluster_bootstrap(sums, ratio, method="student")
